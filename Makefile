@@ -1,0 +1,35 @@
+# ddpbench: `make bench` runs the plan, `make test` runs the tests. Both set up what they need.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+HOSTS ?= hosts/local.yaml
+PLAN ?= quick
+OUT ?= results
+# The CPU build of this version lies on the CI machines' disk; a GPU host that already has
+# torch keeps its own (the venv sees the system's site-packages).
+TORCH_VERSION := 2.13.0
+
+.PHONY: bench test report setup clean
+
+$(VENV)/.installed: pyproject.toml
+	@if $(PYTHON) -c "import torch" 2>/dev/null; then \
+	  $(PYTHON) -m venv --system-site-packages $(VENV); \
+	else \
+	  $(PYTHON) -m venv $(VENV) && $(PY) -m pip install -q "torch==$(TORCH_VERSION)"; \
+	fi
+	$(PY) -m pip install -q -e '.[test]'
+	@touch $@
+
+setup: $(VENV)/.installed
+
+bench: $(VENV)/.installed
+	$(PY) -m bench run --hosts $(HOSTS) --plan $(PLAN) --out $(OUT)
+
+test: $(VENV)/.installed
+	$(PY) -m pytest -q
+
+report: $(VENV)/.installed
+	$(PY) -m bench report $(BUNDLES) --out $(OUT)
+
+clean:
+	rm -rf $(VENV) results

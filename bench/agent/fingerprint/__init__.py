@@ -1,0 +1,85 @@
+"""Machine fingerprint: everything needed to judge whether two results are comparable.
+
+`collect()` returns a dict that schema/fingerprint.schema.json describes. It imports only the
+standard library, plus torch, pynvml and psutil when they are installed, and never raises: a
+failing probe leaves its field null (or empty) and adds a line to "probe_errors".
+"""
+from __future__ import annotations
+
+import os
+import platform
+from datetime import datetime, timezone
+from typing import Callable, Mapping
+
+from . import environment, nvidia_smi, nvml, software, system
+
+__all__ = ["FINGERPRINT_VERSION", "collect"]
+
+FINGERPRINT_VERSION = 1
+
+
+def collect(env: Mapping[str, str] | None = None) -> dict:
+    """Fingerprint of this machine; `env` (default os.environ) is the environment to report
+    and the one that names the container pin file."""
+    env = os.environ if env is None else env
+    errors: list[str] = []
+
+    def probe(name: str, read: Callable, default=None):
+        try:
+            return read()
+        except Exception as error:  # noqa: BLE001 - a fingerprint must never stop a run
+            errors.append(f"{name}: {type(error).__name__}: {error}"[:200])
+            return default
+
+    def smi(args: tuple, parse: Callable):
+        text = nvidia_smi.run(args)
+        return None if text is None else parse(text)
+
+    gpu_facts, gpu_source = probe("nvml", lambda: nvml.read(errors)), "nvml"
+    if gpu_facts is None:
+        gpu_facts = probe("nvidia-smi -q", lambda: smi(nvidia_smi.QUERY_XML, nvidia_smi.parse_query_xml))
+        gpu_source = "nvidia-smi" if gpu_facts else "none"
+    gpu_facts = gpu_facts or {"driver_version": None, "cuda_driver_version": None, "gpus": []}
+    gpus = gpu_facts["gpus"]
+
+    topology = {"matrix": None, "p2p_read": None, "cpu_affinity": None, "numa_affinity": None}
+    if gpus:  # no GPU, no topology: spares three nvidia-smi calls that could each hang 10 s
+        topology.update(probe("nvidia-smi topo -m", lambda: smi(nvidia_smi.TOPO_MATRIX, nvidia_smi.parse_topo_matrix)) or {})
+        topology["p2p_read"] = probe("nvidia-smi topo -p2p r", lambda: smi(nvidia_smi.P2P_READ, nvidia_smi.parse_p2p_matrix))
+        nvlink_status = probe("nvidia-smi nvlink -s", lambda: smi(nvidia_smi.NVLINK_STATUS, nvidia_smi.parse_nvlink_status))
+        if nvlink_status is not None:
+            _fill_nvlink(gpus, nvlink_status)
+
+    cpu_default = {"model": None, "sockets": None, "cores_physical": None, "logical_cpus": os.cpu_count() or 1, "numa_nodes": None}
+    return {
+        "fingerprint_version": FINGERPRINT_VERSION,
+        "collected_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "host": probe("host", system.host, {"hostname_sha256": None, "kernel": None, "os": None, "arch": None}),
+        "cpu": probe("cpu", system.cpu, cpu_default),
+        "memory_total_bytes": probe("memory", system.memory_total_bytes),
+        "gpus": gpus,
+        "gpu_count": len(gpus),
+        "driver_version": gpu_facts["driver_version"],
+        "cuda_driver_version": gpu_facts["cuda_driver_version"],
+        "topology": topology,
+        "network": probe("network", system.network, {"nics": [], "infiniband": []}),
+        "software": {
+            **probe("software", software.versions, {"python": platform.python_version(), "torch": None, "torch_cuda": None}),
+            "nccl": probe("nccl", software.nccl_version),
+            "cudnn": probe("cudnn", software.cudnn_version),
+        },
+        "container": probe("container", lambda: software.container(env),
+                           {"image": env.get("DDPBENCH_IMAGE") or None, "digest": None, "pin": None}),
+        "env": probe("env", lambda: environment.allowed(env), {}),
+        "probes": {"gpu_source": gpu_source},
+        "probe_errors": errors,
+    }
+
+
+def _fill_nvlink(gpus: list[dict], status: dict[int, dict]) -> None:
+    """`nvidia-smi nvlink -s` fills what NVML could not tell (e.g. its NVLink calls failed);
+    a GPU that it does not list has no active link."""
+    for gpu in gpus:
+        for key, value in status.get(gpu["index"], {"active_links": 0, "link_speed_gbps": None}).items():
+            if gpu["nvlink"][key] is None:
+                gpu["nvlink"][key] = value

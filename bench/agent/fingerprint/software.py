@@ -1,0 +1,53 @@
+"""Python, torch, CUDA, NCCL and cuDNN versions, and the container image in use."""
+from __future__ import annotations
+
+import json
+import platform
+from pathlib import Path
+from typing import Mapping
+
+try:
+    import torch
+except ImportError:
+    torch = None
+
+DEFAULT_PIN_PATH = "/etc/ddpbench/pin.json"
+PIN_KEYS = ("image", "digest", "base_image", "torch", "nccl", "git_commit")
+
+
+def versions() -> dict:
+    return {
+        "python": platform.python_version(),
+        "torch": None if torch is None else str(torch.__version__),
+        "torch_cuda": None if torch is None else torch.version.cuda,
+    }
+
+
+# A CUDA build of torch is enough for the next two: torch.cuda.is_available() would initialise
+# the CUDA driver in this process, which breaks CUDA in any child forked afterwards.
+def nccl_version() -> str | None:
+    """'2.28.9'; ncclGetVersion needs no GPU."""
+    if torch is None or not torch.version.cuda:
+        return None
+    return ".".join(str(part) for part in torch.cuda.nccl.version())
+
+
+def cudnn_version() -> int | None:
+    """91900 for cuDNN 9.19.0, as torch reports it."""
+    if torch is None or not torch.version.cuda:
+        return None
+    return torch.backends.cudnn.version()
+
+
+def container(env: Mapping[str, str]) -> dict:
+    """Image reference and digest from the pin file baked into the image (path in
+    DDPBENCH_IMAGE_PIN), else the image named by DDPBENCH_IMAGE, else nothing.
+    An unreadable pin file raises, so that the caller records it."""
+    pin_path = Path(env.get("DDPBENCH_IMAGE_PIN") or DEFAULT_PIN_PATH)
+    if pin_path.is_file():
+        loaded = json.loads(pin_path.read_text())
+        if not isinstance(loaded, dict):
+            raise ValueError(f"{pin_path}: not a JSON object")
+        pin = {key: str(loaded[key]) for key in PIN_KEYS if loaded.get(key) is not None}
+        return {"image": pin.get("image") or env.get("DDPBENCH_IMAGE") or None, "digest": pin.get("digest"), "pin": pin}
+    return {"image": env.get("DDPBENCH_IMAGE") or None, "digest": None, "pin": None}

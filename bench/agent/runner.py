@@ -1,0 +1,260 @@
+"""Turn a plan into torchrun launches on this host, run them, and keep every result.
+
+The plan arrives already validated against its schema (by the controller); what only this
+host can judge (GPU count, memory, InfiniBand, batch divisibility) is checked here, before
+anything is launched. Results are written to raw.json after every launch, so an
+interruption loses at most the launch in flight.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from bench import __version__
+from bench.agent.transports import BASE_NCCL_ENV, PRESETS, backend_for, transport_record
+
+CPU_WORLD_SIZE = 2  # "all" on a machine without a GPU: two processes, gloo
+AGENT_ROOT = Path(__file__).resolve().parents[2]  # the folder (or zipapp) that holds `bench`
+LOG_TAIL_LINES = 20
+
+
+class PlanError(Exception):
+    """The plan asks for something this host cannot do; raised before anything is launched."""
+
+
+@dataclass(frozen=True)
+class Hardware:
+    gpu_count: int
+    gpu_memory_bytes: int  # the smallest GPU's
+    infiniband: bool
+    logical_cpus: int
+
+    @classmethod
+    def of(cls, fingerprint: dict) -> "Hardware":
+        gpus = fingerprint.get("gpus") or []
+        ib = fingerprint.get("network", {}).get("infiniband") or []
+        return cls(
+            gpu_count=len(gpus),
+            gpu_memory_bytes=min((g.get("memory_total_bytes") or 0 for g in gpus), default=0),
+            infiniband=any(port.get("state", "").upper().endswith("ACTIVE") for port in ib),
+            logical_cpus=fingerprint.get("cpu", {}).get("logical_cpus") or os.cpu_count() or 1,
+        )
+
+
+@dataclass(frozen=True)
+class Nodes:
+    """Where this agent sits in a multi-node job; one node is the single-host case."""
+
+    count: int = 1
+    rank: int = 0
+    rendezvous: str = ""  # host:port of the c10d store, on the first node
+    job_id: str = "ddpbench"
+
+    def torchrun_args(self) -> list[str]:
+        if self.count == 1:
+            return ["--standalone", "--nnodes=1"]
+        return [
+            f"--nnodes={self.count}",
+            f"--node-rank={self.rank}",
+            "--rdzv-backend=c10d",
+            f"--rdzv-endpoint={self.rendezvous}",
+            f"--rdzv-id={self.job_id}",
+        ]
+
+
+@dataclass
+class Launch:
+    id: str
+    suite: str
+    preset: str
+    backend: str
+    nproc_per_node: int
+    nodes: Nodes
+    params: dict
+    timeout_s: float
+    skipped_reason: str = ""
+    env: dict = field(default_factory=dict)
+
+    @property
+    def world_size(self) -> int:
+        return self.nproc_per_node * self.nodes.count
+
+
+def _resolve_world_sizes(requested: list, hw: Hardware) -> list[int]:
+    devices = hw.gpu_count or CPU_WORLD_SIZE
+    return sorted({devices if w == "all" else int(w) for w in requested})
+
+
+def _check_collectives(params: dict, hw: Hardware, cuda: bool) -> None:
+    if params["begin_bytes"] > params["end_bytes"]:
+        raise PlanError(
+            f"collectives: begin_bytes {params['begin_bytes']} is larger than end_bytes {params['end_bytes']}; sizes must increase"
+        )
+    if cuda:
+        # out, in and the check's temporaries: about three buffers of the largest size
+        need = 3 * max([params["end_bytes"], *params.get("p2p_sizes_bytes", [])])
+        if need > hw.gpu_memory_bytes:
+            raise PlanError(
+                f"collectives: end_bytes {params['end_bytes']} needs about {need} bytes of GPU memory, "
+                f"the GPU has {hw.gpu_memory_bytes}; lower end_bytes"
+            )
+
+
+def _check_ddp(params: dict, world_size: int) -> None:
+    for global_batch in params.get("global_batches") or []:
+        if global_batch % (world_size * params["micro_batch"]):
+            raise PlanError(
+                f"ddp: global batch {global_batch} is not divisible by world size {world_size} x micro_batch "
+                f"{params['micro_batch']}; choose a multiple of {world_size * params['micro_batch']}"
+            )
+
+
+def plan_launches(plan: dict, hw: Hardware, nodes: Nodes = Nodes(), host_env: "dict | None" = None) -> list[Launch]:
+    """Every launch the plan asks of this host, or a PlanError naming the first problem."""
+    cuda = hw.gpu_count > 0
+    launches = []
+    for index, entry in enumerate(plan["suites"]):
+        suite = entry["suite"]
+        params = {**entry.get("params", {}), **(entry.get("gpu", {}) if cuda else entry.get("cpu", {}))}
+        for preset_name in entry.get("transports", ["default"]):
+            preset = PRESETS[preset_name]
+            if preset.backend == "nccl" and preset_name != "default" and not cuda:
+                raise PlanError(f"{suite}: transport preset {preset_name!r} needs NCCL and a GPU, this host has none; use 'gloo' or 'default'")
+            if preset.needs_infiniband and not hw.infiniband:
+                raise PlanError(f"{suite}: transport preset 'ib' needs an active InfiniBand port, this host has none; remove 'ib' from the plan")
+            for per_node in _resolve_world_sizes(entry.get("world_sizes", ["all"]), hw):
+                world_size = per_node * nodes.count
+                if suite == "collectives":
+                    _check_collectives(params, hw, cuda)
+                else:
+                    _check_ddp(params, world_size)
+                backend = backend_for(preset_name, cuda)
+                skipped = ""
+                if cuda and per_node > hw.gpu_count:
+                    skipped = f"needs {per_node} GPUs per node, this host has {hw.gpu_count}"
+                env = {**(BASE_NCCL_ENV if backend == "nccl" else {}), **preset.env, **(host_env or {})}
+                if not cuda:
+                    env.setdefault("OMP_NUM_THREADS", str(max(1, hw.logical_cpus // per_node)))
+                launches.append(Launch(
+                    id=f"{index:02d}-{suite}-{preset_name}-ws{world_size}",
+                    suite=suite, preset=preset_name, backend=backend, nproc_per_node=per_node, nodes=nodes,
+                    params=params, timeout_s=plan.get("timeout_s", 600), skipped_reason=skipped, env=env,
+                ))
+    return launches
+
+
+def _tail(path: Path, lines: int = LOG_TAIL_LINES) -> list[str]:
+    if not path.exists():
+        return []
+    return path.read_text(errors="replace").splitlines()[-lines:]
+
+
+def run_launch(launch: Launch, out_dir: Path) -> tuple[dict, list[dict]]:
+    """Run one torchrun job; return its launch record and the run records it produced."""
+    started = time.time()
+    summary = {"id": launch.id, "suite": launch.suite, "preset": launch.preset, "world_size": launch.world_size, "nodes": launch.nodes.count}
+    if launch.skipped_reason:
+        return {**summary, "status": "skipped", "error": launch.skipped_reason, "duration_s": 0.0, "log_tail": []}, []
+    work = out_dir / "launches"
+    work.mkdir(parents=True, exist_ok=True)
+    spec_path, result_path, log_path = (work / f"{launch.id}{ext}" for ext in (".json", ".jsonl", ".log"))
+    result_path.unlink(missing_ok=True)
+    spec_path.write_text(json.dumps({
+        "suite": launch.suite, "params": launch.params, "backend": launch.backend,
+        "timeout_s": launch.timeout_s, "result_path": str(result_path),
+    }))
+    command = [
+        sys.executable, "-m", "torch.distributed.run", *launch.nodes.torchrun_args(),
+        f"--nproc-per-node={launch.nproc_per_node}", "-m", "bench.agent.worker", str(spec_path),
+    ]
+    env = {**os.environ, **launch.env, "PYTHONPATH": os.pathsep.join(filter(None, [str(AGENT_ROOT), os.environ.get("PYTHONPATH")]))}
+    status, error = "ok", None
+    with open(log_path, "w") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        try:
+            code = process.wait(timeout=launch.timeout_s)
+            if code != 0:
+                status, error = "failed", f"torchrun exited with status {code}"
+        except subprocess.TimeoutExpired:
+            status, error = "timeout", f"no result after {launch.timeout_s:g} s (the plan's timeout_s): a rank hung or a peer died"
+        finally:
+            _end_process_group(process)
+    log_text = log_path.read_text(errors="replace")
+    transport = transport_record(launch.preset, launch.backend, launch.world_size, log_text)
+    runs = [
+        {**record, "transport": transport, "launch_id": launch.id}
+        for record in map(json.loads, filter(None, result_path.read_text().splitlines() if result_path.exists() else []))
+    ]
+    if status == "ok" and not transport["matches_preset"]:
+        error = f"transport preset {launch.preset!r} asked for {sorted(PRESETS[launch.preset].accepts)}, NCCL used {transport['nccl_used']}"
+    record = {
+        **summary, "status": status, "error": error, "duration_s": round(time.time() - started, 3),
+        "transport": transport, "log_tail": _tail(log_path) if status != "ok" else [],
+    }
+    return record, runs
+
+
+def _end_process_group(process: subprocess.Popen) -> None:
+    """torchrun and every rank it started: TERM, then KILL what is left."""
+    for sig, wait_s in ((signal.SIGTERM, 5), (signal.SIGKILL, 5)):
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            process.wait(timeout=wait_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def now_utc() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def run_plan(
+    plan: dict,
+    out_dir: Path,
+    fingerprint: dict,
+    *,
+    nodes: Nodes = Nodes(),
+    host_env: "dict | None" = None,
+    done_launch_ids: frozenset = frozenset(),
+    progress: Callable[[dict], None] = lambda event: None,
+) -> dict:
+    """Run every launch of the plan; raw.json in out_dir holds the result after each one."""
+    launches = plan_launches(plan, Hardware.of(fingerprint), nodes, host_env)
+    raw = {
+        "agent_version": __version__, "started_at": now_utc(), "finished_at": None, "complete": False,
+        "fingerprint": fingerprint, "launches": [], "runs": [],
+    }
+    out_dir.mkdir(parents=True, exist_ok=True)
+    progress({"event": "plan", "launches": [l.id for l in launches]})
+    for launch in launches:
+        if launch.id in done_launch_ids:
+            progress({"event": "launch_skipped", "id": launch.id, "reason": "already finished (resume)"})
+            continue
+        progress({"event": "launch_start", "id": launch.id})
+        record, runs = run_launch(launch, out_dir)
+        raw["launches"].append(record)
+        raw["runs"].extend(runs)
+        write_raw(out_dir, raw)
+        progress({"event": "launch_end", "id": launch.id, "status": record["status"], "error": record["error"], "runs": len(runs)})
+    raw["complete"], raw["finished_at"] = True, now_utc()
+    write_raw(out_dir, raw)
+    return raw
+
+
+def write_raw(out_dir: Path, raw: dict) -> None:
+    tmp = out_dir / "raw.json.tmp"
+    tmp.write_text(json.dumps(raw, indent=1))
+    os.replace(tmp, out_dir / "raw.json")

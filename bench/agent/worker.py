@@ -1,0 +1,50 @@
+"""One rank of one launch, started by torchrun: `python -m bench.agent.worker LAUNCH.json`.
+
+Rank 0 appends each finished record to the launch's result file as one JSON line, so a
+launch that dies halfway keeps what it measured.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+
+from bench.agent.harness import Context
+from bench.agent.suites import SUITES
+
+
+def main(spec_path: str) -> None:
+    with open(spec_path) as f:
+        spec = json.load(f)
+    rank, local_rank = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])
+    world_size = int(os.environ["WORLD_SIZE"])
+    if spec["backend"] == "nccl":
+        torch.cuda.set_device(local_rank)
+        device = torch.device("cuda", local_rank)
+    else:
+        device = torch.device("cpu")
+    dist.init_process_group(
+        spec["backend"],
+        timeout=datetime.timedelta(seconds=spec["timeout_s"]),
+        device_id=device if device.type == "cuda" else None,
+    )
+    ctx = Context(rank=rank, local_rank=local_rank, world_size=world_size, device=device, backend=spec["backend"])
+
+    def emit(record: dict) -> None:
+        if rank == 0:
+            with open(spec["result_path"], "a") as out:
+                out.write(json.dumps(record) + "\n")
+
+    try:
+        SUITES[spec["suite"]](ctx, spec["params"], emit)
+    finally:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

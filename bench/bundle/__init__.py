@@ -1,0 +1,99 @@
+"""Bundles: one JSON document per invocation, validated when written and when read.
+
+The sha256 covers the canonical JSON (sorted keys, no whitespace, ASCII) of the whole
+document except the sha256 field, so changing one number anywhere breaks it. Reading is
+safe whatever the file holds: JSON only, a size limit, a nesting-depth limit, no code run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+from bench import schemas
+from bench.errors import UserError
+
+SCHEMA_VERSION = 1
+MAX_BUNDLE_BYTES = 256 * 1024 * 1024
+MAX_DEPTH = 64
+
+
+def canonical_json(document: dict) -> bytes:
+    body = {k: v for k, v in document.items() if k != "sha256"}
+    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False).encode()
+
+
+def digest(document: dict) -> str:
+    return hashlib.sha256(canonical_json(document)).hexdigest()
+
+
+def seal(document: dict) -> dict:
+    """The document with its sha256 set."""
+    return {**document, "sha256": digest(document)}
+
+
+def write_bundle(path: Path, document: dict) -> dict:
+    """Seal, validate and write atomically; returns the sealed document."""
+    sealed = seal(document)
+    schemas.validator("bundle").validate(sealed)  # a bundle we write that fails is our bug: let it raise
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(sealed, indent=1, allow_nan=False) + "\n")
+    os.replace(tmp, path)
+    return sealed
+
+
+def _depth(value, limit: int) -> int:
+    stack, deepest = [(value, 1)], 0
+    while stack:
+        item, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if depth > limit:
+            return depth
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
+    return deepest
+
+
+def _reject_constant(name: str):
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def read_bundle(path: Path) -> dict:
+    """Load, check size, depth, schema version, sha256 and schema; one UserError per problem."""
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such bundle; check the path") from None
+    if size > MAX_BUNDLE_BYTES:
+        raise UserError(f"{path}: {size} bytes is over the {MAX_BUNDLE_BYTES}-byte limit for a bundle; this is not a ddpbench bundle")
+    try:
+        document = json.loads(path.read_bytes(), parse_constant=_reject_constant)
+    except RecursionError:
+        raise UserError(f"{path}: nested too deeply to be a bundle; this is not a ddpbench bundle") from None
+    except (UnicodeDecodeError, ValueError) as err:
+        truncated = isinstance(err, json.JSONDecodeError) and err.pos >= size - 1
+        what = "truncated (the JSON ends early)" if truncated else f"not valid JSON ({err})"
+        raise UserError(f"{path}: {what}; fetch the bundle again or rerun `ddpbench run`") from None
+    if not isinstance(document, dict):
+        raise UserError(f"{path}: a bundle is a JSON object, this is a {type(document).__name__}; check the file")
+    if _depth(document, MAX_DEPTH) > MAX_DEPTH:
+        raise UserError(f"{path}: nested deeper than {MAX_DEPTH} levels; this is not a ddpbench bundle")
+    version = document.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise UserError(
+            f"{path}: field schema_version: {version!r} is not a version this ddpbench reads ({SCHEMA_VERSION}); "
+            "use the ddpbench release that wrote it"
+        )
+    recorded, actual = document.get("sha256"), digest(document)
+    if recorded != actual:
+        raise UserError(
+            f"{path}: field sha256: recorded {str(recorded)[:16]}... but the content hashes to {actual[:16]}...; "
+            "the bundle was changed after it was written: get the original"
+        )
+    schemas.validate("bundle", document, str(path), "the bundle does not follow schema/bundle.schema.json: get the original")
+    return document

@@ -1,0 +1,63 @@
+"""One-line description of a fingerprint's GPUs and the link between them, for reports."""
+from __future__ import annotations
+
+import re
+
+# Per-lane, per-direction PCIe payload rate in GB/s after line encoding (8b/10b for gen 1-2,
+# 128b/130b for gen 3-5, FLIT for gen 6).
+PCIE_LANE_GBPS = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
+
+
+def _nvlink_bonds(fp: dict) -> list[int]:
+    """Link counts of the GPU pairs that the topology matrix shows as 'NV#'."""
+    matrix = (fp.get("topology") or {}).get("matrix") or {}
+    bonds = []
+    for cells in matrix.values():
+        for column, cell in cells.items():
+            bond = re.fullmatch(r"NV(\d+)", cell)
+            if bond and column.startswith("GPU"):
+                bonds.append(int(bond.group(1)))
+    return bonds
+
+
+def _slowest(peaks: list[float | None]) -> float | None:
+    return None if not peaks or None in peaks else round(min(peaks), 3)
+
+
+def link_summary(fp: dict) -> dict:
+    """{"gpu", "gpu_count", "link_class", "link_label", "link_peak_gbps"} of a fingerprint.
+
+    link_class is "nvlink" when the topology matrix joins a GPU pair by NV# (or, without a
+    matrix, when GPUs report active NVLinks), "pcie" for other GPUs, "none" without GPUs.
+
+    link_peak_gbps is a theoretical peak in GB/s, for one GPU, in one direction, of the slowest
+    GPU, null when a figure it needs is unknown:
+      - nvlink: active links x per-link speed as `nvidia-smi nvlink -s` prints it, which is per
+        direction (H100/H200: 18 x 26.562 = 478.1 GB/s);
+      - pcie: width x per-lane rate at the *current* generation and width (GPUs may train the link
+        down when idle, so this can be lower than the slot's maximum).
+    """
+    gpus = fp.get("gpus") or []
+    if not gpus:
+        return {"gpu": None, "gpu_count": 0, "link_class": "none", "link_label": "no GPU", "link_peak_gbps": None}
+    name = " + ".join(sorted({gpu["name"] for gpu in gpus}))
+    prefix = f"{len(gpus)}x {name}"
+    links = [gpu["nvlink"] for gpu in gpus]
+    bonds = _nvlink_bonds(fp)
+    has_matrix = bool((fp.get("topology") or {}).get("matrix"))
+    if bonds or (not has_matrix and any(link["active_links"] for link in links)):
+        bond = max(bonds) if bonds else min(link["active_links"] or 0 for link in links)
+        peaks = [link["active_links"] * link["link_speed_gbps"]
+                 if link["active_links"] is not None and link["link_speed_gbps"] is not None else None
+                 for link in links]
+        return {"gpu": name, "gpu_count": len(gpus), "link_class": "nvlink",
+                "link_label": f"{prefix}, NVLink NV{bond}", "link_peak_gbps": _slowest(peaks)}
+    pcie = [(gpu["pcie"]["gen_current"], gpu["pcie"]["width_current"]) for gpu in gpus]
+    peaks = [PCIE_LANE_GBPS[gen] * width if gen in PCIE_LANE_GBPS and width else None for gen, width in pcie]
+    known = [(peak, gen, width) for peak, (gen, width) in zip(peaks, pcie) if peak is not None]
+    label = f"{prefix}, PCIe"
+    if known:
+        _, gen, width = min(known)
+        label += f" {gen}.0 x{width}"
+    return {"gpu": name, "gpu_count": len(gpus), "link_class": "pcie", "link_label": label,
+            "link_peak_gbps": _slowest(peaks)}

@@ -1,0 +1,72 @@
+"""Hosts files: where a plan runs (YAML, validated against schema/hosts.schema.json)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench import schemas
+from bench.errors import UserError
+from bench.yamlfile import load_yaml
+
+
+@dataclass(frozen=True)
+class Host:
+    name: str
+    runtime: str = "native"
+    address: str = ""
+    port: int = 22
+    user: str = "root"
+    identity_file: str = ""
+    jump: str = ""
+    python: str = "python3"
+    workdir: str = "/tmp/ddpbench"
+    labels: tuple = ()
+    env: dict = field(default_factory=dict)
+    accept_new_host_key: bool = False
+    connect_timeout_s: float = 15.0
+    socket_ifname: str = ""
+    image: str = ""
+    image_tarball: str = ""
+
+
+@dataclass(frozen=True)
+class Group:
+    name: str
+    hosts: tuple
+    rendezvous_address: str = ""
+    rendezvous_port: int = 29400
+    socket_ifname: str = ""
+
+
+@dataclass(frozen=True)
+class Inventory:
+    hosts: tuple
+    groups: tuple = ()
+
+    def host(self, name: str) -> Host:
+        return next(h for h in self.hosts if h.name == name)
+
+
+def load_hosts(path: Path) -> Inventory:
+    document = load_yaml(path, "hosts file")
+    schemas.validate("hosts", document, str(path), "fix the hosts file (schema/hosts.schema.json lists what is allowed)")
+    defaults = document.get("defaults", {})
+    hosts = []
+    for entry in document["hosts"]:
+        merged = {**defaults, **entry, "env": {**defaults.get("env", {}), **entry.get("env", {})}}
+        merged["labels"] = tuple(merged.get("labels", ()))
+        if merged.get("runtime", "native") != "local" and not merged.get("address"):
+            raise UserError(f"{path}: host {entry['name']!r} has no address; give its address or set runtime: local")
+        hosts.append(Host(**merged))
+    names = [h.name for h in hosts]
+    duplicate = next((n for n in names if names.count(n) > 1), None)
+    if duplicate:
+        raise UserError(f"{path}: host name {duplicate!r} is used twice; give each host its own name")
+    groups = []
+    for entry in document.get("groups", []):
+        unknown = [n for n in entry["hosts"] if n not in names]
+        if unknown:
+            raise UserError(f"{path}: group {entry['name']!r} names unknown host {unknown[0]!r}; list it under hosts or fix the name")
+        groups.append(Group(**{**entry, "hosts": tuple(entry["hosts"])}))
+    return Inventory(hosts=tuple(hosts), groups=tuple(groups))

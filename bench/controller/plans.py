@@ -1,0 +1,53 @@
+"""Plans: named YAML files shipped in bench/plans/, or a path; validated against schema/plan.schema.json."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+from bench import schemas
+from bench.errors import UserError
+from bench.yamlfile import load_yaml
+
+PLANS_DIR = Path(__file__).resolve().parent.parent / "plans"
+
+
+def plan_names() -> list[str]:
+    return sorted(p.stem for p in PLANS_DIR.glob("*.yaml"))
+
+
+def plan_path(name_or_path: str) -> Path:
+    path = Path(name_or_path)
+    if path.suffix in (".yaml", ".yml", ".json") or path.exists():
+        return path
+    shipped = PLANS_DIR / f"{name_or_path}.yaml"
+    if not shipped.exists():
+        raise UserError(f"unknown plan {name_or_path!r}; use one of {', '.join(plan_names())} or the path of a plan file")
+    return shipped
+
+
+def with_defaults(plan: dict) -> dict:
+    """The plan with every parameter default from the schema written out, so a bundle's plan is complete."""
+    plan = copy.deepcopy(plan)
+    defs = schemas.schema("plan")["$defs"]
+    for entry in plan["suites"]:
+        properties = defs[f"{entry['suite']}_params"]["properties"]
+        params = entry.setdefault("params", {})
+        for key, spec in properties.items():
+            if "default" in spec:
+                params.setdefault(key, spec["default"])
+        entry.setdefault("transports", ["default"])
+        entry.setdefault("world_sizes", ["all"])
+    plan.setdefault("timeout_s", schemas.schema("plan")["properties"]["timeout_s"]["default"])
+    return plan
+
+
+def check(plan, source: str) -> dict:
+    """Validate a plan (a loaded file or one carried in a bundle) and fill its defaults."""
+    schemas.validate("plan", plan, source, "fix the plan (schema/plan.schema.json lists what is allowed)")
+    return with_defaults(plan)
+
+
+def load_plan(name_or_path: str) -> dict:
+    path = plan_path(name_or_path)
+    return check(load_yaml(path, "plan"), str(path))

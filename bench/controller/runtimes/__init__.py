@@ -1,0 +1,11 @@
+"""How the agent reaches a host. Each runtime starts the agent with a plan, streams its
+progress events, and returns the agent's raw result (or raises HostError)."""
+
+from __future__ import annotations
+
+from bench.controller.runtimes.base import AgentJob, HostError
+from bench.controller.runtimes.local import LocalRuntime
+
+RUNTIMES = {"local": LocalRuntime}
+
+__all__ = ["AgentJob", "HostError", "RUNTIMES"]

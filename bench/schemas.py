@@ -1,0 +1,53 @@
+"""The JSON Schemas in schema/ are the one source of truth for every file the tool reads or writes."""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import best_match
+from referencing import Registry, Resource
+
+from bench.errors import UserError
+
+SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schema"
+NAMES = ("bundle", "plan", "hosts", "fingerprint")
+
+
+@functools.lru_cache(maxsize=None)
+def _registry() -> Registry:
+    resources = []
+    for name in NAMES:
+        contents = json.loads((SCHEMA_DIR / f"{name}.schema.json").read_text())
+        resources.append((contents["$id"], Resource.from_contents(contents)))
+    return Registry().with_resources(resources)
+
+
+@functools.lru_cache(maxsize=None)
+def validator(name: str) -> Draft202012Validator:
+    schema = _registry().contents(f"urn:ddpbench:schema:{name}")
+    return Draft202012Validator(schema, registry=_registry())
+
+
+def schema(name: str) -> dict:
+    return _registry().contents(f"urn:ddpbench:schema:{name}")
+
+
+def field_path(path) -> str:
+    """`suites[0].params.ops[1]` from a jsonschema path."""
+    text = ""
+    for part in path:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text or "(top level)"
+
+
+def validate(name: str, document, source: str, fix: str) -> None:
+    """Raise a UserError naming the source, the field and the fix for the most relevant problem."""
+    error = best_match(validator(name).iter_errors(document))
+    if error is not None:
+        message = " ".join(error.message.split())
+        if len(message) > 200:
+            message = message[:197] + "..."
+        raise UserError(f"{source}: field {field_path(error.absolute_path)}: {message}; {fix}")

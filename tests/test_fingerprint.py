@@ -1,0 +1,325 @@
+"""Fingerprint: parsers against real nvidia-smi / NVML captures, the live collect(), the schema."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from jsonschema import Draft202012Validator
+
+from bench.agent.fingerprint import collect, environment, nvidia_smi, nvml
+from bench.bundle.links import link_summary
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = REPO.parent / "shared" / "fixtures" / "h200x2"
+SCHEMA = json.loads((REPO / "schema" / "fingerprint.schema.json").read_text())
+VALIDATOR = Draft202012Validator(SCHEMA)
+GPU_VALIDATOR = Draft202012Validator({**SCHEMA["$defs"]["gpu"], "$defs": SCHEMA["$defs"]})
+UUIDS = ("GPU-882b8b4e-0c7b-f159-a10e-21ce7868fb96", "GPU-d952b138-dee3-1f00-ce7d-aa510a60f72b")
+
+# `nvidia-smi topo -m` as printed in seed 001: two NV4 pairs joined by SYS.
+SEED_001_TOPO = """\
+\tGPU0\tGPU1\tGPU2\tGPU3\tCPU Affinity\tNUMA Affinity
+GPU0\t X \tNV4\tSYS\tSYS\t0,2,4,6,8,10\t0
+GPU1\tNV4\t X \tSYS\tSYS\t0,2,4,6,8,10\t0
+GPU2\tSYS\tSYS\t X \tNV4\t1,3,5,7,9,11\t1
+GPU3\tSYS\tSYS\tNV4\t X \t1,3,5,7,9,11\t1
+
+Legend:
+
+  X    = Self
+  NV#  = Connection traversing a bonded set of # NVLinks
+"""
+
+
+def fixture(name: str) -> str:
+    return (FIXTURES / name).read_text()
+
+
+def sha16(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def assert_valid(fp: dict) -> None:
+    errors = [f"{list(e.absolute_path)}: {e.message}" for e in VALIDATOR.iter_errors(fp)]
+    assert not errors, errors
+
+
+def test_schema_is_valid_draft_2020_12():
+    Draft202012Validator.check_schema(SCHEMA)
+    assert SCHEMA["$id"] == "urn:ddpbench:schema:fingerprint"
+
+
+def test_query_xml_h200x2():
+    parsed = nvidia_smi.parse_query_xml(fixture("nvidia-smi-q.xml"))
+    assert parsed["driver_version"] == "580.159.04"
+    assert parsed["cuda_driver_version"] == "13.0"
+    gpus = parsed["gpus"]
+    assert [gpu["name"] for gpu in gpus] == ["NVIDIA H200", "NVIDIA H200"]
+    assert [gpu["pci_bus_id"] for gpu in gpus] == ["00000000:00:06.0", "00000000:00:07.0"]
+    for index, gpu in enumerate(gpus):
+        assert gpu["index"] == index
+        assert gpu["pcie"] == {"gen_current": 5, "gen_max": 5, "width_current": 16, "width_max": 16}
+        assert gpu["power_limit_w"] == 700.0
+        assert gpu["max_sm_clock_mhz"] == 1980
+        assert gpu["max_mem_clock_mhz"] == 3201
+        assert gpu["memory_total_bytes"] == 143771 * 2**20 == 150754820096  # NVML agrees (nvml.json)
+        assert gpu["uuid_sha256"] == sha16(UUIDS[index])
+        assert not list(GPU_VALIDATOR.iter_errors(gpu))
+    dumped = json.dumps(parsed)
+    assert not any(uuid in dumped for uuid in UUIDS)
+
+
+def test_query_xml_older_power_tag_and_na():
+    xml = """<nvidia_smi_log><driver_version>535.104.05</driver_version><cuda_version>12.2</cuda_version>
+      <gpu id="00000000:01:00.0"><product_name>NVIDIA GeForce RTX 4090</product_name><uuid>N/A</uuid>
+      <pci><pci_gpu_link_info><pcie_gen><max_link_gen>4</max_link_gen><current_link_gen>1</current_link_gen></pcie_gen>
+      <link_widths><max_link_width>16x</max_link_width><current_link_width>4x</current_link_width></link_widths>
+      </pci_gpu_link_info></pci><power_readings><power_limit>450.00 W</power_limit></power_readings>
+      <fb_memory_usage><total>24564 MiB</total></fb_memory_usage></gpu></nvidia_smi_log>"""
+    gpu = nvidia_smi.parse_query_xml(xml)["gpus"][0]
+    assert gpu["pci_bus_id"] == "00000000:01:00.0"  # from the gpu element's id
+    assert gpu["uuid_sha256"] is None
+    assert gpu["pcie"] == {"gen_current": 1, "gen_max": 4, "width_current": 4, "width_max": 16}
+    assert gpu["power_limit_w"] == 450.0
+    assert gpu["max_sm_clock_mhz"] is None
+    assert gpu["memory_total_bytes"] == 24564 * 2**20
+
+
+def test_topo_matrix_h200x2_despite_ansi_codes():
+    text = fixture("topo-m.txt")
+    assert "\x1b[4m" in text  # the header really is wrapped in escape codes
+    topo = nvidia_smi.parse_topo_matrix(text)
+    assert topo == {
+        "matrix": {"GPU0": {"GPU1": "NV18"}, "GPU1": {"GPU0": "NV18"}},
+        "cpu_affinity": {"GPU0": "0-31", "GPU1": "0-31"},
+        "numa_affinity": {"GPU0": "0", "GPU1": "0"},
+    }
+
+
+def test_topo_matrix_seed_001_four_gpus():
+    topo = nvidia_smi.parse_topo_matrix(SEED_001_TOPO)
+    assert topo["matrix"] == {
+        "GPU0": {"GPU1": "NV4", "GPU2": "SYS", "GPU3": "SYS"},
+        "GPU1": {"GPU0": "NV4", "GPU2": "SYS", "GPU3": "SYS"},
+        "GPU2": {"GPU0": "SYS", "GPU1": "SYS", "GPU3": "NV4"},
+        "GPU3": {"GPU0": "SYS", "GPU1": "SYS", "GPU2": "NV4"},
+    }
+    assert topo["cpu_affinity"] == {"GPU0": "0,2,4,6,8,10", "GPU1": "0,2,4,6,8,10",
+                                    "GPU2": "1,3,5,7,9,11", "GPU3": "1,3,5,7,9,11"}
+    assert topo["numa_affinity"] == {"GPU0": "0", "GPU1": "0", "GPU2": "1", "GPU3": "1"}
+    # The same matrix printed with spaces instead of tabs parses the same.
+    assert nvidia_smi.parse_topo_matrix(SEED_001_TOPO.replace("\t", "  ")) == topo
+
+
+def test_topo_matrix_without_gpus_is_none():
+    assert nvidia_smi.parse_topo_matrix("NVML: Unable to determine the device handle\n") is None
+
+
+def test_p2p_read_h200x2():
+    text = fixture("topo-p2p.txt")
+    assert nvidia_smi.parse_p2p_matrix(text) == {"GPU0": {"GPU1": "OK"}, "GPU1": {"GPU0": "OK"}}
+    # The capture holds five matrices; the last one (-p2p p) says NS: only the first is read.
+    last = text[text.index("### nvidia-smi topo -p2p p"):]
+    assert nvidia_smi.parse_p2p_matrix(last) == {"GPU0": {"GPU1": "NS"}, "GPU1": {"GPU0": "NS"}}
+
+
+def test_nvlink_status_h200x2():
+    status = nvidia_smi.parse_nvlink_status(fixture("nvlink-s.txt"))
+    assert status == {0: {"active_links": 18, "link_speed_gbps": 26.562},
+                      1: {"active_links": 18, "link_speed_gbps": 26.562}}
+
+
+def test_nvlink_status_inactive_links_and_no_nvlink():
+    text = "GPU 0: NVIDIA A100 (UUID: GPU-x)\n\t Link 0: <inactive>\n\t Link 1: 25 GB/s\nGPU 1: NVIDIA A100 (UUID: GPU-y)\n"
+    assert nvidia_smi.parse_nvlink_status(text) == {0: {"active_links": 1, "link_speed_gbps": 25.0},
+                                                    1: {"active_links": 0, "link_speed_gbps": None}}
+
+
+def h200x2_fingerprint() -> dict:
+    """The parts of a fingerprint that link_summary reads, built from the h200x2 captures."""
+    gpus = nvidia_smi.parse_query_xml(fixture("nvidia-smi-q.xml"))["gpus"]
+    for gpu, status in zip(gpus, nvidia_smi.parse_nvlink_status(fixture("nvlink-s.txt")).values()):
+        gpu["nvlink"] = status
+    return {"gpus": gpus, "topology": nvidia_smi.parse_topo_matrix(fixture("topo-m.txt"))}
+
+
+def pcie_gpu(gen: int, width: int) -> dict:
+    return {"name": "NVIDIA GeForce RTX 4090", "pcie": {"gen_current": gen, "gen_max": 4, "width_current": width, "width_max": 16},
+            "nvlink": {"active_links": 0, "link_speed_gbps": None}}
+
+
+def test_link_summary_nvlink_h200x2():
+    summary = link_summary(h200x2_fingerprint())
+    assert summary == {"gpu": "NVIDIA H200", "gpu_count": 2, "link_class": "nvlink",
+                       "link_label": "2x NVIDIA H200, NVLink NV18", "link_peak_gbps": pytest.approx(18 * 26.562)}
+    assert 478 < summary["link_peak_gbps"] < 478.2
+
+
+def test_link_summary_pcie_and_none():
+    fp = {"gpus": [pcie_gpu(4, 4), pcie_gpu(4, 4)], "topology": {"matrix": {"GPU0": {"GPU1": "PHB"}, "GPU1": {"GPU0": "PHB"}}}}
+    summary = link_summary(fp)
+    assert summary["link_class"] == "pcie"
+    assert summary["link_label"] == "2x NVIDIA GeForce RTX 4090, PCIe 4.0 x4"
+    assert summary["link_peak_gbps"] == pytest.approx(7.876)
+    slowest = link_summary({"gpus": [pcie_gpu(4, 16), pcie_gpu(3, 8)], "topology": {"matrix": None}})
+    assert (slowest["link_label"], slowest["link_peak_gbps"]) == ("2x NVIDIA GeForce RTX 4090, PCIe 3.0 x8", pytest.approx(7.88))
+    assert link_summary({"gpus": []})["link_class"] == "none"
+
+
+def test_link_summary_seed_001():
+    gpus = [{"name": "NVIDIA A100-SXM4-40GB", "pcie": {"gen_current": 4, "width_current": 16},
+             "nvlink": {"active_links": 4, "link_speed_gbps": 25.0}} for _ in range(4)]
+    summary = link_summary({"gpus": gpus, "topology": nvidia_smi.parse_topo_matrix(SEED_001_TOPO)})
+    assert (summary["link_class"], summary["link_label"], summary["link_peak_gbps"]) == \
+        ("nvlink", "4x NVIDIA A100-SXM4-40GB, NVLink NV4", 100.0)
+
+
+def test_env_allow_list():
+    env = {"NCCL_DEBUG": "INFO", "HOME": "/root", "AWS_SECRET_ACCESS_KEY": "x", "NCCL_SOME_TOKEN": "t",
+           "CUDA_VISIBLE_DEVICES": "0,1", "LD_LIBRARY_PATH": "/usr/lib", "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
+    assert environment.allowed(env) == {"CUDA_VISIBLE_DEVICES": "0,1", "NCCL_DEBUG": "INFO",
+                                        "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
+
+
+def fake_pynvml(capture: dict):
+    """A pynvml stand-in answering with the h200x2 NVML capture, whose NVLink calls failed."""
+    class NVMLError(Exception):
+        def __init__(self, value):
+            super().__init__(f"NVML error {value}")
+            self.value = value
+
+    def gpu(handle):
+        return capture["gpus"][handle]
+
+    return SimpleNamespace(
+        NVMLError=NVMLError, NVML_ERROR_NOT_SUPPORTED=3, NVML_ERROR_LIBRARY_NOT_FOUND=12, NVML_ERROR_DRIVER_NOT_LOADED=9,
+        NVML_CLOCK_SM=1, NVML_CLOCK_MEM=2, NVML_NVLINK_MAX_LINKS=18,
+        nvmlInit=lambda: None, nvmlShutdown=lambda: None,
+        nvmlSystemGetDriverVersion=lambda: capture["driver"],
+        nvmlSystemGetCudaDriverVersion=lambda: capture["cuda_driver"],
+        nvmlDeviceGetCount=lambda: len(capture["gpus"]),
+        nvmlDeviceGetHandleByIndex=lambda index: index,
+        nvmlDeviceGetName=lambda h: gpu(h)["name"],
+        nvmlDeviceGetUUID=lambda h: gpu(h)["uuid"].encode(),  # older bindings return bytes
+        nvmlDeviceGetPciInfo=lambda h: SimpleNamespace(busId=gpu(h)["pci_bus_id"]),
+        nvmlDeviceGetMemoryInfo=lambda h: SimpleNamespace(total=gpu(h)["mem_total"]),
+        nvmlDeviceGetCurrPcieLinkGeneration=lambda h: gpu(h)["pcie_gen_cur"],
+        nvmlDeviceGetMaxPcieLinkGeneration=lambda h: gpu(h)["pcie_gen_max"],
+        nvmlDeviceGetCurrPcieLinkWidth=lambda h: gpu(h)["pcie_width_cur"],
+        nvmlDeviceGetMaxPcieLinkWidth=lambda h: gpu(h)["pcie_width_max"],
+        nvmlDeviceGetEnforcedPowerLimit=lambda h: gpu(h)["power_limit_mw"],
+        nvmlDeviceGetMaxClockInfo=lambda h, clock: gpu(h)["max_sm_mhz" if clock == 1 else "max_mem_mhz"],
+        nvmlDeviceGetCudaComputeCapability=lambda h: tuple(gpu(h)["cc"]),
+        # no nvmlDeviceGetNvLinkState: AttributeError, as in the capture
+    )
+
+
+def test_nvml_reader_h200x2_tolerates_missing_nvlink_calls():
+    errors: list[str] = []
+    read = nvml.read(errors, fake_pynvml(json.loads(fixture("nvml.json"))))
+    assert (read["driver_version"], read["cuda_driver_version"]) == ("580.159.04", "13.0")
+    assert [gpu["uuid_sha256"] for gpu in read["gpus"]] == [sha16(uuid) for uuid in UUIDS]
+    xml_gpus = nvidia_smi.parse_query_xml(fixture("nvidia-smi-q.xml"))["gpus"]
+    for gpu, from_xml in zip(read["gpus"], xml_gpus):
+        assert not list(GPU_VALIDATOR.iter_errors(gpu))
+        assert gpu["compute_capability"] == "9.0"
+        assert gpu["nvlink"] == {"active_links": None, "link_speed_gbps": None}
+        # Both sources describe the same GPU the same way.
+        assert {**gpu, "compute_capability": None} == from_xml
+    assert len(errors) == 2 and all("nvlink: AttributeError" in error for error in errors)
+    assert not any(uuid in json.dumps(read) for uuid in UUIDS)
+
+
+def test_nvml_not_installed_or_no_driver_is_not_an_error():
+    errors: list[str] = []
+    assert nvml.read(errors, None) is None
+    no_driver = fake_pynvml({"gpus": []})
+
+    def fail():
+        raise no_driver.NVMLError(12)
+    no_driver.nvmlInit = fail
+    assert nvml.read(errors, no_driver) is None
+    assert errors == []
+
+
+def test_collect_live_validates(tmp_path):
+    pin = {"image": "ghcr.io/ddpbench/agent:1.0", "digest": "sha256:" + "ab" * 32, "git_commit": "0123abc", "extra": "x"}
+    (tmp_path / "pin.json").write_text(json.dumps(pin))
+    fp = collect({"DDPBENCH_IMAGE_PIN": str(tmp_path / "pin.json"), "NCCL_DEBUG": "INFO", "HOME": "/root"})
+    assert_valid(fp)
+    assert fp["gpu_count"] == len(fp["gpus"]) == 0  # this test machine has no GPU
+    assert fp["cpu"]["logical_cpus"] >= 1
+    assert fp["container"]["digest"] == pin["digest"]
+    assert fp["container"]["image"] == pin["image"]
+    assert fp["container"]["pin"] == {"image": pin["image"], "digest": pin["digest"], "git_commit": "0123abc"}
+    assert fp["env"] == {"NCCL_DEBUG": "INFO"}
+    assert fp["host"]["hostname_sha256"] == sha16(os.uname().nodename)
+
+
+def test_collect_image_from_env_and_unreadable_pin(tmp_path):
+    fp = collect({"DDPBENCH_IMAGE_PIN": str(tmp_path / "absent.json"), "DDPBENCH_IMAGE": "agent:dev"})
+    assert fp["container"] == {"image": "agent:dev", "digest": None, "pin": None}
+    (tmp_path / "bad.json").write_text("{not json")
+    fp = collect({"DDPBENCH_IMAGE_PIN": str(tmp_path / "bad.json"), "DDPBENCH_IMAGE": "agent:dev"})
+    assert_valid(fp)
+    assert fp["container"]["image"] == "agent:dev"
+    assert any(error.startswith("container: JSONDecodeError") for error in fp["probe_errors"])
+
+
+def collect_in_subprocess(blocked: tuple[str, ...], path_prefix: str | None = None) -> dict:
+    """collect() in a fresh interpreter where `blocked` modules cannot be imported."""
+    prelude = "".join(f"sys.modules[{name!r}] = None; " for name in blocked)
+    code = f"import sys, json; {prelude}from bench.agent.fingerprint import collect; print(json.dumps(collect()))"
+    env = {**os.environ, "DDPBENCH_IMAGE_PIN": "/nonexistent/pin.json"}
+    if path_prefix:
+        env["PATH"] = path_prefix + os.pathsep + env["PATH"]
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+@pytest.mark.parametrize("blocked", [("psutil", "pynvml"), ("psutil", "pynvml", "torch")])
+def test_collect_without_optional_packages(blocked):
+    fp = collect_in_subprocess(blocked)
+    assert_valid(fp)
+    assert fp["gpu_count"] == 0
+    assert fp["cpu"]["logical_cpus"] >= 1 and fp["memory_total_bytes"] > 0  # from /proc
+    assert (fp["software"]["torch"] is None) == ("torch" in blocked)
+
+
+@pytest.mark.parametrize("nvlink_prints, links, link_speed_gbps", [("nvlink-s.txt", 18, 26.562), (None, 0, None)])
+def test_collect_through_nvidia_smi_h200x2(tmp_path, nvlink_prints, links, link_speed_gbps):
+    """Without pynvml, collect() reads GPUs from nvidia-smi: a stand-in prints the h200x2
+    captures; `nvlink -s` printing nothing (as on a lone H100) means no active link."""
+    answers = {"-q -x": FIXTURES / "nvidia-smi-q.xml", "topo -m": FIXTURES / "topo-m.txt",
+               "topo -p2p r": FIXTURES / "topo-p2p.txt", "nvlink -s": FIXTURES / nvlink_prints if nvlink_prints else "/dev/null"}
+    cases = "".join(f'  "{args}") cat "{path}";;\n' for args, path in answers.items())
+    script = tmp_path / "nvidia-smi"
+    script.write_text(f'#!/bin/sh\ncase "$*" in\n{cases}  *) exit 2;;\nesac\n')
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    fp = collect_in_subprocess(("pynvml",), path_prefix=str(tmp_path))
+    assert_valid(fp)
+    assert fp["probes"]["gpu_source"] == "nvidia-smi"
+    assert (fp["gpu_count"], fp["driver_version"], fp["cuda_driver_version"]) == (2, "580.159.04", "13.0")
+    assert fp["gpus"][1]["nvlink"] == {"active_links": links, "link_speed_gbps": link_speed_gbps}
+    assert fp["topology"]["matrix"]["GPU1"] == {"GPU0": "NV18"}
+    assert fp["topology"]["p2p_read"]["GPU0"] == {"GPU1": "OK"}
+    assert fp["probe_errors"] == []
+    assert not any(uuid in json.dumps(fp) for uuid in UUIDS)
+    assert link_summary(fp)["link_label"] == "2x NVIDIA H200, NVLink NV18"
+
+
+def test_fingerprint_imports_no_controller_side_packages():
+    code = ("import sys; import bench.agent.fingerprint; "
+            "print([m for m in sys.modules if m.split('.')[0] in ('jsonschema', 'yaml') "
+            "or m.startswith(('bench.controller', 'bench.bundle', 'bench.report'))])")
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
