@@ -26,6 +26,7 @@ bench: $(VENV)/.installed
 	$(PY) -m bench run --hosts $(HOSTS) --plan $(PLAN) --out $(OUT)
 
 test: $(VENV)/.installed
+	bash tests/system-deps.sh
 	$(PY) -m pytest -q
 
 report: $(VENV)/.installed

@@ -45,7 +45,7 @@ class Hardware:
         return cls(
             gpu_count=len(gpus),
             gpu_memory_bytes=min((g.get("memory_total_bytes") or 0 for g in gpus), default=0),
-            infiniband=any(port.get("state", "").upper().endswith("ACTIVE") for port in ib),
+            infiniband=any((port.get("state") or "").upper().endswith("ACTIVE") for port in ib),
             logical_cpus=fingerprint.get("cpu", {}).get("logical_cpus") or os.cpu_count() or 1,
         )
 
