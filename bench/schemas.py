@@ -26,9 +26,11 @@ def _registry() -> Registry:
 
 
 @functools.lru_cache(maxsize=None)
-def validator(name: str) -> Draft202012Validator:
-    schema = _registry().contents(f"urn:ddpbench:schema:{name}")
-    return Draft202012Validator(schema, registry=_registry())
+def validator(name: str, definition: str = "") -> Draft202012Validator:
+    """The validator of a whole schema, or of one of its $defs."""
+    if definition:
+        return Draft202012Validator({"$ref": f"urn:ddpbench:schema:{name}#/$defs/{definition}"}, registry=_registry())
+    return Draft202012Validator(schema(name), registry=_registry())
 
 
 def schema(name: str) -> dict:
@@ -43,11 +45,19 @@ def field_path(path) -> str:
     return text or "(top level)"
 
 
+def first_problem(document, name: str, definition: str = "") -> "str | None":
+    """`field X: what is wrong` for the most relevant problem, or None when the document is valid."""
+    error = best_match(validator(name, definition).iter_errors(document))
+    if error is None:
+        return None
+    message = " ".join(error.message.split())
+    if len(message) > 200:
+        message = message[:197] + "..."
+    return f"field {field_path(error.absolute_path)}: {message}"
+
+
 def validate(name: str, document, source: str, fix: str) -> None:
     """Raise a UserError naming the source, the field and the fix for the most relevant problem."""
-    error = best_match(validator(name).iter_errors(document))
-    if error is not None:
-        message = " ".join(error.message.split())
-        if len(message) > 200:
-            message = message[:197] + "..."
-        raise UserError(f"{source}: field {field_path(error.absolute_path)}: {message}; {fix}")
+    problem = first_problem(document, name)
+    if problem is not None:
+        raise UserError(f"{source}: {problem}; {fix}")
