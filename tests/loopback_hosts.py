@@ -117,6 +117,11 @@ class LoopbackHosts:
             else:
                 subprocess.run([SSHD, "-f", str(host.config), "-E", str(host.log)], check=True)
 
+    def restart(self, host: LoopbackHost) -> None:
+        """Start a host's sshd again (same address, port and keys) after stop_host()."""
+        self.start_host(host, foreground=host.process is not None)
+        wait_for_ssh(host)
+
     def stop(self) -> None:
         for host in self.hosts:
             stop_host(host)

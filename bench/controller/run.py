@@ -70,13 +70,16 @@ def run_one(item: HostRun) -> None:
     except HostError as err:
         item.error = str(err)
         raw_path = item.job.result_dir / "raw.json"
-        item.raw = json.loads(raw_path.read_text()) if raw_path.exists() else None
+        try:
+            item.raw = json.loads(raw_path.read_text()) if raw_path.exists() else None
+        except ValueError as bad:
+            item.error += f"; its raw.json is not JSON ({bad}) and stays in the run folder"
     if item.raw is not None:
         problem = agent_raw_problem(item.raw)
         if problem:
             item.raw = None
-            item.error = (f"the agent's raw.json does not follow the bundle schema ({problem}); "
-                          "the host ran another agent version, or the file was damaged; it is kept in the run folder")
+            item.error = (f"{item.error + '; ' if item.error else ''}the agent's raw.json does not follow the bundle schema "
+                          f"({problem}): another agent version, or a damaged file; it stays in the run folder")
 
 
 def host_entry(item: HostRun) -> dict:

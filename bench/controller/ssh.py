@@ -8,6 +8,7 @@ everything it started on the host.
 
 from __future__ import annotations
 
+import logging
 import select
 import shlex
 import socket
@@ -24,6 +25,8 @@ from bench.controller.hosts import Host
 from bench.controller.runtimes.base import HostError
 
 PID_MARK = "ddpbench-remote-pid="
+logging.getLogger("paramiko").addHandler(logging.NullHandler())  # its tracebacks are not the user's; HostError says it in one line
+
 POLL_S = 0.5
 GRACE_S = 15.0  # the agent ends its ranks (TERM, then KILL after 5 s each) before it exits
 
@@ -112,7 +115,9 @@ def explain_connect_error(host: Host, err: Exception) -> str:
         return f"connection refused by {at}; check the address and port in the hosts file and that sshd runs there"
     if isinstance(err, socket.gaierror):
         return f"cannot resolve {host.address!r}; check the address in the hosts file"
-    if isinstance(err, (socket.timeout, TimeoutError)) or "banner" in str(err):
+    # paramiko stops waiting for the key exchange after the same timeout as for the banner:
+    # whichever gives up first, the server did not answer in time.
+    if isinstance(err, (socket.timeout, TimeoutError)) or str(err) in ("Error reading SSH protocol banner", "No existing session"):
         return (
             f"no SSH answer from {at} within {host.connect_timeout_s:g} s (connect_timeout_s); "
             "check the address and port, and that the machine is up"
@@ -222,7 +227,7 @@ class RemoteProcess:
                 break
             try:
                 # The pgid is passed as an argument, never pasted into the script.
-                run(self.connection, self.host, ["sh", "-c", f'kill -{signal_name} -- "-$1"', "sh", str(self.pgid)],
+                run(self.connection, self.host, ["sh", "-c", f'kill -s {signal_name} -- "-$1"', "sh", str(self.pgid)],
                     f"kill -{signal_name}", check=False)
             except HostError:
                 break

@@ -183,10 +183,12 @@ class NativeRuntime(Runtime):
                 names = []
             wanted += [(f"launches/{name}", logs / name) for name in sorted(names) if name.endswith(".log")]
             for remote, local in wanted:
+                partial = local.with_name(local.name + ".part")  # a failed copy must not pass for a result
                 try:
-                    sftp.get(posixpath.join(out, remote), str(local))
+                    sftp.get(posixpath.join(out, remote), str(partial))
+                    partial.replace(local)
                 except FileNotFoundError:
-                    pass
+                    partial.unlink(missing_ok=True)
         except (OSError, EOFError, paramiko.SSHException) as err:
             job.progress({"event": "warning", "message": f"could not fetch the results: {err}"})
 
