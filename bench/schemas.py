@@ -47,10 +47,16 @@ def field_path(path) -> str:
 
 def first_problem(document, name: str, definition: str = "") -> "str | None":
     """`field X: what is wrong` for the most relevant problem, or None when the document is valid."""
-    error = best_match(validator(name, definition).iter_errors(document))
+    errors = list(validator(name, definition).iter_errors(document))
+    # A subschema that fails loses its annotations, so its properties then look unevaluated:
+    # that complaint is a consequence; the failure itself says what to fix.
+    error = best_match([e for e in errors if e.validator != "unevaluatedProperties"] or errors)
     if error is None:
         return None
-    message = " ".join(error.message.split())
+    message = error.message
+    if error.validator == "pattern" and error.schema.get("description"):  # the regex means little to a reader
+        message = f"{error.instance!r} is not allowed here: {error.schema['description'].rstrip('.')}"
+    message = " ".join(message.split())
     if len(message) > 200:
         message = message[:197] + "..."
     return f"field {field_path(error.absolute_path)}: {message}"
