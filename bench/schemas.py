@@ -48,9 +48,10 @@ def field_path(path) -> str:
 def first_problem(document, name: str, definition: str = "") -> "str | None":
     """`field X: what is wrong` for the most relevant problem, or None when the document is valid."""
     errors = list(validator(name, definition).iter_errors(document))
-    # A subschema that fails loses its annotations, so its properties then look unevaluated:
-    # that complaint is a consequence; the failure itself says what to fix.
-    error = best_match([e for e in errors if e.validator != "unevaluatedProperties"] or errors)
+    # The deepest error names the field the user got wrong; "unevaluated" errors at a parent
+    # are only the echo of a failed subschema.
+    error = max(errors, key=lambda e: len(e.absolute_path), default=None)
+    error = error and best_match(e for e in errors if len(e.absolute_path) == len(error.absolute_path))
     if error is None:
         return None
     message = error.message

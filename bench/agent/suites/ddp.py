@@ -26,9 +26,13 @@ def grad_accum_for(global_batch: int, world_size: int, micro_batch: int) -> int:
     return global_batch // (world_size * micro_batch)
 
 
-def make_model(ctx: Context, params: dict) -> tuple[GPT, torch.nn.Module]:
+def make_model(ctx: Context, params: dict) -> tuple[GPT, "DDP | None"]:
+    """The model, wrapped in DDP when there is a peer: one rank trains as a plain
+    single-GPU script would, so the baseline carries no communication machinery at all."""
     torch.manual_seed(params["seed"])  # the same initial weights on every rank, as DDP expects
     model = GPT(PRESETS[params["model"]]).to(ctx.device)
+    if ctx.world_size == 1:
+        return model, None
     ddp = DDP(
         model,
         device_ids=[ctx.device.index] if ctx.is_cuda else None,
@@ -63,9 +67,11 @@ def run_config(ctx: Context, params: dict, global_batch: int) -> dict:
     micro_batch, seq_len = params["micro_batch"], params["seq_len"]
     accum = grad_accum_for(global_batch, ctx.world_size, micro_batch)
     model, ddp = make_model(ctx, params)
-    calls = count_allreduce_calls(ddp) if params["count_allreduce"] else None
-    step_model = torch.compile(ddp) if params["compile"] else ddp
-    optimizer = torch.optim.AdamW(ddp.parameters(), lr=1e-4, fused=ctx.is_cuda)
+    calls = count_allreduce_calls(ddp) if ddp is not None and params["count_allreduce"] else None
+    # Compiling the DDP wrapper (not the inner model) lets dynamo split the graph at bucket
+    # boundaries, so gradients are all-reduced while the backward pass goes on.
+    step_model = torch.compile(ddp or model) if params["compile"] else (ddp or model)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=ctx.is_cuda)
     generator = torch.Generator(device=ctx.device).manual_seed(params["seed"] + ctx.rank)
     tokens = torch.randint(model.cfg.vocab_size, (accum, micro_batch, seq_len + 1), device=ctx.device, generator=generator)
     inputs, targets = tokens[..., :-1].contiguous(), tokens[..., 1:].contiguous()
@@ -77,7 +83,7 @@ def run_config(ctx: Context, params: dict, global_batch: int) -> dict:
 
     def step() -> None:
         for m in range(accum):
-            with contextlib.nullcontext() if m == accum - 1 else ddp.no_sync():
+            with ddp.no_sync() if ddp is not None and m < accum - 1 else contextlib.nullcontext():
                 with autocast:
                     loss = step_model(inputs[m], targets[m]) / accum
                 loss.backward()
