@@ -21,9 +21,8 @@ import yaml
 
 from bench.bundle import read_bundle
 from loopback_hosts import free_port, stop_host
+from tests.conftest import REPO, TEST_PLANS as PLANS, Result, bundle_path_from as bundle_path, cli
 
-REPO = Path(__file__).resolve().parents[1]
-PLANS = REPO / "tests" / "plans"
 PYTHON = sys.executable
 
 
@@ -45,20 +44,12 @@ def write_hosts(path: Path, loopback, names, overrides=None, groups=()) -> Path:
 
 
 def bench_args(hosts: Path, plan: "Path | None", out: Path, *extra: str) -> list[str]:
-    args = [PYTHON, "-m", "bench", "run", "--hosts", str(hosts), "--out", str(out), *extra]
+    args = ["run", "--hosts", str(hosts), "--out", str(out), *extra]
     return args + (["--plan", str(plan)] if plan else [])
 
 
-def bench_env() -> dict:
-    return {**os.environ, "PYTHONPATH": str(REPO)}
-
-
-def ddpbench(hosts: Path, plan: "Path | None", out: Path, *extra: str, timeout: float = 240) -> subprocess.CompletedProcess:
-    return subprocess.run(bench_args(hosts, plan, out, *extra), capture_output=True, text=True, env=bench_env(), timeout=timeout)
-
-
-def bundle_path(stdout: str) -> Path:
-    return Path(next(line.split(": ", 1)[1] for line in stdout.splitlines() if line.startswith("bundle: ")))
+def ddpbench(hosts: Path, plan: "Path | None", out: Path, *extra: str) -> Result:
+    return cli(*bench_args(hosts, plan, out, *extra), timeout=240)
 
 
 def error_lines(stderr: str) -> dict:
@@ -213,12 +204,10 @@ def faults(loopback_hosts, tmp_path_factory):
     for name in ("wrongkey", "unknownkey", "nopython", "notorch", "hangs"):
         overrides[name].update(address="127.0.0.3", port=loopback_hosts.hosts[1].port)
     hosts = write_hosts(root / "hosts.yaml", loopback_hosts, list(overrides), overrides)
-    started = time.monotonic()
     done = ddpbench(hosts, PLANS / "ssh-tiny.yaml", root / "results")
-    elapsed = time.monotonic() - started
     silent.close()
     bundle = read_bundle(bundle_path(done.stdout))
-    yield {"done": done, "elapsed": elapsed, "lines": error_lines(done.stderr), "root": root, "pwned": pwned,
+    yield {"done": done, "lines": error_lines(done.stderr), "root": root, "pwned": pwned,
            "entries": {h["name"]: h for h in bundle["hosts"]}, "hang": f"sleep {hang_seconds}",
            "ports": {"refused": refused_port, "silent": overrides["silent"]["port"]}, "known_hosts": empty_known_hosts,
            "sshd_port": loopback_hosts.hosts[1].port}
@@ -312,7 +301,8 @@ def test_fatal_pin_mismatch_stops_the_host_before_it_runs(loopback_hosts, tmp_pa
 
 
 def start_run(hosts: Path, plan: Path, out: Path) -> subprocess.Popen:
-    return subprocess.Popen(bench_args(hosts, plan, out), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=bench_env())
+    return subprocess.Popen([PYTHON, "-m", "bench", *bench_args(hosts, plan, out)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
 
 
 def read_until(process: subprocess.Popen, wanted: set, seen: list) -> None:
@@ -349,10 +339,10 @@ def test_sshd_killed_during_a_run(loopback_hosts, tmp_path):
 
 def test_ctrl_c_ends_every_agent_and_keeps_what_finished(loopback_hosts, tmp_path):
     hosts = write_hosts(tmp_path / "hosts.yaml", loopback_hosts, ["host1", "host2"])
-    process = start_run(hosts, PLANS / "ssh-quick-then-endless.yaml", tmp_path / "results")
+    process = start_run(hosts, PLANS / "slow-second-launch.yaml", tmp_path / "results")
     seen = []
     try:
-        read_until(process, {"[host1] 01-ddp-default-ws1 ...", "[host2] 01-ddp-default-ws1 ..."}, seen)
+        read_until(process, {"[host1] 01-ddp-default-ws2 ...", "[host2] 01-ddp-default-ws2 ..."}, seen)
         process.send_signal(signal.SIGINT)
         stdout, stderr = process.communicate(timeout=120)
     finally:
@@ -365,7 +355,7 @@ def test_ctrl_c_ends_every_agent_and_keeps_what_finished(loopback_hosts, tmp_pat
     bundle = read_bundle(bundle_path(stdout))
     assert bundle["complete"] is False and bundle["incomplete_reason"] == "interrupted (Ctrl-C)"
     for entry in bundle["hosts"]:
-        assert [l["id"] for l in entry["launches"]] == ["00-collectives-default-ws1"]  # what finished is kept
-        assert entry["runs"] and all(r["launch_id"] == "00-collectives-default-ws1" for r in entry["runs"])
+        assert [l["id"] for l in entry["launches"]] == ["00-collectives-default-ws2"]  # what finished is kept
+        assert entry["runs"] and all(r["launch_id"] == "00-collectives-default-ws2" for r in entry["runs"])
     assert wait_until_gone(lambda: processes_in(tmp_path / "work"), 10) == []
     assert not (tmp_path / "work").exists() or not any((tmp_path / "work").iterdir())

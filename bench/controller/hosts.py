@@ -74,9 +74,10 @@ def load_hosts(path: Path) -> Inventory:
     by_name = {h.name: h for h in hosts}
     groups, grouped = [], {}
     for entry in document.get("groups", []):
+        unknown = [n for n in entry["hosts"] if n not in names]
+        if unknown:
+            raise UserError(f"{path}: group {entry['name']!r} names unknown host {unknown[0]!r}; list it under hosts or fix the name")
         for name in entry["hosts"]:
-            if name not in names:
-                raise UserError(f"{path}: group {entry['name']!r} names unknown host {name!r}; list it under hosts or fix the name")
             if name in grouped:
                 raise UserError(f"{path}: host {name!r} is in groups {grouped[name]!r} and {entry['name']!r}; a host joins one group at most")
             if by_name[name].runtime == "local":
