@@ -18,8 +18,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from fabric import Connection
 
 from bench.bundle import read_bundle
+from bench.controller import ssh
+from bench.controller.hosts import Host
+from bench.controller.runtimes import HostError
 from loopback_hosts import free_port, stop_host
 from tests.conftest import REPO, TEST_PLANS as PLANS, Result, bundle_path_from as bundle_path, cli
 
@@ -359,3 +363,33 @@ def test_ctrl_c_ends_every_agent_and_keeps_what_finished(loopback_hosts, tmp_pat
         assert entry["runs"] and all(r["launch_id"] == "00-collectives-default-ws2" for r in entry["runs"])
     assert wait_until_gone(lambda: processes_in(tmp_path / "work"), 10) == []
     assert not (tmp_path / "work").exists() or not any((tmp_path / "work").iterdir())
+
+
+def loopback_host(loopback, index: int, **settings) -> Host:
+    document = loopback.hosts_document(PYTHON, Path("/tmp"))
+    entry = {**document["defaults"], **document["hosts"][index], **settings}
+    return Host(**{**entry, "labels": tuple(entry["labels"])})
+
+
+def test_jump_host_carries_the_connection(loopback_hosts):
+    first = loopback_hosts.hosts[0]
+    target = loopback_host(loopback_hosts, 1, jump=f"{getpass.getuser()}@{first.address}:{first.port}")
+    connection = ssh.connect(target)
+    try:
+        done = ssh.run(connection, target, ["sh", "-c", 'echo "$SSH_CONNECTION"'], "asking where we are")
+        assert done.stdout.split()[2:] == [target.address, str(target.port)]
+        assert isinstance(connection.gateway, Connection) and connection.gateway.is_connected
+    finally:
+        ssh.close(connection)
+    assert not connection.gateway.is_connected
+
+
+def test_jump_host_that_fails_is_named(loopback_hosts):
+    dead_port = free_port("127.0.0.2")
+    target = loopback_host(loopback_hosts, 1, jump=f"127.0.0.2:{dead_port}")
+    with pytest.raises(HostError) as failed:
+        ssh.connect(target)
+    assert str(failed.value) == (
+        f"jump host 127.0.0.2:{dead_port}: connection refused by 127.0.0.2:{dead_port}; "
+        "check the address and port in the hosts file and that sshd runs there"
+    )

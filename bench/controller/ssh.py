@@ -8,6 +8,7 @@ everything it started on the host.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import select
 import shlex
@@ -53,26 +54,35 @@ def where(host: Host) -> str:
 
 
 def connect(host: Host) -> Connection:
-    """An open connection to the host, or a HostError saying why not and what to fix."""
+    """An open connection to the host (through its jump host, if any), or a HostError saying
+    why not and what to fix."""
     identity = str(Path(host.identity_file).expanduser()) if host.identity_file else ""
     if identity and not Path(identity).is_file():
         raise HostError(f"identity_file {identity} does not exist; fix identity_file in the hosts file")
     gateway = None
     if host.jump:
         jump_user, _, jump_address = host.jump.rpartition("@")
-        jump_host, _, jump_port = jump_address.partition(":")
-        gateway = _connection(host, jump_host, int(jump_port or 22), jump_user or host.user, identity)
-    connection = _connection(host, host.address, host.port, host.user, identity, gateway)
+        jump_name, _, jump_port = jump_address.partition(":")
+        jump = dataclasses.replace(host, address=jump_name, port=int(jump_port or 22), user=jump_user or host.user, jump="")
+        gateway = _open(jump, identity, None, f"jump host {host.jump}: ")
     try:
-        connection.open()
-    except Exception as err:  # noqa: BLE001 - every way a connection fails becomes one line
-        connection.close()
-        raise HostError(explain_connect_error(host, err)) from None
+        connection = _open(host, identity, gateway)
+    except HostError:
+        if gateway is not None:
+            gateway.close()
+        raise
     connection.transport.set_keepalive(int(host.keepalive_s))
     return connection
 
 
-def _connection(host: Host, address: str, port: int, user: str, identity: str, gateway=None) -> Connection:
+def close(connection: Connection) -> None:
+    """Close the connection and the jump host's under it (Fabric leaves that one open)."""
+    connection.close()
+    if isinstance(connection.gateway, Connection):
+        connection.gateway.close()
+
+
+def _open(host: Host, identity: str, gateway: "Connection | None", context: str = "") -> Connection:
     # The hosts file is the whole truth: no ~/.ssh/config rewriting users, ports or keys.
     config = Config(overrides={"load_ssh_configs": False})
     connect_kwargs = {
@@ -82,13 +92,18 @@ def _connection(host: Host, address: str, port: int, user: str, identity: str, g
     if identity:
         connect_kwargs["key_filename"] = [identity]
     connection = Connection(
-        address, user=user, port=port, config=config, gateway=gateway or False,
+        host.address, user=host.user, port=host.port, config=config, gateway=gateway or False,
         connect_timeout=max(1, round(host.connect_timeout_s)), connect_kwargs=connect_kwargs,
     )
     known_hosts = Path(host.known_hosts_file).expanduser()
     if known_hosts.is_file():
         connection.client.load_system_host_keys(str(known_hosts))
     connection.client.set_missing_host_key_policy(_AcceptNewKey() if host.accept_new_host_key else _RefuseUnknownKey())
+    try:
+        connection.open()
+    except Exception as err:  # noqa: BLE001 - every way a connection fails becomes one line
+        connection.close()
+        raise HostError(context + explain_connect_error(host, err)) from None
     return connection
 
 
@@ -111,6 +126,8 @@ def explain_connect_error(host: Host, err: Exception) -> str:
             f"authentication as {host.user} with {key} was refused by {at}; check user and identity_file, "
             "and that the public key is in the host's authorized_keys"
         )
+    if isinstance(err, paramiko.ChannelException):
+        return f"the jump host could not reach {at} ({err.text}); check the address and port as the jump host sees them"
     if isinstance(err, paramiko.ssh_exception.NoValidConnectionsError) or isinstance(err, ConnectionRefusedError):
         return f"connection refused by {at}; check the address and port in the hosts file and that sshd runs there"
     if isinstance(err, socket.gaierror):

@@ -208,4 +208,4 @@ class NativeRuntime(Runtime):
         except HostError as err:
             job.progress({"event": "warning", "message": str(err)})
         finally:
-            connection.close()
+            ssh.close(connection)
