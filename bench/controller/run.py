@@ -159,7 +159,6 @@ def execute(inventory: Inventory, plan: dict, out_root: Path, previous: "Previou
         interrupted = _run_units(units, progress)
 
     entries = {name: host_entry(item) for name, item in items.items()}
-    gather_group_runs(entries, inventory.groups)
     complete = {name: bool(item.raw and item.raw.get("complete")) for name, item in items.items()}
     if previous:
         for name, old in previous.entries.items():
@@ -168,7 +167,7 @@ def execute(inventory: Inventory, plan: dict, out_root: Path, previous: "Previou
             elif "runtime" in old:  # left out of the hosts file: its bundle entry stays (raw.json alone cannot say how it ran)
                 entries[name] = old
                 complete[name] = old["status"] == "ok"
-        gather_group_runs(entries, inventory.groups)
+    gather_group_runs(entries, inventory.groups)
     for name, entry in entries.items():
         if interrupted and not complete[name] and not entry["error"]:
             entry["error"] = INTERRUPTED

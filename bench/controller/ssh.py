@@ -29,6 +29,7 @@ PID_MARK = "ddpbench-remote-pid="
 logging.getLogger("paramiko").addHandler(logging.NullHandler())  # its tracebacks are not the user's; HostError says it in one line
 
 POLL_S = 0.5
+STDERR_KEPT_BYTES = 64 * 1024  # enough for the last lines, which say why a command failed
 GRACE_S = 15.0  # the agent ends its ranks (TERM, then KILL after 5 s each) before it exits
 
 
@@ -187,7 +188,10 @@ class RemoteProcess:
         started = last_output = time.monotonic()
         pending, collected = b"", []
         while True:
-            select.select([self.channel], [], [], POLL_S)
+            if self.channel.eof_received:  # nothing more to read: select() would return at once, again and again
+                self.channel.status_event.wait(POLL_S)
+            else:
+                select.select([self.channel], [], [], POLL_S)
             while self.channel.recv_ready():
                 pending += self.channel.recv(65536)
                 last_output = time.monotonic()
@@ -200,6 +204,7 @@ class RemoteProcess:
                 on_line(collected[-1])
             if self.pgid is None:
                 self._read_pgid()
+            self._stderr = self._stderr[-STDERR_KEPT_BYTES:]
             if self.channel.exit_status_ready() and not self.channel.recv_ready() and not self.channel.recv_stderr_ready():
                 break
             now = time.monotonic()

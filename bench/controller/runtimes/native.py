@@ -100,10 +100,12 @@ class NativeRuntime(Runtime):
         try:
             facts = json.loads(done.stdout.strip().splitlines()[-1])
         except (ValueError, IndexError):
+            facts = None
+        if not isinstance(facts, dict) or set(facts) != {"python", "torch", "cuda", "nccl", "error"}:
             raise HostError(
                 f"{host.python} did not answer like a Python (exit status {done.exit_status}: "
                 f"{done.last_error_line() or 'no output'}); set python: in the hosts file to the host's Python with torch"
-            ) from None
+            )
         if tuple(facts["python"]) < MIN_PYTHON:
             raise HostError(
                 f"{host.python} is Python {'.'.join(map(str, facts['python']))}; the agent needs "
