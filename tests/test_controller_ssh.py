@@ -393,3 +393,18 @@ def test_jump_host_that_fails_is_named(loopback_hosts):
         f"jump host 127.0.0.2:{dead_port}: connection refused by 127.0.0.2:{dead_port}; "
         "check the address and port in the hosts file and that sshd runs there"
     )
+
+
+def test_group_member_that_fails_stops_its_group_not_the_other_hosts(loopback_hosts, tmp_path):
+    group = {"name": "pair", "hosts": ["host2", "host3"], "rendezvous_port": free_port("127.0.0.3")}
+    hosts = write_hosts(tmp_path / "hosts.yaml", loopback_hosts, ["host1", "host2", "host3"],
+                        {"host3": {"python": "/nonexistent/python3"}}, groups=[group])
+    done = ddpbench(hosts, PLANS / "ssh-tiny.yaml", tmp_path / "results")
+    assert done.returncode == 1
+    lines = error_lines(done.stderr)
+    assert set(lines) == {"host2", "host3"}
+    assert "python '/nonexistent/python3' was not found on the host" in lines["host3"]
+    assert lines["host2"] == "error: host host2: failed: host host3 of group pair failed"
+    entries = {h["name"]: h for h in read_bundle(bundle_path(done.stdout))["hosts"]}
+    assert entries["host1"]["status"] == "ok"
+    assert not (tmp_path / "work" / "host2").exists() or not any((tmp_path / "work" / "host2").iterdir())
