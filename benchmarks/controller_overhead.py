@@ -13,7 +13,10 @@ over the repeats:
   controller_cpu_s  CPU time of the controller process itself
   start_skew_s   between the first and the last host's agent starting: the fan-out is
                  parallel when this stays small as N grows
-  wall / 1 host  wall_s against the one-host run
+  wall / 1 host  wall_s against the one-host run over SSH
+
+The first row runs the same plan with runtime local (no SSH) as the floor: the agent's own
+start, fingerprint and exit are in its overhead_s too.
 
 On a machine with few cores the hosts share its CPU with each other (each one starts Python,
 imports torch and runs ranks), so wall_s grows with N for reasons that are not the
@@ -80,18 +83,21 @@ def main() -> int:
         root = Path(tmp)
         with LoopbackHosts(root / "sshd", max(counts)).start() as cluster:
             document = cluster.hosts_document(sys.executable, root / "work")
+            hosts_files = {"local": root / "hosts-local.yaml"}
+            hosts_files["local"].write_text(yaml.safe_dump({"hosts": [{"name": "local", "runtime": "local"}]}))
+            for count in counts:
+                hosts_files[count] = root / f"hosts-{count}.yaml"
+                hosts_files[count].write_text(yaml.safe_dump({**document, "hosts": document["hosts"][:count]}))
             rows = {}
             for repeat in range(args.repeats):
-                for count in counts:  # interleaved, so that a busy minute on a shared machine hits every count
-                    hosts_path = root / f"hosts-{count}.yaml"
-                    hosts_path.write_text(yaml.safe_dump({**document, "hosts": document["hosts"][:count]}))
-                    rows.setdefault(count, []).append(one_invocation(hosts_path, args.plan, root / "results"))
+                for key, hosts_path in hosts_files.items():  # interleaved: a busy minute on a shared machine hits every row
+                    rows.setdefault(key, []).append(one_invocation(hosts_path, args.plan, root / "results"))
     print(f"plan {args.plan.name}, {args.repeats} repeats, medians; {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
-    print(f"{'hosts':>5} {'wall_s':>8} {'suites_s':>9} {'overhead_s':>11} {'controller_cpu_s':>17} {'start_skew_s':>13} {'wall / 1 host':>14}")
+    print(f"{'hosts':>14} {'wall_s':>8} {'suites_s':>9} {'overhead_s':>11} {'controller_cpu_s':>17} {'start_skew_s':>13} {'wall / 1 host':>14}")
     base = statistics.median(r["wall_s"] for r in rows[counts[0]])
-    for count in counts:
-        med = {key: statistics.median(r[key] for r in rows[count]) for key in rows[count][0]}
-        print(f"{count:>5} {med['wall_s']:>8.2f} {med['suites_s']:>9.2f} {med['overhead_s']:>11.2f} "
+    for key, label in [("local", "local (no SSH)"), *((c, f"{c} over SSH") for c in counts)]:
+        med = {name: statistics.median(r[name] for r in rows[key]) for name in rows[key][0]}
+        print(f"{label:>14} {med['wall_s']:>8.2f} {med['suites_s']:>9.2f} {med['overhead_s']:>11.2f} "
               f"{med['controller_cpu_s']:>17.2f} {med['start_skew_s']:>13.2f} {med['wall_s'] / base:>14.2f}")
     return 0
 

@@ -64,9 +64,11 @@ class LoopbackHost:
         if self.process is not None:
             return self.process.pid if self.process.poll() is None else None
         try:
-            return int(self.pid_file.read_text())
+            pid = int(self.pid_file.read_text())
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
         except (OSError, ValueError):
             return None
+        return pid if str(self.config).encode() in cmdline else None  # a stale pid file names someone else
 
 
 class LoopbackHosts:
