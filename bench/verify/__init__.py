@@ -15,6 +15,11 @@ def _bundle_info(bundle: dict, signature: Signature) -> dict:
     return {"run_id": bundle["run_id"], "sha256": bundle["sha256"], "signature": signature.to_json()}
 
 
+def _pairs_fit(pairs: list, original_names: list, new_names: list) -> bool:
+    """Whether pairs recorded in a bundle name every original host once and only hosts that exist."""
+    return sorted(a for a, _ in pairs) == sorted(original_names) and all(b is None or b in new_names for _, b in pairs)
+
+
 def judge(original: dict, original_signature: Signature, new: dict, new_signature: Signature,
           tolerances: dict, host_map: dict, out_dir: Path) -> tuple[bool, str, tuple[Path, Path]]:
     """Compare, write verdict.md and verdict.json into out_dir; (passed, markdown, paths).
@@ -26,9 +31,9 @@ def judge(original: dict, original_signature: Signature, new: dict, new_signatur
     of_this = verification.get("of_sha256") == original["sha256"]
     deviations = verification.get("deviations", []) if of_this else []
     original_names, new_names = [h["name"] for h in original["hosts"]], [h["name"] for h in new["hosts"]]
-    if of_this and not host_map:
-        pairs = [(p["original"], p["new"]) for p in verification["host_pairs"]]
-        rule = verification["hosts_paired"]
+    recorded = [(p["original"], p["new"]) for p in verification.get("host_pairs", [])]
+    if of_this and not host_map and _pairs_fit(recorded, original_names, new_names):
+        pairs, rule = recorded, verification["hosts_paired"]
     else:
         pairs, rule = match_hosts(original_names, new_names, host_map)
     ignore = frozenset({"image_digest"}) if any(d["field"] == "image" for d in deviations) else frozenset()
@@ -36,7 +41,7 @@ def judge(original: dict, original_signature: Signature, new: dict, new_signatur
     ok = passed(verdicts)
     context = {
         "original": _bundle_info(original, original_signature), "new": _bundle_info(new, new_signature),
-        "hosts_paired": rule, "host_pairs": pairs, "deviations": deviations, "tolerances": tolerances,
+        "hosts_paired": rule, "host_pairs": [{"original": a, "new": b} for a, b in pairs], "deviations": deviations, "tolerances": tolerances,
     }
     doc = verdict.document(context, verdicts, ok)
     text = verdict.markdown(doc, verdicts)

@@ -8,6 +8,7 @@ with the first new one, ...); explicit pairs (--host-map orig=new) come first.
 from __future__ import annotations
 
 import json
+import statistics
 from dataclasses import asdict, dataclass, field, replace
 
 from bench.errors import UserError
@@ -100,36 +101,38 @@ class RunVerdict:
 
 def verdict_of(ratio: float, tolerance: float, metric: str) -> str:
     """Within a factor 1+tolerance either way is reproduced; otherwise the metric's direction decides."""
-    if max(ratio, 1 / ratio) <= 1 + tolerance:
+    if ratio > 0 and max(ratio, 1 / ratio) <= 1 + tolerance:
         return "reproduced"
     return "faster" if (ratio > 1) == higher_is_better(metric) else "slower"
 
 
 def _compare_run(base: RunVerdict, run: dict, new_run: "dict | None", machine_differs: list, tolerances: dict, new_error: "str | None") -> RunVerdict:
+    """The verdict of one original run; medians come from the samples, which the ratio's interval resamples."""
     if run["status"] != "ok":
         return replace(base, verdict="not comparable", reason=f"the original run did not succeed ({run['status']}: {run.get('error')})")
-    metric = run["metrics"].get(base.metric)
-    if metric is None:
+    if base.metric not in run["metrics"]:
         return replace(base, verdict="not comparable", reason=f"the original run has no {base.metric}")
-    base = replace(base, original_median=metric["summary"]["median"])
+    samples = run["metrics"][base.metric]["samples"]
+    base = replace(base, original_median=statistics.median(samples))
     if machine_differs:
         return replace(base, verdict="not comparable", differs=machine_differs)
-    if new_run is None or new_run["status"] != "ok" or base.metric not in new_run["metrics"]:
-        why = (f"{new_run['status']}: {new_run.get('error')}" if new_run else new_error or "the new bundle has no such run")
-        return replace(base, verdict="failed", reason=why)
+    if new_run is None:
+        return replace(base, verdict="failed", reason=new_error or "the new bundle has no such run")
+    if new_run["status"] != "ok":
+        return replace(base, verdict="failed", reason=f"{new_run['status']}: {new_run.get('error')}")
+    if base.metric not in new_run["metrics"]:
+        return replace(base, verdict="failed", reason=f"the new run has no {base.metric}")
     used = (run["transport"].get("nccl_used"), new_run["transport"].get("nccl_used"))
     if used[0] != used[1]:
-        differs = [{"field": "nccl_transport", "original": used[0], "new": used[1]}]
-        return replace(base, verdict="not comparable", differs=differs)
+        return replace(base, verdict="not comparable", differs=[{"field": "nccl_transport", "original": used[0], "new": used[1]}])
     if base.original_median <= 0:
         return replace(base, verdict="not comparable", reason=f"the original median of {base.metric} is not positive")
-    samples = new_run["metrics"][base.metric]["samples"]
-    ratio = ratio_of_medians(metric["samples"], samples)
+    new_samples = new_run["metrics"][base.metric]["samples"]
+    ratio = ratio_of_medians(samples, new_samples)
     tolerance = tolerances[base.metric]
     return replace(
-        base, new_median=new_run["metrics"][base.metric]["summary"]["median"],
-        ratio=ratio.value, ci_low=ratio.low, ci_high=ratio.high, tolerance=tolerance,
-        verdict=verdict_of(ratio.value, tolerance, base.metric),
+        base, new_median=statistics.median(new_samples), ratio=ratio.value, ci_low=ratio.low, ci_high=ratio.high,
+        tolerance=tolerance, verdict=verdict_of(ratio.value, tolerance, base.metric),
     )
 
 

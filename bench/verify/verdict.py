@@ -15,8 +15,10 @@ from bench.verify.ratio import METHOD
 IDENTITY_PARAMS = {"collectives": ("op", "size_bytes"), "ddp": ("model", "global_batch")}
 
 
-def _value(key: str, value) -> str:
-    return human_bytes(value) if key.endswith("_bytes") and isinstance(value, (int, float)) else str(value)
+def _param(key: str, value) -> str:
+    if key.endswith("_bytes") and isinstance(value, (int, float)):
+        return f"{key[:-len('_bytes')]}={human_bytes(value)}"
+    return f"{key}={value}"
 
 
 def params_labels(verdicts: "list[RunVerdict]") -> list[str]:
@@ -28,7 +30,7 @@ def params_labels(verdicts: "list[RunVerdict]") -> list[str]:
         varying[suite] = list(IDENTITY_PARAMS.get(suite, ())) + [
             k for k in keys if k not in IDENTITY_PARAMS.get(suite, ()) and len({json.dumps(p.get(k), sort_keys=True) for p in runs}) > 1
         ]
-    return [" ".join(f"{k}={_value(k, v.params[k])}" for k in varying[v.suite] if k in v.params) for v in verdicts]
+    return [" ".join(_param(k, v.params[k]) for k in varying[v.suite] if k in v.params) for v in verdicts]
 
 
 def _num(x: "float | None") -> str:
@@ -91,7 +93,7 @@ def markdown(doc: dict, verdicts: "list[RunVerdict]") -> str:
         f"# Verdict: {original['run_id']} against {new['run_id']}", "",
         f"- original: run {original['run_id']}, sha256 {original['sha256'][:16]}..., {original['signature']['text']}",
         f"- new: run {new['run_id']}, sha256 {new['sha256'][:16]}..., {new['signature']['text']}",
-        "- hosts paired " + doc["hosts_paired"] + ": " + ", ".join(f"{a} -> {b or '(none)'}" for a, b in doc["host_pairs"]),
+        "- hosts paired " + doc["hosts_paired"] + ": " + ", ".join(f"{p['original']} -> {p['new'] or '(none)'}" for p in doc["host_pairs"]),
     ]
     lines += [f"- deviation: {d['field']}{' on ' + d['host'] if d.get('host') else ''}: {d['original']} -> {d['used']} ({d['note']})" for d in doc["deviations"]]
     lines += [
