@@ -26,6 +26,8 @@ NAIVE_MS = {("gpt2-large", 1, "default"): 99.3, ("gpt2-large", 2, "default"): 11
 KNOBS = {
     "bucket_cap_mb=100": {"bucket_cap_mb": 100},
     "bucket_cap_mb=10": {"bucket_cap_mb": 10},
+    "bucket_cap_mb=400": {"bucket_cap_mb": 400},
+    "grad_reduce_dtype=bf16": {"grad_reduce_dtype": "bf16"},
     "gradient_as_bucket_view=false": {"gradient_as_bucket_view": False},
     "static_graph=true": {"static_graph": True},
     "compile=false": {"compile": False},
@@ -55,12 +57,12 @@ def main() -> None:
     parser.add_argument("--defaults", default="", help="key=value,... overriding the suite's DDP defaults")
     args = parser.parse_args()
 
-    defaults = {"bucket_cap_mb": 25, "gradient_as_bucket_view": True, "static_graph": False, "compile": True}
+    defaults = {"bucket_cap_mb": 100, "gradient_as_bucket_view": True, "static_graph": False, "compile": True}
     for item in filter(None, args.defaults.split(",")):
         key, value = item.split("=")
         defaults[key] = value == "true" if value in ("true", "false") else float(value)
     base = {"model": args.model, "micro_batch": args.micro_batch, "seq_len": args.seq_len, "grad_accum": 1,
-            "steps": args.steps, "warmup_steps": 10, "precision": "bf16", "count_allreduce": False, "seed": 0, **defaults}
+            "steps": args.steps, "warmup_steps": 10, "precision": "bf16", "count_allreduce": False, "grad_reduce_dtype": "fp32", "seed": 0, **defaults}
     suites = [entry(base, ["default"], [1]), entry(base, args.transports.split(","), [2])]
     variants = list(filter(None, args.knobs.split(",")))
     suites += [variant(base, KNOBS[name]) for name in variants]

@@ -127,8 +127,10 @@ def plan_launches(plan: dict, hw: Hardware, nodes: Nodes = Nodes(), host_env: "d
     launches = []
     for index, entry in enumerate(plan["suites"]):
         suite = entry["suite"]
-        params = {**entry.get("params", {}), **(entry.get("gpu", {}) if cuda else entry.get("cpu", {}))}
-        for preset_name in entry.get("transports", ["default"]):
+        override = dict(entry.get("gpu" if cuda else "cpu", {}))
+        transports = override.pop("transports", entry.get("transports", ["default"]))
+        params = {**entry.get("params", {}), **override}
+        for preset_name in transports:
             preset = PRESETS[preset_name]
             if preset.backend == "nccl" and preset_name != "default" and not cuda:
                 raise PlanError(f"{suite}: transport preset {preset_name!r} needs NCCL and a GPU, this host has none; use 'gloo' or 'default'")

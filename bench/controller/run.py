@@ -124,8 +124,11 @@ def gather_group_runs(entries: dict, groups: "tuple[Group, ...]") -> None:
         first["runs"].sort(key=lambda run: run["launch_id"])
 
 
-def execute(inventory: Inventory, plan: dict, out_root: Path, previous: "Previous | None" = None) -> tuple[Path, dict]:
-    """Run the plan everywhere; returns the bundle's path and the bundle."""
+def execute(inventory: Inventory, plan: dict, out_root: Path, previous: "Previous | None" = None,
+            verification: "dict | None" = None) -> tuple[Path, dict]:
+    """Run the plan everywhere; returns the bundle's path and the bundle. `previous`: the run
+    this one resumes; `verification`: what a rerun of a published bundle records about that
+    bundle (`ddpbench verify`)."""
     unknown = [h for h in inventory.hosts if h.runtime not in RUNTIMES]
     if unknown:
         raise UserError(
@@ -178,6 +181,8 @@ def execute(inventory: Inventory, plan: dict, out_root: Path, previous: "Previou
         "complete": not interrupted, "incomplete_reason": INTERRUPTED if interrupted else None,
         "tool": tool_info(), "plan": plan, "hosts": list(entries.values()),
     }
+    if verification is not None:
+        bundle["verification"] = verification
     path = run_dir / "bundle.json"
     return path, write_bundle(path, bundle)
 

@@ -22,13 +22,14 @@ def plot_busbw(bundles: list[dict], out_dir: Path) -> "Path | None":
                 if run["suite"] != "collectives" or run["status"] != "ok" or run["params"]["op"] == "sendrecv":
                     continue
                 p = run["params"]
-                label = f"{host['name']} {p['op']} {p['dtype']} {transport_label(run)} x{run['world_size']}"
+                place = "in-place" if p["in_place"] else "out-of-place"
+                label = f"{host['name']} {p['op']} {p['dtype']} {place} {transport_label(run)} x{run['world_size']}"
                 series[label].append((p["size_bytes"], run["metrics"]["busbw_gbps"]["summary"]))
     if not series:
         return None
     fig, ax = plt.subplots(figsize=(8, 4.8), dpi=120)
     for label, points in sorted(series.items()):
-        points.sort()
+        points.sort(key=lambda point: point[0])
         sizes = [s for s, _ in points]
         med = [m["median"] for _, m in points]
         low = [m["median"] - m["p5"] for _, m in points]

@@ -43,18 +43,22 @@ def make_model(ctx: Context, params: dict) -> tuple[GPT, "DDP | None"]:
     return model, ddp
 
 
-def count_allreduce_calls(ddp: DDP) -> list[int]:
-    """Wrap DDP's default all-reduce in a counting hook: proves no_sync() skips communication."""
-    from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+def install_comm_hook(ddp: DDP, grad_reduce_dtype: str, count: bool) -> "list[int] | None":
+    """bf16 gradient all-reduce when asked (half the bytes on the link, at bf16's precision),
+    and optionally a counter of bucket all-reduces: it proves no_sync() skips communication."""
+    from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook, bf16_compress_hook
 
+    reduce = bf16_compress_hook if grad_reduce_dtype == "bf16" else allreduce_hook
+    if not count and reduce is allreduce_hook:
+        return None  # DDP's built-in C++ all-reduce: no Python on the gradient path
     calls = [0]
 
     def hook(state, bucket):
         calls[0] += 1
-        return allreduce_hook(state, bucket)
+        return reduce(state, bucket)
 
     ddp.register_comm_hook(None, hook)
-    return calls
+    return calls if count else None
 
 
 def peak_memory_bytes(ctx: Context) -> int:
@@ -67,7 +71,7 @@ def run_config(ctx: Context, params: dict, global_batch: int) -> dict:
     micro_batch, seq_len = params["micro_batch"], params["seq_len"]
     accum = grad_accum_for(global_batch, ctx.world_size, micro_batch)
     model, ddp = make_model(ctx, params)
-    calls = count_allreduce_calls(ddp) if ddp is not None and params["count_allreduce"] else None
+    calls = install_comm_hook(ddp, params["grad_reduce_dtype"], params["count_allreduce"]) if ddp is not None else None
     # Compiling the DDP wrapper (not the inner model) lets dynamo split the graph at bucket
     # boundaries, so gradients are all-reduced while the backward pass goes on.
     step_model = torch.compile(ddp or model) if params["compile"] else (ddp or model)
@@ -120,7 +124,8 @@ def time_steps(ctx: Context, step: Callable[[], None], steps: int) -> list[float
 
 def record(ctx: Context, params: dict, model: GPT, global_batch: int, accum: int, step_s: list, calls_per_step) -> dict:
     seq_len, n = params["seq_len"], ctx.world_size
-    grad_bytes = sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
+    reduced_element_bytes = 2 if params["grad_reduce_dtype"] == "bf16" else None
+    grad_bytes = sum(p.numel() * (reduced_element_bytes or p.element_size()) for p in model.parameters() if p.requires_grad)
     memory = torch.tensor([peak_memory_bytes(ctx)], dtype=torch.float64, device=ctx.device)
     if n > 1:
         dist.all_reduce(memory, op=dist.ReduceOp.MAX)
