@@ -11,6 +11,7 @@ from pathlib import Path
 from bench.bundle import read_bundle
 from bench.controller.hosts import load_hosts
 from bench.controller.plans import load_plan, plan_names
+from bench.docker.cli import add_image_commands
 from bench.errors import UserError
 from bench.yamlfile import load_yaml
 
@@ -87,6 +88,8 @@ def parser() -> argparse.ArgumentParser:
     report.add_argument("bundles", nargs="+", type=Path)
     report.add_argument("--out", type=Path, required=True, help="folder for report.md and the plots")
     report.set_defaults(func=cmd_report)
+
+    add_image_commands(sub)
     return top
 
 

@@ -56,7 +56,8 @@ def load_hosts(path: Path) -> Inventory:
     for entry in document["hosts"]:
         merged = {**defaults, **entry, "env": {**defaults.get("env", {}), **entry.get("env", {})}}
         merged["labels"] = tuple(merged.get("labels", ()))
-        if merged.get("runtime", "native") != "local" and not merged.get("address"):
+        # No address: this machine, by itself (local) or through its Docker engine (docker).
+        if merged.get("runtime", "native") not in ("local", "docker") and not merged.get("address"):
             raise UserError(f"{path}: host {entry['name']!r} has no address; give its address or set runtime: local")
         hosts.append(Host(**merged))
     names = [h.name for h in hosts]

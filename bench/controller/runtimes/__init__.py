@@ -4,8 +4,9 @@ progress events, and returns the agent's raw result (or raises HostError)."""
 from __future__ import annotations
 
 from bench.controller.runtimes.base import AgentJob, HostError
+from bench.controller.runtimes.docker import DockerRuntime
 from bench.controller.runtimes.local import LocalRuntime
 
-RUNTIMES = {"local": LocalRuntime}
+RUNTIMES = {"local": LocalRuntime, "docker": DockerRuntime}
 
 __all__ = ["AgentJob", "HostError", "RUNTIMES"]
