@@ -14,7 +14,7 @@ from bench.errors import UserError
 DOCKER = "docker"
 ENGINE_UNREACHABLE = re.compile(r"Cannot connect to the Docker daemon|Is the docker daemon running|error during connect", re.IGNORECASE)
 NO_SUCH_IMAGE = re.compile(r"No such image|No such object", re.IGNORECASE)
-NOT_IN_REGISTRY = re.compile(r"manifest unknown|not found|does not exist|repository .* not found", re.IGNORECASE)
+NOT_IN_REGISTRY = re.compile(r"manifest unknown|not found|does not exist", re.IGNORECASE)
 REGISTRY_UNREACHABLE = re.compile(
     r"lookup .* (no such host|server misbehaving)|dial tcp|i/o timeout|Temporary failure in name resolution|"
     r"Client.Timeout|connection refused|network is unreachable",
@@ -80,7 +80,7 @@ class Docker:
         if REGISTRY_UNREACHABLE.search(result.stderr):
             raise DockerError(
                 f"cannot pull {reference} on {self.shell.where}: its registry cannot be reached ({reason}); "
-                "save the image where it exists (`make image-save`) and load it here (image_tarball, `ddpbench image load`)"
+                "`docker save` it where it exists and load it here (`ddpbench image load FILE`, or image_tarball in the hosts file)"
             )
         raise DockerError(f"cannot pull {reference} on {self.shell.where}: {reason}")
 

@@ -58,7 +58,11 @@ def repo_digest_reference(info: dict, reference: str) -> "str | None":
 
 
 def dockerfile_base(dockerfile: Path = DOCKERFILE) -> str:
-    match = BASE_ARG.search(dockerfile.read_text())
+    try:
+        text = dockerfile.read_text()
+    except OSError as err:
+        raise UserError(f"{dockerfile}: cannot read the Dockerfile ({err.strerror}); give the project's Dockerfile") from None
+    match = BASE_ARG.search(text)
     if match is None:
         raise UserError(f"{dockerfile}: no `ARG BASE_IMAGE=...` line; restore it (the base image reference)")
     return match.group(1)

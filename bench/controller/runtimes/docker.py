@@ -58,6 +58,7 @@ class DockerRuntime:
         self.shell = shell or LocalShell()
         self.docker = Docker(self.shell)
         self._container = ""
+        self._cancelled = False
         self._lock = threading.Lock()
 
     def run(self, job: AgentJob) -> dict:
@@ -107,6 +108,8 @@ class DockerRuntime:
             job.progress(event)
 
         with self._lock:
+            if self._cancelled:  # Ctrl-C while the image was being found: start nothing
+                raise HostError("interrupted before the container started")
             self._container = container
         try:
             result = self.shell.stream(command, on_line)
@@ -135,6 +138,10 @@ class DockerRuntime:
     def cancel(self) -> None:
         """Stop the container (the agent ends its ranks); what it already wrote stays."""
         with self._lock:
+            self._cancelled = True
             container = self._container
         if container:
-            self.docker.stop(container, STOP_GRACE_S)
+            try:
+                self.docker.stop(container, STOP_GRACE_S)
+            except DockerError:
+                pass  # no engine, no container left to stop
