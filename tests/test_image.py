@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from bench.bundle import read_bundle
 from bench.docker import image
@@ -100,12 +101,16 @@ def test_locks_pin_every_package_with_hashes():
 def test_compose_files_validate(tmp_path):
     compose = compose_command(LocalShell())
     env = {**os.environ, "IMAGE": "ddpbench:test", "PLAN": str(tmp_path / "plan.json"), "OUT": str(tmp_path)}
+    gpus = {}
     for name in ("single-node", "two-node", "cpu"):
         path = REPO / "compose" / f"{name}.yaml"
         done = subprocess.run([*compose, "--file", str(path), "config"], capture_output=True, text=True, env=env)
         assert done.returncode == 0, done.stderr
-        if name != "cpu":
-            assert "capabilities:\n            - gpu" in done.stdout or "- gpu" in done.stdout
+        for service, spec in yaml.safe_load(done.stdout)["services"].items():
+            devices = spec.get("deploy", {}).get("resources", {}).get("reservations", {}).get("devices", [{}])
+            gpus[f"{name}/{service}"] = (devices[0].get("capabilities"), devices[0].get("count") or devices[0].get("device_ids"))
+    assert gpus == {"single-node/agent": (["gpu"], "all"), "two-node/node0": (["gpu"], ["0"]),
+                    "two-node/node1": (["gpu"], ["1"]), "cpu/agent": (None, None)}
     unset = {k: v for k, v in env.items() if k != "IMAGE"}
     done = subprocess.run([*compose, "--file", str(REPO / "compose" / "cpu.yaml"), "config"], capture_output=True, text=True, env=unset)
     assert done.returncode != 0 and "set IMAGE to the pinned image" in done.stderr
@@ -164,7 +169,8 @@ def test_compose_cpu_file_runs_the_plan(docker_cpu_image, tmp_path):
     assert host["name"] == "cpu-agent" and host["status"] == "ok", host["error"]
     assert host["fingerprint"]["container"]["digest"] == docker_cpu_image["Id"]
     assert {run["suite"] for run in host["runs"]} == {"collectives", "ddp"}
-    assert docker("ps", "--all", "--quiet").stdout.strip() == ""  # compose took its container down
+    # compose took its container down
+    assert docker("ps", "--all", "--quiet", "--filter", "label=com.docker.compose.project").stdout.strip() == ""
 
 
 def test_container_killed_mid_run_keeps_what_finished(docker_cpu_image, tmp_path):
