@@ -9,7 +9,14 @@ OUT ?= results
 # torch keeps its own (the venv sees the system's site-packages).
 TORCH_VERSION := 2.13.0
 
-.PHONY: bench test report verify setup clean test-hosts test-hosts-stop
+# The pinned image (README "The pinned image"): LOCK picks docker/requirements/LOCK.lock
+# (cuda, cuda-sdxl with diffusers, cpu); IMAGE names it (default ddpbench:VERSION[-LOCK]).
+LOCK ?= cuda
+IMAGE ?=
+IMAGE_TARBALL ?=
+IMAGE_ARG = $(if $(IMAGE),--tag $(IMAGE),)
+
+.PHONY: bench test report verify setup clean test-hosts test-hosts-stop image image-save image-load image-lock image-requirements
 
 $(VENV)/.installed: pyproject.toml
 	@if $(PYTHON) -c "import torch" 2>/dev/null; then \
@@ -44,6 +51,31 @@ report: $(VENV)/.installed
 verify: $(VENV)/.installed
 	@test -n "$(BUNDLE)" || { echo "error: give the bundle to verify: make verify BUNDLE=path/to/bundle.json" >&2; exit 2; }
 	$(PY) -m bench verify $(BUNDLE) --hosts $(HOSTS) --out $(OUT) $(ARGS)
+
+image: $(VENV)/.installed
+	$(PY) -m bench image build --lock $(LOCK) $(IMAGE_ARG)
+
+image-save: $(VENV)/.installed
+	$(PY) -m bench image save --lock $(LOCK) $(IMAGE_ARG) $(if $(IMAGE_TARBALL),--out $(IMAGE_TARBALL),)
+
+image-load: $(VENV)/.installed
+	$(PY) -m bench image load $(IMAGE_TARBALL)
+
+# Resolve the Dockerfile's base image tag to its registry digest and write it into the Dockerfile.
+image-lock: $(VENV)/.installed
+	$(PY) -m bench image lock
+
+# The lock files from their .in files, with the hash of every wheel, resolved for the image's
+# Python: 3.12 on the CUDA base (Ubuntu 24.04), 3.11 on the tests' Debian bookworm.
+UV_COMPILE = $(abspath $(PY)) -m uv pip compile --no-config --quiet --generate-hashes \
+  --custom-compile-command 'make image-requirements' --python-platform x86_64-manylinux_2_28
+image-requirements: $(VENV)/.installed
+	$(PY) -m pip install -q -e '.[image]'
+	cd docker/requirements && for lock in cuda cuda-sdxl; do \
+	  $(UV_COMPILE) --python-version 3.12 --index-url https://pypi.org/simple $$lock.in -o $$lock.lock || exit 1; \
+	done
+	cd docker/requirements && $(UV_COMPILE) --python-version 3.11 --index-url https://pypi.org/simple \
+	  --find-links /opt/wheels cpu.in -o cpu.lock
 
 clean:
 	rm -rf $(VENV) results

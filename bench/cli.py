@@ -11,6 +11,7 @@ from pathlib import Path
 from bench.bundle import read_bundle
 from bench.controller.hosts import load_hosts
 from bench.controller.plans import load_plan, plan_names
+from bench.docker.cli import add_image_commands
 from bench.errors import UserError
 from bench.yamlfile import load_yaml
 
@@ -175,6 +176,7 @@ def parser() -> argparse.ArgumentParser:
     sign.add_argument("bundle", type=Path)
     sign.add_argument("--key", type=Path, required=True, help="your private SSH key, e.g. ~/.ssh/id_ed25519")
     sign.set_defaults(func=cmd_sign)
+    add_image_commands(sub)
     return top
 
 

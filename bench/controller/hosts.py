@@ -64,7 +64,8 @@ def load_hosts(path: Path) -> Inventory:
     for entry in document["hosts"]:
         merged = {**defaults, **entry, "env": {**defaults.get("env", {}), **entry.get("env", {})}}
         merged["labels"] = tuple(merged.get("labels", ()))
-        if merged.get("runtime", "native") != "local" and not merged.get("address"):
+        # No address: this machine, by itself (local) or through its Docker engine (docker).
+        if merged.get("runtime", "native") not in ("local", "docker") and not merged.get("address"):
             raise UserError(f"{path}: host {entry['name']!r} has no address; give its address or set runtime: local")
         hosts.append(Host(**merged))
     names = [h.name for h in hosts]
@@ -82,6 +83,8 @@ def load_hosts(path: Path) -> Inventory:
                 raise UserError(f"{path}: host {name!r} is in groups {grouped[name]!r} and {entry['name']!r}; a host joins one group at most")
             if by_name[name].runtime == "local":
                 raise UserError(f"{path}: group {entry['name']!r}: host {name!r} has runtime local; a group's hosts need runtime native or docker")
+            if not by_name[name].address:
+                raise UserError(f"{path}: group {entry['name']!r}: host {name!r} has no address; a group's hosts need one (the others reach it there)")
             grouped[name] = entry["name"]
         groups.append(Group(**{**entry, "hosts": tuple(entry["hosts"])}))
     return Inventory(hosts=tuple(hosts), groups=tuple(groups))

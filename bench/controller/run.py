@@ -124,6 +124,16 @@ def gather_group_runs(entries: dict, groups: "tuple[Group, ...]") -> None:
         first["runs"].sort(key=lambda run: run["launch_id"])
 
 
+def new_bundle(run_id: str, started: str, plan: dict, hosts: list, incomplete_reason: "str | None" = None) -> dict:
+    """The bundle document around its host entries (each one settled)."""
+    return {
+        "schema_version": SCHEMA_VERSION, "kind": "ddpbench.bundle", "run_id": run_id,
+        "started_at": started, "finished_at": utc_now(),
+        "complete": incomplete_reason is None, "incomplete_reason": incomplete_reason,
+        "tool": tool_info(), "plan": plan, "hosts": hosts,
+    }
+
+
 def execute(inventory: Inventory, plan: dict, out_root: Path, previous: "Previous | None" = None,
             verification: "dict | None" = None) -> tuple[Path, dict]:
     """Run the plan everywhere; returns the bundle's path and the bundle. `previous`: the run
@@ -175,12 +185,7 @@ def execute(inventory: Inventory, plan: dict, out_root: Path, previous: "Previou
         if interrupted and not complete[name] and not entry["error"]:
             entry["error"] = INTERRUPTED
         settle(entry, complete[name])
-    bundle = {
-        "schema_version": SCHEMA_VERSION, "kind": "ddpbench.bundle", "run_id": run_id,
-        "started_at": started, "finished_at": utc_now(),
-        "complete": not interrupted, "incomplete_reason": INTERRUPTED if interrupted else None,
-        "tool": tool_info(), "plan": plan, "hosts": list(entries.values()),
-    }
+    bundle = new_bundle(run_id, started, plan, list(entries.values()), INTERRUPTED if interrupted else None)
     if verification is not None:
         bundle["verification"] = verification
     path = run_dir / "bundle.json"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import posixpath
 import select
 import shlex
 import socket
@@ -23,7 +24,7 @@ import paramiko
 from fabric import Config, Connection
 
 from bench.controller.hosts import Host
-from bench.controller.runtimes.base import HostError
+from bench.controller.errors import HostError
 
 PID_MARK = "ddpbench-remote-pid="
 logging.getLogger("paramiko").addHandler(logging.NullHandler())  # its tracebacks are not the user's; HostError says it in one line
@@ -269,3 +270,57 @@ def run(connection: Connection, host: Host, argv: list[str], what: str, *, cwd: 
         detail = done.last_error_line() or f"exit status {done.exit_status}"
         raise HostError(f"{what} failed on {where(host)}: {detail}")
     return done
+
+
+def sftp_of(connection: Connection, host: Host) -> paramiko.SFTPClient:
+    sftp = connection.sftp()
+    sftp.get_channel().settimeout(host.command_timeout_s)
+    return sftp
+
+
+def put_bytes(connection: Connection, host: Host, data: bytes, path: str) -> None:
+    """Write a file on the host by SFTP."""
+    try:
+        with sftp_of(connection, host).open(path, "wb") as remote:
+            remote.write(data)
+    except (OSError, EOFError, paramiko.SSHException) as err:
+        raise HostError(f"copying {posixpath.basename(path)} to {host.address}:{path} failed: {err}") from None
+
+
+def put_file(connection: Connection, host: Host, local: Path, path: str) -> None:
+    """Copy a local file to the host by SFTP, through a .part file: a cut copy never passes for the file."""
+    partial = path + ".part"
+    try:
+        sftp = sftp_of(connection, host)
+        sftp.put(str(local), partial)
+        sftp.posix_rename(partial, path)
+    except (OSError, EOFError, paramiko.SSHException) as err:
+        # sftp-server reports a full disk as a bare "Failure" (SFTP v3 has no code for it).
+        reason = "no space left on the host's disk" if str(err) in ("Failure", "No space left on device") else str(err)
+        raise HostError(f"copying {local} to {host.address}:{path} failed: {reason}; free space in its workdir or set workdir: to a bigger disk") from None
+
+
+def fetch_results(connection: Connection, out_dir: str, result_dir: Path, progress: Callable[[dict], None]) -> None:
+    """raw.json and launches/*.log of an agent's out_dir, whatever state the agent left them in."""
+    if not connection.transport or not connection.transport.is_active():
+        return
+    progress({"event": "stage", "stage": "collect"})
+    logs = result_dir / "launches"
+    logs.mkdir(parents=True, exist_ok=True)
+    try:
+        sftp = connection.sftp()
+        wanted = [("raw.json", result_dir / "raw.json")]
+        try:
+            names = sftp.listdir(posixpath.join(out_dir, "launches"))
+        except FileNotFoundError:
+            names = []
+        wanted += [(f"launches/{name}", logs / name) for name in sorted(names) if name.endswith(".log")]
+        for remote, local in wanted:
+            partial = local.with_name(local.name + ".part")  # a failed copy must not pass for a result
+            try:
+                sftp.get(posixpath.join(out_dir, remote), str(partial))
+                partial.replace(local)
+            except FileNotFoundError:
+                partial.unlink(missing_ok=True)
+    except (OSError, EOFError, paramiko.SSHException) as err:
+        progress({"event": "warning", "message": f"could not fetch the results: {err}"})

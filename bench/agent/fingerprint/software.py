@@ -41,13 +41,15 @@ def cudnn_version() -> int | None:
 
 def container(env: Mapping[str, str]) -> dict:
     """Image reference and digest from the pin file baked into the image (path in
-    DDPBENCH_IMAGE_PIN), else the image named by DDPBENCH_IMAGE, else nothing.
-    An unreadable pin file raises, so that the caller records it."""
+    DDPBENCH_IMAGE_PIN), else the image named by DDPBENCH_IMAGE, else nothing. The digest the
+    runtime passes in DDPBENCH_IMAGE_DIGEST (the id of the image it started) wins: an image
+    cannot hold its own digest. An unreadable pin file raises, so that the caller records it."""
     pin_path = Path(env.get("DDPBENCH_IMAGE_PIN") or DEFAULT_PIN_PATH)
+    digest = env.get("DDPBENCH_IMAGE_DIGEST") or None
     if pin_path.is_file():
         loaded = json.loads(pin_path.read_text())
         if not isinstance(loaded, dict):
             raise ValueError(f"{pin_path}: not a JSON object")
         pin = {key: str(loaded[key]) for key in PIN_KEYS if loaded.get(key) is not None}
-        return {"image": pin.get("image") or env.get("DDPBENCH_IMAGE") or None, "digest": pin.get("digest"), "pin": pin}
-    return {"image": env.get("DDPBENCH_IMAGE") or None, "digest": None, "pin": None}
+        return {"image": pin.get("image") or env.get("DDPBENCH_IMAGE") or None, "digest": digest or pin.get("digest"), "pin": pin}
+    return {"image": env.get("DDPBENCH_IMAGE") or None, "digest": digest, "pin": None}

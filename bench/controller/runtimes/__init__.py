@@ -4,9 +4,10 @@ progress events, and returns the agent's raw result (or raises HostError)."""
 from __future__ import annotations
 
 from bench.controller.runtimes.base import AgentJob, HostError, Runtime
+from bench.controller.runtimes.docker import DockerRuntime
 from bench.controller.runtimes.local import LocalRuntime
 from bench.controller.runtimes.native import NativeRuntime
 
-RUNTIMES = {"local": LocalRuntime, "native": NativeRuntime}
+RUNTIMES = {"local": LocalRuntime, "native": NativeRuntime, "docker": DockerRuntime}
 
 __all__ = ["AgentJob", "HostError", "RUNTIMES", "Runtime"]

@@ -7,13 +7,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from bench.controller.errors import HostError
 from bench.controller.hosts import Host
 
 INTERRUPTED = "interrupted (Ctrl-C)"
-
-
-class HostError(Exception):
-    """A host could not run the plan; the message names the cause and the fix."""
 
 
 @dataclass

@@ -12,8 +12,6 @@ import json
 import posixpath
 import threading
 
-import paramiko
-
 from bench.controller import pins, ssh
 from bench.controller.agent_package import agent_zipapp
 from bench.controller.runtimes.base import INTERRUPTED, AgentJob, HostError, Runtime, read_event
@@ -126,15 +124,8 @@ class NativeRuntime(Runtime):
         workdir = host.workdir[2:] if host.workdir.startswith("~/") else host.workdir  # relative = from the home folder
         self._remote_dir = posixpath.join(workdir, f"{job.run_id}-{host.name}")
         ssh.run(self._connection, host, ["mkdir", "-p", "--", posixpath.join(self._remote_dir, "out")], "creating the work folder")
-        try:
-            sftp = self._connection.sftp()
-            sftp.get_channel().settimeout(host.command_timeout_s)
-            with sftp.open(posixpath.join(self._remote_dir, "agent.pyz"), "wb") as remote:
-                remote.write(agent_zipapp())
-            with sftp.open(posixpath.join(self._remote_dir, "plan.json"), "w") as remote:
-                remote.write(json.dumps(job.plan))
-        except (OSError, EOFError, paramiko.SSHException) as err:
-            raise HostError(f"copying the agent to {host.address}:{self._remote_dir} failed: {err}") from None
+        ssh.put_bytes(self._connection, host, agent_zipapp(), posixpath.join(self._remote_dir, "agent.pyz"))
+        ssh.put_bytes(self._connection, host, json.dumps(job.plan).encode(), posixpath.join(self._remote_dir, "plan.json"))
 
     def _run_agent(self, job: AgentJob) -> dict:
         host, errors = job.host, []
@@ -169,30 +160,7 @@ class NativeRuntime(Runtime):
         return json.loads(raw_path.read_text())
 
     def _fetch(self, job: AgentJob) -> None:
-        """raw.json and the launch logs, whatever state the agent left them in."""
-        if not self._connection.transport or not self._connection.transport.is_active():
-            return
-        job.progress({"event": "stage", "stage": "collect"})
-        out = posixpath.join(self._remote_dir, "out")
-        logs = job.result_dir / "launches"
-        logs.mkdir(parents=True, exist_ok=True)
-        try:
-            sftp = self._connection.sftp()
-            wanted = [("raw.json", job.result_dir / "raw.json")]
-            try:
-                names = sftp.listdir(posixpath.join(out, "launches"))
-            except FileNotFoundError:
-                names = []
-            wanted += [(f"launches/{name}", logs / name) for name in sorted(names) if name.endswith(".log")]
-            for remote, local in wanted:
-                partial = local.with_name(local.name + ".part")  # a failed copy must not pass for a result
-                try:
-                    sftp.get(posixpath.join(out, remote), str(partial))
-                    partial.replace(local)
-                except FileNotFoundError:
-                    partial.unlink(missing_ok=True)
-        except (OSError, EOFError, paramiko.SSHException) as err:
-            job.progress({"event": "warning", "message": f"could not fetch the results: {err}"})
+        ssh.fetch_results(self._connection, posixpath.join(self._remote_dir, "out"), job.result_dir, job.progress)
 
     def _close(self, job: AgentJob) -> None:
         """Remove what was copied and close the connection."""

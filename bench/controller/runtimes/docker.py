@@ -1,0 +1,287 @@
+"""Runtime `docker`: the agent inside the pinned image, on a host's Docker engine.
+
+connect (SSH; a host without an address is this machine) -> check the engine (`docker info`)
+and, where GPUs are wanted, the NVIDIA container runtime -> find the image: present, else
+`docker load` of image_tarball (copied over SFTP unless the same file is already there), else
+`docker pull` -> copy the plan into a work folder -> `docker run` the agent by image id, that
+folder bind-mounted, streaming its progress -> fetch raw.json and the launch logs -> remove the
+container and the folder.
+
+The image runs by its id, so the bundle names exactly the bits that ran
+(fingerprint.container.digest). raw.json, rewritten by the agent after every launch, survives
+a container that is killed. Ending the ssh command would leave the container running, so
+cancelling stops the container (`docker stop`) over a command of its own.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import posixpath
+import secrets
+import threading
+from pathlib import Path
+
+from bench import __version__
+from bench.controller import ssh
+from bench.controller.runtimes.base import INTERRUPTED, AgentJob, HostError, Runtime, read_event
+from bench.controller.shell import CommandNotFound, LocalShell, Shell, SSHShell
+from bench.docker.engine import DOCKER, KILLED_STATUSES, Docker, DockerError, is_image_id
+
+MOUNT = "/ddpbench/out"  # the result folder inside the container
+STOP_GRACE_S = 20  # the agent ends its ranks on SIGTERM; then SIGKILL
+DOCKER_RUN_FAILED = (125, 126, 127)  # docker run itself, not the agent: no container, no command
+NVIDIA_FIX = "install the NVIDIA Container Toolkit there (nvidia-ctk runtime configure --runtime=docker) so that `docker run --gpus all` works"
+IMAGES_DIR = "images"  # under the host's workdir: uploaded tarballs, kept for the next run
+
+
+def default_image() -> str:
+    return f"ddpbench:{__version__}"
+
+
+def docker_env(job: AgentJob) -> dict:
+    """The host's DOCKER_* settings (DOCKER_HOST, DOCKER_CONFIG, ...): for the docker command there."""
+    return {k: v for k, v in job.host.env.items() if k.startswith("DOCKER_")}
+
+
+def gpus_present(shell: Shell) -> bool:
+    try:
+        return shell.run(["nvidia-smi", "-L"], timeout=60).code == 0
+    except CommandNotFound:
+        return False
+
+
+def needs_gpus(job: AgentJob, shell: Shell) -> bool:
+    """The host has GPUs (the agent would use them), or the plan pins a CUDA or NCCL version."""
+    return bool({"cuda", "nccl"} & set(job.plan.get("pin") or {})) or gpus_present(shell)
+
+
+def run_command(job: AgentJob, image_id: str, reference: str, container: str, out_dir: str, gpus: bool, user: str) -> list[str]:
+    """`docker run` of the agent: host network and IPC (NCCL's sockets and shared memory as on
+    the host itself), every GPU, results in the bind-mounted folder."""
+    command = [
+        DOCKER, "run", "--rm", "--init", "--name", container, "--network", "host", "--ipc", "host",
+        "--volume", f"{out_dir}:{MOUNT}",
+        "--env", f"DDPBENCH_IMAGE={reference}", "--env", f"DDPBENCH_IMAGE_DIGEST={image_id}", "--env", "HOME=/tmp",
+    ]
+    if gpus:
+        # NVIDIA's limits for NCCL: RDMA pins memory. Only with GPUs: a sandbox may refuse them.
+        command += ["--gpus", "all", "--shm-size", "1g", "--ulimit", "memlock=-1", "--ulimit", "stack=67108864"]
+    if user:
+        command += ["--user", user]
+    return [*command, image_id, *job.agent_command(["python", "-m", "bench.agent"], f"{MOUNT}/plan.json", MOUNT)]
+
+
+class DockerRuntime(Runtime):
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._shell: "Shell | None" = None
+        self._docker: "Docker | None" = None
+        self._container = ""
+        self._cancelled = ""
+        self._work_dir = ""  # the bind-mounted results folder, on the host
+        self._remote_dir = ""  # what to remove afterwards (SSH hosts only)
+        self._image: "tuple[str, str] | None" = None  # (reference, image id)
+        self._gpus = False
+        self._prepared = False
+
+    def _stage(self, job: AgentJob, stage: str) -> None:
+        with self._lock:
+            if self._cancelled:
+                raise HostError(self._cancelled)
+        job.progress({"event": "stage", "stage": stage})
+
+    def prepare(self, job: AgentJob) -> None:
+        """Everything that can fail before the container starts (a group's members all get here first)."""
+        if self._prepared:
+            return
+        host = job.host
+        if host.address:
+            self._stage(job, "connect")
+            shell: Shell = SSHShell(ssh.connect(host), host, docker_env(job))
+        else:
+            shell = LocalShell(docker_env(job))
+        with self._lock:
+            self._shell, self._docker = shell, Docker(shell)
+        try:
+            self._stage(job, "check docker")
+            self._check_engine(job)
+            self._stage(job, "image")
+            self._image = self._find_image(job)
+            self._stage(job, "deploy")
+            self._deploy(job)
+            self._prepared = True
+        except DockerError as err:
+            self._close(job)
+            raise HostError(str(err)) from None
+        except BaseException:
+            self._close(job)
+            raise
+
+    def run(self, job: AgentJob) -> dict:
+        self.prepare(job)
+        try:
+            return self._run_agent(job)
+        except DockerError as err:
+            raise HostError(str(err)) from None
+        finally:
+            self._close(job)
+
+    def cancel(self, reason: str = INTERRUPTED) -> None:
+        """Stop the container (the agent ends its ranks); what it already wrote stays."""
+        with self._lock:
+            self._cancelled = self._cancelled or reason
+            container, docker = self._container, self._docker
+        if container:
+            self._stop_container(docker, container)
+
+    @staticmethod
+    def _stop_container(docker: Docker, container: str) -> None:
+        try:
+            docker.stop(container, STOP_GRACE_S)
+        except (DockerError, HostError):
+            pass  # no engine or no connection: nothing left that could stop it
+
+    def _check_engine(self, job: AgentJob) -> None:
+        runtimes = self._docker.runtimes()
+        self._gpus = needs_gpus(job, self._shell)
+        if self._gpus and "nvidia" not in runtimes and not self._has_gpu_hook():
+            wanted = "the plan pins CUDA/NCCL" if {"cuda", "nccl"} & set(job.plan.get("pin") or {}) else "it has GPUs"
+            raise HostError(
+                f"the Docker engine on {self._shell.where} has no NVIDIA container runtime (runtimes: "
+                f"{', '.join(runtimes) or 'none'}) but {wanted}; {NVIDIA_FIX}"
+            )
+
+    def _has_gpu_hook(self) -> bool:
+        """`--gpus` works without an `nvidia` runtime where the toolkit's hook is installed."""
+        try:
+            return self._shell.run(["sh", "-c", "command -v nvidia-container-runtime-hook"], timeout=60).code == 0
+        except CommandNotFound:
+            return False
+
+    def _find_image(self, job: AgentJob) -> tuple[str, str]:
+        host, docker = job.host, self._docker
+        reference = host.image or default_image()
+        info = docker.inspect_image(reference)
+        if info is None and host.image_tarball:
+            tarball = self._upload_tarball(job)
+            loaded = docker.load(tarball)
+            info = docker.inspect_image(reference)
+            if info is None:
+                raise HostError(f"{host.image_tarball} holds {', '.join(loaded) or 'no image'}, not {reference}; "
+                                "give the image that tarball holds, or the tarball of this image")
+        if info is None and is_image_id(reference):
+            raise HostError(f"image {reference} is not on {self._shell.where} and an image id cannot be pulled; "
+                            "load the tarball that holds it (image_tarball in the hosts file, or `ddpbench image load`)")
+        if info is None:
+            docker.pull(reference)
+            info = docker.inspect_image(reference)
+        return reference, info["Id"]
+
+    def _upload_tarball(self, job: AgentJob) -> str:
+        """The tarball's path on the host: copied by SFTP, named by its sha256, so that a copy
+        already there (from an earlier run) is used again and a cut one never is."""
+        local = Path(job.host.image_tarball).expanduser()
+        if not local.is_file():
+            raise HostError(f"image_tarball {local} does not exist on this machine; write it with `make image-save` or fix image_tarball")
+        if not isinstance(self._shell, SSHShell):
+            return str(local)
+        digest = hashlib.sha256()
+        with open(local, "rb") as source:
+            for block in iter(lambda: source.read(1 << 20), b""):
+                digest.update(block)
+        images = posixpath.join(self._workdir(job), IMAGES_DIR)
+        path = posixpath.join(images, f"{digest.hexdigest()}.tar")
+        check = self._shell.run(["sh", "-c", 'mkdir -p -- "$1" && test -f "$2" && sha256sum -- "$2"', "sh", images, path], timeout=None)
+        if check.code == 0 and check.stdout.split()[:1] == [digest.hexdigest()]:
+            return path
+        job.progress({"event": "stage", "stage": "upload image"})
+        ssh.put_file(self._shell.connection, job.host, local, path)
+        return path
+
+    @staticmethod
+    def _workdir(job: AgentJob) -> str:
+        workdir = job.host.workdir
+        return workdir[2:] if workdir.startswith("~/") else workdir  # relative = from the home folder
+
+    def _deploy(self, job: AgentJob) -> None:
+        plan = json.dumps(job.plan).encode()
+        if isinstance(self._shell, SSHShell):
+            self._remote_dir = posixpath.join(self._workdir(job), f"{job.run_id}-{job.host.name}")
+            out = posixpath.join(self._remote_dir, "out")
+            done = self._shell.run(["sh", "-c", 'mkdir -p -- "$1" && cd -- "$1" && pwd', "sh", out], timeout=job.host.command_timeout_s)
+            if done.code != 0:
+                raise HostError(f"creating the work folder {out} failed: {done.last_error_line()}; fix workdir in the hosts file")
+            self._work_dir = done.stdout.strip()  # absolute: docker's bind mount needs it
+        else:
+            job.result_dir.mkdir(parents=True, exist_ok=True)
+            self._work_dir = str(job.result_dir.resolve())
+        self._shell.put(plan, posixpath.join(self._work_dir, "plan.json"))
+
+    def _run_agent(self, job: AgentJob) -> dict:
+        reference, image_id = self._image
+        container = f"ddpbench-{job.host.name}-{secrets.token_hex(3)}"
+        command = run_command(job, image_id, reference, container, self._work_dir, self._gpus, self._user())
+        errors: list[str] = []
+
+        def on_line(line: str) -> None:
+            event = read_event(line)
+            if event is None:
+                return
+            if event["event"] == "error":
+                errors.append(event["message"])
+            job.progress(event)
+
+        with self._lock:
+            if self._cancelled:  # cancelled while the image was being found: start nothing
+                raise HostError(self._cancelled)
+            self._container = container
+        try:
+            # The agent reports at least once per launch, and ends a launch after the plan's timeout_s.
+            result = self._shell.stream(command, on_line, idle_timeout_s=job.plan["timeout_s"] + job.host.command_timeout_s,
+                                        timeout_name="the plan's timeout_s + command_timeout_s")
+        except HostError:
+            self._stop_container(self._docker, container)  # ending the docker client leaves the container running
+            raise
+        finally:
+            with self._lock:
+                self._container = ""
+            self._shell.fetch_results(self._work_dir, job.result_dir, job.progress)
+        with self._lock:
+            cancelled = self._cancelled
+        raw_path = job.result_dir / "raw.json"
+        if errors:
+            raise HostError(errors[0])
+        if cancelled:
+            raise HostError(cancelled)
+        if result.code in KILLED_STATUSES:
+            raise HostError(
+                f"container {container} on {self._shell.where} was stopped (status {result.code}, {KILLED_STATUSES[result.code]}); "
+                "the launches it finished are kept; run again with --resume to measure the rest"
+            )
+        if result.code in DOCKER_RUN_FAILED or not raw_path.exists():
+            reason = result.last_error_line()
+            fix = f"; {NVIDIA_FIX}" if "could not select device driver" in reason else ""
+            self._docker.raise_common_failure(result)  # a full disk or a vanished engine says so in its own words
+            raise HostError(f"the agent in {reference} exited with status {result.code} before writing results: {reason}{fix}")
+        return json.loads(raw_path.read_text())  # status 1: some launches failed, as raw.json says
+
+    def _user(self) -> str:
+        """The shell's user, so that the results it reads back are its own; root stays root."""
+        ids = [self._shell.run(["id", flag], timeout=60).stdout.strip() for flag in ("-u", "-g")]
+        return "" if ids[0] in ("", "0") else ":".join(ids)
+
+    def _close(self, job: AgentJob) -> None:
+        """Remove the work folder (SSH hosts; uploaded images stay for the next run) and close the connection."""
+        with self._lock:
+            shell = self._shell
+        if shell is None:
+            return
+        try:
+            if self._remote_dir:
+                job.progress({"event": "stage", "stage": "clean up"})
+                shell.run(["rm", "-rf", "--", self._remote_dir], timeout=job.host.command_timeout_s)
+        except (HostError, CommandNotFound) as err:
+            job.progress({"event": "warning", "message": str(err)})
+        finally:
+            shell.close()

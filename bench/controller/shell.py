@@ -1,0 +1,189 @@
+"""Where a command runs: this machine (`LocalShell`) or a host over SSH (`SSHShell`, built on
+ssh.RemoteProcess). Both have the same methods, so that what is built on a `Shell` (the docker
+command line, the docker runtime, the local runtime) runs unchanged on either."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from fabric import Connection
+
+from bench.controller import ssh
+from bench.controller.hosts import Host
+
+HELP_POINTER = re.compile(r"^(Run|See) '.*--help'")
+NOT_FOUND = re.compile(r"not found|No such file or directory", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Result:
+    code: int
+    stdout: str
+    stderr: str
+
+    def last_error_line(self) -> str:
+        """The line of stderr (else stdout) most likely to say what went wrong: the last one,
+        past docker's closing pointers to its --help."""
+        for text in (self.stderr, self.stdout):
+            lines = [line.strip() for line in text.splitlines() if line.strip() and not HELP_POINTER.match(line.strip())]
+            if lines:
+                return lines[-1]
+        return f"exit status {self.code}"
+
+
+class CommandNotFound(Exception):
+    """The program of a command is not installed where the shell runs it."""
+
+
+class Shell:
+    """run() runs a command to its end; stream() hands each stdout line to on_line while it runs
+    (the Result's stdout is then empty) and stop() ends it from another thread. Both raise
+    CommandNotFound. `env` goes into every command's environment."""
+
+    where = ""  # for messages: "this machine", "127.0.0.2:22"
+
+    def __init__(self, env: "dict | None" = None) -> None:
+        self.env = dict(env or {})
+
+    def run(self, argv: list[str], timeout: "float | None" = None) -> Result:
+        raise NotImplementedError
+
+    def stream(self, argv: list[str], on_line: Callable[[str], None], *, idle_timeout_s: "float | None" = None,
+               timeout_name: str = "") -> Result:
+        raise NotImplementedError
+
+    def stop(self, reason: str) -> None:
+        raise NotImplementedError
+
+    def put(self, data: bytes, path: str) -> None:
+        raise NotImplementedError
+
+    def fetch_results(self, out_dir: str, result_dir: Path, progress: Callable[[dict], None]) -> None:
+        """raw.json and launches/*.log of an agent's out_dir into result_dir, whatever state they are in."""
+        raise NotImplementedError
+
+    def docker_endpoint(self) -> str:
+        """The Docker engine the docker command talks to, for messages."""
+        return self.env.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+
+    def close(self) -> None:
+        pass
+
+
+class LocalShell(Shell):
+    where = "this machine"
+
+    def __init__(self, env: "dict | None" = None) -> None:
+        super().__init__(env)
+        self._process: "subprocess.Popen | None" = None
+        self._lock = threading.Lock()
+
+    def _environment(self) -> dict:
+        return {**os.environ, **self.env}
+
+    def docker_endpoint(self) -> str:
+        return self._environment().get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+
+    def run(self, argv: list[str], timeout: "float | None" = None) -> Result:
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=self._environment())
+        except FileNotFoundError as err:
+            raise CommandNotFound(argv[0]) from err
+        return Result(done.returncode, done.stdout, done.stderr)
+
+    def stream(self, argv: list[str], on_line: Callable[[str], None], *, idle_timeout_s: "float | None" = None,
+               timeout_name: str = "") -> Result:
+        try:
+            with self._lock:
+                # A session of its own: Ctrl-C reaches the controller, which then ends the command
+                # cleanly (the docker client must not pass it on and stop a container mid-launch).
+                self._process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                                 env=self._environment(), start_new_session=True)
+        except FileNotFoundError as err:
+            raise CommandNotFound(argv[0]) from err
+        stderr: list[str] = []
+        drain = threading.Thread(target=lambda: stderr.extend(self._process.stderr), daemon=True)
+        drain.start()
+        for line in self._process.stdout:
+            on_line(line.rstrip("\n"))
+        code = self._process.wait()
+        drain.join(timeout=10)
+        return Result(code, "", "".join(stderr))
+
+    def stop(self, reason: str) -> None:
+        with self._lock:
+            process = self._process
+        if process is not None and process.poll() is None:
+            try:
+                os.killpg(process.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
+    def put(self, data: bytes, path: str) -> None:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_bytes(data)
+
+    def fetch_results(self, out_dir: str, result_dir: Path, progress: Callable[[dict], None]) -> None:
+        source = Path(out_dir)
+        if source.resolve() == result_dir.resolve():
+            return
+        for path in [source / "raw.json", *sorted((source / "launches").glob("*.log"))]:
+            target = result_dir / path.relative_to(source)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, target)
+
+
+class SSHShell(Shell):
+    """Commands on a host over an open SSH connection; `env` is set by `env NAME=VALUE` in front
+    of each command (sshd passes no environment of the client's)."""
+
+    def __init__(self, connection: Connection, host: Host, env: "dict | None" = None) -> None:
+        super().__init__(env)
+        self.connection, self.host = connection, host
+        self.where = f"host {host.name} ({ssh.where(host)})"
+        self._process: "ssh.RemoteProcess | None" = None
+        self._lock = threading.Lock()
+
+    def _argv(self, argv: list[str]) -> list[str]:
+        return ["env", *(f"{k}={v}" for k, v in self.env.items()), *argv] if self.env else list(argv)
+
+    @staticmethod
+    def _result(done: ssh.Finished, argv: list[str]) -> Result:
+        stderr = "\n".join(done.stderr_lines)
+        if done.exit_status == 127 and NOT_FOUND.search(stderr):
+            raise CommandNotFound(argv[0])
+        return Result(done.exit_status, done.stdout, stderr)
+
+    def run(self, argv: list[str], timeout: "float | None" = None) -> Result:
+        process = ssh.RemoteProcess(self.connection, self.host, self._argv(argv), argv[0])
+        return self._result(process.wait(timeout_s=timeout, timeout_name="its time limit"), argv)
+
+    def stream(self, argv: list[str], on_line: Callable[[str], None], *, idle_timeout_s: "float | None" = None,
+               timeout_name: str = "") -> Result:
+        with self._lock:
+            self._process = ssh.RemoteProcess(self.connection, self.host, self._argv(argv), argv[0])
+        done = self._process.wait(on_line, idle_timeout_s=idle_timeout_s, timeout_name=timeout_name)
+        return Result(self._result(done, argv).code, "", "\n".join(done.stderr_lines))
+
+    def stop(self, reason: str) -> None:
+        with self._lock:
+            process = self._process
+        if process is not None:
+            process.stop(reason)
+
+    def put(self, data: bytes, path: str) -> None:
+        ssh.put_bytes(self.connection, self.host, data, path)
+
+    def fetch_results(self, out_dir: str, result_dir: Path, progress: Callable[[dict], None]) -> None:
+        ssh.fetch_results(self.connection, out_dir, result_dir, progress)
+
+    def close(self) -> None:
+        ssh.close(self.connection)
