@@ -63,3 +63,7 @@ def loopback_hosts(tmp_path_factory):
     hosts = LoopbackHosts(tmp_path_factory.mktemp("sshd"), count=4).start()
     yield hosts
     hosts.stop()
+
+
+# The Docker engine and images, shared by every module that uses them (started once per session).
+from docker_fixtures import docker_base_image, docker_cpu_image, docker_engine, docker_registry  # noqa: E402,F401

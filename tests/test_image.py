@@ -22,9 +22,7 @@ from bench.docker import image
 from bench.docker.compose import compose_command
 from bench.docker.engine import Docker
 from bench.controller.shell import LocalShell
-from docker_fixtures import (  # noqa: F401 - fixtures are found by name
-    CPU_IMAGE, REPO, docker, docker_base_image, docker_cpu_image, docker_engine, docker_registry,
-)
+from docker_fixtures import CPU_IMAGE, REPO, docker
 
 TINY_PLAN = """\
 name: docker-tiny
@@ -36,7 +34,7 @@ suites:
              factor: 4, warmup_iters: 1, iters: 2, repetitions: 2}
   - suite: ddp
     world_sizes: [all]
-    params: {model: tiny, micro_batch: 2, seq_len: 32, steps: 3, warmup_steps: 1, precision: fp32}
+    params: {model: tiny, micro_batch: 2, seq_len: 32, steps: 3, warmup_steps: 1, precision: fp32, compile: false}
 """
 NO_ID = "sha256:" + "0" * 64
 
@@ -238,8 +236,8 @@ def test_corrupt_image_tarball(docker_engine, tmp_path):
     garbage = tmp_path / "garbage.tar"
     garbage.write_bytes(b"this is not a docker save archive\n" * 100)
     line = one_error_line(cli("image", "load", str(garbage)))
-    assert f"{garbage} is not a Docker image archive" in line and "make image-save" in line
+    assert f"{garbage} on this machine is not a Docker image archive" in line and "make image-save" in line
     # The same tarball named by a host: that host fails with the same line, the run goes on.
     done = cli("run", "--hosts", str(write_hosts(tmp_path, image="ddpbench:absent", image_tarball=str(garbage))),
                "--plan", str(write_plan(tmp_path)), "--out", str(tmp_path / "results"))
-    assert done.returncode == 1 and f"error: host box: failed: {garbage} is not a Docker image archive" in done.stderr
+    assert done.returncode == 1 and f"error: host box: failed: {garbage} on this machine is not a Docker image archive" in done.stderr

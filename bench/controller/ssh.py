@@ -296,7 +296,9 @@ def put_file(connection: Connection, host: Host, local: Path, path: str) -> None
         sftp.posix_rename(partial, path)
     except (OSError, EOFError, paramiko.SSHException) as err:
         # sftp-server reports a full disk as a bare "Failure" (SFTP v3 has no code for it).
-        reason = "no space left on the host's disk" if str(err) in ("Failure", "No space left on device") else str(err)
+        # A write that does not fit can also pass unnoticed until the sizes are compared.
+        full = str(err) in ("Failure", "No space left on device") or str(err).startswith("size mismatch")
+        reason = f"no space left on the host's disk ({err})" if full else str(err)
         raise HostError(f"copying {local} to {host.address}:{path} failed: {reason}; free space in its workdir or set workdir: to a bigger disk") from None
 
 

@@ -195,6 +195,15 @@ class DockerRuntime(Runtime):
         check = self._shell.run(["sh", "-c", 'mkdir -p -- "$1" && test -f "$2" && sha256sum -- "$2"', "sh", images, path], timeout=None)
         if check.code == 0 and check.stdout.split()[:1] == [digest.hexdigest()]:
             return path
+        free = self._shell.run(["df", "-Pk", images], timeout=60)
+        size = local.stat().st_size
+        try:
+            free_bytes = int(free.stdout.splitlines()[-1].split()[3]) * 1024
+        except (IndexError, ValueError):
+            free_bytes = size  # df says nothing we can read: let the copy find out
+        if free_bytes < size:
+            raise HostError(f"no space left on the host's disk for {local} ({size / 2**20:.0f} MiB) in {images}: "
+                            f"{free_bytes / 2**20:.0f} MiB free; free space there or set workdir: to a bigger disk")
         job.progress({"event": "stage", "stage": "upload image"})
         ssh.put_file(self._shell.connection, job.host, local, path)
         return path
