@@ -58,7 +58,8 @@ def needs_gpus(job: AgentJob, shell: Shell) -> bool:
 
 def run_command(job: AgentJob, image_id: str, reference: str, container: str, out_dir: str, gpus: bool, user: str) -> list[str]:
     """`docker run` of the agent: host network and IPC (NCCL's sockets and shared memory as on
-    the host itself), every GPU, results in the bind-mounted folder."""
+    the host itself: /dev/shm is the host's, so no --shm-size, which docker ignores with
+    --ipc host), every GPU, results in the bind-mounted folder."""
     command = [
         DOCKER, "run", "--rm", "--init", "--name", container, "--network", "host", "--ipc", "host",
         "--volume", f"{out_dir}:{MOUNT}",
@@ -66,7 +67,7 @@ def run_command(job: AgentJob, image_id: str, reference: str, container: str, ou
     ]
     if gpus:
         # NVIDIA's limits for NCCL: RDMA pins memory. Only with GPUs: a sandbox may refuse them.
-        command += ["--gpus", "all", "--shm-size", "1g", "--ulimit", "memlock=-1", "--ulimit", "stack=67108864"]
+        command += ["--gpus", "all", "--ulimit", "memlock=-1", "--ulimit", "stack=67108864"]
     if user:
         command += ["--user", user]
     return [*command, image_id, *job.agent_command(["python", "-m", "bench.agent"], f"{MOUNT}/plan.json", MOUNT)]
