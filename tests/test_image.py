@@ -14,14 +14,13 @@ import threading
 import time
 from pathlib import Path
 
-import pytest
 import yaml
 
 from bench.bundle import read_bundle
+from bench.controller.shell import LocalShell
 from bench.docker import image
 from bench.docker.compose import compose_command
 from bench.docker.engine import Docker
-from bench.controller.shell import LocalShell
 from docker_fixtures import CPU_IMAGE, REPO, docker
 
 TINY_PLAN = """\

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import signal
 import subprocess
 import threading
@@ -132,13 +131,7 @@ class LocalShell(Shell):
         Path(path).write_bytes(data)
 
     def fetch_results(self, out_dir: str, result_dir: Path, progress: Callable[[dict], None]) -> None:
-        source = Path(out_dir)
-        if source.resolve() == result_dir.resolve():
-            return
-        for path in [source / "raw.json", *sorted((source / "launches").glob("*.log"))]:
-            target = result_dir / path.relative_to(source)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(path, target)
+        pass  # on this machine the agent's out_dir is the result folder itself
 
 
 class SSHShell(Shell):
