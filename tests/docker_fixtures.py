@@ -18,6 +18,7 @@ import functools
 import hashlib
 import http.server
 import io
+import json
 import os
 import re
 import shutil
@@ -35,9 +36,9 @@ from pathlib import Path
 
 import pytest
 
+from bench.controller.shell import LocalShell
 from bench.docker import image
 from bench.docker.engine import Docker
-from bench.controller.shell import LocalShell
 
 REPO = Path(__file__).resolve().parents[1]
 CACHE = REPO / ".cache" / "docker-test"
@@ -49,6 +50,31 @@ CPU_LOCK = REPO / "docker" / "requirements" / "cpu.lock"
 LOCAL_WHEELS = Path("/opt/wheels")  # the torch CPU build on the CI machines' disk
 DATA_ROOT_SIZE = "8g"  # the engine's images and containers: about 2 GiB are used
 INSTALL_HINT = "`bash tests/system-deps.sh` installs it (tests/apt-packages.txt)"
+
+
+TINY_PLAN = """\
+name: docker-tiny
+timeout_s: 300
+suites:
+  - suite: collectives
+    world_sizes: [all]
+    params: {ops: [all_reduce], dtypes: [float32], in_place: [true], begin_bytes: 4096, end_bytes: 16384,
+             factor: 4, warmup_iters: 1, iters: 2, repetitions: 2}
+  - suite: ddp
+    world_sizes: [all]
+    params: {model: tiny, micro_batch: 2, seq_len: 32, steps: 3, warmup_steps: 1, precision: fp32, compile: false}
+"""
+
+
+def failed_launch_logs(results: Path) -> str:
+    """The end of every failed launch's log: what an assertion message needs to say why."""
+    tails = []
+    for raw in results.glob("*/hosts/*/raw.json"):
+        for launch in json.loads(raw.read_text())["launches"]:
+            log = raw.parent / "launches" / f"{launch['id']}.log"
+            if launch["status"] != "ok" and log.is_file():
+                tails.append(f"--- {log}\n" + "\n".join(log.read_text(errors="replace").splitlines()[-25:]))
+    return "\n".join(tails)
 
 
 def docker(*args: str, check: bool = True, timeout: float = 300, **kwargs) -> subprocess.CompletedProcess:

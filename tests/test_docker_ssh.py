@@ -16,9 +16,8 @@ from pathlib import Path
 import yaml
 
 from bench.bundle import read_bundle
-from docker_fixtures import CPU_IMAGE, docker
+from docker_fixtures import CPU_IMAGE, TINY_PLAN, docker, failed_launch_logs
 from tests.conftest import REPO, cli
-from tests.test_image import TINY_PLAN
 
 NO_ID = "sha256:" + "0" * 64
 
@@ -58,7 +57,7 @@ def containers_left() -> list[str]:
 def test_docker_over_ssh_runs_the_plan_into_a_bundle_naming_the_image(loopback_hosts, docker_engine, docker_cpu_image, tmp_path):
     hosts = write_hosts(tmp_path, loopback_hosts, docker_engine, {"host1": {}, "host2": {}})
     done = cli("run", "--hosts", str(hosts), "--plan", str(write_plan(tmp_path)), "--out", str(tmp_path / "results"), timeout=600)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 0, done.stderr + failed_launch_logs(tmp_path / "results")
     path, bundle = only_bundle(tmp_path / "results")
     assert [h["name"] for h in bundle["hosts"]] == ["host1", "host2"]
     for host in bundle["hosts"]:

@@ -21,20 +21,8 @@ from bench.controller.shell import LocalShell
 from bench.docker import image
 from bench.docker.compose import compose_command
 from bench.docker.engine import Docker
-from docker_fixtures import CPU_IMAGE, REPO, docker
+from docker_fixtures import CPU_IMAGE, REPO, TINY_PLAN, docker, failed_launch_logs
 
-TINY_PLAN = """\
-name: docker-tiny
-timeout_s: 300
-suites:
-  - suite: collectives
-    world_sizes: [all]
-    params: {ops: [all_reduce], dtypes: [float32], in_place: [true], begin_bytes: 4096, end_bytes: 16384,
-             factor: 4, warmup_iters: 1, iters: 2, repetitions: 2}
-  - suite: ddp
-    world_sizes: [all]
-    params: {model: tiny, micro_batch: 2, seq_len: 32, steps: 3, warmup_steps: 1, precision: fp32, compile: false}
-"""
 NO_ID = "sha256:" + "0" * 64
 
 
@@ -145,7 +133,7 @@ def test_docker_runtime_runs_the_plan_into_a_bundle_naming_the_image(docker_cpu_
     results = tmp_path / "results"
     done = cli("run", "--hosts", str(write_hosts(tmp_path, image=CPU_IMAGE)), "--plan", str(write_plan(tmp_path)),
                "--out", str(results))
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 0, done.stderr + failed_launch_logs(results)
     bundle = only_bundle(results)  # read_bundle validates schema and sha256
     (host,) = bundle["hosts"]
     assert host["runtime"] == "docker" and host["status"] == "ok", host["error"]
