@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench import __version__
-from bench.analysis import derive_scaling
+from bench.analysis import derive_prediction, derive_scaling
 from bench.bundle import SCHEMA_VERSION, write_bundle
 from bench.controller.hosts import Host, Inventory
 from bench.controller.progress import HostProgress
@@ -52,6 +52,7 @@ def host_result(host: Host, raw: "dict | None", error: "str | None") -> dict:
     raw = raw or {}
     launches, runs = raw.get("launches", []), raw.get("runs", [])
     derive_scaling(runs)
+    derive_prediction(runs, launches)
     troubles = [l for l in launches if l["status"] not in ("ok", "skipped")] + [r for r in runs if r["status"] != "ok"]
     if error and not launches:
         status = "failed"
