@@ -265,11 +265,16 @@ def test_batch_not_divisible_fails_before_anything_launches(tmp_path):
     assert bundle["hosts"][0]["launches"] == [] and not list(tmp_path.glob("results/*/hosts/local/launches"))
 
 
-def test_unknown_model_is_refused_by_the_schema(tmp_path):
-    plan = write(tmp_path / "plan.yaml", {"name": "bad", "suites": [{"suite": "ddp", "params": {**TINY_GPT, "model": "gpt3"}}]})
+@pytest.mark.parametrize("entry, message", [
+    ({"params": {**TINY_GPT, "model": "gpt3"}}, "field suites[0].params.model: 'gpt3' is not one of ['tiny', 'gpt2'"),
+    ({"params": TINY_GPT, "cpu": {"transport": ["gloo"]}},
+     "field suites[0].cpu: Unevaluated properties are not allowed ('transport' was unexpected)"),
+])
+def test_unknown_model_or_key_is_refused_by_the_schema(tmp_path, entry, message):
+    plan = write(tmp_path / "plan.yaml", {"name": "bad", "suites": [{"suite": "ddp", **entry}]})
     done = ddpbench("validate", str(plan))
     assert done.returncode == 2
-    assert done.stderr.startswith(f"error: {plan}: field suites[0].params.model: 'gpt3' is not one of ['tiny', 'gpt2'")
+    assert done.stderr.startswith(f"error: {plan}: {message}")
     assert done.stderr.count("\n") == 1
 
 

@@ -3,6 +3,7 @@ the loss, and the synthetic micro-batches of one step, generated on the device a
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Callable
 
@@ -38,6 +39,13 @@ def count_training_flops(make_module: Callable[[], nn.Module], micro_batch: tupl
     return counter.get_total_flops() / micro_batch[0].shape[0]
 
 
+@functools.lru_cache(maxsize=None)
+def unet_flops_per_sample(name: str, micro_batch: int) -> float:
+    """Counted once per worker and shape: a sweep rebuilds the model for every global batch."""
+    meta = torch.device("meta")
+    return count_training_flops(lambda: unet.build_module(name), unet.micro_batch(name, micro_batch, meta, None))
+
+
 def build(params: dict, accum: int, device: torch.device, rank: int) -> Workload:
     """The preset's model, seeded, and this rank's micro-batches of one step."""
     name, size = params["model"], params["micro_batch"]
@@ -52,4 +60,4 @@ def build(params: dict, accum: int, device: torch.device, rank: int) -> Workload
         batches = [(t[:, :-1].contiguous(), t[:, 1:].contiguous()) for t in tokens]
         return Workload(module, batches, seq_len, float(module.flops_per_token(seq_len) * seq_len))
     batches = [unet.micro_batch(name, size, device, generator) for _ in range(accum)]
-    return Workload(module, batches, None, count_training_flops(lambda: unet.build_module(name), batches[0]))
+    return Workload(module, batches, None, unet_flops_per_sample(name, size))
