@@ -2,6 +2,7 @@
 arithmetic, seed 002's communication model, the bad-input cases and every shipped plan."""
 from __future__ import annotations
 
+import gc
 import importlib.util
 import json
 import math
@@ -10,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+import weakref
 from pathlib import Path
 
 import psutil
@@ -18,7 +20,7 @@ import torch
 import torch.distributed as dist
 import yaml
 
-from bench.agent import models
+from bench.agent import models, proctree
 from bench.agent.harness import Context
 from bench.agent.models import gpt
 from bench.agent.runner import Hardware, PlanError, plan_launches
@@ -226,7 +228,20 @@ def test_prediction_past_the_measured_sizes_says_so_and_matches_transport():
 
 # --- bad input -----------------------------------------------------------------------------------
 
-def test_out_of_memory_is_recorded_and_the_sweep_goes_on(tmp_path):
+SUITE_PARAMS = {**TINY_GPT, "micro_batch": 1, "global_batches": [2, 4], "steps": 1, "warmup_steps": 1, "grad_accum": 1,
+                "bucket_cap_mb": 25, "gradient_as_bucket_view": True, "static_graph": False, "compile": False,
+                "count_allreduce": False, "seed": 0}
+ONE_CPU_RANK = Context(0, 0, 1, torch.device("cpu"), "gloo")
+
+
+@pytest.fixture
+def process_group(tmp_path):
+    dist.init_process_group("gloo", store=dist.FileStore(str(tmp_path / "store"), 1), rank=0, world_size=1)
+    yield
+    dist.destroy_process_group()
+
+
+def test_out_of_memory_is_recorded_and_the_sweep_goes_on(process_group):
     class OutOfMemory(torch.nn.Module):
         def __init__(self, inner):
             super().__init__()
@@ -241,19 +256,33 @@ def test_out_of_memory_is_recorded_and_the_sweep_goes_on(tmp_path):
             work.module = OutOfMemory(work.module)
         return work
 
-    params = {**TINY_GPT, "micro_batch": 1, "global_batches": [2, 4], "steps": 1, "warmup_steps": 1, "grad_accum": 1,
-              "bucket_cap_mb": 25, "gradient_as_bucket_view": True, "static_graph": False, "compile": False,
-              "count_allreduce": False, "seed": 0}
-    dist.init_process_group("gloo", store=dist.FileStore(str(tmp_path / "store"), 1), rank=0, world_size=1)
     records = []
-    try:
-        ddp.run(Context(0, 0, 1, torch.device("cpu"), "gloo"), params, records.append, build=build)
-    finally:
-        dist.destroy_process_group()
+    ddp.run(ONE_CPU_RANK, SUITE_PARAMS, records.append, build=build)
     assert [(r["params"]["global_batch"], r["status"]) for r in records] == [(2, "oom"), (4, "ok")]
     assert records[0]["error"] == (
         "out of memory at micro_batch 1 (global batch 2): CUDA out of memory. Tried to allocate 20.00 GiB; lower micro_batch")
     assert records[0]["metrics"] == {}
+
+
+def test_a_configuration_is_freed_before_the_next_is_built(process_group):
+    """On a GPU the previous model, gradients and optimizer states would otherwise take the memory."""
+    built, alive_at_build = [], []
+
+    def build(params, accum, device, rank):
+        alive_at_build.append([ref() is not None for ref in built])
+        work = models.build(params, accum, device, rank)
+        built.append(weakref.ref(work.module))
+        return work
+
+    collecting = gc.isenabled()
+    gc.disable()  # only the suite's own collection may free the cycles DDP makes
+    try:
+        ddp.run(ONE_CPU_RANK, SUITE_PARAMS, lambda record: None, build=build)
+    finally:
+        if collecting:
+            gc.enable()
+    assert alive_at_build == [[], [False]]
+    assert built[1]() is None
 
 
 def test_batch_not_divisible_fails_before_anything_launches(tmp_path):
@@ -354,6 +383,26 @@ def test_hung_rank_times_out_and_keeps_what_finished(tmp_path):
     assert [(r["launch_id"], r["params"]["global_batch"]) for r in host["runs"]] == [
         ("00-ddp-default-ws2", 4), ("01-ddp-default-ws1", 2)]
     assert host["status"] == "partial" and "error: host local: partial: no result after 45 s" in stderr
+
+
+def test_process_tree_reaches_grandchildren_and_tells_a_reused_pid_apart():
+    shell = subprocess.Popen(["sh", "-c", "sleep 60 & wait"], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:  # until the forked child has become `sleep`
+            found = proctree.descendants(shell.pid)
+            if found and psutil.Process(found[0].pid).name() == "sleep":
+                break
+            time.sleep(0.01)
+        (sleeper,) = found
+        assert sleeper.alive()
+        assert not proctree.Process(sleeper.pid, sleeper.start_ticks + 1).alive()  # same pid, another process
+        sleeper.signal(signal.SIGKILL)
+        shell.wait(timeout=10)
+        assert not sleeper.alive()
+    finally:
+        if shell.poll() is None:
+            shell.kill()
 
 
 def rank_process(agent_root_pid: int, rank: int) -> psutil.Process:

@@ -9,6 +9,7 @@ goes on.
 from __future__ import annotations
 
 import contextlib
+import gc
 import resource
 import time
 from typing import Callable
@@ -172,5 +173,9 @@ def run(ctx: Context, params: dict, emit: Callable[[dict], None], build: Callabl
                 "metrics": {},
             })
         finally:
+            # DDP, its reducer and the model hold one another in reference cycles: without a
+            # collection this configuration's model, gradients and optimizer states would still
+            # be there when the next one is built, and at exit after the process group is gone.
+            gc.collect()
             if ctx.is_cuda:
                 torch.cuda.empty_cache()
