@@ -1,0 +1,71 @@
+"""The report's inputs: bundle paths and glob patterns in, checked bundles out, each counted once.
+
+A pattern is expanded here rather than by the shell, so that `make report BUNDLES='a/*.json'`
+and a quoted glob on the command line both work. A pattern that matches no file is an error;
+a file that is not a valid bundle is named and skipped (or, strict, stops the report).
+"""
+
+from __future__ import annotations
+
+import glob
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from bench.bundle import read_bundle
+from bench.errors import UserError
+
+
+@dataclass(frozen=True)
+class Loaded:
+    path: Path
+    bundle: dict
+
+
+def expand(patterns: list[str]) -> list[Path]:
+    """Files named or matched, in the order given (sorted within one pattern), each once."""
+    found: dict[Path, None] = {}
+    for pattern in patterns:
+        if Path(pattern).is_file():
+            found.setdefault(Path(pattern))
+            continue
+        if not glob.has_magic(pattern):
+            raise UserError(f"{pattern}: no such bundle file; check the path")
+        matches = sorted(Path(m) for m in glob.glob(pattern, recursive=True) if Path(m).is_file())
+        if not matches:
+            raise UserError(f"{pattern}: the pattern matches no file; check the path (`make bench` writes results/*/bundle.json)")
+        for match in matches:
+            found.setdefault(match)
+    return list(found)
+
+
+def _read(path: Path) -> "dict | UserError":
+    try:
+        return read_bundle(path)
+    except UserError as err:
+        return err
+
+
+def load(paths: list[Path], strict: bool, warn: Callable[[str], None]) -> list[Loaded]:
+    """Read and check every bundle; skip (warn) or stop (strict) at a bad one; drop duplicates."""
+    # Reading is mostly JSON parsing and hashing; the compiled validator releases the GIL only
+    # in parts, so two threads buy little but cost nothing on a machine with more cores.
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = list(pool.map(_read, paths))
+    loaded, first_seen = [], {}
+    for path, result in zip(paths, results):
+        if isinstance(result, UserError):
+            if strict:
+                raise UserError(f"{result} (--strict: the report stops at the first bad bundle)")
+            warn(f"warning: skipped: {result}")
+            continue
+        digest = result["sha256"]
+        if digest in first_seen:
+            warn(f"note: {path} is the same bundle as {first_seen[digest]} (sha256 {digest[:12]}); counted once")
+            continue
+        first_seen[digest] = path
+        loaded.append(Loaded(path, result))
+    if not loaded:
+        raise UserError(f"none of the {len(paths)} file(s) is a valid bundle (see the warnings above); nothing to report")
+    return loaded
