@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 import re
+import sys
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from bench.report import html, markdown
@@ -20,14 +24,32 @@ def _slug(text: str) -> str:
 
 
 class _Plots:
-    """Saves each figure as PNG and SVG in the output folder and returns its report block."""
+    """Names each plot's files and queues its drawing; render() then draws them all."""
 
     def __init__(self, out_dir: Path):
         self.out_dir = out_dir
+        self.jobs = []
 
-    def __call__(self, fig, stem: str, title: str, caption: str) -> Plot:
-        png, svg = P.save(fig, self.out_dir, stem)
-        return Plot(title, caption, png, svg)
+    def __call__(self, builder, args: tuple, stem: str, title: str, caption: str) -> Plot:
+        block = Plot(title, caption, self.out_dir / f"{stem}.png", self.out_dir / f"{stem}.svg")
+        self.jobs.append((builder, args, block.png, block.svg))
+        return block
+
+    def render(self) -> None:
+        # Drawing is most of a report's time and each figure is independent: one process per core
+        # where fork makes a worker cheap (the parent's matplotlib is already imported).
+        workers = min(len(self.jobs), os.cpu_count() or 1, 4)
+        if workers < 2 or sys.platform != "linux":
+            for job in self.jobs:
+                _draw(job)
+            return
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+            list(pool.map(_draw, self.jobs))
+
+
+def _draw(job: tuple) -> None:
+    builder, args, png, svg = job
+    P.save(builder(*args), png, svg)
 
 
 def _summary(comparison: Comparison, skipped: list[str]) -> list:
@@ -67,40 +89,41 @@ def _collectives(comparison: Comparison, plot: _Plots, colours: dict) -> list:
         peaks = S.link_peaks(comparison, lines)
         note = " Horizontal lines: the links' theoretical peaks from the fingerprint." if peaks else ""
         blocks += [Heading(3, "Bus bandwidth"),
-                   plot(P.busbw_figure(lines, peaks, colours), "busbw", "Bus bandwidth against message size",
+                   plot(P.busbw_figure, (lines, peaks, colours), "busbw", "Bus bandwidth against message size",
                         "busbw as nccl-tests defines it (algbw x 2(n-1)/n for all-reduce). " + P.SPREAD_CAPTION + note)]
     if table:
         blocks.append(table)
-    matrices = S.p2p_matrices(comparison)
-    if matrices:
+    largest = {}  # a figure per machine kind, transport, ranks and dtype: its largest message; the table has all
+    for matrix in S.p2p_matrices(comparison):
+        largest[(matrix.series, matrix.world_size, matrix.dtype)] = matrix
+    if largest:
         blocks.append(Heading(3, "Point-to-point bandwidth"))
-        for i, matrix in enumerate(matrices):
+        for i, matrix in enumerate(largest.values()):
             stem = f"p2p-{i + 1}-{_slug(matrix.series.label)}"
-            blocks.append(plot(P.p2p_figure(matrix), stem, f"Point-to-point bandwidth, {matrix.series.label}", P.P2P_CAPTION))
+            blocks.append(plot(P.p2p_figure, (matrix,), stem, f"Point-to-point bandwidth, {matrix.series.label}", P.P2P_CAPTION))
         blocks.append(T.p2p_table(comparison))
     return [Heading(2, "Collectives"), *blocks] if blocks else []
 
 
 def _ddp(comparison: Comparison, plot: _Plots, colours: dict) -> list:
-    table = T.ddp_table(comparison)
+    bars, predicted = S.efficiency_bars(comparison), S.predictions(comparison)
+    table = T.ddp_table(comparison, bars, predicted)
     if not table:
         return []
     blocks = [Heading(2, "DDP training"), Heading(3, "Per-sample time × #GPUs")]
     for workload, lines in S.per_sample_lines(comparison).items():
-        blocks.append(plot(P.per_sample_figure(workload, lines, colours), f"per-sample-{_slug(workload.stem)}",
+        blocks.append(plot(P.per_sample_figure, (workload, lines, colours), f"per-sample-{_slug(workload.stem)}",
                            f"Per-sample time x #GPUs, {workload.title}",
                            "Seed 000's metric: step time / global batch x #GPUs; lower is better, and equal to the "
                            "dashed 1-GPU line is perfect scaling. " + P.SPREAD_CAPTION))
     blocks.append(Heading(3, "Scaling efficiency"))
-    bars = S.efficiency_bars(comparison)
     if bars:
-        blocks.append(plot(P.efficiency_figure(bars, colours), "scaling-efficiency", "Scaling efficiency", P.EFFICIENCY_CAPTION))
+        blocks.append(plot(P.efficiency_figure, (bars, colours), "scaling-efficiency", "Scaling efficiency", P.EFFICIENCY_CAPTION))
     else:
         blocks.append(Paragraph("No multi-GPU run with a 1-GPU baseline in these bundles: no scaling efficiency to show."))
     blocks.append(Heading(3, "Measured against predicted step time"))
-    predicted = S.predictions(comparison)
     if predicted:
-        blocks.append(plot(P.prediction_figure(predicted), "predicted-step-time", "Measured against predicted step time",
+        blocks.append(plot(P.prediction_figure, (predicted,), "predicted-step-time", "Measured against predicted step time",
                            P.PREDICTION_CAPTION))
     else:
         blocks.append(Paragraph("No prediction in these bundles (derived.predicted_step_time_s): nothing to set the "
@@ -110,7 +133,7 @@ def _ddp(comparison: Comparison, plot: _Plots, colours: dict) -> list:
 
 
 def build(comparison: Comparison, out_dir: Path, skipped: list[str]) -> list:
-    """The report's blocks; each plot is saved in out_dir on the way."""
+    """The report's blocks; every plot is drawn into out_dir (as PNG and SVG) before this returns."""
     plot = _Plots(out_dir)
     colours = P.palette([e.series for e in comparison.runs])
     blocks = [Heading(1, TITLE), *_summary(comparison, skipped), Heading(2, "Hosts"), T.hosts_table(comparison)]
@@ -119,6 +142,7 @@ def build(comparison: Comparison, out_dir: Path, skipped: list[str]) -> list:
     failures = T.failures_table(comparison)
     if failures:
         blocks += [Heading(2, "What failed"), failures]
+    plot.render()
     return blocks
 
 

@@ -8,13 +8,19 @@ a file that is not a valid bundle is named and skipped (or, strict, stops the re
 from __future__ import annotations
 
 import glob
-from concurrent.futures import ThreadPoolExecutor
+import multiprocessing
+import os
+import sys
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from bench.bundle import read_bundle
 from bench.errors import UserError
+
+
+PARALLEL_FROM = 50  # bundles; fewer are read faster than workers start
 
 
 @dataclass(frozen=True)
@@ -47,12 +53,19 @@ def _read(path: Path) -> "dict | UserError":
         return err
 
 
+def _read_all(paths: list[Path]) -> list:
+    # Reading is JSON parsing, hashing and validation, all holding the GIL: many bundles are read
+    # by one forked process per core (a forked worker starts in milliseconds on Linux).
+    workers = min(os.cpu_count() or 1, 8)
+    if len(paths) < PARALLEL_FROM or workers < 2 or sys.platform != "linux":
+        return [_read(path) for path in paths]
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+        return list(pool.map(_read, paths, chunksize=max(1, len(paths) // (4 * workers))))
+
+
 def load(paths: list[Path], strict: bool, warn: Callable[[str], None]) -> list[Loaded]:
     """Read and check every bundle; skip (warn) or stop (strict) at a bad one; drop duplicates."""
-    # Reading is mostly JSON parsing and hashing; the compiled validator releases the GIL only
-    # in parts, so two threads buy little but cost nothing on a machine with more cores.
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        results = list(pool.map(_read, paths))
+    results = _read_all(paths)
     loaded, first_seen = [], {}
     for path, result in zip(paths, results):
         if isinstance(result, UserError):

@@ -7,6 +7,7 @@ the ratio of medians for scaling efficiency, a figure computed from two sets of 
 
 from __future__ import annotations
 
+import json
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -210,25 +211,35 @@ def link_peaks(comparison: Comparison, lines: list[Line]) -> dict[str, float]:
 
 @dataclass
 class P2PMatrix:
-    series: Series
+    series: Series  # host names joined ("3 hosts" beyond three), hardware, transport
     world_size: int
     dtype: str
     size_bytes: int
     cells: dict = field(default_factory=dict)  # (src, dst) -> Spread of busbw, GB/s
-    topology: "dict | None" = None  # fingerprint.topology.matrix of a host of this series
+    topology: "dict | None" = None  # fingerprint.topology.matrix shared by these hosts
+
+
+def _hosts(names: set) -> str:
+    return ", ".join(sorted(names)) if len(names) <= 3 else f"{len(names)} hosts"
 
 
 def p2p_matrices(comparison: Comparison) -> list[P2PMatrix]:
-    """Point-to-point busbw per rank pair, one matrix per series, ranks, dtype and message size."""
+    """Point-to-point busbw per rank pair: one matrix per machine kind (GPUs, link and topology
+    matrix alike), transport, ranks, dtype and message size; hosts of one kind pool their samples."""
     groups = defaultdict(lambda: defaultdict(list))
-    topologies = {}
+    hosts, topologies = defaultdict(set), {}
     for entry in comparison.runs:
         p = entry.params
         if entry.run["suite"] == "collectives" and p["op"] == "sendrecv":
-            key = (entry.series, entry.run["world_size"], p["dtype"], p["size_bytes"])
+            topology = (entry.host.fingerprint.get("topology") or {}).get("matrix")
+            kind = (entry.series.hardware, entry.series.transport, entry.series.mismatch,
+                    json.dumps(topology, sort_keys=True))
+            key = (kind, entry.run["world_size"], p["dtype"], p["size_bytes"])
             groups[key][(p["src_rank"], p["dst_rank"])] += entry.samples("busbw_gbps")
-            topologies.setdefault(entry.series, (entry.host.fingerprint.get("topology") or {}).get("matrix"))
+            hosts[kind].add(entry.host.name)
+            topologies[kind] = topology
     return [
-        P2PMatrix(series, ws, dtype, size, {pair: Spread.of(s) for pair, s in cells.items()}, topologies[series])
-        for (series, ws, dtype, size), cells in sorted(groups.items(), key=lambda item: item[0])
+        P2PMatrix(Series(_hosts(hosts[kind]), kind[0], kind[1], kind[2]), ws, dtype, size,
+                  {pair: Spread.of(s) for pair, s in cells.items()}, topologies[kind])
+        for (kind, ws, dtype, size), cells in sorted(groups.items(), key=lambda item: item[0])
     ]

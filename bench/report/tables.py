@@ -12,12 +12,17 @@ from dataclasses import replace
 from bench.report.document import Table
 from bench.report.merge import Comparison, HostEntry, RunEntry, configuration
 from bench.report.units import human_bytes
-from bench.report.series import Spread, efficiency_bars, group_label, predictions, workload
+from bench.report.series import Bar, Prediction, Spread, group_label, workload
 
 
 def spread(value: Spread, factor: float = 1.0, fmt: str = ".3g") -> str:
     v = value.scaled(factor)
     return f"{v.median:{fmt}} [{v.low:{fmt}}, {v.high:{fmt}}] n={v.n}"
+
+
+def _percent(value: Spread) -> str:
+    v = value.scaled(100)
+    return f"{v.median:.1f}% [{v.low:.1f}, {v.high:.1f}] n={v.n}"
 
 
 def _pooled(entries: list[RunEntry], metric: str) -> "Spread | None":
@@ -127,10 +132,11 @@ def p2p_table(comparison: Comparison) -> "Table | None":
 
 # --- DDP ------------------------------------------------------------------------------------
 
-def ddp_table(comparison: Comparison) -> "Table | None":
+def ddp_table(comparison: Comparison, bars: list[Bar], predictions: list[Prediction]) -> "Table | None":
+    """Step times per series and configuration, with the scaling efficiency and prediction of the plots."""
     entries = [e for e in comparison.runs if e.run["suite"] == "ddp"]
-    efficiency = {(bar.series, bar.group): bar.value for bar in efficiency_bars(comparison)}
-    predicted = {(p.series, p.group): p.predicted for p in predictions(comparison)}
+    efficiency = {(bar.series, bar.group): bar.value for bar in bars}
+    predicted = {(p.series, p.group): p.predicted for p in predictions}
     rows = []
     groups = defaultdict(list)
     for entry in entries:
@@ -147,9 +153,9 @@ def ddp_table(comparison: Comparison) -> "Table | None":
             spread(_pooled(group, "step_time_s"), 1e3, ".4g"),
             spread(_pooled(group, "per_sample_gpu_time_s"), 1e3, ".4g"),
             spread(_pooled(group, "samples_per_s"), 1, ".4g"),
-            spread(eff, 100, ".1f").replace(" n=", "% n=") if eff else ("100% (baseline)" if ws == 1 else "-"),
+            _percent(eff) if eff else ("100% (baseline)" if ws == 1 else "-"),
             f"{predicted[(series, label)] * 1e3:.4g}" if (series, label) in predicted else "-",
-            spread(mfu, 100, ".1f") if mfu else "-",
+            _percent(mfu) if mfu else "-",
             human_bytes(memory) if memory is not None else "-",
             _bundles(group),
         ])
