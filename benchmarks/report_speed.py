@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import random
+import resource
 import subprocess
 import sys
 import tempfile
@@ -55,6 +56,11 @@ def make_bundles(real: dict, count: int, folder: Path) -> None:
         write(folder / f"{i:04d}" / "bundle.json", doc)
 
 
+def children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def timed(step) -> tuple[float, object]:
     begin = time.perf_counter()
     result = step()
@@ -81,7 +87,9 @@ def main() -> int:
             pattern = str(folder / "*" / "bundle.json")
             env = {**os.environ, "PYTHONPATH": str(REPO)}
             command = [sys.executable, "-m", "bench", "report", pattern, "--out", str(scratch / f"report-{count}")]
+            cpu_before = children_cpu_s()
             cli_s, done = timed(lambda: subprocess.run(command, env=env, capture_output=True, text=True))
+            cli_cpu_s = children_cpu_s() - cpu_before
             if done.returncode != 0:
                 print(done.stderr, file=sys.stderr)
                 return 1
@@ -92,12 +100,15 @@ def main() -> int:
             plot_s, blocks = timed(lambda: build(comparison, out, []))
             render_s, _ = timed(lambda: (markdown.render(blocks), html.render(blocks, "report")))
             plots = len(list(out.glob("*.png")))
-            rows.append((count, cli_s, load_s, merge_s, plot_s, render_s, plots))
+            rows.append((count, cli_s, cli_cpu_s, load_s, merge_s, plot_s, render_s, plots))
 
-    print(f"{'bundles':>8} {'ddpbench report':>16} {'read+check':>11} {'merge':>7} {'tables+plots':>13} {'md+html':>8} {'plots':>6}")
-    for count, cli_s, load_s, merge_s, plot_s, render_s, plots in rows:
-        print(f"{count:>8} {cli_s:>15.2f}s {load_s:>10.2f}s {merge_s:>6.2f}s {plot_s:>12.2f}s {render_s:>7.2f}s {plots:>6}")
-    print(f"(python {sys.version.split()[0]}, {os.cpu_count()} CPUs; wall-clock seconds, one run each)")
+    print(f"{'bundles':>8} {'ddpbench report':>16} {'(CPU)':>7} {'read+check':>11} {'merge':>7} {'tables+plots':>13} "
+          f"{'md+html':>8} {'plots':>6}")
+    for count, cli_s, cli_cpu_s, load_s, merge_s, plot_s, render_s, plots in rows:
+        print(f"{count:>8} {cli_s:>15.2f}s {cli_cpu_s:>6.2f}s {load_s:>10.2f}s {merge_s:>6.2f}s {plot_s:>12.2f}s "
+              f"{render_s:>7.2f}s {plots:>6}")
+    print(f"(python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; wall-clock "
+          "seconds of one run each; CPU = user + system seconds of the report process and its workers)")
     return 0
 
 
