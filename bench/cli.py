@@ -62,14 +62,7 @@ def cmd_report(args) -> int:
     from bench.report import write_report
     from bench.report.inputs import expand, load
 
-    skipped = []
-
-    def warn(line: str) -> None:
-        print(line, file=sys.stderr)
-        if line.startswith("warning: skipped: "):
-            skipped.append(line.removeprefix("warning: skipped: "))
-
-    loaded = load(expand(args.bundles), args.strict, warn)
+    loaded, skipped = load(expand(args.bundles), args.strict, lambda line: print(line, file=sys.stderr))
     path = write_report([item.bundle for item in loaded], args.out, skipped, args.group_by)
     print(f"report: {path} and {path.with_suffix('.html').name}, from {len(loaded)} bundle(s)")
     return 0

@@ -72,8 +72,9 @@ def _summary(comparison: Comparison, skipped: list[str]) -> list:
             blocks.append(Paragraph(f"{comparison.shared_configurations} of {comparison.configurations} configurations "
                                     "were measured in more than one bundle."))
     if comparison.grouped_by == "hardware":
-        blocks.append(Paragraph(f"More than {MAX_HOST_SERIES} host/transport series: plots and tables group the hosts by "
-                                "GPUs and link and pool their samples; the hosts table lists every host."))
+        blocks.append(Paragraph("Plots and tables group the hosts by GPUs and link and pool their samples (more than "
+                                f"{MAX_HOST_SERIES} host/transport series, or --group-by hardware); the hosts table lists "
+                                "every host."))
     mismatched = sum(1 for e in comparison.runs if e.series.mismatch)
     if mismatched:
         blocks.append(Paragraph(f"Transport mismatch in {mismatched} run(s): NCCL used a transport that the preset should "

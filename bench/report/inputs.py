@@ -63,15 +63,19 @@ def _read_all(paths: list[Path]) -> list:
         return list(pool.map(_read, paths, chunksize=max(1, len(paths) // (4 * workers))))
 
 
-def load(paths: list[Path], strict: bool, warn: Callable[[str], None]) -> list[Loaded]:
-    """Read and check every bundle; skip (warn) or stop (strict) at a bad one; drop duplicates."""
+def load(paths: list[Path], strict: bool, warn: Callable[[str], None]) -> tuple[list[Loaded], list[str]]:
+    """Read and check every bundle; skip (warn) or stop (strict) at a bad one; drop duplicates.
+
+    Returns the bundles and, for the report to list, what was wrong with each file skipped.
+    """
     results = _read_all(paths)
-    loaded, first_seen = [], {}
+    loaded, skipped, first_seen = [], [], {}
     for path, result in zip(paths, results):
         if isinstance(result, UserError):
             if strict:
                 raise UserError(f"{result} (--strict: the report stops at the first bad bundle)")
             warn(f"warning: skipped: {result}")
+            skipped.append(str(result))
             continue
         digest = result["sha256"]
         if digest in first_seen:
@@ -81,4 +85,4 @@ def load(paths: list[Path], strict: bool, warn: Callable[[str], None]) -> list[L
         loaded.append(Loaded(path, result))
     if not loaded:
         raise UserError(f"none of the {len(paths)} file(s) is a valid bundle (see the warnings above); nothing to report")
-    return loaded
+    return loaded, skipped

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import re
+
 from bench.report.document import Heading, Paragraph, Plot, Table
+
+
+def _inline(text: str) -> str:
+    """A line that Markdown shows as written (file paths hold `_` and `*`)."""
+    return re.sub(r"([\\`*_\[\]<>])", r"\\\1", text)
 
 
 def _cell(text: str) -> str:
@@ -15,7 +22,9 @@ def render(blocks: list) -> str:
         if isinstance(block, Heading):
             out.append(f"{'#' * block.level} {block.text}")
         elif isinstance(block, Paragraph):
-            out.append(f"> **{block.text}**" if block.warning else block.text)
+            first, *rest = block.text.split("\n")
+            out.append("\n".join([f"> **{first}**", *(f"> {_inline(line)}" for line in rest)]) if block.warning
+                       else "  \n".join([first, *rest]))
         elif isinstance(block, Table):
             out.append("\n".join(
                 ["| " + " | ".join(_cell(h) for h in block.header) + " |", "|" + "---|" * len(block.header)]

@@ -112,7 +112,8 @@ def test_a_bad_bundle_is_named_and_skipped(fleet, tmp_path, capsys):
     assert tampered.endswith("the bundle was changed after it was written: get the original")
     assert cut == f"warning: skipped: {truncated}: truncated (the JSON ends early); fetch the bundle again or rerun `ddpbench run`"
     md = (tmp_path / "out" / "report.md").read_text()
-    assert "Skipped 2 file(s) that are not valid bundles" in md and str(bad) in md
+    assert "> **Skipped 2 file(s) that are not valid bundles:**" in md
+    assert f"> {str(bad).replace('_', chr(92) + '_')}: field sha256" in md
 
 
 def test_strict_stops_at_a_bad_bundle(fleet, tmp_path):
@@ -170,7 +171,7 @@ def test_many_hosts_are_grouped_by_gpus_and_link(real_bundle, tmp_path, capsys):
         write(tmp_path / f"b{i}.json", make_variant(real_bundle, f"node-{i:02d}", hardware="4090-pcie-x4", bandwidth=5))
     assert main(["report", str(tmp_path / "b*.json"), "--out", str(tmp_path / "out")]) == 0
     md = (tmp_path / "out" / "report.md").read_text()
-    assert "plots and tables group the hosts by GPUs and link" in md
+    assert "Plots and tables group the hosts by GPUs and link" in md
     rows = [line for line in md.splitlines() if line.startswith("| 13 hosts | 2x RTX 4090, PCIe 4.0 x4 | default via P2P | all_reduce")]
     assert len(rows) == 5  # one row per message size, 13 bundles pooled
     assert all("n=65" in row and row.endswith("| 13 |") for row in rows)  # 13 bundles x 5 samples
