@@ -116,7 +116,7 @@ def per_sample_lines(comparison: Comparison) -> dict[Workload, list[Line]]:
         baseline, series, ws = key
         if baseline:
             return Line(series, f"{series.machine} · 1 GPU (baseline)", points, baseline=True)
-        return Line(series, f"{series.label} · {ws} GPUs", points, detail=(ws,))
+        return Line(series, f"{series.label} · {ws} GPUs", points)
 
     return {w: _lines(g, line) for w, g in sorted(groups.items())}
 
