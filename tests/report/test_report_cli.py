@@ -184,3 +184,25 @@ def test_make_report_passes_each_glob_quoted_to_the_cli():
     assert "-m bench report 'results/*/bundle.json' 'downloaded/*.json' --out somewhere/" in done.stdout
     empty = subprocess.run(["make", "-n", "report"], cwd=REPO, capture_output=True, text=True)
     assert empty.returncode != 0 and "BUNDLES is empty" in empty.stderr
+
+
+def test_failed_hosts_runs_and_launches_are_listed_beside_what_did_finish(real_bundle, tmp_path):
+    from bench.bundle import seal
+
+    doc = json.loads(json.dumps(real_bundle))
+    local = doc["hosts"][0]
+    dead = {**json.loads(json.dumps(local)), "name": "dead-box", "status": "failed", "fingerprint": None,
+            "error": "ssh: connection refused; check the address", "launches": [], "runs": []}
+    doc["hosts"].append(dead)
+    oom = next(r for r in local["runs"] if r["suite"] == "ddp" and r["world_size"] == 2 and r["params"]["global_batch"] == 8)
+    oom.update(status="oom", error="out of memory at micro-batch 2", metrics={}, derived={})
+    local["launches"][0].update(status="timeout", error="ran past 300 s")
+    assert main(["report", str(write(tmp_path / "a.json", seal(doc))), "--out", str(tmp_path / "out")]) == 0
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "| dead-box (this machine) | " in md and "| failed: ssh: connection refused; check the address |" in md
+    failed = table(md, "host | bundle | suite")
+    assert [row[2:] for row in failed] == [
+        ["ddp", "tiny fp32, batch 8, 2 GPUs", "default (gloo)", "oom", "out of memory at micro-batch 2"],
+        ["collectives", "launch 00-collectives-default-ws2", "default", "timeout", "ran past 300 s"],
+    ]
+    assert "| tiny | fp32 | 2 | 4 |" in md  # the batch-4 run that finished is still reported
