@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import pickle
 import re
 import sys
 from concurrent.futures import ProcessPoolExecutor
@@ -43,8 +44,10 @@ class _Plots:
             for job in self.jobs:
                 _draw(job)
             return
+        # Largest first (by the data drawn), so that no worker starts a big figure when the others are done.
+        jobs = sorted(self.jobs, key=lambda job: len(pickle.dumps(job[1])), reverse=True)
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
-            list(pool.map(_draw, self.jobs))
+            list(pool.map(_draw, jobs))
 
 
 def _draw(job: tuple) -> None:
