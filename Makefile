@@ -9,7 +9,7 @@ OUT ?= results
 # torch keeps its own (the venv sees the system's site-packages).
 TORCH_VERSION := 2.13.0
 
-.PHONY: bench test report setup clean
+.PHONY: bench test report verify setup clean
 
 $(VENV)/.installed: pyproject.toml
 	@if $(PYTHON) -c "import torch" 2>/dev/null; then \
@@ -41,6 +41,11 @@ endif
 
 report: $(VENV)/.installed
 	$(PY) -m bench report $(foreach b,$(BUNDLES),'$(b)') --out $(REPORT_OUT)
+
+# make verify BUNDLE=their/bundle.json [HOSTS=hosts/mine.yaml] [ARGS='--tolerance busbw_gbps=0.1 ...']
+verify: $(VENV)/.installed
+	@test -n "$(BUNDLE)" || { echo "error: give the bundle to verify: make verify BUNDLE=path/to/bundle.json" >&2; exit 2; }
+	$(PY) -m bench verify $(BUNDLE) --hosts $(HOSTS) --out $(OUT) $(ARGS)
 
 clean:
 	rm -rf $(VENV) results report

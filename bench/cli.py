@@ -1,4 +1,4 @@
-"""`ddpbench` / `python -m bench`: run, fingerprint, validate, report."""
+"""`ddpbench` / `python -m bench`: run, fingerprint, validate, report, verify, compare, sign."""
 
 from __future__ import annotations
 
@@ -68,6 +68,61 @@ def cmd_report(args) -> int:
     return 0
 
 
+EXIT_NOT_REPRODUCED = 1
+
+
+def _finish_verdict(ok: bool, text: str, paths) -> int:
+    print(text)
+    print(f"verdict: {paths[0]} and {paths[1].name}")
+    return 0 if ok else EXIT_NOT_REPRODUCED
+
+
+def cmd_verify(args) -> int:
+    from bench.verify.compare import parse_host_map, parse_tolerances
+    from bench.verify.rerun import verify
+
+    ok, text, path, bundle, paths = verify(
+        args.bundle, args.hosts, args.out, image=args.image, tolerances=parse_tolerances(args.tolerance),
+        host_map=parse_host_map(args.host_map), allowed_signers=args.allowed_signers,
+        require_signature=args.require_signature,
+    )
+    print(f"bundle: {path}")
+    status = _finish_verdict(ok, text, paths)
+    if not bundle["complete"]:
+        print("interrupted: the new bundle holds what finished; the verdict covers it", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    return status
+
+
+def cmd_compare(args) -> int:
+    from bench.verify import compare_files
+    from bench.verify.compare import parse_host_map, parse_tolerances
+
+    ok, text, paths = compare_files(
+        args.original, args.new, tolerances=parse_tolerances(args.tolerance), host_map=parse_host_map(args.host_map),
+        allowed_signers=args.allowed_signers, require_signature=args.require_signature, out_dir=args.out,
+    )
+    return _finish_verdict(ok, text, paths)
+
+
+def cmd_sign(args) -> int:
+    from bench.verify.signing import sign
+
+    print(f"signature: {sign(args.bundle, args.key.expanduser())}")
+    return 0
+
+
+def _verdict_options(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--tolerance", action="append", default=[], metavar="[METRIC=]FRACTION",
+                         help="reproduced when the ratio of medians is within a factor 1+FRACTION either way "
+                              "(default 0.05; busbw_gbps for collectives, step_time_s for ddp); repeatable")
+    command.add_argument("--host-map", action="append", default=[], metavar="ORIGINAL=NEW",
+                         help="pair an original host with one of yours (default: by name, else by order); repeatable")
+    command.add_argument("--allowed-signers", type=Path, help="ssh-keygen allowed signers file: the keys you trust")
+    command.add_argument("--require-signature", action="store_true",
+                         help="refuse an original bundle that is unsigned or not signed by an allowed signer")
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="ddpbench", description="Does my GPU interconnect slow my training?")
     sub = top.add_subparsers(dest="command", required=True)
@@ -92,6 +147,26 @@ def parser() -> argparse.ArgumentParser:
     report.add_argument("--group-by", choices=["auto", "host", "hardware"], default="auto",
                         help="one series per host, or per GPUs and link with samples pooled (auto: per host up to 12 series)")
     report.set_defaults(func=cmd_report)
+
+    verify = sub.add_parser("verify", help="rerun a bundle's plan on your hosts and judge the numbers run by run")
+    verify.add_argument("bundle", type=Path, help="the published bundle.json (its signature, if any, is BUNDLE.sig)")
+    verify.add_argument("--hosts", type=Path, default=Path("hosts/local.yaml"), help="hosts file (default: hosts/local.yaml)")
+    verify.add_argument("--out", type=Path, default=Path("results"), help="results folder; the new bundle goes to OUT/<run id>/ (default: results)")
+    verify.add_argument("--image", help="run this image instead of the bundle's (recorded as a deviation)")
+    _verdict_options(verify)
+    verify.set_defaults(func=cmd_verify)
+
+    compare = sub.add_parser("compare", help="judge bundle NEW against bundle ORIGINAL run by run, without rerunning")
+    compare.add_argument("original", type=Path)
+    compare.add_argument("new", type=Path)
+    compare.add_argument("--out", type=Path, help="folder for verdict.md and verdict.json (default: NEW's folder)")
+    _verdict_options(compare)
+    compare.set_defaults(func=cmd_compare)
+
+    sign = sub.add_parser("sign", help="sign a bundle with your SSH key (writes BUNDLE.sig)")
+    sign.add_argument("bundle", type=Path)
+    sign.add_argument("--key", type=Path, required=True, help="your private SSH key, e.g. ~/.ssh/id_ed25519")
+    sign.set_defaults(func=cmd_sign)
     return top
 
 

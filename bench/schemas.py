@@ -56,7 +56,11 @@ def validate(name: str, document, source: str, fix: str) -> None:
     """Raise a UserError naming the source, the field and the fix for the most relevant problem."""
     if fast_validator(name).is_valid(document):
         return
-    error = best_match(validator(name).iter_errors(document))
+    errors = list(validator(name).iter_errors(document))
+    # The deepest error names the field the user got wrong; "unevaluated" errors at a parent
+    # are only the echo of a failed subschema.
+    error = max(errors, key=lambda e: len(e.absolute_path), default=None)
+    error = error and best_match(e for e in errors if len(e.absolute_path) == len(error.absolute_path))
     if error is not None:
         message = " ".join(error.message.split())
         if len(message) > 200:

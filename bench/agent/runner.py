@@ -124,8 +124,10 @@ def plan_launches(plan: dict, hw: Hardware, nodes: Nodes = Nodes(), host_env: "d
     launches = []
     for index, entry in enumerate(plan["suites"]):
         suite = entry["suite"]
-        params = {**entry.get("params", {}), **(entry.get("gpu", {}) if cuda else entry.get("cpu", {}))}
-        for preset_name in entry.get("transports", ["default"]):
+        override = dict(entry.get("gpu" if cuda else "cpu", {}))
+        transports = override.pop("transports", entry.get("transports", ["default"]))
+        params = {**entry.get("params", {}), **override}
+        for preset_name in transports:
             preset = PRESETS[preset_name]
             if preset.backend == "nccl" and preset_name != "default" and not cuda:
                 raise PlanError(f"{suite}: transport preset {preset_name!r} needs NCCL and a GPU, this host has none; use 'gloo' or 'default'")
@@ -141,7 +143,7 @@ def plan_launches(plan: dict, hw: Hardware, nodes: Nodes = Nodes(), host_env: "d
                 skipped = ""
                 if cuda and per_node > hw.gpu_count:
                     skipped = f"needs {per_node} GPUs per node, this host has {hw.gpu_count}"
-                env = {**(BASE_NCCL_ENV if backend == "nccl" else {}), **preset.env, **(host_env or {})}
+                env = {**(BASE_NCCL_ENV if backend == "nccl" else {}), **preset.env, **entry.get("env", {}), **(host_env or {})}
                 if not cuda:
                     env.setdefault("OMP_NUM_THREADS", str(max(1, hw.logical_cpus // per_node)))
                 launches.append(Launch(

@@ -93,12 +93,15 @@ def read_bundle(path: Path) -> dict:
         raise UserError(f"{path}: no such bundle; check the path") from None
     if size > MAX_BUNDLE_BYTES:
         raise UserError(f"{path}: {size} bytes is over the {MAX_BUNDLE_BYTES}-byte limit for a bundle; this is not a ddpbench bundle")
+    data = path.read_bytes()
     try:
-        document = json.loads(path.read_bytes(), parse_constant=_reject_constant)
+        document = json.loads(data, parse_constant=_reject_constant)
     except RecursionError:
         raise UserError(f"{path}: nested too deeply to be a bundle; this is not a ddpbench bundle") from None
     except (UnicodeDecodeError, ValueError) as err:
-        truncated = isinstance(err, json.JSONDecodeError) and err.pos >= size - 1
+        # A cut can fall anywhere (inside a string, a number, `true`), so the decoder's position
+        # does not tell; an object that never closes does.
+        truncated = data.lstrip().startswith(b"{") and not data.rstrip().endswith(b"}")
         what = "truncated (the JSON ends early)" if truncated else f"not valid JSON ({err})"
         raise UserError(f"{path}: {what}; fetch the bundle again or rerun `ddpbench run`") from None
     if not isinstance(document, dict):

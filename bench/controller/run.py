@@ -90,8 +90,9 @@ def _run_host(item: HostRun, plan: dict, run_dir: Path, progress: HostProgress) 
     progress.finish(item.host.name, item.error)
 
 
-def execute(inventory: Inventory, plan: dict, out_root: Path) -> tuple[Path, dict]:
-    """Run the plan everywhere; returns the bundle's path and the bundle."""
+def execute(inventory: Inventory, plan: dict, out_root: Path, verification: "dict | None" = None) -> tuple[Path, dict]:
+    """Run the plan everywhere; returns the bundle's path and the bundle. `verification`: what a
+    rerun of a published bundle records about that bundle (`ddpbench verify`)."""
     unknown = [h for h in inventory.hosts if h.runtime not in RUNTIMES]
     if unknown:
         raise UserError(
@@ -124,5 +125,7 @@ def execute(inventory: Inventory, plan: dict, out_root: Path) -> tuple[Path, dic
         "tool": tool_info(), "plan": plan,
         "hosts": [host_result(i.host, i.raw, i.error or ("interrupted" if interrupted else None)) for i in items],
     }
+    if verification is not None:
+        bundle["verification"] = verification
     path = run_dir / "bundle.json"
     return path, write_bundle(path, bundle)

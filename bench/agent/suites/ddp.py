@@ -26,9 +26,13 @@ def grad_accum_for(global_batch: int, world_size: int, micro_batch: int) -> int:
     return global_batch // (world_size * micro_batch)
 
 
-def make_model(ctx: Context, params: dict) -> tuple[GPT, torch.nn.Module]:
+def make_model(ctx: Context, params: dict) -> tuple[GPT, "DDP | None"]:
+    """The model, wrapped in DDP when there is a peer: one rank trains as a plain
+    single-GPU script would, so the baseline carries no communication machinery at all."""
     torch.manual_seed(params["seed"])  # the same initial weights on every rank, as DDP expects
     model = GPT(PRESETS[params["model"]]).to(ctx.device)
+    if ctx.world_size == 1:
+        return model, None
     ddp = DDP(
         model,
         device_ids=[ctx.device.index] if ctx.is_cuda else None,
@@ -39,18 +43,22 @@ def make_model(ctx: Context, params: dict) -> tuple[GPT, torch.nn.Module]:
     return model, ddp
 
 
-def count_allreduce_calls(ddp: DDP) -> list[int]:
-    """Wrap DDP's default all-reduce in a counting hook: proves no_sync() skips communication."""
-    from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+def install_comm_hook(ddp: DDP, grad_reduce_dtype: str, count: bool) -> "list[int] | None":
+    """bf16 gradient all-reduce when asked (half the bytes on the link, at bf16's precision),
+    and optionally a counter of bucket all-reduces: it proves no_sync() skips communication."""
+    from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook, bf16_compress_hook
 
+    reduce = bf16_compress_hook if grad_reduce_dtype == "bf16" else allreduce_hook
+    if not count and reduce is allreduce_hook:
+        return None  # DDP's built-in C++ all-reduce: no Python on the gradient path
     calls = [0]
 
     def hook(state, bucket):
         calls[0] += 1
-        return allreduce_hook(state, bucket)
+        return reduce(state, bucket)
 
     ddp.register_comm_hook(None, hook)
-    return calls
+    return calls if count else None
 
 
 def peak_memory_bytes(ctx: Context) -> int:
@@ -63,9 +71,11 @@ def run_config(ctx: Context, params: dict, global_batch: int) -> dict:
     micro_batch, seq_len = params["micro_batch"], params["seq_len"]
     accum = grad_accum_for(global_batch, ctx.world_size, micro_batch)
     model, ddp = make_model(ctx, params)
-    calls = count_allreduce_calls(ddp) if params["count_allreduce"] else None
-    step_model = torch.compile(ddp) if params["compile"] else ddp
-    optimizer = torch.optim.AdamW(ddp.parameters(), lr=1e-4, fused=ctx.is_cuda)
+    calls = install_comm_hook(ddp, params["grad_reduce_dtype"], params["count_allreduce"]) if ddp is not None else None
+    # Compiling the DDP wrapper (not the inner model) lets dynamo split the graph at bucket
+    # boundaries, so gradients are all-reduced while the backward pass goes on.
+    step_model = torch.compile(ddp or model) if params["compile"] else (ddp or model)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=ctx.is_cuda)
     generator = torch.Generator(device=ctx.device).manual_seed(params["seed"] + ctx.rank)
     tokens = torch.randint(model.cfg.vocab_size, (accum, micro_batch, seq_len + 1), device=ctx.device, generator=generator)
     inputs, targets = tokens[..., :-1].contiguous(), tokens[..., 1:].contiguous()
@@ -77,7 +87,7 @@ def run_config(ctx: Context, params: dict, global_batch: int) -> dict:
 
     def step() -> None:
         for m in range(accum):
-            with contextlib.nullcontext() if m == accum - 1 else ddp.no_sync():
+            with ddp.no_sync() if ddp is not None and m < accum - 1 else contextlib.nullcontext():
                 with autocast:
                     loss = step_model(inputs[m], targets[m]) / accum
                 loss.backward()
@@ -114,7 +124,8 @@ def time_steps(ctx: Context, step: Callable[[], None], steps: int) -> list[float
 
 def record(ctx: Context, params: dict, model: GPT, global_batch: int, accum: int, step_s: list, calls_per_step) -> dict:
     seq_len, n = params["seq_len"], ctx.world_size
-    grad_bytes = sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
+    reduced_element_bytes = 2 if params["grad_reduce_dtype"] == "bf16" else None
+    grad_bytes = sum(p.numel() * (reduced_element_bytes or p.element_size()) for p in model.parameters() if p.requires_grad)
     memory = torch.tensor([peak_memory_bytes(ctx)], dtype=torch.float64, device=ctx.device)
     if n > 1:
         dist.all_reduce(memory, op=dist.ReduceOp.MAX)
