@@ -66,16 +66,21 @@ def _read_all(paths: list[Path]) -> list:
 def load(paths: list[Path], strict: bool, warn: Callable[[str], None]) -> tuple[list[Loaded], list[str]]:
     """Read and check every bundle; skip (warn) or stop (strict) at a bad one; drop duplicates.
 
-    Returns the bundles and, for the report to list, what was wrong with each file skipped.
+    Returns the bundles and, for the report to list, what was wrong with each file skipped. When
+    no file is a bundle the one error line names the (first) problem: there is no report to warn in.
     """
     results = _read_all(paths)
-    loaded, skipped, first_seen = [], [], {}
+    problems = [result for result in results if isinstance(result, UserError)]
+    if problems and strict:
+        raise UserError(f"{problems[0]} (--strict: the report stops at the first bad bundle)")
+    if len(problems) == len(paths):
+        if len(paths) == 1:
+            raise problems[0]
+        raise UserError(f"none of the {len(paths)} files is a valid bundle; the first: {problems[0]}")
+    loaded, first_seen = [], {}
     for path, result in zip(paths, results):
         if isinstance(result, UserError):
-            if strict:
-                raise UserError(f"{result} (--strict: the report stops at the first bad bundle)")
             warn(f"warning: skipped: {result}")
-            skipped.append(str(result))
             continue
         digest = result["sha256"]
         if digest in first_seen:
@@ -83,6 +88,4 @@ def load(paths: list[Path], strict: bool, warn: Callable[[str], None]) -> tuple[
             continue
         first_seen[digest] = path
         loaded.append(Loaded(path, result))
-    if not loaded:
-        raise UserError(f"none of the {len(paths)} file(s) is a valid bundle (see the warnings above); nothing to report")
-    return loaded, skipped
+    return loaded, [str(problem) for problem in problems]

@@ -135,10 +135,20 @@ def test_a_sealed_bundle_that_breaks_the_schema_is_named_by_field(fleet, tmp_pat
     doc["hosts"][0]["runs"][0]["metrics"]["busbw_gbps"]["summary"]["n"] = 0
     bad = write(tmp_path / "bad.json", seal(doc))
     assert main(["report", str(bad), "--out", str(tmp_path / "out")]) == 2
-    err = capsys.readouterr().err.splitlines()
-    assert err[0] == (f"warning: skipped: {bad}: field hosts[0].runs[0].metrics.busbw_gbps.summary.n: 0 is less than "
-                      "the minimum of 1; the bundle does not follow schema/bundle.schema.json: get the original")
-    assert err[1] == "error: none of the 1 file(s) is a valid bundle (see the warnings above); nothing to report"
+    assert capsys.readouterr().err.splitlines() == [
+        f"error: {bad}: field hosts[0].runs[0].metrics.busbw_gbps.summary.n: 0 is less than the minimum of 1; "
+        "the bundle does not follow schema/bundle.schema.json: get the original"]
+    assert not (tmp_path / "out").exists()
+
+
+def test_no_valid_bundle_among_several_is_one_error_line(fleet, tmp_path, capsys):
+    first, second = tmp_path / "a.json", tmp_path / "b.json"
+    first.write_text("<html>404</html>")
+    second.write_text("[]")
+    assert main(["report", str(tmp_path / "*.json"), "--out", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"error: none of the 2 files is a valid bundle; the first: {first}: not valid JSON (Expecting value: line 1 "
+        "column 1 (char 0)); fetch the bundle again or rerun `ddpbench run`"]
 
 
 def test_an_empty_glob_is_an_error(tmp_path):
