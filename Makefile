@@ -9,7 +9,7 @@ OUT ?= results
 # torch keeps its own (the venv sees the system's site-packages).
 TORCH_VERSION := 2.13.0
 
-.PHONY: bench test report verify setup clean
+.PHONY: bench test report verify setup clean test-hosts test-hosts-stop
 
 $(VENV)/.installed: pyproject.toml
 	@if $(PYTHON) -c "import torch" 2>/dev/null; then \
@@ -28,6 +28,14 @@ bench: $(VENV)/.installed
 test: $(VENV)/.installed
 	bash tests/system-deps.sh
 	$(PY) -m pytest -q
+
+# Real SSH hosts on this machine (sshd on 127.0.0.2, 127.0.0.3, ...) for `make bench HOSTS=hosts/loopback.yaml`.
+test-hosts: $(VENV)/.installed
+	bash tests/system-deps.sh
+	$(PY) tests/loopback_hosts.py start --count $(or $(COUNT),2) --python $(abspath $(PY))
+
+test-hosts-stop: $(VENV)/.installed
+	$(PY) tests/loopback_hosts.py stop
 
 # `make report BUNDLES='results/*/bundle.json downloaded/*.json' OUT=report/`: every word of BUNDLES
 # reaches the CLI quoted, so the CLI expands the globs itself and names one that matches nothing.

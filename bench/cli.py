@@ -19,13 +19,24 @@ EXIT_INTERRUPTED = 130
 
 def cmd_run(args) -> int:
     inventory = load_hosts(args.hosts)
-    plan = load_plan(args.plan)
     from bench.controller.run import execute
+    from bench.controller.resume import load_previous
     from bench.report import write_report
 
-    path, bundle = execute(inventory, plan, args.out)
+    previous = None
+    if args.resume:
+        if args.plan:
+            raise UserError(f"--resume {args.resume} runs the plan of that run; leave out --plan {args.plan}")
+        previous = load_previous(args.resume)
+        plan = previous.plan
+    else:
+        plan = load_plan(args.plan or "quick")
+    path, bundle = execute(inventory, plan, args.out, previous)
     report = write_report([bundle], path.parent)
     failed = [h for h in bundle["hosts"] if h["status"] != "ok"]
+    for host in bundle["hosts"]:
+        for mismatch in host.get("pin_mismatches", []):
+            print(f"warning: host {host['name']}: {mismatch}", file=sys.stderr)
     for host in failed:
         print(f"error: host {host['name']}: {host['status']}: {host['error']}", file=sys.stderr)
     print(f"bundle: {path}\nreport: {report}")
@@ -129,8 +140,10 @@ def parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run a plan on the hosts of a hosts file; write a bundle and a report")
     run.add_argument("--hosts", type=Path, default=Path("hosts/local.yaml"), help="hosts file (default: hosts/local.yaml)")
-    run.add_argument("--plan", default="quick", help=f"plan name ({', '.join(plan_names())}) or file (default: quick)")
+    run.add_argument("--plan", help=f"plan name ({', '.join(plan_names())}) or file (default: quick)")
     run.add_argument("--out", type=Path, default=Path("results"), help="results folder (default: results)")
+    run.add_argument("--resume", type=Path, metavar="RUN_DIR",
+                     help="a run folder (results/<run-id>) to finish: skip the launches that finished, merge old and new runs")
     run.set_defaults(func=cmd_run)
 
     fingerprint = sub.add_parser("fingerprint", help="print this machine's fingerprint as JSON")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -50,3 +51,15 @@ def quick_run(tmp_path_factory) -> tuple[Result, Path]:
 @pytest.fixture(scope="session")
 def quick_bundle(quick_run) -> dict:
     return json.loads(quick_run[1].read_text())
+
+
+@pytest.fixture(scope="session")
+def loopback_hosts(tmp_path_factory):
+    """Four real sshd hosts (host1..host4 on 127.0.0.2..5), started once for the whole session."""
+    from loopback_hosts import SSHD, LoopbackHosts
+
+    if not Path(SSHD).exists() or shutil.which("ssh-keygen") is None:
+        pytest.fail("sshd and ssh-keygen are missing: `bash tests/system-deps.sh` installs them (openssh-server)")
+    hosts = LoopbackHosts(tmp_path_factory.mktemp("sshd"), count=4).start()
+    yield hosts
+    hosts.stop()

@@ -68,6 +68,9 @@ class Nodes:
             "--rdzv-backend=c10d",
             f"--rdzv-endpoint={self.rendezvous}",
             f"--rdzv-id={self.job_id}",
+            # Node rank 0 hosts the rendezvous store; guessing it from the address picks every
+            # node when they share a machine or the address is an alias.
+            f"--rdzv-conf=is_host={'true' if self.rank == 0 else 'false'}",
         ]
 
 

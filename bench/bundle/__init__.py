@@ -49,6 +49,11 @@ def write_bundle(path: Path, document: dict) -> dict:
     return sealed
 
 
+def agent_raw_problem(raw) -> "str | None":
+    """What is wrong with an agent's raw.json against the bundle schema's agent_raw, or None."""
+    return schemas.first_problem(raw, "bundle", "agent_raw")
+
+
 def _depth(value, limit: int) -> int:
     stack, deepest = [(value, 1)], 0
     while stack:
