@@ -23,18 +23,28 @@ def _median(run: dict, metric: str) -> "float | None":
     return found["summary"]["median"] if found else None
 
 
-def derive_scaling(runs: list[dict]) -> None:
-    """Set derived.scaling_efficiency_fraction on every ok ddp run that has a baseline."""
-    baselines = {}
+def baselines(runs: list[dict]) -> "dict[int, dict]":
+    """id(run) -> the 1-GPU run it is compared with, for every ok ddp run of one host that has one."""
+    by_shape = {}
     for run in runs:
         if run["suite"] == "ddp" and run["status"] == "ok" and run["world_size"] == 1:
-            # Prefer a baseline run under the same preset; with one rank there is no link to differ.
+            # Prefer the default preset's run; with one rank there is no link to differ.
             key = _shape_key(run)
-            if key not in baselines or run["transport"]["preset"] == "default":
-                baselines[key] = run
+            if key not in by_shape or run["transport"]["preset"] == "default":
+                by_shape[key] = run
+    found = {}
+    for run in runs:
+        if run["suite"] == "ddp" and run["status"] == "ok" and _shape_key(run) in by_shape:
+            found[id(run)] = by_shape[_shape_key(run)]
+    return found
+
+
+def derive_scaling(runs: list[dict]) -> None:
+    """Set derived.scaling_efficiency_fraction on every ok ddp run that has a baseline."""
+    found = baselines(runs)
     for run in runs:
         if run["suite"] != "ddp" or run["status"] != "ok":
             continue
-        baseline = baselines.get(_shape_key(run))
+        baseline = found.get(id(run))
         mine, base = _median(run, "per_sample_gpu_time_s"), baseline and _median(baseline, "per_sample_gpu_time_s")
         run.setdefault("derived", {})["scaling_efficiency_fraction"] = base / mine if base and mine else None
