@@ -25,7 +25,8 @@ import math
 import statistics
 
 VARYING = ("global_batch", "grad_accum", "num_params", "train_flops_per_sample")
-GRADIENT_DTYPE = "float32"  # DDP reduces the fp32 gradients of the fp32 weights, autocast or not
+# The all_reduce dtype of a ddp run's gradients: the fp32 weights' own, autocast or not, or bf16 by the compress hook.
+REDUCE_DTYPES = {"fp32": "float32", "bf16": "bfloat16"}
 
 
 def _shape_key(run: dict) -> tuple:
@@ -44,43 +45,47 @@ def _ok_ddp(runs: list[dict]) -> list[dict]:
     return [r for r in runs if r["suite"] == "ddp" and r["status"] == "ok"]
 
 
-def _baselines(runs: list[dict]) -> dict:
-    baselines = {}
+def baselines(runs: list[dict]) -> "dict[int, dict]":
+    """id(run) -> the 1-GPU run it is compared with, for every ok ddp run of one host that has one."""
+    by_shape = {}
     for run in _ok_ddp(runs):
         if run["world_size"] == 1:
-            # Prefer a baseline run under the same preset; with one rank there is no link to differ.
+            # Prefer the default preset's run; with one rank there is no link to differ.
             key = _shape_key(run)
-            if key not in baselines or run["transport"]["preset"] == "default":
-                baselines[key] = run
-    return baselines
+            if key not in by_shape or run["transport"]["preset"] == "default":
+                by_shape[key] = run
+    return {id(run): by_shape[_shape_key(run)] for run in _ok_ddp(runs) if _shape_key(run) in by_shape}
 
 
 def derive_scaling(runs: list[dict]) -> None:
     """Set derived.scaling_efficiency_fraction on every ok ddp run that has a baseline."""
-    baselines = _baselines(runs)
+    found = baselines(runs)
     for run in _ok_ddp(runs):
-        baseline = baselines.get(_shape_key(run))
+        baseline = found.get(id(run))
         mine, base = _median(run, "per_sample_gpu_time_s"), baseline and _median(baseline, "per_sample_gpu_time_s")
         run.setdefault("derived", {})["scaling_efficiency_fraction"] = base / mine if base and mine else None
 
 
 def allreduce_curves(runs: list[dict], nodes_of_launch: dict) -> dict:
-    """(preset, world size, nodes) -> [(size_bytes, median seconds)] of the ok all_reduce runs, by size.
-
-    Gradients are fp32, so fp32 results are used where there are any; repeated sizes take the median.
-    """
-    by_dtype: dict = {}
+    """(preset, world size, nodes) -> {dtype: [(size_bytes, median seconds)]} of the ok all_reduce runs,
+    by size; repeated sizes take the median."""
+    points: dict = {}
     for run in runs:
         if run["suite"] != "collectives" or run["status"] != "ok" or run["params"].get("op") != "all_reduce":
             continue
         key = (run["transport"]["preset"], run["world_size"], nodes_of_launch.get(run["launch_id"], 1))
-        sizes = by_dtype.setdefault(key, {}).setdefault(run["params"]["dtype"], {})
+        sizes = points.setdefault(key, {}).setdefault(run["params"]["dtype"], {})
         sizes.setdefault(run["params"]["size_bytes"], []).append(_median(run, "time_s"))
-    curves = {}
-    for key, dtypes in by_dtype.items():
-        chosen = dtypes.get(GRADIENT_DTYPE) or max(dtypes.values(), key=lambda sizes: max(sizes))
-        curves[key] = sorted((size, statistics.median(times)) for size, times in chosen.items())
-    return curves
+    return {
+        key: {dtype: sorted((size, statistics.median(times)) for size, times in sizes.items()) for dtype, sizes in dtypes.items()}
+        for key, dtypes in points.items()
+    }
+
+
+def gradient_curve(dtypes: dict, run: dict) -> list[tuple]:
+    """The curve of the dtype DDP reduces in, else the one that reaches the largest size."""
+    reduced = REDUCE_DTYPES[run["params"].get("grad_reduce_dtype", "fp32")]
+    return dtypes.get(reduced) or max(dtypes.values(), key=lambda curve: curve[-1][0])
 
 
 def allreduce_time(curve: list[tuple], nbytes: float) -> tuple[float, bool]:
@@ -106,12 +111,12 @@ def derive_prediction(runs: list[dict], launches: list[dict]) -> None:
     """
     nodes_of_launch = {launch["id"]: launch.get("nodes", 1) for launch in launches}
     curves = allreduce_curves(runs, nodes_of_launch)
-    baselines = _baselines(runs)
+    found = baselines(runs)
     for run in _ok_ddp(runs):
         if run["world_size"] == 1:
             continue
         derived, notes = run.setdefault("derived", {}), []
-        baseline = baselines.get(_shape_key(run))
+        baseline = found.get(id(run))
         compute_s = None
         if baseline is None:
             notes.append("no 1-GPU run of the same shape in this bundle: no exposed communication or prediction")
@@ -120,7 +125,8 @@ def derive_prediction(runs: list[dict], launches: list[dict]) -> None:
             compute_s = _median(baseline, "step_time_s") * per_gpu_batch / baseline["params"]["global_batch"]
         derived["exposed_comm_s"] = None if compute_s is None else _median(run, "step_time_s") - compute_s
         preset = run["transport"]["preset"]
-        curve = curves.get((preset, run["world_size"], nodes_of_launch.get(run["launch_id"], 1)))
+        dtypes = curves.get((preset, run["world_size"], nodes_of_launch.get(run["launch_id"], 1)))
+        curve = dtypes and gradient_curve(dtypes, run)
         allreduce_s = None
         if curve is None:
             notes.append(f"no all_reduce results for transport {preset} at {run['world_size']} ranks in this bundle: no prediction")
@@ -136,3 +142,5 @@ def derive_prediction(runs: list[dict], launches: list[dict]) -> None:
         derived["predicted_step_time_s"] = None if compute_s is None or allreduce_s is None else compute_s + allreduce_s
         if notes:
             run["notes"] = notes
+        else:
+            run.pop("notes", None)  # derived again on resume: an input may have arrived since

@@ -1,4 +1,4 @@
-"""`ddpbench` / `python -m bench`: run, fingerprint, validate, report."""
+"""`ddpbench` / `python -m bench`: run, fingerprint, validate, report, verify, compare, sign."""
 
 from __future__ import annotations
 
@@ -19,13 +19,24 @@ EXIT_INTERRUPTED = 130
 
 def cmd_run(args) -> int:
     inventory = load_hosts(args.hosts)
-    plan = load_plan(args.plan)
     from bench.controller.run import execute
+    from bench.controller.resume import load_previous
     from bench.report import write_report
 
-    path, bundle = execute(inventory, plan, args.out)
+    previous = None
+    if args.resume:
+        if args.plan:
+            raise UserError(f"--resume {args.resume} runs the plan of that run; leave out --plan {args.plan}")
+        previous = load_previous(args.resume)
+        plan = previous.plan
+    else:
+        plan = load_plan(args.plan or "quick")
+    path, bundle = execute(inventory, plan, args.out, previous)
     report = write_report([bundle], path.parent)
     failed = [h for h in bundle["hosts"] if h["status"] != "ok"]
+    for host in bundle["hosts"]:
+        for mismatch in host.get("pin_mismatches", []):
+            print(f"warning: host {host['name']}: {mismatch}", file=sys.stderr)
     for host in failed:
         print(f"error: host {host['name']}: {host['status']}: {host['error']}", file=sys.stderr)
     print(f"bundle: {path}\nreport: {report}")
@@ -60,10 +71,67 @@ def cmd_validate(args) -> int:
 
 def cmd_report(args) -> int:
     from bench.report import write_report
+    from bench.report.inputs import expand, load
 
-    bundles = [read_bundle(p) for p in args.bundles]
-    print(f"report: {write_report(bundles, args.out)}")
+    loaded, skipped = load(expand(args.bundles), args.strict, lambda line: print(line, file=sys.stderr))
+    path = write_report([item.bundle for item in loaded], args.out, skipped, args.group_by)
+    print(f"report: {path} and {path.with_suffix('.html').name}, from {len(loaded)} bundle(s)")
     return 0
+
+
+EXIT_NOT_REPRODUCED = 1
+
+
+def _finish_verdict(ok: bool, text: str, paths) -> int:
+    print(text)
+    print(f"verdict: {paths[0]} and {paths[1].name}")
+    return 0 if ok else EXIT_NOT_REPRODUCED
+
+
+def cmd_verify(args) -> int:
+    from bench.verify.compare import parse_host_map, parse_tolerances
+    from bench.verify.rerun import verify
+
+    ok, text, path, bundle, paths = verify(
+        args.bundle, args.hosts, args.out, image=args.image, tolerances=parse_tolerances(args.tolerance),
+        host_map=parse_host_map(args.host_map), allowed_signers=args.allowed_signers,
+        require_signature=args.require_signature,
+    )
+    print(f"bundle: {path}")
+    status = _finish_verdict(ok, text, paths)
+    if not bundle["complete"]:
+        print("interrupted: the new bundle holds what finished; the verdict covers it", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    return status
+
+
+def cmd_compare(args) -> int:
+    from bench.verify import compare_files
+    from bench.verify.compare import parse_host_map, parse_tolerances
+
+    ok, text, paths = compare_files(
+        args.original, args.new, tolerances=parse_tolerances(args.tolerance), host_map=parse_host_map(args.host_map),
+        allowed_signers=args.allowed_signers, require_signature=args.require_signature, out_dir=args.out,
+    )
+    return _finish_verdict(ok, text, paths)
+
+
+def cmd_sign(args) -> int:
+    from bench.verify.signing import sign
+
+    print(f"signature: {sign(args.bundle, args.key.expanduser())}")
+    return 0
+
+
+def _verdict_options(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--tolerance", action="append", default=[], metavar="[METRIC=]FRACTION",
+                         help="reproduced when the ratio of medians is within a factor 1+FRACTION either way "
+                              "(default 0.05; busbw_gbps for collectives, step_time_s for ddp); repeatable")
+    command.add_argument("--host-map", action="append", default=[], metavar="ORIGINAL=NEW",
+                         help="pair an original host with one of yours (default: by name, else by order); repeatable")
+    command.add_argument("--allowed-signers", type=Path, help="ssh-keygen allowed signers file: the keys you trust")
+    command.add_argument("--require-signature", action="store_true",
+                         help="refuse an original bundle that is unsigned or not signed by an allowed signer")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -72,8 +140,10 @@ def parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run a plan on the hosts of a hosts file; write a bundle and a report")
     run.add_argument("--hosts", type=Path, default=Path("hosts/local.yaml"), help="hosts file (default: hosts/local.yaml)")
-    run.add_argument("--plan", default="quick", help=f"plan name ({', '.join(plan_names())}) or file (default: quick)")
+    run.add_argument("--plan", help=f"plan name ({', '.join(plan_names())}) or file (default: quick)")
     run.add_argument("--out", type=Path, default=Path("results"), help="results folder (default: results)")
+    run.add_argument("--resume", type=Path, metavar="RUN_DIR",
+                     help="a run folder (results/<run-id>) to finish: skip the launches that finished, merge old and new runs")
     run.set_defaults(func=cmd_run)
 
     fingerprint = sub.add_parser("fingerprint", help="print this machine's fingerprint as JSON")
@@ -83,10 +153,33 @@ def parser() -> argparse.ArgumentParser:
     validate.add_argument("files", nargs="+", type=Path)
     validate.set_defaults(func=cmd_validate)
 
-    report = sub.add_parser("report", help="merge bundles into report.md with tables and plots")
-    report.add_argument("bundles", nargs="+", type=Path)
-    report.add_argument("--out", type=Path, required=True, help="folder for report.md and the plots")
+    report = sub.add_parser("report", help="merge bundles into report.md, report.html and plots (PNG and SVG)")
+    report.add_argument("bundles", nargs="+", metavar="BUNDLE", help="bundle files or glob patterns (quoted globs are expanded here)")
+    report.add_argument("--out", type=Path, required=True, help="folder for report.md, report.html and the plots")
+    report.add_argument("--strict", action="store_true", help="stop (exit 2) at the first bundle that fails validation instead of skipping it")
+    report.add_argument("--group-by", choices=["auto", "host", "hardware"], default="auto",
+                        help="one series per host, or per GPUs and link with samples pooled (auto: per host up to 12 series)")
     report.set_defaults(func=cmd_report)
+
+    verify = sub.add_parser("verify", help="rerun a bundle's plan on your hosts and judge the numbers run by run")
+    verify.add_argument("bundle", type=Path, help="the published bundle.json (its signature, if any, is BUNDLE.sig)")
+    verify.add_argument("--hosts", type=Path, default=Path("hosts/local.yaml"), help="hosts file (default: hosts/local.yaml)")
+    verify.add_argument("--out", type=Path, default=Path("results"), help="results folder; the new bundle goes to OUT/<run id>/ (default: results)")
+    verify.add_argument("--image", help="run this image instead of the bundle's (recorded as a deviation)")
+    _verdict_options(verify)
+    verify.set_defaults(func=cmd_verify)
+
+    compare = sub.add_parser("compare", help="judge bundle NEW against bundle ORIGINAL run by run, without rerunning")
+    compare.add_argument("original", type=Path)
+    compare.add_argument("new", type=Path)
+    compare.add_argument("--out", type=Path, help="folder for verdict.md and verdict.json (default: NEW's folder)")
+    _verdict_options(compare)
+    compare.set_defaults(func=cmd_compare)
+
+    sign = sub.add_parser("sign", help="sign a bundle with your SSH key (writes BUNDLE.sig)")
+    sign.add_argument("bundle", type=Path)
+    sign.add_argument("--key", type=Path, required=True, help="your private SSH key, e.g. ~/.ssh/id_ed25519")
+    sign.set_defaults(func=cmd_sign)
     return top
 
 

@@ -6,6 +6,7 @@ import functools
 import json
 from pathlib import Path
 
+import jsonschema_rs
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 from referencing import Registry, Resource
@@ -26,9 +27,19 @@ def _registry() -> Registry:
 
 
 @functools.lru_cache(maxsize=None)
-def validator(name: str) -> Draft202012Validator:
-    schema = _registry().contents(f"urn:ddpbench:schema:{name}")
-    return Draft202012Validator(schema, registry=_registry())
+def validator(name: str, definition: str = "") -> Draft202012Validator:
+    """The validator of a whole schema, or of one of its $defs."""
+    if definition:
+        return Draft202012Validator({"$ref": f"urn:ddpbench:schema:{name}#/$defs/{definition}"}, registry=_registry())
+    return Draft202012Validator(schema(name), registry=_registry())
+
+
+@functools.lru_cache(maxsize=None)
+def fast_validator(name: str) -> "jsonschema_rs.Validator":
+    """A compiled validator of the same schema, about 100x faster: it answers valid or not; the
+    message of an invalid document still comes from `validator`, the reference implementation."""
+    resources = [(contents["$id"], contents) for contents in (schema(n) for n in NAMES)]
+    return jsonschema_rs.validator_for(schema(name), registry=jsonschema_rs.Registry(resources))
 
 
 def schema(name: str) -> dict:
@@ -43,11 +54,28 @@ def field_path(path) -> str:
     return text or "(top level)"
 
 
+def first_problem(document, name: str, definition: str = "") -> "str | None":
+    """`field X: what is wrong` for the most relevant problem, or None when the document is valid."""
+    errors = list(validator(name, definition).iter_errors(document))
+    # The deepest error names the field the user got wrong; "unevaluated" errors at a parent
+    # are only the echo of a failed subschema.
+    error = max(errors, key=lambda e: len(e.absolute_path), default=None)
+    error = error and best_match(e for e in errors if len(e.absolute_path) == len(error.absolute_path))
+    if error is None:
+        return None
+    message = error.message
+    if error.validator == "pattern" and error.schema.get("description"):  # the regex means little to a reader
+        message = f"{error.instance!r} is not allowed here: {error.schema['description'].rstrip('.')}"
+    message = " ".join(message.split())
+    if len(message) > 200:
+        message = message[:197] + "..."
+    return f"field {field_path(error.absolute_path)}: {message}"
+
+
 def validate(name: str, document, source: str, fix: str) -> None:
     """Raise a UserError naming the source, the field and the fix for the most relevant problem."""
-    error = best_match(validator(name).iter_errors(document))
-    if error is not None:
-        message = " ".join(error.message.split())
-        if len(message) > 200:
-            message = message[:197] + "..."
-        raise UserError(f"{source}: field {field_path(error.absolute_path)}: {message}; {fix}")
+    if fast_validator(name).is_valid(document):
+        return
+    problem = first_problem(document, name)
+    if problem is not None:
+        raise UserError(f"{source}: {problem}; {fix}")

@@ -36,7 +36,7 @@ HAS_DIFFUSERS = importlib.util.find_spec("diffusers") is not None
 # other engineers' tests for the same cores.
 HOSTS_YAML = "hosts:\n  - name: local\n    runtime: local\n    env: {OMP_NUM_THREADS: '1'}\n"
 
-TINY_GPT = {"model": "tiny", "micro_batch": 2, "seq_len": 32, "steps": 4, "warmup_steps": 1, "precision": "fp32"}
+TINY_GPT = {"model": "tiny", "micro_batch": 2, "seq_len": 32, "steps": 4, "warmup_steps": 1, "precision": "fp32", "compile": False}
 
 
 def write(path: Path, document) -> Path:

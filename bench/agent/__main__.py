@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
+import threading
 from pathlib import Path
 
 from bench.agent.fingerprint import collect
@@ -24,6 +26,18 @@ def _terminate(signum, frame):
     raise SystemExit(128 + signum)  # unwinds through run_launch, which ends the ranks
 
 
+def _stop_when_stdin_closes() -> None:
+    """Over SSH, stdin closes when the connection does (controller gone, host's sshd ended):
+    then nobody can read our results or end our ranks, so end them ourselves."""
+
+    def watch() -> None:
+        while sys.stdin.buffer.read(65536):
+            pass
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, daemon=True, name="stdin-watch").start()
+
+
 def main(argv: "list[str] | None" = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.agent", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -36,6 +50,7 @@ def main(argv: "list[str] | None" = None) -> int:
     run.add_argument("--rendezvous", default="", help="HOST:PORT of the c10d rendezvous (multi-node)")
     run.add_argument("--job-id", default="ddpbench")
     run.add_argument("--skip", default="", help="comma-separated launch ids already finished (resume)")
+    run.add_argument("--stop-on-stdin-eof", action="store_true", help="end the run when stdin closes (the SSH connection is gone)")
     sub.add_parser("fingerprint", help="print this machine's fingerprint as JSON")
     args = parser.parse_args(argv)
 
@@ -43,6 +58,8 @@ def main(argv: "list[str] | None" = None) -> int:
         print(json.dumps(collect(), indent=1))
         return 0
     signal.signal(signal.SIGTERM, _terminate)
+    if args.stop_on_stdin_eof:
+        _stop_when_stdin_closes()
     plan = json.loads(args.plan.read_text())
     nodes = Nodes(count=args.nnodes, rank=args.node_rank, rendezvous=args.rendezvous, job_id=args.job_id)
     _emit({"event": "fingerprint"})

@@ -71,6 +71,9 @@ class Nodes:
             "--rdzv-backend=c10d",
             f"--rdzv-endpoint={self.rendezvous}",
             f"--rdzv-id={self.job_id}",
+            # Node rank 0 hosts the rendezvous store; guessing it from the address picks every
+            # node when they share a machine or the address is an alias.
+            f"--rdzv-conf=is_host={'true' if self.rank == 0 else 'false'}",
         ]
 
 
@@ -140,8 +143,7 @@ def plan_launches(plan: dict, hw: Hardware, nodes: Nodes = Nodes(), host_env: "d
     for index, entry in enumerate(plan["suites"]):
         suite = entry["suite"]
         override = dict(entry.get("gpu" if cuda else "cpu", {}))
-        # An override may name its own transports: the NCCL presets have no meaning without a GPU.
-        transports = override.pop("transports", None) or entry.get("transports", ["default"])
+        transports = override.pop("transports", entry.get("transports", ["default"]))
         params = {**entry.get("params", {}), **override}
         for preset_name in transports:
             preset = PRESETS[preset_name]
@@ -159,7 +161,7 @@ def plan_launches(plan: dict, hw: Hardware, nodes: Nodes = Nodes(), host_env: "d
                 skipped = ""
                 if cuda and per_node > hw.gpu_count:
                     skipped = f"needs {per_node} GPUs per node, this host has {hw.gpu_count}"
-                env = {**(BASE_NCCL_ENV if backend == "nccl" else {}), **preset.env, **(host_env or {})}
+                env = {**(BASE_NCCL_ENV if backend == "nccl" else {}), **preset.env, **entry.get("env", {}), **(host_env or {})}
                 if not cuda:
                     env.setdefault("OMP_NUM_THREADS", str(max(1, hw.logical_cpus // per_node)))
                 launches.append(Launch(

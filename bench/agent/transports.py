@@ -37,7 +37,9 @@ PRESETS = {
 
 # Environment every launch gets: NVLink multicast (NVLS) stays off, as the lent GPU machines
 # require, and INFO logging is what proves the transport.
-BASE_NCCL_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NCCL_DEBUG": "INFO"}
+BASE_NCCL_ENV = {
+    "NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1", "NCCL_DEBUG": "INFO",
+}
 
 _VIA = re.compile(r"\bvia (P2P|SHM|NET/\w+|COLLNET\w*|NVLS)(/\S+)?")
 

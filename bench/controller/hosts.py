@@ -24,7 +24,10 @@ class Host:
     labels: tuple = ()
     env: dict = field(default_factory=dict)
     accept_new_host_key: bool = False
+    known_hosts_file: str = "~/.ssh/known_hosts"
     connect_timeout_s: float = 15.0
+    command_timeout_s: float = 120.0
+    keepalive_s: float = 15.0
     socket_ifname: str = ""
     image: str = ""
     image_tarball: str = ""
@@ -32,6 +35,8 @@ class Host:
 
 @dataclass(frozen=True)
 class Group:
+    """Hosts that run one multi-node job; the first hosts the rendezvous (node rank 0)."""
+
     name: str
     hosts: tuple
     rendezvous_address: str = ""
@@ -46,6 +51,9 @@ class Inventory:
 
     def host(self, name: str) -> Host:
         return next(h for h in self.hosts if h.name == name)
+
+    def group_of(self, name: str) -> "Group | None":
+        return next((g for g in self.groups if name in g.hosts), None)
 
 
 def load_hosts(path: Path) -> Inventory:
@@ -63,10 +71,17 @@ def load_hosts(path: Path) -> Inventory:
     duplicate = next((n for n in names if names.count(n) > 1), None)
     if duplicate:
         raise UserError(f"{path}: host name {duplicate!r} is used twice; give each host its own name")
-    groups = []
+    by_name = {h.name: h for h in hosts}
+    groups, grouped = [], {}
     for entry in document.get("groups", []):
         unknown = [n for n in entry["hosts"] if n not in names]
         if unknown:
             raise UserError(f"{path}: group {entry['name']!r} names unknown host {unknown[0]!r}; list it under hosts or fix the name")
+        for name in entry["hosts"]:
+            if name in grouped:
+                raise UserError(f"{path}: host {name!r} is in groups {grouped[name]!r} and {entry['name']!r}; a host joins one group at most")
+            if by_name[name].runtime == "local":
+                raise UserError(f"{path}: group {entry['name']!r}: host {name!r} has runtime local; a group's hosts need runtime native or docker")
+            grouped[name] = entry["name"]
         groups.append(Group(**{**entry, "hosts": tuple(entry["hosts"])}))
     return Inventory(hosts=tuple(hosts), groups=tuple(groups))

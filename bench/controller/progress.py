@@ -47,6 +47,9 @@ class HostProgress:
             if event.get("error"):
                 detail += f": {event['error']}"
             self._say(host, f"{event['id']} {detail}")
+        elif kind == "warning":
+            with self._lock:
+                self.console.print(f"[{host}] warning: {event['message']}", markup=False, highlight=False)
         elif kind == "fingerprint":
             self._bar.update(task, description="fingerprint")
             self._say(host, "fingerprint")

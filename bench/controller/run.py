@@ -1,7 +1,8 @@
 """`ddpbench run`: the plan on every host, in parallel, merged into one bundle and a report.
 
 A host that fails does not stop the others; Ctrl-C ends every agent and still writes the
-bundle of what finished, marked incomplete.
+bundle of what finished, marked incomplete. A run folder can be resumed: launches that
+finished are skipped, the new runs are merged with the old ones into the same folder.
 """
 
 from __future__ import annotations
@@ -17,13 +18,17 @@ from pathlib import Path
 
 from bench import __version__
 from bench.analysis import derive_prediction, derive_scaling
-from bench.bundle import SCHEMA_VERSION, write_bundle
-from bench.controller.hosts import Host, Inventory
+from bench.bundle import SCHEMA_VERSION, agent_raw_problem, write_bundle
+from bench.controller.groups import run_group
+from bench.controller.hosts import Group, Host, Inventory
 from bench.controller.progress import HostProgress
-from bench.controller.runtimes import RUNTIMES, AgentJob, HostError
+from bench.controller.resume import Previous, finished_launch_ids, merge_entry
+from bench.controller.runtimes import RUNTIMES, AgentJob, HostError, Runtime
+from bench.controller.runtimes.base import INTERRUPTED
 from bench.errors import UserError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+RUN_FILE = "run.json"  # the run's id, start and plan, written first: what a resume needs when no bundle was written
 
 
 def utc_now() -> str:
@@ -47,83 +52,168 @@ def tool_info() -> dict:
     return {"name": "ddpbench", "version": __version__, "git_commit": commit, "git_dirty": None if status is None else bool(status)}
 
 
-def host_result(host: Host, raw: "dict | None", error: "str | None") -> dict:
-    """One host's entry in the bundle, from whatever its agent managed to write."""
-    raw = raw or {}
-    launches, runs = raw.get("launches", []), raw.get("runs", [])
-    derive_scaling(runs)
-    derive_prediction(runs, launches)
-    troubles = [l for l in launches if l["status"] not in ("ok", "skipped")] + [r for r in runs if r["status"] != "ok"]
-    if error and not launches:
-        status = "failed"
-    elif error or troubles or not raw.get("complete", False):
-        status = "partial"
-    else:
-        status = "ok"
-    first_trouble = next((t.get("error") for t in troubles if t.get("error")), None)
-    return {
-        "name": host.name, "runtime": host.runtime, "group": None, "labels": list(host.labels),
-        "status": status, "error": error or first_trouble,
-        "fingerprint": raw.get("fingerprint"), "launches": launches, "runs": runs,
-    }
-
-
 @dataclass
 class HostRun:
     host: Host
-    runtime: object
+    runtime: Runtime
+    job: "AgentJob | None" = None
+    group: "Group | None" = None
+    node_rank: "int | None" = None
     raw: "dict | None" = None
     error: "str | None" = None
 
 
-def _run_host(item: HostRun, plan: dict, run_dir: Path, progress: HostProgress) -> None:
-    job = AgentJob(
-        host=item.host, plan=plan, result_dir=run_dir / "hosts" / item.host.name,
-        progress=lambda event: progress.update(item.host.name, event),
-    )
+def run_one(item: HostRun) -> None:
+    """Run the agent on one host; keep what it wrote even when it failed."""
     try:
-        item.raw = item.runtime.run(job)
+        item.raw = item.runtime.run(item.job)
     except HostError as err:
         item.error = str(err)
-        raw_path = job.result_dir / "raw.json"
-        if raw_path.exists():  # keep what the agent finished before the failure
-            item.raw = json.loads(raw_path.read_text())
-    progress.finish(item.host.name, item.error)
+        raw_path = item.job.result_dir / "raw.json"
+        try:
+            item.raw = json.loads(raw_path.read_text()) if raw_path.exists() else None
+        except ValueError as bad:
+            item.error += f"; its raw.json is not JSON ({bad}) and stays in the run folder"
+    if item.raw is not None:
+        problem = agent_raw_problem(item.raw)
+        if problem:
+            item.raw = None
+            item.error = (f"{item.error + '; ' if item.error else ''}the agent's raw.json does not follow the bundle schema "
+                          f"({problem}): another agent version, or a damaged file; it stays in the run folder")
 
 
-def execute(inventory: Inventory, plan: dict, out_root: Path) -> tuple[Path, dict]:
-    """Run the plan everywhere; returns the bundle's path and the bundle."""
+def host_entry(item: HostRun) -> dict:
+    """One host's entry in the bundle, from whatever its agent managed to write (status comes later)."""
+    raw = item.raw or {}
+    return {
+        "name": item.host.name, "runtime": item.host.runtime, "labels": list(item.host.labels),
+        "group": item.group.name if item.group else None, "node_rank": item.node_rank,
+        "pin_mismatches": list(item.runtime.pin_mismatches),
+        "status": "failed", "error": item.error,
+        "fingerprint": raw.get("fingerprint"), "launches": raw.get("launches", []), "runs": raw.get("runs", []),
+    }
+
+
+def settle(entry: dict, complete: bool) -> dict:
+    """Status and error of an entry from its launches and runs; scaling and predicted figures for its runs."""
+    derive_scaling(entry["runs"])
+    derive_prediction(entry["runs"], entry["launches"])
+    troubles = [l for l in entry["launches"] if l["status"] not in ("ok", "skipped")] + [r for r in entry["runs"] if r["status"] != "ok"]
+    error = entry["error"]
+    if error and not entry["launches"]:
+        entry["status"] = "failed"
+    elif error or troubles or not complete:
+        entry["status"] = "partial"
+    else:
+        entry["status"] = "ok"
+    entry["error"] = error or next((t.get("error") for t in troubles if t.get("error")), None)
+    if entry["status"] == "partial" and not entry["error"]:
+        entry["error"] = "the agent stopped before every launch had run"
+    return entry
+
+
+def gather_group_runs(entries: dict, groups: "tuple[Group, ...]") -> None:
+    """A group's runs all go on its first member's entry (see host_result.group in the bundle schema)."""
+    for group in groups:
+        first = entries.get(group.hosts[0])
+        if first is None:
+            continue
+        for name in group.hosts[1:]:
+            if name in entries:
+                first["runs"] += entries[name]["runs"]
+                entries[name]["runs"] = []
+        first["runs"].sort(key=lambda run: run["launch_id"])
+
+
+def execute(inventory: Inventory, plan: dict, out_root: Path, previous: "Previous | None" = None,
+            verification: "dict | None" = None) -> tuple[Path, dict]:
+    """Run the plan everywhere; returns the bundle's path and the bundle. `previous`: the run
+    this one resumes; `verification`: what a rerun of a published bundle records about that
+    bundle (`ddpbench verify`)."""
     unknown = [h for h in inventory.hosts if h.runtime not in RUNTIMES]
     if unknown:
         raise UserError(
-            f"host {unknown[0].name!r}: runtime {unknown[0].runtime!r} is not available in this version; use runtime: local"
+            f"host {unknown[0].name!r}: runtime {unknown[0].runtime!r} is not available in this version; "
+            f"use one of {', '.join(sorted(RUNTIMES))}"
         )
-    run_id, started = new_run_id(), utc_now()
-    run_dir = out_root / run_id
-    items = [HostRun(host, RUNTIMES[host.runtime]()) for host in inventory.hosts]
-    interrupted = False
+    if previous:
+        run_id, started, run_dir = previous.run_id, previous.started_at, previous.run_dir
+    else:
+        run_id, started = new_run_id(), utc_now()
+        run_dir = out_root / run_id
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / RUN_FILE).write_text(json.dumps({"run_id": run_id, "started_at": started, "plan": plan}, indent=1))
+
+    items = {}
     with HostProgress([h.name for h in inventory.hosts]) as progress:
-        pool = ThreadPoolExecutor(max_workers=len(items), thread_name_prefix="host")
-        futures = [pool.submit(_run_host, item, plan, run_dir, progress) for item in items]
-        try:
-            for future in futures:
-                while not future.done():
-                    threading.Event().wait(0.2)  # wakes for Ctrl-C, unlike a blocking result()
-                future.result()
-        except KeyboardInterrupt:
-            interrupted = True
-            for item in items:
-                item.runtime.cancel()
-            for future in futures:
-                future.exception()
-        finally:
-            pool.shutdown(wait=True)
+        for host in inventory.hosts:
+            group = inventory.group_of(host.name)
+            item = HostRun(host, RUNTIMES[host.runtime](), group=group, node_rank=group.hosts.index(host.name) if group else None)
+            item.job = AgentJob(
+                host=host, plan=plan, result_dir=run_dir / "hosts" / host.name, run_id=run_id,
+                progress=lambda event, name=host.name: progress.update(name, event),
+            )
+            items[host.name] = item
+        units = [[item] for item in items.values() if item.group is None]
+        units += [[items[name] for name in group.hosts] for group in inventory.groups]
+        for unit in units:
+            skip = finished_launch_ids([previous.entries.get(m.host.name) for m in unit]) if previous else frozenset()
+            for member in unit:
+                member.job.skip_launch_ids = skip
+        interrupted = _run_units(units, progress)
+
+    entries = {name: host_entry(item) for name, item in items.items()}
+    complete = {name: bool(item.raw and item.raw.get("complete")) for name, item in items.items()}
+    if previous:
+        for name, old in previous.entries.items():
+            if name in entries:
+                entries[name] = merge_entry(old, entries[name])
+            elif "runtime" in old:  # left out of the hosts file: its bundle entry stays (raw.json alone cannot say how it ran)
+                entries[name] = old
+                complete[name] = old["status"] == "ok"
+    gather_group_runs(entries, inventory.groups)
+    for name, entry in entries.items():
+        if interrupted and not complete[name] and not entry["error"]:
+            entry["error"] = INTERRUPTED
+        settle(entry, complete[name])
     bundle = {
         "schema_version": SCHEMA_VERSION, "kind": "ddpbench.bundle", "run_id": run_id,
         "started_at": started, "finished_at": utc_now(),
-        "complete": not interrupted, "incomplete_reason": "interrupted (Ctrl-C)" if interrupted else None,
-        "tool": tool_info(), "plan": plan,
-        "hosts": [host_result(i.host, i.raw, i.error or ("interrupted" if interrupted else None)) for i in items],
+        "complete": not interrupted, "incomplete_reason": INTERRUPTED if interrupted else None,
+        "tool": tool_info(), "plan": plan, "hosts": list(entries.values()),
     }
+    if verification is not None:
+        bundle["verification"] = verification
     path = run_dir / "bundle.json"
     return path, write_bundle(path, bundle)
+
+
+def _run_units(units: list, progress: HostProgress) -> bool:
+    """Every unit (a host, or a group's members) in a thread of its own; True when Ctrl-C stopped them."""
+
+    def run_unit(unit: list) -> None:
+        if len(unit) == 1:
+            run_one(unit[0])
+        else:
+            run_group(unit[0].group, unit, run_one)
+        for item in unit:
+            progress.finish(item.host.name, item.error)
+
+    pool = ThreadPoolExecutor(max_workers=len(units), thread_name_prefix="host")
+    futures = [pool.submit(run_unit, unit) for unit in units]
+    interrupted = False
+    try:
+        for future in futures:
+            while not future.done():
+                threading.Event().wait(0.2)  # wakes for Ctrl-C, unlike a blocking result()
+            future.result()
+    except KeyboardInterrupt:
+        interrupted = True
+        for unit in units:
+            for item in unit:
+                item.runtime.cancel(INTERRUPTED)
+        for future in futures:
+            future.exception()
+    finally:
+        pool.shutdown(wait=True)
+    return interrupted

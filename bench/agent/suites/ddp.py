@@ -29,7 +29,11 @@ def grad_accum_for(global_batch: int, world_size: int, micro_batch: int) -> int:
     return global_batch // (world_size * micro_batch)
 
 
-def wrap(ctx: Context, module: torch.nn.Module, params: dict) -> DDP:
+def wrap(ctx: Context, module: torch.nn.Module, params: dict) -> "DDP | None":
+    """The model in DDP when there is a peer: one rank trains as a plain single-GPU script
+    would, so the baseline carries no communication machinery at all."""
+    if ctx.world_size == 1:
+        return None
     return DDP(
         module,
         device_ids=[ctx.device.index] if ctx.is_cuda else None,
@@ -39,18 +43,22 @@ def wrap(ctx: Context, module: torch.nn.Module, params: dict) -> DDP:
     )
 
 
-def count_allreduce_calls(ddp: DDP) -> list[int]:
-    """Wrap DDP's default all-reduce in a counting hook: proves no_sync() skips communication."""
-    from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+def install_comm_hook(ddp: DDP, grad_reduce_dtype: str, count: bool) -> "list[int] | None":
+    """bf16 gradient all-reduce when asked (half the bytes on the link, at bf16's precision),
+    and optionally a counter of bucket all-reduces: it proves no_sync() skips communication."""
+    from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook, bf16_compress_hook
 
+    reduce = bf16_compress_hook if grad_reduce_dtype == "bf16" else allreduce_hook
+    if not count and reduce is allreduce_hook:
+        return None  # DDP's built-in C++ all-reduce: no Python on the gradient path
     calls = [0]
 
     def hook(state, bucket):
         calls[0] += 1
-        return allreduce_hook(state, bucket)
+        return reduce(state, bucket)
 
     ddp.register_comm_hook(None, hook)
-    return calls
+    return calls if count else None
 
 
 def autocast_for(ctx: Context, precision: str):
@@ -91,13 +99,15 @@ def run_config(ctx: Context, params: dict, global_batch: int, build: Callable = 
     work = build(params, accum, ctx.device, ctx.rank)
     precision = autocast_for(ctx, params["precision"])
     ddp = wrap(ctx, work.module, params)
-    calls = count_allreduce_calls(ddp) if params["count_allreduce"] else None
-    step_model = torch.compile(ddp) if params["compile"] else ddp
-    optimizer = torch.optim.AdamW(ddp.parameters(), lr=1e-4, fused=ctx.is_cuda)
+    calls = install_comm_hook(ddp, params["grad_reduce_dtype"], params["count_allreduce"]) if ddp is not None else None
+    # Compiling the DDP wrapper (not the inner model) lets dynamo split the graph at bucket
+    # boundaries, so gradients are all-reduced while the backward pass goes on.
+    step_model = torch.compile(ddp or work.module) if params["compile"] else (ddp or work.module)
+    optimizer = torch.optim.AdamW(work.module.parameters(), lr=1e-4, fused=ctx.is_cuda)
 
     def step() -> None:
         for m, micro_batch in enumerate(work.micro_batches):
-            with contextlib.nullcontext() if m == accum - 1 else ddp.no_sync():
+            with ddp.no_sync() if ddp is not None and m < accum - 1 else contextlib.nullcontext():
                 with precision:
                     loss = step_model(*micro_batch) / accum
                 loss.backward()
@@ -119,8 +129,10 @@ def run_config(ctx: Context, params: dict, global_batch: int, build: Callable = 
     if ctx.world_size > 1:
         dist.all_reduce(memory, op=dist.ReduceOp.MAX)
     metrics["peak_memory_bytes"] = metric([memory.item()])
-    # DDP reduces gradients in the parameters' dtype (fp32 under autocast); one rank has no link to cross.
-    grad_bytes = sum(p.numel() * p.element_size() for p in work.module.parameters() if p.requires_grad)
+    # DDP reduces gradients in the parameters' dtype (fp32 under autocast) unless the bf16 hook
+    # compresses them; one rank has no link to cross.
+    reduced_element_bytes = 2 if params["grad_reduce_dtype"] == "bf16" else None
+    grad_bytes = sum(p.numel() * (reduced_element_bytes or p.element_size()) for p in work.module.parameters() if p.requires_grad)
     metrics["grad_allreduce_bytes"] = metric([float(grad_bytes if ctx.world_size > 1 else 0)])
     if calls is not None:
         metrics["allreduce_calls_per_step_count"] = metric([(calls[0] - calls_before) / params["steps"]])

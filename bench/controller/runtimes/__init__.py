@@ -3,9 +3,10 @@ progress events, and returns the agent's raw result (or raises HostError)."""
 
 from __future__ import annotations
 
-from bench.controller.runtimes.base import AgentJob, HostError
+from bench.controller.runtimes.base import AgentJob, HostError, Runtime
 from bench.controller.runtimes.local import LocalRuntime
+from bench.controller.runtimes.native import NativeRuntime
 
-RUNTIMES = {"local": LocalRuntime}
+RUNTIMES = {"local": LocalRuntime, "native": NativeRuntime}
 
-__all__ = ["AgentJob", "HostError", "RUNTIMES"]
+__all__ = ["AgentJob", "HostError", "RUNTIMES", "Runtime"]

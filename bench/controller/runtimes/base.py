@@ -1,4 +1,4 @@
-"""What every runtime shares: the job it is given and the error it raises."""
+"""What every runtime shares: the job it is given, the error it raises, and its interface."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Callable
 
 from bench.controller.hosts import Host
+
+INTERRUPTED = "interrupted (Ctrl-C)"
 
 
 class HostError(Exception):
@@ -20,15 +22,36 @@ class AgentJob:
     plan: dict
     result_dir: Path  # on this machine: where raw.json and the launch logs end up
     progress: Callable[[dict], None]
+    run_id: str = "run"
     skip_launch_ids: frozenset = frozenset()
     agent_args: list = field(default_factory=list)  # multi-node placement, added by the group runner
+    extra_env: dict = field(default_factory=dict)  # for the ranks, on top of the host's env (group interfaces)
 
-    def agent_command(self, python: str, plan_path: str, out_dir: str) -> list[str]:
-        command = [python, "-m", "bench.agent", "run", "--plan", plan_path, "--out", out_dir,
-                   "--env", json.dumps(self.host.env), *self.agent_args]
+    def agent_command(self, entry: list[str], plan_path: str, out_dir: str, *flags: str) -> list[str]:
+        """entry: how the host starts the agent, e.g. [python, "-m", "bench.agent"] or [python, "agent.pyz"]."""
+        env = {**self.host.env, **self.extra_env}
+        command = [*entry, "run", "--plan", plan_path, "--out", out_dir, "--env", json.dumps(env), *flags, *self.agent_args]
         if self.skip_launch_ids:
             command += ["--skip", ",".join(sorted(self.skip_launch_ids))]
         return command
+
+
+class Runtime:
+    """run(job) starts the agent with the plan, streams its progress events to job.progress,
+    and returns the agent's raw result, or raises HostError; cancel() ends it from another
+    thread. prepare(job) does what can fail before the agent starts (a group prepares every
+    member before starting any); run() calls it when nobody did."""
+
+    pin_mismatches: tuple = ()  # where the host's versions differ from the plan's pin
+
+    def prepare(self, job: AgentJob) -> None:
+        pass
+
+    def run(self, job: AgentJob) -> dict:
+        raise NotImplementedError
+
+    def cancel(self, reason: str = INTERRUPTED) -> None:
+        raise NotImplementedError
 
 
 def read_event(line: str) -> "dict | None":

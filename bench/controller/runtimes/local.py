@@ -9,12 +9,12 @@ import subprocess
 import sys
 import threading
 
-from bench.controller.runtimes.base import AgentJob, HostError, read_event
+from bench.controller.runtimes.base import INTERRUPTED, AgentJob, HostError, Runtime, read_event
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 
-class LocalRuntime:
+class LocalRuntime(Runtime):
     def __init__(self) -> None:
         self._process: "subprocess.Popen | None" = None
         self._lock = threading.Lock()
@@ -23,7 +23,7 @@ class LocalRuntime:
         job.result_dir.mkdir(parents=True, exist_ok=True)
         plan_path = job.result_dir / "plan.json"
         plan_path.write_text(json.dumps(job.plan))
-        command = job.agent_command(sys.executable, str(plan_path), str(job.result_dir))
+        command = job.agent_command([sys.executable, "-m", "bench.agent"], str(plan_path), str(job.result_dir))
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [REPO_ROOT, os.environ.get("PYTHONPATH")]))}
         errors = []
         with self._lock:
@@ -51,7 +51,7 @@ class LocalRuntime:
             raise HostError(f"the agent exited with status {code} before writing results: {last}")
         return json.loads(raw_path.read_text())
 
-    def cancel(self) -> None:
+    def cancel(self, reason: str = INTERRUPTED) -> None:
         """End the agent (it ends its ranks); what it already wrote stays."""
         with self._lock:
             process = self._process

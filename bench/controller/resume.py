@@ -1,0 +1,71 @@
+"""Resuming a run folder: what finished before, which launches to skip, old and new merged.
+
+The previous state comes from the folder's bundle.json, or, when the controller never got
+to write one (killed, power cut), from run.json and each host's raw.json.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.bundle import agent_raw_problem, read_bundle
+from bench.controller import plans
+from bench.errors import UserError
+
+
+@dataclass
+class Previous:
+    run_dir: Path
+    run_id: str
+    started_at: str
+    plan: dict
+    entries: dict  # host name -> its host_result (from the bundle) or the same shape from raw.json
+
+
+def load_previous(run_dir: Path) -> Previous:
+    bundle_path, run_path = run_dir / "bundle.json", run_dir / "run.json"
+    if bundle_path.exists():
+        bundle = read_bundle(bundle_path)
+        entries = {entry["name"]: entry for entry in bundle["hosts"]}
+        return Previous(run_dir, bundle["run_id"], bundle["started_at"], bundle["plan"], entries)
+    if not run_path.exists():
+        raise UserError(f"{run_dir}: neither bundle.json nor run.json is there; give a run folder that `ddpbench run` wrote (results/<run-id>)")
+    try:
+        run = json.loads(run_path.read_text())
+        run_id, started_at, plan = run["run_id"], run["started_at"], run["plan"]
+    except (ValueError, KeyError, TypeError):
+        raise UserError(f"{run_path}: damaged (not the JSON `ddpbench run` writes); start a new run instead") from None
+    plan = plans.check(plan, str(run_path))
+    entries = {}
+    for raw_path in sorted(run_dir.glob("hosts/*/raw.json")):
+        try:
+            raw = json.loads(raw_path.read_text())
+        except ValueError:
+            continue  # a file cut short: its launches run again
+        if agent_raw_problem(raw) is None:
+            entries[raw_path.parent.name] = {
+                "name": raw_path.parent.name, "status": "ok" if raw["complete"] else "partial", "error": None,
+                "fingerprint": raw["fingerprint"], "launches": raw["launches"], "runs": raw["runs"],
+            }
+    return Previous(run_dir, run_id, started_at, plan, entries)
+
+
+def finished_launch_ids(entries: list) -> frozenset:
+    """Launches that finished on every host of a unit (one host, or a group's members): skipped on resume."""
+    finished = [frozenset(l["id"] for l in entry["launches"] if l["status"] == "ok") if entry else frozenset() for entry in entries]
+    return frozenset.intersection(*finished) if finished else frozenset()
+
+
+def merge_entry(old: dict, new: dict) -> dict:
+    """The new entry, with the old launches and runs that were not run again."""
+    rerun = {l["id"] for l in new["launches"]}
+    launches = [l for l in old["launches"] if l["id"] not in rerun] + new["launches"]
+    runs = [r for r in old["runs"] if r["launch_id"] not in rerun] + new["runs"]
+    return {
+        **new,
+        "fingerprint": new["fingerprint"] or old["fingerprint"],
+        "launches": sorted(launches, key=lambda launch: launch["id"]),
+        "runs": sorted(runs, key=lambda run: run["launch_id"]),
+    }

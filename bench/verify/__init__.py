@@ -1,0 +1,58 @@
+"""Verify a published bundle: rerun its plan (`verify`) or compare two bundles (`compare`), run by
+run, and write the verdict (verdict.md, verdict.json) beside the new bundle."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bench.bundle import read_bundle
+from bench.verify.compare import compare_bundles, match_hosts, passed
+from bench.verify.signing import Signature, check_signature
+from bench.verify import verdict
+
+
+def _bundle_info(bundle: dict, signature: Signature) -> dict:
+    return {"run_id": bundle["run_id"], "sha256": bundle["sha256"], "signature": signature.to_json()}
+
+
+def _pairs_fit(pairs: list, original_names: list, new_names: list) -> bool:
+    """Whether pairs recorded in a bundle name every original host once and only hosts that exist."""
+    return sorted(a for a, _ in pairs) == sorted(original_names) and all(b is None or b in new_names for _, b in pairs)
+
+
+def judge(original: dict, original_signature: Signature, new: dict, new_signature: Signature,
+          tolerances: dict, host_map: dict, out_dir: Path) -> tuple[bool, str, tuple[Path, Path]]:
+    """Compare, write verdict.md and verdict.json into out_dir; (passed, markdown, paths).
+
+    When the new bundle records that it verifies this very original (same sha256), its host
+    pairs are the default and its deviations are reported; an image deviation (--image) takes
+    the image digest out of the fingerprint comparison, since the user asked for another image."""
+    verification = new.get("verification") or {}
+    of_this = verification.get("of_sha256") == original["sha256"]
+    deviations = verification.get("deviations", []) if of_this else []
+    original_names, new_names = [h["name"] for h in original["hosts"]], [h["name"] for h in new["hosts"]]
+    recorded = [(p["original"], p["new"]) for p in verification.get("host_pairs", [])]
+    if of_this and not host_map and _pairs_fit(recorded, original_names, new_names):
+        pairs, rule = recorded, verification["hosts_paired"]
+    else:
+        pairs, rule = match_hosts(original_names, new_names, host_map)
+    ignore = frozenset({"image_digest"}) if any(d["field"] == "image" for d in deviations) else frozenset()
+    verdicts = compare_bundles(original, new, tolerances, pairs, ignore)
+    ok = passed(verdicts)
+    context = {
+        "original": _bundle_info(original, original_signature), "new": _bundle_info(new, new_signature),
+        "hosts_paired": rule, "host_pairs": [{"original": a, "new": b} for a, b in pairs], "deviations": deviations, "tolerances": tolerances,
+    }
+    doc = verdict.document(context, verdicts, ok)
+    text = verdict.markdown(doc, verdicts)
+    return ok, text, verdict.write(out_dir, doc, text)
+
+
+def compare_files(original_path: Path, new_path: Path, *, tolerances: dict, host_map: dict,
+                  allowed_signers: "Path | None", require_signature: bool, out_dir: "Path | None") -> tuple[bool, str, tuple[Path, Path]]:
+    """`ddpbench compare A B`: both bundles checked (sha256, schema, signatures), no rerun."""
+    original = read_bundle(original_path)
+    original_signature = check_signature(original_path, allowed_signers, require_signature)
+    new = read_bundle(new_path)
+    new_signature = check_signature(new_path, None, False)
+    return judge(original, original_signature, new, new_signature, tolerances, host_map, out_dir or new_path.parent)

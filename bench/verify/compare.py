@@ -1,0 +1,174 @@
+"""Run-by-run comparison of an original bundle with a new one: matching, ratios, verdicts.
+
+A run's identity is (host, suite, params, transport preset, world size). Hosts pair by name when
+every original host name is among the new ones, otherwise by position (the first original host
+with the first new one, ...); explicit pairs (--host-map orig=new) come first.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import asdict, dataclass, field, replace
+
+from bench.errors import UserError
+from bench.verify.machines import differences
+from bench.verify.ratio import ratio_of_medians
+
+HEADLINE = {"collectives": "busbw_gbps", "ddp": "step_time_s"}
+DEFAULT_TOLERANCE = 0.05
+VERDICTS = ("reproduced", "faster", "slower", "not comparable", "failed")
+
+
+def higher_is_better(metric: str) -> bool:
+    """Bandwidths, rates and fractions grow when things get faster; times shrink."""
+    return metric.endswith(("_gbps", "_per_s", "_fraction"))
+
+
+def parse_tolerances(items: "list[str]") -> dict:
+    """`0.1` (every metric) or `busbw_gbps=0.1`; a trailing % divides by 100."""
+    tolerances = {metric: DEFAULT_TOLERANCE for metric in HEADLINE.values()}
+    for item in items:
+        metric, _, text = item.rpartition("=")
+        try:
+            value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+        except ValueError:
+            value = -1.0
+        if not value > 0:
+            raise UserError(f"--tolerance {item}: {text!r} is not a positive number; write e.g. 0.05 or 5%")
+        if metric and metric not in tolerances:
+            raise UserError(f"--tolerance {item}: {metric!r} is not a compared metric; use one of {', '.join(sorted(tolerances))}")
+        for name in [metric] if metric else list(tolerances):
+            tolerances[name] = value
+    return tolerances
+
+
+def parse_host_map(items: "list[str]") -> dict:
+    pairs = {}
+    for item in items:
+        original, sep, new = item.partition("=")
+        if not sep or not original or not new:
+            raise UserError(f"--host-map {item}: write ORIGINAL=NEW, the host's name in the original bundle and in yours")
+        if original in pairs:
+            raise UserError(f"--host-map: host {original!r} is mapped twice; map each original host once")
+        pairs[original] = new
+    return pairs
+
+
+def match_hosts(original: "list[str]", new: "list[str]", explicit: dict) -> tuple[list[tuple], str]:
+    """[(original name, new name or None)] in the original's order, and how they were paired."""
+    for name in explicit:
+        if name not in original:
+            raise UserError(f"--host-map: {name!r} is not a host of the original bundle ({', '.join(original)})")
+    for name in explicit.values():
+        if name not in new:
+            raise UserError(f"--host-map: {name!r} is not one of the new hosts ({', '.join(new)})")
+    rest_original = [n for n in original if n not in explicit]
+    rest_new = [n for n in new if n not in explicit.values()]
+    by_name = all(n in rest_new for n in rest_original)
+    paired = {n: n for n in rest_original} if by_name else dict(zip(rest_original, rest_new))
+    paired.update(explicit)
+    rule = "by name" if by_name else "by order in the plan's hosts"
+    return [(n, paired.get(n)) for n in original], (rule + " and --host-map" if explicit else rule)
+
+
+def run_key(run: dict) -> tuple:
+    return (run["suite"], json.dumps(run["params"], sort_keys=True), run["transport"]["preset"], run["world_size"])
+
+
+@dataclass
+class RunVerdict:
+    host: str
+    new_host: "str | None"
+    suite: str
+    params: dict
+    transport: str
+    world_size: int
+    metric: str
+    verdict: str
+    original_median: "float | None" = None
+    new_median: "float | None" = None
+    ratio: "float | None" = None
+    ci_low: "float | None" = None
+    ci_high: "float | None" = None
+    tolerance: "float | None" = None
+    differs: list = field(default_factory=list)  # fingerprint or transport fields that differ
+    reason: "str | None" = None
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def verdict_of(ratio: float, tolerance: float, metric: str) -> str:
+    """Within a factor 1+tolerance either way is reproduced; otherwise the metric's direction decides."""
+    if ratio > 0 and max(ratio, 1 / ratio) <= 1 + tolerance:
+        return "reproduced"
+    return "faster" if (ratio > 1) == higher_is_better(metric) else "slower"
+
+
+def _compare_run(base: RunVerdict, run: dict, new_run: "dict | None", machine_differs: list, tolerances: dict, new_error: "str | None") -> RunVerdict:
+    """The verdict of one original run; medians come from the samples, which the ratio's interval resamples."""
+    if run["status"] != "ok":
+        return replace(base, verdict="not comparable", reason=f"the original run did not succeed ({run['status']}: {run.get('error')})")
+    if base.metric not in run["metrics"]:
+        return replace(base, verdict="not comparable", reason=f"the original run has no {base.metric}")
+    samples = run["metrics"][base.metric]["samples"]
+    base = replace(base, original_median=statistics.median(samples))
+    if machine_differs:
+        return replace(base, verdict="not comparable", differs=machine_differs)
+    if new_run is None:
+        return replace(base, verdict="failed", reason=new_error or "the new bundle has no such run")
+    if new_run["status"] != "ok":
+        return replace(base, verdict="failed", reason=f"{new_run['status']}: {new_run.get('error')}")
+    if base.metric not in new_run["metrics"]:
+        return replace(base, verdict="failed", reason=f"the new run has no {base.metric}")
+    used = (run["transport"].get("nccl_used"), new_run["transport"].get("nccl_used"))
+    if used[0] != used[1]:
+        return replace(base, verdict="not comparable", differs=[{"field": "nccl_transport", "original": used[0], "new": used[1]}])
+    if base.original_median <= 0:
+        return replace(base, verdict="not comparable", reason=f"the original median of {base.metric} is not positive")
+    new_samples = new_run["metrics"][base.metric]["samples"]
+    ratio = ratio_of_medians(samples, new_samples)
+    tolerance = tolerances[base.metric]
+    return replace(
+        base, new_median=statistics.median(new_samples), ratio=ratio.value, ci_low=ratio.low, ci_high=ratio.high,
+        tolerance=tolerance, verdict=verdict_of(ratio.value, tolerance, base.metric),
+    )
+
+
+def compare_bundles(original: dict, new: dict, tolerances: dict, pairs: "list[tuple]", ignore: "frozenset[str]" = frozenset()) -> list[RunVerdict]:
+    """One verdict per run of the original bundle, in its order. `ignore`: fingerprint fields a
+    recorded deviation accounts for (the image after --image)."""
+    new_hosts = {h["name"]: h for h in new["hosts"]}
+    original_hosts = {h["name"]: h for h in original["hosts"]}
+    verdicts = []
+    for name, new_name in pairs:
+        host, new_host = original_hosts[name], new_hosts.get(new_name)
+        new_runs: dict = {}
+        for run in (new_host or {}).get("runs", []):
+            new_runs.setdefault(run_key(run), []).append(run)
+        if new_host is None:
+            machine_differs = [{"field": "host", "original": name, "new": None}]
+        elif new_host["fingerprint"] is None:
+            machine_differs = []  # the rerun failed on that host: its runs are reported failed below
+        elif host["fingerprint"] is None:
+            machine_differs = [{"field": "fingerprint", "original": None, "new": "present"}]
+        else:
+            machine_differs = differences(host["fingerprint"], new_host["fingerprint"], ignore)
+        for run in host["runs"]:
+            base = RunVerdict(
+                host=name, new_host=new_name, suite=run["suite"], params=run["params"],
+                transport=run["transport"]["preset"], world_size=run["world_size"],
+                metric=HEADLINE[run["suite"]], verdict="",
+            )
+            queue = new_runs.get(run_key(run), [])
+            new_run = queue.pop(0) if queue else None
+            new_error = None if new_host is None else new_host.get("error")
+            verdicts.append(_compare_run(base, run, new_run, machine_differs, tolerances, new_error))
+    return verdicts
+
+
+def passed(verdicts: "list[RunVerdict]") -> bool:
+    """True when some run was compared and every compared run reproduced; a run the rerun lost counts against."""
+    compared = [v for v in verdicts if v.verdict != "not comparable"]
+    return bool(compared) and all(v.verdict == "reproduced" for v in compared)

@@ -1,0 +1,49 @@
+"""What must match between two hosts' fingerprints for their numbers to be comparable."""
+
+from __future__ import annotations
+
+from bench.bundle.links import link_summary
+
+
+def _pcie(gpus: list, field: str) -> list:
+    # The slot's maximum, which the fingerprint reads from the device and system together; the
+    # current value drops when an idle GPU trains its link down, so it is only the fallback.
+    return sorted((g["pcie"][f"{field}_max"] or g["pcie"][f"{field}_current"] or 0) for g in gpus)
+
+
+def image_ref(fingerprint: "dict | None") -> "str | None":
+    """The image the agent ran in, pinned by digest where the fingerprint knows it."""
+    container = (fingerprint or {}).get("container") or {}
+    image, digest = container.get("image"), container.get("digest")
+    if digest:
+        return f"{image.split('@')[0]}@{digest}" if image and digest.startswith("sha256:") else digest
+    return image
+
+
+def profile(fingerprint: dict) -> dict:
+    """The fields compared, by name. Without GPUs the suites measure the CPU, so its model counts too."""
+    gpus = fingerprint.get("gpus") or []
+    link = link_summary(fingerprint)
+    nccl = (fingerprint.get("software") or {}).get("nccl")
+    fields = {
+        "gpu_model": link["gpu"],
+        "gpu_count": len(gpus),
+        "link_class": link["link_class"],
+        "pcie_gen": _pcie(gpus, "gen"),
+        "pcie_width": _pcie(gpus, "width"),
+        "nccl_major": nccl.split(".")[0] if nccl else None,
+        "image_digest": ((fingerprint.get("container") or {}).get("digest")),
+    }
+    if not gpus:
+        fields["cpu_model"] = (fingerprint.get("cpu") or {}).get("model")
+    return fields
+
+
+def differences(original: dict, new: dict, ignore: "frozenset[str]" = frozenset()) -> list[dict]:
+    """[{"field", "original", "new"}] for every compared field that differs, in a fixed order."""
+    a, b = profile(original), profile(new)
+    return [
+        {"field": name, "original": a.get(name), "new": b.get(name)}
+        for name in dict.fromkeys([*a, *b])
+        if name not in ignore and a.get(name) != b.get(name)
+    ]

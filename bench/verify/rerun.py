@@ -1,0 +1,68 @@
+"""`ddpbench verify`: rerun a bundle's plan on the user's hosts and judge the new bundle against it.
+
+Everything that can be refused is checked before anything runs (the bundle's sha256 and schema,
+its signature, the plan, the hosts file, the host pairs, the tolerances). Nothing from the bundle
+names a file to write: the new bundle goes to OUT/<new run id>/, as `ddpbench run` writes it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from bench.bundle import read_bundle
+from bench.controller import plans
+from bench.controller.hosts import Inventory, load_hosts
+from bench.controller.run import execute, tool_info
+from bench.verify import judge
+from bench.verify.compare import match_hosts
+from bench.verify.machines import image_ref
+from bench.verify.signing import Signature, check_signature
+
+
+def _tool_label(tool: dict) -> str:
+    return f"{tool['version']} ({(tool.get('git_commit') or 'unknown commit')[:12]})"
+
+
+def plan_rerun(original: dict, signature: Signature, inventory: Inventory, pairs: list, rule: str,
+               image: "str | None") -> tuple[Inventory, dict]:
+    """The hosts to run on, with the image each docker host gets, and the new bundle's
+    `verification` record: what it verifies, how hosts pair, and every deviation from the original."""
+    hosts_by_name = {h["name"]: h for h in original["hosts"]}
+    original_of = {new: hosts_by_name[old] for old, new in pairs if new is not None}
+    deviations, images, hosts = [], [], []
+    if len(original["hosts"]) != len(inventory.hosts):
+        deviations.append({"field": "host_count", "original": len(original["hosts"]), "used": len(inventory.hosts), "note": "the hosts file"})
+    for host in inventory.hosts:
+        before = original_of.get(host.name)
+        pinned = image_ref(before["fingerprint"]) if before else None
+        used = image or pinned
+        if image and image != pinned:
+            deviations.append({"field": "image", "host": host.name, "original": pinned, "used": image, "note": "--image"})
+        if before and before["runtime"] != host.runtime:
+            deviations.append({"field": "runtime", "host": host.name, "original": before["runtime"], "used": host.runtime, "note": "the hosts file"})
+        images.append({"host": host.name, "image": used})
+        hosts.append(dataclasses.replace(host, image=used) if host.runtime == "docker" and used else host)
+    now = tool_info()
+    if (original["tool"]["version"], original["tool"].get("git_commit")) != (now["version"], now["git_commit"]):
+        deviations.append({"field": "tool", "original": _tool_label(original["tool"]), "used": _tool_label(now), "note": "this ddpbench checkout"})
+    verification = {
+        "of_run_id": original["run_id"], "of_sha256": original["sha256"], "of_signature": signature.to_json(),
+        "hosts_paired": rule, "host_pairs": [{"original": old, "new": new} for old, new in pairs],
+        "image_requested": image, "images": images, "deviations": deviations,
+    }
+    return dataclasses.replace(inventory, hosts=tuple(hosts)), verification
+
+
+def verify(bundle_path: Path, hosts_path: Path, out_root: Path, *, image: "str | None", tolerances: dict,
+           host_map: dict, allowed_signers: "Path | None", require_signature: bool) -> tuple[bool, str, Path, dict, tuple[Path, Path]]:
+    """(passed, verdict markdown, new bundle path, new bundle, verdict paths)."""
+    original = read_bundle(bundle_path)
+    signature = check_signature(bundle_path, allowed_signers, require_signature)
+    plan = plans.check(original["plan"], f"{bundle_path}: plan")
+    inventory = load_hosts(hosts_path)
+    pairs, rule = match_hosts([h["name"] for h in original["hosts"]], [h.name for h in inventory.hosts], host_map)
+    inventory, verification = plan_rerun(original, signature, inventory, pairs, rule, image)
+    path, new = execute(inventory, plan, out_root, verification=verification)
+    ok, text, verdict_paths = judge(original, signature, new, Signature("unsigned"), tolerances, host_map, path.parent)
+    return ok, text, path, new, verdict_paths

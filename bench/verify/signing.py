@@ -1,0 +1,101 @@
+"""SSH signatures of bundles (`ssh-keygen -Y`), so a published bundle says who published it.
+
+The signature lies beside the bundle as BUNDLE.sig, in the namespace "ddpbench-bundle", so a
+signature made for anything else (a git commit, a file) does not pass for a bundle's.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.bundle import read_bundle
+from bench.errors import UserError
+
+NAMESPACE = "ddpbench-bundle"
+MAX_SIGNATURE_BYTES = 64 * 1024
+_KEY = re.compile(r"with (\S+) key (\S+)")
+
+
+def signature_path(bundle_path: Path) -> Path:
+    return bundle_path.with_name(bundle_path.name + ".sig")
+
+
+def _ssh_keygen(args: "list[str]", stdin: bytes = b"", timeout_s: "float | None" = 60) -> subprocess.CompletedProcess:
+    try:
+        return subprocess.run(["ssh-keygen", "-Y", *args], input=stdin, capture_output=True, timeout=timeout_s)
+    except FileNotFoundError:
+        raise UserError("ssh-keygen is not installed; install openssh-client (apt-get install openssh-client)") from None
+
+
+def _last_line(done: subprocess.CompletedProcess) -> str:
+    lines = [l.strip() for l in (done.stderr or b"").decode(errors="replace").splitlines() if l.strip()]
+    return lines[-1] if lines else f"ssh-keygen exited with status {done.returncode}"
+
+
+def sign(bundle_path: Path, key: Path) -> Path:
+    """Write BUNDLE.sig; a bundle that fails its own checks is not signed."""
+    read_bundle(bundle_path)
+    if not key.is_file():
+        raise UserError(f"--key {key}: no such private key; give the key you publish with, e.g. ~/.ssh/id_ed25519")
+    # Signing standard input writes the signature to standard output: no overwrite prompt, and the
+    # old signature stays until the new one is complete. ssh-keygen asks a passphrase on the terminal.
+    done = _ssh_keygen(["sign", "-f", str(key), "-n", NAMESPACE], stdin=bundle_path.read_bytes(), timeout_s=None)
+    if done.returncode != 0 or not done.stdout:
+        raise UserError(f"{bundle_path}: ssh-keygen could not sign with {key} ({_last_line(done)}); check the key and its passphrase")
+    path = signature_path(bundle_path)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(done.stdout)
+    os.replace(tmp, path)
+    return path
+
+
+@dataclass(frozen=True)
+class Signature:
+    state: str  # "unsigned", "signed" (valid, signer not checked) or "verified" (signer in allowed signers)
+    key: "str | None" = None  # e.g. "ED25519 SHA256:..."
+    principal: "str | None" = None
+
+    def describe(self) -> str:
+        if self.state == "unsigned":
+            return "unsigned"
+        if self.state == "signed":
+            return f"signed with {self.key} (signer not checked: pass --allowed-signers FILE)"
+        return f"signed by {self.principal} ({self.key}), verified against the allowed signers"
+
+    def to_json(self) -> dict:
+        return {"state": self.state, "key": self.key, "principal": self.principal, "text": self.describe()}
+
+
+def check_signature(bundle_path: Path, allowed_signers: "Path | None", required: bool) -> Signature:
+    """Who signed the bundle; a UserError for a signature that does not verify, or a missing one when required."""
+    if required and allowed_signers is None:
+        raise UserError("--require-signature needs --allowed-signers FILE: the keys you trust, one `principal keytype key` line each")
+    if allowed_signers is not None and not allowed_signers.is_file():
+        raise UserError(f"--allowed-signers {allowed_signers}: no such file; give the allowed signers file of the keys you trust")
+    path = signature_path(bundle_path)
+    if not path.is_file():
+        if required:
+            raise UserError(f"{bundle_path}: unsigned (no {path.name} beside it) but --require-signature was given; get the publisher's {path.name} or drop --require-signature")
+        return Signature("unsigned")
+    if path.stat().st_size > MAX_SIGNATURE_BYTES:
+        raise UserError(f"{path}: {path.stat().st_size} bytes is too large for an SSH signature; get the publisher's signature again")
+    data = bundle_path.read_bytes()
+    done = _ssh_keygen(["check-novalidate", "-n", NAMESPACE, "-s", str(path)], stdin=data)
+    if done.returncode != 0:
+        raise UserError(f"{bundle_path}: {path.name} is not a valid {NAMESPACE} signature of this file ({_last_line(done)}); the bundle or its signature was changed: get the originals")
+    found = _KEY.search(done.stdout.decode(errors="replace"))
+    key = f"{found.group(1)} {found.group(2)}" if found else None
+    if allowed_signers is None:
+        return Signature("signed", key)
+    done = _ssh_keygen(["find-principals", "-s", str(path), "-f", str(allowed_signers)])
+    principals = done.stdout.decode(errors="replace").split() if done.returncode == 0 else []
+    if not principals:
+        raise UserError(f"{bundle_path}: signed with {key}, a key {allowed_signers} does not list; it was signed by someone you do not trust: check with the publisher")
+    done = _ssh_keygen(["verify", "-f", str(allowed_signers), "-I", principals[0], "-n", NAMESPACE, "-s", str(path)], stdin=data)
+    if done.returncode != 0:
+        raise UserError(f"{bundle_path}: the signature of {principals[0]} does not verify against {allowed_signers} ({_last_line(done)}); check the allowed signers' namespaces and validity")
+    return Signature("verified", key, principals[0])

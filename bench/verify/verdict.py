@@ -1,0 +1,114 @@
+"""The verdict of a comparison as a table (verdict.md, printed) and as data (verdict.json)."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from pathlib import Path
+
+from bench.report.units import human_bytes
+from bench.verify.compare import VERDICTS, RunVerdict, higher_is_better
+from bench.verify.ratio import METHOD
+
+# Shown for every run of a suite, whether or not it varies across the bundle's runs.
+IDENTITY_PARAMS = {"collectives": ("op", "size_bytes"), "ddp": ("model", "global_batch")}
+
+
+def _param(key: str, value) -> str:
+    if key.endswith("_bytes") and isinstance(value, (int, float)):
+        return f"{key[:-len('_bytes')]}={human_bytes(value)}"
+    return f"{key}={value}"
+
+
+def params_labels(verdicts: "list[RunVerdict]") -> list[str]:
+    """Each run's identifying parameters: the suite's usual ones plus those that vary between its runs."""
+    varying: dict = {}
+    for suite in {v.suite for v in verdicts}:
+        runs = [v.params for v in verdicts if v.suite == suite]
+        keys = sorted({k for p in runs for k in p})
+        varying[suite] = list(IDENTITY_PARAMS.get(suite, ())) + [
+            k for k in keys if k not in IDENTITY_PARAMS.get(suite, ()) and len({json.dumps(p.get(k), sort_keys=True) for p in runs}) > 1
+        ]
+    return [" ".join(_param(k, v.params[k]) for k in varying[v.suite] if k in v.params) for v in verdicts]
+
+
+def _num(x: "float | None") -> str:
+    return "-" if x is None else f"{x:.4g}"
+
+
+def _ratio(v: RunVerdict) -> str:
+    if v.ratio is None:
+        return "-"
+    interval = f" [{v.ci_low:.3f}, {v.ci_high:.3f}]" if v.ci_low is not None else ""
+    return f"{v.ratio:.3f}{interval}"
+
+
+def _verdict(v: RunVerdict) -> str:
+    if v.differs:
+        return v.verdict + ": " + "; ".join(f"{d['field']} {d['original']} -> {d['new']}" for d in v.differs)
+    return v.verdict + (f": {v.reason}" if v.reason else "")
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def table(verdicts: "list[RunVerdict]") -> list[str]:
+    header = ["host", "suite", "params", "transport", "ranks", "metric", "original", "new", "ratio [95% CI]", "verdict"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for v, params in zip(verdicts, params_labels(verdicts)):
+        host = v.host if v.new_host in (v.host, None) else f"{v.host} -> {v.new_host}"
+        cells = [host, v.suite, params, v.transport, str(v.world_size), v.metric,
+                 _num(v.original_median), _num(v.new_median), _ratio(v), _verdict(v)]
+        lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    return lines
+
+
+def summary(verdicts: "list[RunVerdict]", ok: bool) -> str:
+    counts = Counter(v.verdict for v in verdicts)
+    figures = ", ".join(f"{counts[name]} {name}" for name in VERDICTS if counts[name])
+    compared = sum(counts[name] for name in VERDICTS if name != "not comparable")
+    if ok:
+        return f"PASS: every compared run reproduced ({figures})"
+    if not compared:
+        return f"FAIL: no run could be compared ({figures})"
+    return f"FAIL: {compared - counts['reproduced']} of {compared} compared runs did not reproduce ({figures})"
+
+
+def document(context: dict, verdicts: "list[RunVerdict]", ok: bool) -> dict:
+    """verdict.json: the context (bundles, signatures, host pairs, deviations, tolerances), the method and each run."""
+    return {
+        "kind": "ddpbench.verdict", **context, "method": METHOD,
+        "passed": ok, "summary": summary(verdicts, ok), "runs": [v.to_json() for v in verdicts],
+    }
+
+
+def markdown(doc: dict, verdicts: "list[RunVerdict]") -> str:
+    original, new = doc["original"], doc["new"]
+    tolerances = ", ".join(
+        f"{m} {t:g} ({'lower' if higher_is_better(m) else 'higher'} is slower)" for m, t in doc["tolerances"].items()
+    )
+    lines = [
+        f"# Verdict: {original['run_id']} against {new['run_id']}", "",
+        f"- original: run {original['run_id']}, sha256 {original['sha256'][:16]}..., {original['signature']['text']}",
+        f"- new: run {new['run_id']}, sha256 {new['sha256'][:16]}..., {new['signature']['text']}",
+        "- hosts paired " + doc["hosts_paired"] + ": " + ", ".join(f"{p['original']} -> {p['new'] or '(none)'}" for p in doc["host_pairs"]),
+    ]
+    lines += [f"- deviation: {d['field']}{' on ' + d['host'] if d.get('host') else ''}: {d['original']} -> {d['used']} ({d['note']})" for d in doc["deviations"]]
+    lines += [
+        f"- method: {doc['method']}",
+        f"- tolerance: reproduced when the ratio is within a factor 1 + tolerance either way; {tolerances}",
+        "", *table(verdicts), "", f"**{doc['summary']}**", "",
+    ]
+    return "\n".join(lines)
+
+
+def write(out_dir: Path, doc: dict, text: str) -> tuple[Path, Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = out_dir / "verdict.md", out_dir / "verdict.json"
+    for path, content in zip(paths, (text, json.dumps(doc, indent=1) + "\n")):
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(content)
+        os.replace(tmp, path)
+    return paths

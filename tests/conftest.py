@@ -1,0 +1,65 @@
+"""Shared fixtures: the repo, the CLI as a user runs it, and one real CPU bundle per session."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+FIXTURES = SHARED / "fixtures" / "h200x2"
+TEST_PLANS = Path(__file__).resolve().parent / "plans"
+
+
+@dataclass
+class Result:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def cli(*args: str, cwd: Path = REPO, timeout: float = 600, env: "dict | None" = None) -> Result:
+    """`python -m bench ARGS` in a child process, as a user would run it."""
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout,
+        env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
+    )
+    return Result(done.returncode, done.stdout, done.stderr)
+
+
+def bundle_path_from(stdout: str) -> Path:
+    line = next(l for l in stdout.splitlines() if l.startswith("bundle: "))
+    return REPO / line.removeprefix("bundle: ")  # an absolute path stays itself
+
+
+@pytest.fixture(scope="session")
+def quick_run(tmp_path_factory) -> tuple[Result, Path]:
+    """The default `run` (plan quick, hosts/local.yaml) on this CPU machine, once per session."""
+    out = tmp_path_factory.mktemp("quick")
+    result = cli("run", "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    return result, bundle_path_from(result.stdout)
+
+
+@pytest.fixture(scope="session")
+def quick_bundle(quick_run) -> dict:
+    return json.loads(quick_run[1].read_text())
+
+
+@pytest.fixture(scope="session")
+def loopback_hosts(tmp_path_factory):
+    """Four real sshd hosts (host1..host4 on 127.0.0.2..5), started once for the whole session."""
+    from loopback_hosts import SSHD, LoopbackHosts
+
+    if not Path(SSHD).exists() or shutil.which("ssh-keygen") is None:
+        pytest.fail("sshd and ssh-keygen are missing: `bash tests/system-deps.sh` installs them (openssh-server)")
+    hosts = LoopbackHosts(tmp_path_factory.mktemp("sshd"), count=4).start()
+    yield hosts
+    hosts.stop()

@@ -1,0 +1,139 @@
+"""Every kind of bad input: one line naming the file, the field and the fix; exit 2; no traceback."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from bench.bundle import seal
+from tests.conftest import cli
+
+
+def assert_one_line_error(result, *fragments: str) -> None:
+    assert result.returncode == 2, (result.returncode, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert "Traceback" not in result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], (fragment, lines[0])
+
+
+@pytest.fixture
+def write(tmp_path):
+    def write(name: str, text: str):
+        path = tmp_path / name
+        path.write_text(text)
+        return path
+
+    return write
+
+
+QUICK_PLAN = """
+name: t
+suites:
+  - suite: collectives
+    params: {ops: [all_reduce], dtypes: [float32], in_place: [true], begin_bytes: 4096, end_bytes: 8192,
+             factor: 2, warmup_iters: 1, iters: 1, repetitions: 1}
+"""
+
+
+def test_hosts_file_not_yaml(write):
+    hosts = write("hosts.yaml", "hosts:\n  - name: a\n   runtime: local\n")
+    assert_one_line_error(cli("run", "--hosts", str(hosts)), str(hosts), "not valid YAML at line 3", "fix the hosts file")
+
+
+def test_hosts_file_fails_schema(write):
+    hosts = write("hosts.yaml", "hosts:\n  - name: a\n    runtime: local\n    colour: blue\n")
+    assert_one_line_error(cli("run", "--hosts", str(hosts)), str(hosts), "field hosts[0]", "colour", "fix the hosts file")
+
+
+def test_hosts_file_unknown_runtime(write):
+    hosts = write("hosts.yaml", "hosts:\n  - name: a\n    runtime: kubernetes\n")
+    assert_one_line_error(cli("run", "--hosts", str(hosts)), "field hosts[0].runtime", "kubernetes")
+
+
+def test_group_names_unknown_host(write):
+    hosts = write("hosts.yaml", "hosts:\n  - {name: a, runtime: local}\ngroups:\n  - {name: g, hosts: [a, ghost]}\n")
+    assert_one_line_error(cli("run", "--hosts", str(hosts)), "group 'g' names unknown host 'ghost'")
+
+
+def test_missing_hosts_file(tmp_path):
+    assert_one_line_error(cli("run", "--hosts", str(tmp_path / "nope.yaml")), "nope.yaml: no such hosts file")
+
+
+def test_plan_unknown_suite(write):
+    plan = write("plan.yaml", QUICK_PLAN.replace("suite: collectives", "suite: allreduce"))
+    assert_one_line_error(cli("run", "--plan", str(plan)), str(plan), "field suites[0].suite", "'allreduce'", "fix the plan")
+
+
+def test_plan_unknown_preset(write):
+    plan = write("plan.yaml", QUICK_PLAN.replace("  - suite: collectives\n", "  - suite: collectives\n    transports: [nvlink]\n"))
+    assert_one_line_error(cli("run", "--plan", str(plan)), "field suites[0].transports[0]", "'nvlink'")
+
+
+def test_plan_unknown_dtype(write):
+    plan = write("plan.yaml", QUICK_PLAN.replace("float32", "float8"))
+    assert_one_line_error(cli("run", "--plan", str(plan)), "field suites[0].params.dtypes[0]", "'float8'")
+
+
+def test_plan_name_unknown():
+    assert_one_line_error(cli("run", "--plan", "warp-speed"), "unknown plan 'warp-speed'", "quick")
+
+
+def test_plan_sizes_not_increasing(write):
+    plan = write("plan.yaml", QUICK_PLAN.replace("begin_bytes: 4096, end_bytes: 8192", "begin_bytes: 8192, end_bytes: 4096"))
+    result = cli("run", "--plan", str(plan))
+    assert result.returncode == 1
+    assert "begin_bytes 8192 is larger than end_bytes 4096" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_plan_nccl_preset_on_cpu_host(write):
+    plan = write("plan.yaml", QUICK_PLAN.replace("  - suite: collectives\n", "  - suite: collectives\n    transports: [p2p_off]\n"))
+    result = cli("run", "--plan", str(plan))
+    assert result.returncode == 1
+    assert "'p2p_off' needs NCCL and a GPU" in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.fixture
+def bundle_file(quick_run, tmp_path):
+    path = tmp_path / "bundle.json"
+    shutil.copy(quick_run[1], path)
+    return path
+
+
+def test_validate_good_bundle(bundle_file):
+    result = cli("validate", str(bundle_file))
+    assert result.returncode == 0 and "ok: bundle" in result.stdout
+
+
+def test_truncated_bundle(bundle_file):
+    bundle_file.write_bytes(bundle_file.read_bytes()[:-200])
+    assert_one_line_error(cli("validate", str(bundle_file)), str(bundle_file), "truncated")
+
+
+def test_bundle_not_json(bundle_file):
+    bundle_file.write_text("<html>404</html>")
+    assert_one_line_error(cli("report", str(bundle_file), "--out", str(bundle_file.parent)), "not valid JSON")
+
+
+def test_bundle_unknown_schema_version(bundle_file):
+    document = json.loads(bundle_file.read_text())
+    document["schema_version"] = 99
+    bundle_file.write_text(json.dumps(seal(document)))
+    assert_one_line_error(cli("validate", str(bundle_file)), "field schema_version", "99")
+
+
+def test_bundle_sha256_mismatch(bundle_file):
+    document = json.loads(bundle_file.read_text())
+    document["hosts"][0]["runs"][0]["metrics"]["busbw_gbps"]["samples"][0] *= 2
+    bundle_file.write_text(json.dumps(document))
+    assert_one_line_error(cli("validate", str(bundle_file)), "field sha256", "changed after it was written")
+
+
+def test_bundle_fails_schema_after_resealing(bundle_file):
+    document = json.loads(bundle_file.read_text())
+    document["hosts"][0]["runs"][0]["metrics"]["speed"] = document["hosts"][0]["runs"][0]["metrics"]["time_s"]
+    bundle_file.write_text(json.dumps(seal(document)))
+    assert_one_line_error(cli("validate", str(bundle_file)), "field hosts[0].runs[0].metrics", "speed")

@@ -1,0 +1,30 @@
+"""The one boundary that matters: the agent needs only torch and the standard library, and the
+controller never imports torch."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from tests.conftest import REPO
+
+
+def modules_after_import(*modules: str) -> set[str]:
+    code = "import sys, json\n" + "".join(f"import {m}\n" for m in modules) + "print(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": str(REPO)}, cwd=REPO).stdout
+    return set(json.loads(out))
+
+
+def test_agent_imports_nothing_of_the_controller():
+    loaded = modules_after_import("bench.agent.__main__", "bench.agent.worker")
+    ours = {m for m in loaded if m.startswith("bench.")}
+    assert ours and all(m.startswith("bench.agent") for m in ours), sorted(ours)
+    assert not loaded & {"jsonschema", "yaml", "fabric", "matplotlib", "rich", "docker"}
+
+
+def test_controller_never_imports_torch():
+    loaded = modules_after_import("bench.cli", "bench.controller.run", "bench.report", "bench.bundle")
+    assert "torch" not in loaded

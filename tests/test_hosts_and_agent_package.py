@@ -1,0 +1,127 @@
+"""Hosts files (schema and loader), the agent zipapp, remote command lines and version pins:
+the parts of the controller that need no SSH server."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bench.controller.agent_package import agent_zipapp
+from bench.controller.hosts import load_hosts
+from bench.controller.pins import mismatches
+from bench.controller.ssh import PID_MARK, command_line
+from bench.errors import UserError
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def hosts_file(tmp_path: Path, document: dict) -> Path:
+    path = tmp_path / "hosts.yaml"
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+def one_host(**settings) -> dict:
+    return {"hosts": [{"name": "gpu1", "address": "10.0.0.1", **settings}]}
+
+
+@pytest.mark.parametrize("path", ["hosts/local.yaml", "hosts/vast.yaml", "hosts/hpc-example.yaml"])
+def test_shipped_hosts_files_load(path):
+    inventory = load_hosts(REPO / path)
+    assert inventory.hosts
+
+
+def test_example_files_say_what_they_promise():
+    vast = load_hosts(REPO / "hosts/vast.yaml")
+    assert {(h.runtime, h.user, h.accept_new_host_key) for h in vast.hosts} == {("native", "root", True)}
+    assert all(h.port != 22 for h in vast.hosts)
+    hpc = load_hosts(REPO / "hosts/hpc-example.yaml")
+    assert hpc.groups[0].hosts == ("node-b", "node-c") and all(h.jump for h in hpc.hosts)
+
+
+def test_defaults_apply_and_a_host_wins(tmp_path):
+    document = {
+        "defaults": {"user": "alice", "port": 2222, "env": {"NCCL_DEBUG": "WARN", "A": "1"}},
+        "hosts": [{"name": "gpu1", "address": "10.0.0.1", "port": 22, "env": {"A": "2"}}],
+    }
+    host = load_hosts(hosts_file(tmp_path, document)).hosts[0]
+    assert (host.user, host.port, host.env) == ("alice", 22, {"NCCL_DEBUG": "WARN", "A": "2"})
+
+
+@pytest.mark.parametrize(("settings", "field"), [
+    ({"labels": ["two\nlines"]}, "hosts[0].labels[0]"),
+    ({"python": "/usr/bin/python3\nrm -rf /"}, "hosts[0].python"),
+    ({"workdir": "/tmp/x\r"}, "hosts[0].workdir"),
+    ({"address": "10.0.0.1; touch /tmp/x"}, "hosts[0].address"),
+    ({"user": "root; id"}, "hosts[0].user"),
+    ({"env": {"lower_case": "1"}}, "hosts[0].env"),
+    ({"jump": "bastion $(id)"}, "hosts[0].jump"),
+    ({"socket_ifname": "eth0; id"}, "hosts[0].socket_ifname"),
+    ({"name": "has space"}, "hosts[0].name"),
+])
+def test_schema_refuses_values_that_could_become_commands(tmp_path, settings, field):
+    with pytest.raises(UserError) as refused:
+        load_hosts(hosts_file(tmp_path, one_host(**settings)))
+    message = str(refused.value)
+    assert f"field {field}" in message and "\n" not in message
+    assert message.endswith("fix the hosts file (schema/hosts.schema.json lists what is allowed)")
+
+
+def test_schema_takes_free_text_where_it_is_only_data(tmp_path):
+    settings = {"labels": ["PCIe 4.0 x4", "quote ' \" ; $(id)"], "env": {"X": "$(touch /tmp/pwned)\nline 2"},
+                "workdir": "/tmp/with space; $(id) 'q'"}
+    host = load_hosts(hosts_file(tmp_path, one_host(**settings))).hosts[0]
+    assert host.labels[1] == "quote ' \" ; $(id)" and host.env["X"].startswith("$(touch")
+
+
+@pytest.mark.parametrize(("groups", "complaint"), [
+    ([{"name": "g", "hosts": ["gpu1", "nope"]}], "group 'g' names unknown host 'nope'"),
+    ([{"name": "g", "hosts": ["gpu1", "gpu2"]}, {"name": "h", "hosts": ["gpu2", "gpu1"]}], "host 'gpu2' is in groups 'g' and 'h'"),
+    ([{"name": "g", "hosts": ["gpu1", "here"]}], "group 'g': host 'here' has runtime local"),
+])
+def test_groups_are_checked(tmp_path, groups, complaint):
+    document = {"hosts": [{"name": "gpu1", "address": "a"}, {"name": "gpu2", "address": "b"},
+                          {"name": "here", "runtime": "local"}], "groups": groups}
+    with pytest.raises(UserError, match=complaint.replace("(", r"\(")):
+        load_hosts(hosts_file(tmp_path, document))
+
+
+def test_agent_zipapp_holds_the_agent_and_nothing_else():
+    archive = zipfile.ZipFile(io.BytesIO(agent_zipapp()))
+    names = archive.namelist()
+    assert names[0] == "__main__.py" and "bench/__init__.py" in names
+    assert all(n == "__main__.py" or n == "bench/__init__.py" or n.startswith("bench/agent/") for n in names)
+    assert "bench/agent/worker.py" in names and not any("__pycache__" in n for n in names)
+    assert agent_zipapp.__wrapped__() == agent_zipapp()  # the same checkout ships the same bytes
+
+
+def test_agent_zipapp_runs_alone(tmp_path):
+    """Without the checkout on the path, the zipapp still starts: it needs nothing else of ours."""
+    pyz = tmp_path / "agent.pyz"
+    pyz.write_bytes(agent_zipapp())
+    done = subprocess.run([sys.executable, "-I", str(pyz), "run", "--help"], capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0 and "--stop-on-stdin-eof" in done.stdout
+
+
+def test_remote_command_line_passes_every_argument_as_plain_text(tmp_path):
+    pwned = tmp_path / "pwned"
+    argv = ["printf", "[%s]\\n", f"$(touch {pwned})", "a b", "it's", '"q"', "x;y", "line1\nline2", "`id`", "*"]
+    done = subprocess.run(["sh", "-c", command_line(argv, cwd=str(tmp_path))], capture_output=True, text=True)
+    assert done.returncode == 0
+    assert done.stdout == "".join(f"[{a}]\n" for a in argv[2:])
+    assert done.stderr.startswith(PID_MARK)
+    assert not pwned.exists()
+
+
+def test_pin_mismatches_compare_leading_version_components():
+    facts = {"torch": "2.11.0+cu130", "cuda": "13.0", "nccl": "2.28.9"}
+    assert mismatches({"torch": "2.11", "cuda": "13.0", "nccl": "2.28", "fatal": True}, facts) == []
+    assert mismatches({"torch": "2.1"}, facts) == ["torch 2.11.0+cu130, the plan pins 2.1"]
+    assert mismatches({"nccl": "2.28"}, {"torch": "2.13.0+cpu", "cuda": None, "nccl": None}) == [
+        "nccl none (a CPU build of torch), the plan pins 2.28"]
