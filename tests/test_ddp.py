@@ -27,7 +27,7 @@ from bench.agent.runner import Hardware, PlanError, plan_launches
 from bench.agent.suites import ddp
 from bench.analysis import allreduce_time, derive_prediction, derive_scaling
 from bench.bundle import read_bundle
-from bench.controller.plans import PLANS_DIR, load_plan, plan_names
+from bench.controller.plans import PLANS_DIR, load_plan, plan_names, with_defaults
 
 REPO = Path(__file__).resolve().parents[1]
 CPU_HOST = Hardware(gpu_count=0, gpu_memory_bytes=0, infiniband=False, logical_cpus=2)
@@ -228,9 +228,9 @@ def test_prediction_past_the_measured_sizes_says_so_and_matches_transport():
 
 # --- bad input -----------------------------------------------------------------------------------
 
-SUITE_PARAMS = {**TINY_GPT, "micro_batch": 1, "global_batches": [2, 4], "steps": 1, "warmup_steps": 1, "grad_accum": 1,
-                "bucket_cap_mb": 25, "gradient_as_bucket_view": True, "static_graph": False, "compile": False,
-                "count_allreduce": False, "seed": 0}
+# What the agent gets: the entry's parameters with the schema's defaults written out.
+SUITE_PARAMS = with_defaults({"name": "suite", "suites": [{"suite": "ddp", "params": {
+    **TINY_GPT, "micro_batch": 1, "global_batches": [2, 4], "steps": 1, "warmup_steps": 1}}]})["suites"][0]["params"]
 ONE_CPU_RANK = Context(0, 0, 1, torch.device("cpu"), "gloo")
 
 

@@ -101,7 +101,7 @@ def configuration(run: dict) -> tuple:
     if run["suite"] == "collectives":
         return ("collectives", p["op"], p["dtype"], p["in_place"], p["size_bytes"], run["world_size"],
                 p.get("src_rank"), p.get("dst_rank"))
-    return ("ddp", p["model"], p["precision"], p["seq_len"], p["micro_batch"], p.get("global_batch"), run["world_size"])
+    return ("ddp", p["model"], p["precision"], p.get("seq_len"), p["micro_batch"], p.get("global_batch"), run["world_size"])
 
 
 def _host_names(bundles: list[dict]) -> dict:

@@ -64,21 +64,23 @@ def _baseline_samples(entries: list[RunEntry], metric: str) -> list:
 class Workload:
     model: str
     precision: str
-    seq_len: int
+    seq_len: "int | None"  # None for the UNet presets: a sample is an image, not tokens
     micro_batch: int
 
     @property
     def title(self) -> str:
-        return f"{self.model}, {self.precision}, {self.seq_len} tokens x micro-batch {self.micro_batch}"
+        sample = f"{self.seq_len} tokens x " if self.seq_len is not None else ""
+        return f"{self.model}, {self.precision}, {sample}micro-batch {self.micro_batch}"
 
     @property
     def stem(self) -> str:
-        return f"{self.model}-{self.precision}-s{self.seq_len}-mb{self.micro_batch}"
+        tokens = f"-s{self.seq_len}" if self.seq_len is not None else ""
+        return f"{self.model}-{self.precision}{tokens}-mb{self.micro_batch}"
 
 
 def workload(entry: RunEntry) -> Workload:
     p = entry.params
-    return Workload(p["model"], p["precision"], p["seq_len"], p["micro_batch"])
+    return Workload(p["model"], p["precision"], p.get("seq_len"), p["micro_batch"])
 
 
 @dataclass

@@ -106,9 +106,10 @@ def test_efficiency_bars_match_the_bundles_scaling_efficiency(docs, comparison, 
 
 
 def test_prediction_plot_splits_step_time_into_compute_and_exposed_communication(comparison):
-    predictions = S.predictions(comparison)
-    # The CPU run and the p2p_off copy carry no prediction.
-    assert {(p.series.host, p.series.transport) for p in predictions} == {("rig-3090", "default via P2P"), ("rig-4090", "default via P2P")}
+    # The CPU run carries its own prediction (from its all_reduce results); the p2p_off copy none.
+    assert {(p.series.host, p.series.transport) for p in S.predictions(comparison)} == {
+        ("local", "default (gloo)"), ("rig-3090", "default via P2P"), ("rig-4090", "default via P2P")}
+    predictions = [p for p in S.predictions(comparison) if p.series.host != "local"]
     fig = P.prediction_figure(predictions)
     ax = fig.axes[0]
     assert ax.get_xlabel() in ("step time (ms)", "step time (s)")
