@@ -161,6 +161,8 @@ def plan_launches(plan: dict, hw: Hardware, nodes: Nodes = Nodes(), host_env: "d
                 skipped = ""
                 if cuda and per_node > hw.gpu_count:
                     skipped = f"needs {per_node} GPUs per node, this host has {hw.gpu_count}"
+                elif world_size == 1 and preset_name != transports[0]:
+                    skipped = f"one rank uses no link: its run is the one under {transports[0]!r}"
                 env = {**(BASE_NCCL_ENV if backend == "nccl" else {}), **preset.env, **entry.get("env", {}), **(host_env or {})}
                 if not cuda:
                     env.setdefault("OMP_NUM_THREADS", str(max(1, hw.logical_cpus // per_node)))
