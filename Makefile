@@ -44,8 +44,18 @@ test-hosts: $(VENV)/.installed
 test-hosts-stop: $(VENV)/.installed
 	$(PY) tests/loopback_hosts.py stop
 
+# `make report BUNDLES='results/*/bundle.json downloaded/*.json' OUT=report/`: every word of BUNDLES
+# reaches the CLI quoted, so the CLI expands the globs itself and names one that matches nothing.
+# OUT defaults to report/ here (results/ holds the runs).
+REPORT_OUT = $(if $(filter command line environment,$(origin OUT)),$(OUT),report)
+ifneq ($(filter report,$(MAKECMDGOALS)),)
+ifeq ($(strip $(BUNDLES)),)
+$(error BUNDLES is empty: say which bundles, e.g. make report BUNDLES='results/*/bundle.json' OUT=report/)
+endif
+endif
+
 report: $(VENV)/.installed
-	$(PY) -m bench report $(BUNDLES) --out $(OUT)
+	$(PY) -m bench report $(foreach b,$(BUNDLES),'$(b)') --out $(REPORT_OUT)
 
 # make verify BUNDLE=their/bundle.json [HOSTS=hosts/mine.yaml] [ARGS='--tolerance busbw_gbps=0.1 ...']
 verify: $(VENV)/.installed
@@ -78,4 +88,4 @@ image-requirements: $(VENV)/.installed
 	  --find-links /opt/wheels cpu.in -o cpu.lock
 
 clean:
-	rm -rf $(VENV) results
+	rm -rf $(VENV) results report

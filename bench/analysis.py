@@ -1,14 +1,32 @@
-"""Figures derived from several runs of one host: scaling efficiency against the 1-GPU baseline.
+"""Figures derived from several runs of one host: scaling efficiency and seed 002's communication model.
 
-scaling_efficiency = per-sample time x #GPUs of the 1-GPU run / the same of the N-GPU run
-(seed 000's metric; 1.0 is perfect scaling). The baseline is the world-size-1 run with the
-same model, shapes and precision, and the same global batch when a sweep fixes it (or the
-same accumulation when the batch per GPU is fixed).
+The baseline of an N-GPU ddp run is the world-size-1 run with the same model, shapes and
+precision, and the same global batch when a sweep fixes it (strong scaling) or the same
+accumulation when the batch per GPU is fixed (weak scaling).
+
+scaling_efficiency = per-sample time x #GPUs of the baseline / the same of the N-GPU run
+(seed 000's metric; 1.0 is perfect scaling), from the medians.
+
+Seed 002's model, in step time (medians):
+  compute_s = T1 x (per-GPU batch of the N-GPU run / global batch of the baseline): the
+              1-GPU step time at the N-GPU run's batch per GPU; T1 / N under strong scaling,
+              T1 under weak scaling (the optimizer step is scaled with it, a small understatement)
+  predicted_step_time_s = compute_s + t_allreduce(gradient bytes), the all-reduce fully
+              exposed, its time read off the all_reduce results of the same host, transport,
+              world size and node count (log-size interpolation of the bandwidth between the
+              measured sizes around the gradient bytes; below the smallest size, that size's
+              time; past the largest, that size's bandwidth, and a note says so)
+  exposed_comm_s = measured step time - compute_s
 """
 
 from __future__ import annotations
 
-VARYING = ("global_batch", "grad_accum", "num_params")
+import math
+import statistics
+
+VARYING = ("global_batch", "grad_accum", "num_params", "train_flops_per_sample")
+# The all_reduce dtype of a ddp run's gradients: the fp32 weights' own, autocast or not, or bf16 by the compress hook.
+REDUCE_DTYPES = {"fp32": "float32", "bf16": "bfloat16"}
 
 
 def _shape_key(run: dict) -> tuple:
@@ -23,18 +41,106 @@ def _median(run: dict, metric: str) -> "float | None":
     return found["summary"]["median"] if found else None
 
 
+def _ok_ddp(runs: list[dict]) -> list[dict]:
+    return [r for r in runs if r["suite"] == "ddp" and r["status"] == "ok"]
+
+
+def baselines(runs: list[dict]) -> "dict[int, dict]":
+    """id(run) -> the 1-GPU run it is compared with, for every ok ddp run of one host that has one."""
+    by_shape = {}
+    for run in _ok_ddp(runs):
+        if run["world_size"] == 1:
+            # Prefer the default preset's run; with one rank there is no link to differ.
+            key = _shape_key(run)
+            if key not in by_shape or run["transport"]["preset"] == "default":
+                by_shape[key] = run
+    return {id(run): by_shape[_shape_key(run)] for run in _ok_ddp(runs) if _shape_key(run) in by_shape}
+
+
 def derive_scaling(runs: list[dict]) -> None:
     """Set derived.scaling_efficiency_fraction on every ok ddp run that has a baseline."""
-    baselines = {}
-    for run in runs:
-        if run["suite"] == "ddp" and run["status"] == "ok" and run["world_size"] == 1:
-            # Prefer a baseline run under the same preset; with one rank there is no link to differ.
-            key = _shape_key(run)
-            if key not in baselines or run["transport"]["preset"] == "default":
-                baselines[key] = run
-    for run in runs:
-        if run["suite"] != "ddp" or run["status"] != "ok":
-            continue
-        baseline = baselines.get(_shape_key(run))
+    found = baselines(runs)
+    for run in _ok_ddp(runs):
+        baseline = found.get(id(run))
         mine, base = _median(run, "per_sample_gpu_time_s"), baseline and _median(baseline, "per_sample_gpu_time_s")
         run.setdefault("derived", {})["scaling_efficiency_fraction"] = base / mine if base and mine else None
+
+
+def allreduce_curves(runs: list[dict], nodes_of_launch: dict) -> dict:
+    """(preset, world size, nodes) -> {dtype: [(size_bytes, median seconds)]} of the ok all_reduce runs,
+    by size; repeated sizes take the median."""
+    points: dict = {}
+    for run in runs:
+        if run["suite"] != "collectives" or run["status"] != "ok" or run["params"].get("op") != "all_reduce":
+            continue
+        key = (run["transport"]["preset"], run["world_size"], nodes_of_launch.get(run["launch_id"], 1))
+        sizes = points.setdefault(key, {}).setdefault(run["params"]["dtype"], {})
+        sizes.setdefault(run["params"]["size_bytes"], []).append(_median(run, "time_s"))
+    return {
+        key: {dtype: sorted((size, statistics.median(times)) for size, times in sizes.items()) for dtype, sizes in dtypes.items()}
+        for key, dtypes in points.items()
+    }
+
+
+def gradient_curve(dtypes: dict, run: dict) -> list[tuple]:
+    """The curve of the dtype DDP reduces in, else the one that reaches the largest size."""
+    reduced = REDUCE_DTYPES[run["params"].get("grad_reduce_dtype", "fp32")]
+    return dtypes.get(reduced) or max(dtypes.values(), key=lambda curve: curve[-1][0])
+
+
+def allreduce_time(curve: list[tuple], nbytes: float) -> tuple[float, bool]:
+    """Seconds to all-reduce nbytes on a measured curve, and whether it was extrapolated past its end."""
+    if nbytes <= curve[0][0]:
+        return curve[0][1], False
+    if nbytes > curve[-1][0]:
+        size, seconds = curve[-1]
+        return nbytes * seconds / size, True
+    for (low, low_s), (high, high_s) in zip(curve, curve[1:]):
+        if low < nbytes <= high:
+            low_bw, high_bw = low / low_s, high / high_s
+            where = math.log(nbytes / low) / math.log(high / low)
+            return nbytes / (low_bw + (high_bw - low_bw) * where), False
+    raise AssertionError("unreachable: the curve is sorted and brackets nbytes")
+
+
+def derive_prediction(runs: list[dict], launches: list[dict]) -> None:
+    """Set derived predicted_step_time_s, allreduce_time_s and exposed_comm_s on every ok N-GPU ddp run.
+
+    A figure whose inputs are not in the runs (no baseline, no all_reduce results for that
+    transport) is null, and a note on the run says which input is missing.
+    """
+    nodes_of_launch = {launch["id"]: launch.get("nodes", 1) for launch in launches}
+    curves = allreduce_curves(runs, nodes_of_launch)
+    found = baselines(runs)
+    for run in _ok_ddp(runs):
+        if run["world_size"] == 1:
+            continue
+        derived, notes = run.setdefault("derived", {}), []
+        baseline = found.get(id(run))
+        compute_s = None
+        if baseline is None:
+            notes.append("no 1-GPU run of the same shape in this bundle: no exposed communication or prediction")
+        else:
+            per_gpu_batch = run["params"]["global_batch"] / run["world_size"]
+            compute_s = _median(baseline, "step_time_s") * per_gpu_batch / baseline["params"]["global_batch"]
+        derived["exposed_comm_s"] = None if compute_s is None else _median(run, "step_time_s") - compute_s
+        preset = run["transport"]["preset"]
+        dtypes = curves.get((preset, run["world_size"], nodes_of_launch.get(run["launch_id"], 1)))
+        curve = dtypes and gradient_curve(dtypes, run)
+        allreduce_s = None
+        if curve is None:
+            notes.append(f"no all_reduce results for transport {preset} at {run['world_size']} ranks in this bundle: no prediction")
+        else:
+            grad_bytes = _median(run, "grad_allreduce_bytes")
+            allreduce_s, extrapolated = allreduce_time(curve, grad_bytes)
+            if extrapolated:
+                notes.append(
+                    f"all-reduce time extrapolated: the gradients ({grad_bytes:.0f} bytes) exceed the largest all_reduce "
+                    f"size measured ({curve[-1][0]} bytes); that size's bandwidth was used"
+                )
+        derived["allreduce_time_s"] = allreduce_s
+        derived["predicted_step_time_s"] = None if compute_s is None or allreduce_s is None else compute_s + allreduce_s
+        if notes:
+            run["notes"] = notes
+        else:
+            run.pop("notes", None)  # derived again on resume: an input may have arrived since

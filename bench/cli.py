@@ -72,9 +72,11 @@ def cmd_validate(args) -> int:
 
 def cmd_report(args) -> int:
     from bench.report import write_report
+    from bench.report.inputs import expand, load
 
-    bundles = [read_bundle(p) for p in args.bundles]
-    print(f"report: {write_report(bundles, args.out)}")
+    loaded, skipped = load(expand(args.bundles), args.strict, lambda line: print(line, file=sys.stderr))
+    path = write_report([item.bundle for item in loaded], args.out, skipped, args.group_by)
+    print(f"report: {path} and {path.with_suffix('.html').name}, from {len(loaded)} bundle(s)")
     return 0
 
 
@@ -152,9 +154,12 @@ def parser() -> argparse.ArgumentParser:
     validate.add_argument("files", nargs="+", type=Path)
     validate.set_defaults(func=cmd_validate)
 
-    report = sub.add_parser("report", help="merge bundles into report.md with tables and plots")
-    report.add_argument("bundles", nargs="+", type=Path)
-    report.add_argument("--out", type=Path, required=True, help="folder for report.md and the plots")
+    report = sub.add_parser("report", help="merge bundles into report.md, report.html and plots (PNG and SVG)")
+    report.add_argument("bundles", nargs="+", metavar="BUNDLE", help="bundle files or glob patterns (quoted globs are expanded here)")
+    report.add_argument("--out", type=Path, required=True, help="folder for report.md, report.html and the plots")
+    report.add_argument("--strict", action="store_true", help="stop (exit 2) at the first bundle that fails validation instead of skipping it")
+    report.add_argument("--group-by", choices=["auto", "host", "hardware"], default="auto",
+                        help="one series per host, or per GPUs and link with samples pooled (auto: per host up to 12 series)")
     report.set_defaults(func=cmd_report)
 
     verify = sub.add_parser("verify", help="rerun a bundle's plan on your hosts and judge the numbers run by run")

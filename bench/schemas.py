@@ -6,6 +6,7 @@ import functools
 import json
 from pathlib import Path
 
+import jsonschema_rs
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 from referencing import Registry, Resource
@@ -31,6 +32,14 @@ def validator(name: str, definition: str = "") -> Draft202012Validator:
     if definition:
         return Draft202012Validator({"$ref": f"urn:ddpbench:schema:{name}#/$defs/{definition}"}, registry=_registry())
     return Draft202012Validator(schema(name), registry=_registry())
+
+
+@functools.lru_cache(maxsize=None)
+def fast_validator(name: str) -> "jsonschema_rs.Validator":
+    """A compiled validator of the same schema, about 100x faster: it answers valid or not; the
+    message of an invalid document still comes from `validator`, the reference implementation."""
+    resources = [(contents["$id"], contents) for contents in (schema(n) for n in NAMES)]
+    return jsonschema_rs.validator_for(schema(name), registry=jsonschema_rs.Registry(resources))
 
 
 def schema(name: str) -> dict:
@@ -65,6 +74,8 @@ def first_problem(document, name: str, definition: str = "") -> "str | None":
 
 def validate(name: str, document, source: str, fix: str) -> None:
     """Raise a UserError naming the source, the field and the fix for the most relevant problem."""
+    if fast_validator(name).is_valid(document):
+        return
     problem = first_problem(document, name)
     if problem is not None:
         raise UserError(f"{source}: {problem}; {fix}")

@@ -111,6 +111,17 @@ def test_world_size_beyond_the_gpus_is_skipped_with_reason():
     assert [(l.world_size, l.skipped_reason) for l in launches] == [(2, ""), (4, "needs 4 GPUs per node, this host has 2")]
 
 
+def test_one_rank_runs_once_whatever_the_transports():
+    plan = {"name": "t", "suites": [{**QUICK, "transports": ["default", "p2p_off"], "world_sizes": [1, 2],
+                                     "params": {**QUICK["params"], "end_bytes": 1 << 20}}]}
+    launches = plan_launches(check(plan, "t"), TWO_SMALL_GPUS)
+    assert [(l.id, l.skipped_reason) for l in launches] == [
+        ("00-collectives-default-ws1", ""), ("00-collectives-default-ws2", ""),
+        ("00-collectives-p2p_off-ws1", "one rank uses no link: its run is the one under 'default'"),
+        ("00-collectives-p2p_off-ws2", ""),
+    ]
+
+
 def test_hung_launch_is_ended_by_the_plan_timeout(tmp_path):
     """A sweep that cannot finish in the plan's timeout: ended, recorded, last log lines kept."""
     plan = check({"name": "hang", "timeout_s": 8, "suites": [{**QUICK, "world_sizes": [2], "params": {

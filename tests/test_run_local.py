@@ -61,10 +61,11 @@ def test_summary_matches_samples(quick_bundle):
 
 def test_report_has_tables_and_busbw_plot(quick_run):
     report = (quick_run[1].parent / "report.md").read_text()
-    assert "| host | op | dtype |" in report and "all_reduce" in report
-    assert "| host | model |" in report and "tiny" in report
-    assert "![busbw against message size](busbw.png)" in report
+    assert "| host | GPUs and link | transport | op | dtype |" in report and "all_reduce" in report
+    assert "| host | GPUs and link | transport | model |" in report and "tiny" in report
+    assert "![Bus bandwidth against message size](busbw.png)" in report
     assert (quick_run[1].parent / "busbw.png").stat().st_size > 10_000
+    assert (quick_run[1].parent / "report.html").exists()
 
 
 def _agent_processes(marker: str) -> list[str]:

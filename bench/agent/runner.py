@@ -9,6 +9,7 @@ interruption loses at most the launch in flight.
 from __future__ import annotations
 
 import datetime
+import importlib.util
 import json
 import os
 import signal
@@ -20,6 +21,8 @@ from pathlib import Path
 from typing import Callable
 
 from bench import __version__
+from bench.agent import proctree
+from bench.agent.models import gpt, unet
 from bench.agent.transports import BASE_NCCL_ENV, PRESETS, backend_for, transport_record
 
 CPU_WORLD_SIZE = 2  # "all" on a machine without a GPU: two processes, gloo
@@ -113,6 +116,18 @@ def _check_collectives(params: dict, hw: Hardware, cuda: bool) -> None:
 
 
 def _check_ddp(params: dict, world_size: int) -> None:
+    model = params["model"]
+    if model in unet.CONFIGS and importlib.util.find_spec("diffusers") is None:
+        raise PlanError(
+            f"ddp: model {model!r} needs diffusers, which is not installed for {sys.executable}; "
+            f"install the '{unet.EXTRA}' extra (pip install 'ddpbench[{unet.EXTRA}]', or pip install diffusers) or choose a GPT model"
+        )
+    if model in gpt.PRESETS:
+        block_size = gpt.PRESETS[model].block_size
+        if "seq_len" not in params:
+            raise PlanError(f"ddp: model {model!r} needs seq_len (tokens per sample); add it to the entry's params")
+        if params["seq_len"] > block_size:
+            raise PlanError(f"ddp: seq_len {params['seq_len']} is longer than model {model!r} allows ({block_size}); lower seq_len")
     for global_batch in params.get("global_batches") or []:
         if global_batch % (world_size * params["micro_batch"]):
             raise PlanError(
@@ -146,6 +161,8 @@ def plan_launches(plan: dict, hw: Hardware, nodes: Nodes = Nodes(), host_env: "d
                 skipped = ""
                 if cuda and per_node > hw.gpu_count:
                     skipped = f"needs {per_node} GPUs per node, this host has {hw.gpu_count}"
+                elif world_size == 1 and preset_name != transports[0]:
+                    skipped = f"one rank uses no link: its run is the one under {transports[0]!r}"
                 env = {**(BASE_NCCL_ENV if backend == "nccl" else {}), **preset.env, **entry.get("env", {}), **(host_env or {})}
                 if not cuda:
                     env.setdefault("OMP_NUM_THREADS", str(max(1, hw.logical_cpus // per_node)))
@@ -209,17 +226,30 @@ def run_launch(launch: Launch, out_dir: Path) -> tuple[dict, list[dict]]:
 
 
 def _end_process_group(process: subprocess.Popen) -> None:
-    """torchrun and every rank it started: TERM, then KILL what is left."""
-    for sig, wait_s in ((signal.SIGTERM, 5), (signal.SIGKILL, 5)):
+    """torchrun and every rank it started: TERM, then KILL what is left.
+
+    The ranks sit in sessions of their own (torchrun's doing), out of reach of its process
+    group: they are looked up while torchrun lives and signalled one by one.
+    """
+    ranks = proctree.descendants(process.pid)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
             os.killpg(process.pid, sig)
         except ProcessLookupError:
+            pass
+        for rank in ranks:
+            rank.signal(sig)
+        if _ended(process, ranks, within_s=5):
             return
-        try:
-            process.wait(timeout=wait_s)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+
+
+def _ended(process: subprocess.Popen, ranks: list, within_s: float) -> bool:
+    deadline = time.monotonic() + within_s
+    while process.poll() is None or any(rank.alive() for rank in ranks):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 def now_utc() -> str:

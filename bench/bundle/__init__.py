@@ -11,11 +11,15 @@ import hashlib
 import json
 import os
 from pathlib import Path
+from typing import Callable
 
 from bench import schemas
 from bench.errors import UserError
 
 SCHEMA_VERSION = 1
+# Reading an older bundle: MIGRATIONS[v] turns a version-v document into a version-(v+1) one.
+# A version with no chain of migrations up to SCHEMA_VERSION is refused, never guessed at.
+MIGRATIONS: "dict[int, Callable[[dict], dict]]" = {}
 MAX_BUNDLE_BYTES = 256 * 1024 * 1024
 MAX_DEPTH = 64
 
@@ -68,6 +72,24 @@ def _reject_constant(name: str):
     raise ValueError(f"{name} is not a number JSON allows")
 
 
+def readable_versions() -> list[int]:
+    """SCHEMA_VERSION and every older version with an unbroken chain of migrations up to it."""
+    versions = [SCHEMA_VERSION]
+    while versions[0] - 1 in MIGRATIONS:
+        versions.insert(0, versions[0] - 1)
+    return versions
+
+
+def migrate(document: dict) -> dict:
+    """An older (already integrity-checked) document brought up to SCHEMA_VERSION, step by step.
+
+    The result keeps the original's sha256, which then names the bundle as it was published.
+    """
+    for version in range(document["schema_version"], SCHEMA_VERSION):
+        document = MIGRATIONS[version](document)
+    return document
+
+
 def read_bundle(path: Path) -> dict:
     """Load, check size, depth, schema version, sha256 and schema; one UserError per problem."""
     try:
@@ -92,9 +114,10 @@ def read_bundle(path: Path) -> dict:
     if _depth(document, MAX_DEPTH) > MAX_DEPTH:
         raise UserError(f"{path}: nested deeper than {MAX_DEPTH} levels; this is not a ddpbench bundle")
     version = document.get("schema_version")
-    if version != SCHEMA_VERSION:
+    if type(version) is not int or version not in readable_versions():
+        readable = ", ".join(str(v) for v in readable_versions())
         raise UserError(
-            f"{path}: field schema_version: {version!r} is not a version this ddpbench reads ({SCHEMA_VERSION}); "
+            f"{path}: field schema_version: {version!r} is not a version this ddpbench reads ({readable}); "
             "use the ddpbench release that wrote it"
         )
     recorded, actual = document.get("sha256"), digest(document)
@@ -103,5 +126,6 @@ def read_bundle(path: Path) -> dict:
             f"{path}: field sha256: recorded {str(recorded)[:16]}... but the content hashes to {actual[:16]}...; "
             "the bundle was changed after it was written: get the original"
         )
+    document = migrate(document)
     schemas.validate("bundle", document, str(path), "the bundle does not follow schema/bundle.schema.json: get the original")
     return document

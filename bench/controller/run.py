@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench import __version__
-from bench.analysis import derive_scaling
+from bench.analysis import derive_prediction, derive_scaling
 from bench.bundle import SCHEMA_VERSION, agent_raw_problem, write_bundle
 from bench.controller.groups import run_group
 from bench.controller.hosts import Group, Host, Inventory
@@ -95,8 +95,9 @@ def host_entry(item: HostRun) -> dict:
 
 
 def settle(entry: dict, complete: bool) -> dict:
-    """Status and error of an entry from its launches and runs; scaling figures for its runs."""
+    """Status and error of an entry from its launches and runs; scaling and predicted figures for its runs."""
     derive_scaling(entry["runs"])
+    derive_prediction(entry["runs"], entry["launches"])
     troubles = [l for l in entry["launches"] if l["status"] not in ("ok", "skipped")] + [r for r in entry["runs"] if r["status"] != "ok"]
     error = entry["error"]
     if error and not entry["launches"]:

@@ -1,32 +1,159 @@
-"""Reports: bundles in, report.md with tables and plots out."""
+"""Reports: bundles in; report.md, a self-contained report.html and every plot as PNG and SVG out."""
 
 from __future__ import annotations
 
+import multiprocessing
+import os
+import pickle
+import re
+import sys
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from bench.report.plots import plot_busbw
-from bench.report.tables import collectives_table, ddp_table, hosts_table
+from bench.report import html, markdown
+from bench.report import plots as P
+from bench.report import series as S
+from bench.report import tables as T
+from bench.report.document import Heading, Paragraph, Plot
+from bench.report.merge import MAX_HOST_SERIES, MISMATCH, Comparison, merge
+
+TITLE = "ddpbench report"
 
 
-def write_report(bundles: list[dict], out_dir: Path) -> Path:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    ids = ", ".join(b["run_id"] for b in bundles)
-    lines = [f"# ddpbench report", "", f"Bundles: {ids}", ""]
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()[:60]
+
+
+class _Plots:
+    """Names each plot's files and queues its drawing; render() then draws them all."""
+
+    def __init__(self, out_dir: Path):
+        self.out_dir = out_dir
+        self.jobs = []
+
+    def __call__(self, builder, args: tuple, stem: str, title: str, caption: str) -> Plot:
+        block = Plot(title, caption, self.out_dir / f"{stem}.png", self.out_dir / f"{stem}.svg")
+        self.jobs.append((builder, args, block.png, block.svg))
+        return block
+
+    def render(self) -> None:
+        # Drawing is most of a report's time and each figure is independent: one process per core
+        # where fork makes a worker cheap (the parent's matplotlib is already imported).
+        workers = min(len(self.jobs), os.cpu_count() or 1, 4)
+        if workers < 2 or sys.platform != "linux":
+            for job in self.jobs:
+                _draw(job)
+            return
+        # Largest first (by the data drawn), so that no worker starts a big figure when the others are done.
+        jobs = sorted(self.jobs, key=lambda job: len(pickle.dumps(job[1])), reverse=True)
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+            list(pool.map(_draw, jobs))
+
+
+def _draw(job: tuple) -> None:
+    builder, args, png, svg = job
+    P.save(builder(*args), png, svg)
+
+
+def _summary(comparison: Comparison, skipped: list[str]) -> list:
+    bundles = comparison.bundles
+    ids = ", ".join(b["run_id"] for b in bundles) if len(bundles) <= 10 else f"{bundles[0]['run_id']} ... {bundles[-1]['run_id']}"
+    versions = ", ".join(f"{v} ({n} bundle{'s' * (n > 1)})" for v, n in sorted(comparison.tool_versions.items()))
+    blocks = [Paragraph(f"{len(bundles)} bundle(s) ({ids}) from {len(comparison.hosts)} host(s); ddpbench {versions}.")]
+    if skipped:
+        blocks.append(Paragraph(f"Skipped {len(skipped)} file(s) that are not valid bundles:\n" + "\n".join(skipped), warning=True))
     incomplete = [b["run_id"] for b in bundles if not b["complete"]]
     if incomplete:
-        lines += [f"**Incomplete:** {', '.join(incomplete)} stopped early; the tables hold what finished.", ""]
-    lines += ["## Hosts", "", *hosts_table(bundles), ""]
-    collectives = collectives_table(bundles)
-    if collectives:
-        lines += ["## Collectives", "", "busbw as nccl-tests defines it; median over repetitions, [p5, p95] and n beside it.", ""]
-        lines += collectives
-        plot = plot_busbw(bundles, out_dir)
-        if plot:
-            lines += ["", f"![busbw against message size]({plot.name})", ""]
-    ddp = ddp_table(bundles)
-    if ddp:
-        lines += ["## DDP training", "", "Per-sample time x #GPUs is seed 000's metric: lower is better, equal to 1 GPU's is perfect scaling.", ""]
-        lines += ddp
-    path = out_dir / "report.md"
-    path.write_text("\n".join(lines) + "\n")
-    return path
+        blocks.append(Paragraph(f"Incomplete: {', '.join(incomplete)} stopped early; the tables hold what finished.", warning=True))
+    if len(bundles) > 1:
+        if comparison.configurations and not comparison.shared_configurations:
+            blocks.append(Paragraph(
+                "These bundles have nothing in common: no configuration (suite, op, size, model, batch, #GPUs) was "
+                "measured in more than one of them, so each one's results stand beside the others' without a like-for-like "
+                "comparison.", warning=True))
+        else:
+            blocks.append(Paragraph(f"{comparison.shared_configurations} of {comparison.configurations} configurations "
+                                    "were measured in more than one bundle."))
+    if comparison.grouped_by == "hardware":
+        blocks.append(Paragraph("Plots and tables group the hosts by GPUs and link and pool their samples (more than "
+                                f"{MAX_HOST_SERIES} host/transport series, or --group-by hardware); the hosts table lists "
+                                "every host."))
+    mismatched = sum(1 for e in comparison.runs if e.series.mismatch)
+    if mismatched:
+        blocks.append(Paragraph(f"Transport mismatch in {mismatched} run(s): NCCL used a transport that the preset should "
+                                f"have ruled out. Those series are marked \"{MISMATCH}\" in every table and legend.", warning=True))
+    return blocks
+
+
+def _collectives(comparison: Comparison, plot: _Plots, colours: dict) -> list:
+    blocks = []
+    lines = S.busbw_lines(comparison)
+    table = T.collectives_table(comparison)
+    if lines:
+        peaks = S.link_peaks(comparison, lines)
+        note = " Horizontal lines: the links' theoretical peaks from the fingerprint." if peaks else ""
+        blocks += [Heading(3, "Bus bandwidth"),
+                   plot(P.busbw_figure, (lines, peaks, colours), "busbw", "Bus bandwidth against message size",
+                        "busbw as nccl-tests defines it (algbw x 2(n-1)/n for all-reduce). " + P.SPREAD_CAPTION + note)]
+    if table:
+        blocks.append(table)
+    largest = {}  # a figure per machine kind, transport, ranks and dtype: its largest message; the table has all
+    for matrix in S.p2p_matrices(comparison):
+        largest[(matrix.series, matrix.world_size, matrix.dtype)] = matrix
+    if largest:
+        blocks.append(Heading(3, "Point-to-point bandwidth"))
+        for i, matrix in enumerate(largest.values()):
+            stem = f"p2p-{i + 1}-{_slug(matrix.series.label)}"
+            blocks.append(plot(P.p2p_figure, (matrix,), stem, f"Point-to-point bandwidth, {matrix.series.label}", P.P2P_CAPTION))
+        blocks.append(T.p2p_table(comparison))
+    return [Heading(2, "Collectives"), *blocks] if blocks else []
+
+
+def _ddp(comparison: Comparison, plot: _Plots, colours: dict) -> list:
+    bars, predicted = S.efficiency_bars(comparison), S.predictions(comparison)
+    table = T.ddp_table(comparison, bars, predicted)
+    if not table:
+        return []
+    blocks = [Heading(2, "DDP training"), Heading(3, "Per-sample time × #GPUs")]
+    for workload, lines in S.per_sample_lines(comparison).items():
+        blocks.append(plot(P.per_sample_figure, (workload, lines, colours), f"per-sample-{_slug(workload.stem)}",
+                           f"Per-sample time x #GPUs, {workload.title}",
+                           "Seed 000's metric: step time / global batch x #GPUs; lower is better, and equal to the "
+                           "dashed 1-GPU line is perfect scaling. " + P.SPREAD_CAPTION))
+    blocks.append(Heading(3, "Scaling efficiency"))
+    if bars:
+        blocks.append(plot(P.efficiency_figure, (bars, colours), "scaling-efficiency", "Scaling efficiency", P.EFFICIENCY_CAPTION))
+    else:
+        blocks.append(Paragraph("No multi-GPU run with a 1-GPU baseline in these bundles: no scaling efficiency to show."))
+    blocks.append(Heading(3, "Measured against predicted step time"))
+    if predicted:
+        blocks.append(plot(P.prediction_figure, (predicted,), "predicted-step-time", "Measured against predicted step time",
+                           P.PREDICTION_CAPTION))
+    else:
+        blocks.append(Paragraph("No prediction in these bundles (derived.predicted_step_time_s): nothing to set the "
+                                "measured step times against."))
+    blocks += [Heading(3, "Step times"), table]
+    return blocks
+
+
+def build(comparison: Comparison, out_dir: Path, skipped: list[str]) -> list:
+    """The report's blocks; every plot is drawn into out_dir (as PNG and SVG) before this returns."""
+    plot = _Plots(out_dir)
+    colours = P.palette([e.series for e in comparison.runs])
+    blocks = [Heading(1, TITLE), *_summary(comparison, skipped), Heading(2, "Hosts"), T.hosts_table(comparison)]
+    results = _collectives(comparison, plot, colours) + _ddp(comparison, plot, colours)
+    blocks += results or [Paragraph("No successful run in these bundles: nothing to plot or tabulate.", warning=True)]
+    failures = T.failures_table(comparison)
+    if failures:
+        blocks += [Heading(2, "What failed"), failures]
+    plot.render()
+    return blocks
+
+
+def write_report(bundles: list[dict], out_dir: Path, skipped: "list[str] | None" = None, group_by: str = "auto") -> Path:
+    """Write report.md, report.html and the plots into out_dir; return report.md's path."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    blocks = build(merge(bundles, group_by), out_dir, skipped or [])
+    (out_dir / "report.md").write_text(markdown.render(blocks))
+    (out_dir / "report.html").write_text(html.render(blocks, TITLE))
+    return out_dir / "report.md"

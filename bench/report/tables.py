@@ -1,105 +1,191 @@
-"""Markdown tables: per host the fingerprint summary, per suite the medians with spread and n."""
+"""The report's tables: per host the fingerprint summary, per suite the medians with spread and n.
+
+Rows follow the plots' series (a row pools the samples of its series' runs), and a figure is
+always written "median [p5, p95] n=N", so a reader can tell a solid number from a noisy one.
+"""
 
 from __future__ import annotations
 
-from bench.bundle.links import link_summary
+from collections import defaultdict
+from dataclasses import replace
+
+from bench.report.document import Table
+from bench.report.merge import Comparison, HostEntry, RunEntry, configuration
+from bench.report.units import human_bytes
+from bench.report.series import Bar, Prediction, Spread, group_label, workload
 
 
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + ["| " + " | ".join(r) + " |" for r in rows]
+def spread(value: Spread, factor: float = 1.0, fmt: str = ".3g") -> str:
+    v = value.scaled(factor)
+    return f"{v.median:{fmt}} [{v.low:{fmt}}, {v.high:{fmt}}] n={v.n}"
 
 
-def human_bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            return f"{n:g} {unit}" if unit == "B" else f"{n:.4g} {unit}"
-        n /= 1024
-    raise AssertionError("unreachable")
+def _percent(value: Spread) -> str:
+    v = value.scaled(100)
+    return f"{v.median:.1f}% [{v.low:.1f}, {v.high:.1f}] n={v.n}"
 
 
-def spread(metric: dict, fmt: str) -> str:
-    s = metric["summary"]
-    return f"{s['median']:{fmt}} [{s['p5']:{fmt}}, {s['p95']:{fmt}}] n={s['n']}"
+def _pooled(entries: list[RunEntry], metric: str) -> "Spread | None":
+    samples = [s for entry in entries for s in entry.samples(metric)]
+    return Spread.of(samples) if samples else None
 
 
-def transport_label(run: dict) -> str:
-    t = run["transport"]
-    label = t["preset"] if t["backend"] == "nccl" else f"{t['preset']} (gloo)"
-    if t["nccl_used"]:
-        label += " via " + "+".join(t["nccl_used"])
-    if not t["matches_preset"]:
-        label += " **MISMATCH**"
-    return label
+def _series_cells(entries: list[RunEntry]) -> list[str]:
+    series = entries[0].series
+    hosts = sorted({e.host.name for e in entries})
+    host = series.host or (hosts[0] if len(hosts) == 1 else f"{len(hosts)} hosts")
+    return [host, series.hardware, series.transport_label]
 
 
-def hosts_table(bundles: list[dict]) -> list[str]:
+def _bundles(entries: list[RunEntry]) -> str:
+    return str(len({e.host.bundle for e in entries}))
+
+
+def _grouped(entries: list[RunEntry], key) -> list[tuple[tuple, list[RunEntry]]]:
+    """Rows: the entries of each (series, *key(entry)), in order."""
+    groups = defaultdict(list)
+    for entry in entries:
+        groups[(entry.series, *key(entry))].append(entry)
+    return sorted(groups.items(), key=lambda item: item[0])
+
+
+def _ddp_key(entry: RunEntry) -> tuple:
+    # One baseline row per machine and shape: with one rank the transport preset changes nothing.
+    series = entry.series if entry.run["world_size"] > 1 else replace(entry.series, transport="", mismatch=False)
+    return (series, workload(entry), entry.params["global_batch"], entry.run["world_size"])
+
+
+# --- Hosts ----------------------------------------------------------------------------------
+
+def _pcie(fp: dict) -> str:
+    links = sorted({(g["pcie"]["gen_current"], g["pcie"]["width_current"], g["pcie"]["gen_max"], g["pcie"]["width_max"])
+                    for g in fp.get("gpus") or []}, key=str)
+    if not links:
+        return "-"
+    return ", ".join(f"{gen or '?'}.0 x{width or '?'} (max {gmax or '?'}.0 x{wmax or '?'})" for gen, width, gmax, wmax in links)
+
+
+def _link(host: HostEntry) -> str:
+    label = host.link["link_label"]
+    link = label.split(", ", 1)[1] if ", " in label else label
+    peak = host.link.get("link_peak_gbps")
+    return f"{link} ({peak:.4g} GB/s peak)" if peak else link
+
+
+def _digest(fp: dict) -> str:
+    container = fp.get("container") or {}
+    digest = container.get("digest")
+    if digest:
+        algorithm, _, value = digest.partition(":")
+        return f"{algorithm}:{value[:12]}" if value else digest[:19]
+    return container.get("image") or "-"
+
+
+def hosts_table(comparison: Comparison) -> Table:
     rows = []
-    for bundle in bundles:
-        for host in bundle["hosts"]:
-            fp = host["fingerprint"] or {}
-            link = link_summary(fp) if fp else {"link_label": "unknown"}
-            software = fp.get("software", {})
-            container = fp.get("container") or {}
-            rows.append([
-                host["name"], host["status"] + (f": {host['error']}" if host.get("error") else ""), link["link_label"],
-                (fp.get("cpu") or {}).get("model") or "?", str(fp.get("driver_version") or "-"),
-                str(software.get("torch") or "-"), str(software.get("nccl") or "-"),
-                (container.get("digest") or "-")[:19],
-            ])
-    return _table(["host", "status", "GPUs and link", "CPU", "driver", "torch", "NCCL", "image digest"], rows)
+    for host in comparison.hosts:
+        fp, raw = host.fingerprint, host.host
+        software = fp.get("software") or {}
+        gpus = fp.get("gpus") or []
+        status = raw["status"] + (f": {raw['error']}" if raw.get("error") else "")
+        rows.append([
+            host.name + (f" ({', '.join(raw['labels'])})" if raw["labels"] else ""), host.run_id, status,
+            " + ".join(sorted({g["name"] for g in gpus})) or "none", str(len(gpus)), _link(host), _pcie(fp),
+            str(fp.get("driver_version") or "-"), str(software.get("torch") or "-"), str(software.get("nccl") or "-"),
+            _digest(fp), host.tool_version,
+        ])
+    return Table(["host (labels)", "bundle", "status", "GPU", "count", "link", "PCIe now (max)", "driver", "torch",
+                  "NCCL", "image", "ddpbench"], rows)
 
 
-def collectives_table(bundles: list[dict]) -> list[str]:
+# --- Collectives ----------------------------------------------------------------------------
+
+def collectives_table(comparison: Comparison) -> "Table | None":
+    entries = [e for e in comparison.runs if e.run["suite"] == "collectives" and e.params["op"] != "sendrecv"]
     rows = []
-    for bundle in bundles:
-        for host in bundle["hosts"]:
-            for run in host["runs"]:
-                if run["suite"] != "collectives":
-                    continue
-                p = run["params"]
-                where = f"{p['src_rank']}->{p['dst_rank']}" if "src_rank" in p else ""
-                if run["status"] != "ok":
-                    figures = [f"{run['status']}: {run.get('error')}", "", ""]
-                else:
-                    m = run["metrics"]
-                    figures = [spread(m["busbw_gbps"], ".3g"), spread(m["algbw_gbps"], ".3g"), f"{m['time_s']['summary']['median'] * 1e6:.4g}"]
-                rows.append([
-                    host["name"], f"{p['op']} {where}".strip(), p["dtype"], "in" if p["in_place"] else "out",
-                    transport_label(run), str(run["world_size"]), human_bytes(p["size_bytes"]), *figures,
-                ])
+    for key, group in _grouped(entries, lambda e: (e.params["op"], e.params["dtype"], e.params["in_place"],
+                                                   e.run["world_size"], e.params["size_bytes"])):
+        _, op, dtype, in_place, ws, size = key
+        time = _pooled(group, "time_s")
+        rows.append([*_series_cells(group), op, dtype, "in" if in_place else "out", str(ws), human_bytes(size),
+                     spread(_pooled(group, "busbw_gbps")), spread(_pooled(group, "algbw_gbps")),
+                     spread(time, 1e6, ".4g") if time else "-", _bundles(group)])
     if not rows:
-        return []
-    return _table(["host", "op", "dtype", "place", "transport", "ranks", "size", "busbw GB/s", "algbw GB/s", "time us"], rows)
+        return None
+    return Table(["host", "GPUs and link", "transport", "op", "dtype", "place", "ranks", "size",
+                  "busbw GB/s median [p5, p95]", "algbw GB/s median [p5, p95]", "time µs median [p5, p95]", "bundles"], rows)
 
 
-def ddp_table(bundles: list[dict]) -> list[str]:
+def p2p_table(comparison: Comparison) -> "Table | None":
+    entries = [e for e in comparison.runs if e.run["suite"] == "collectives" and e.params["op"] == "sendrecv"]
     rows = []
-    for bundle in bundles:
-        for host in bundle["hosts"]:
-            for run in host["runs"]:
-                if run["suite"] != "ddp":
-                    continue
-                p = run["params"]
-                head = [host["name"], p["model"], p["precision"], transport_label(run), str(run["world_size"]),
-                        str(p.get("global_batch", "?")), str(p.get("grad_accum", "?"))]
-                if run["status"] != "ok":
-                    rows.append(head + [f"{run['status']}: {run.get('error')}", "", "", "", "", ""])
-                    continue
-                m = run["metrics"]
-                efficiency = (run.get("derived") or {}).get("scaling_efficiency_fraction")
-                mfu = m.get("mfu_fraction")
-                rows.append(head + [
-                    spread({"summary": {k: v * 1e3 if k != "n" else v for k, v in m["step_time_s"]["summary"].items()}}, ".4g"),
-                    f"{m['samples_per_s']['summary']['median']:.4g}",
-                    f"{m['per_sample_gpu_time_s']['summary']['median'] * 1e3:.4g}",
-                    f"{efficiency:.1%}" if efficiency is not None else "-",
-                    f"{mfu['summary']['median']:.1%}" if mfu else "-",
-                    human_bytes(m["peak_memory_bytes"]["summary"]["max"]),
-                ])
+    for key, group in _grouped(entries, lambda e: (e.run["world_size"], e.params["dtype"], e.params["size_bytes"],
+                                                   e.params["src_rank"], e.params["dst_rank"])):
+        _, ws, dtype, size, src, dst = key
+        rows.append([*_series_cells(group), str(ws), dtype, human_bytes(size), f"{src} → {dst}",
+                     spread(_pooled(group, "busbw_gbps")), _bundles(group)])
     if not rows:
-        return []
-    return _table(
-        ["host", "model", "precision", "transport", "GPUs", "global batch", "accum", "step ms", "samples/s",
-         "per-sample x GPUs ms", "scaling", "MFU", "peak memory"],
-        rows,
-    )
+        return None
+    return Table(["host", "GPUs and link", "transport", "ranks", "dtype", "size", "source → destination",
+                  "busbw GB/s median [p5, p95]", "bundles"], rows)
+
+
+# --- DDP ------------------------------------------------------------------------------------
+
+def ddp_table(comparison: Comparison, bars: list[Bar], predictions: list[Prediction]) -> "Table | None":
+    """Step times per series and configuration, with the scaling efficiency and prediction of the plots."""
+    entries = [e for e in comparison.runs if e.run["suite"] == "ddp"]
+    efficiency = {(bar.series, bar.group): bar.value for bar in bars}
+    predicted = {(p.series, p.group): p.predicted for p in predictions}
+    rows = []
+    groups = defaultdict(list)
+    for entry in entries:
+        groups[_ddp_key(entry)].append(entry)
+    for key, group in sorted(groups.items(), key=lambda item: item[0]):
+        series, w, batch, ws = key
+        label = group_label((w, batch, ws))
+        eff = efficiency.get((series, label))
+        mfu = _pooled(group, "mfu_fraction")
+        memory = max(s for e in group for s in e.samples("peak_memory_bytes")) if group[0].samples("peak_memory_bytes") else None
+        rows.append([
+            *(_series_cells(group) if ws > 1 else [_series_cells(group)[0], series.hardware, "1 GPU (baseline)"]),
+            w.model, w.precision, str(ws), str(batch), str(group[0].params.get("grad_accum", "-")),
+            spread(_pooled(group, "step_time_s"), 1e3, ".4g"),
+            spread(_pooled(group, "per_sample_gpu_time_s"), 1e3, ".4g"),
+            spread(_pooled(group, "samples_per_s"), 1, ".4g"),
+            _percent(eff) if eff else ("100% (baseline)" if ws == 1 else "-"),
+            f"{predicted[(series, label)] * 1e3:.4g}" if (series, label) in predicted else "-",
+            _percent(mfu) if mfu else "-",
+            human_bytes(memory) if memory is not None else "-",
+            _bundles(group),
+        ])
+    if not rows:
+        return None
+    return Table(["host", "GPUs and link", "transport", "model", "precision", "GPUs", "global batch", "accum",
+                  "step ms median [p5, p95]", "per-sample × GPUs ms", "samples/s", "scaling % [90% CI]",
+                  "predicted step ms", "MFU %", "peak memory", "bundles"], rows)
+
+
+# --- What failed ----------------------------------------------------------------------------
+
+def _what(run: dict) -> str:
+    key = configuration(run)
+    if run["suite"] == "collectives":
+        _, op, dtype, _, size, ws, src, dst = key
+        pair = f" {src}→{dst}" if src is not None else ""
+        return f"{op}{pair} {dtype} {human_bytes(size)}, {ws} ranks"
+    _, model, precision, seq_len, micro, batch, ws = key
+    return f"{model} {precision}, batch {batch}, {ws} GPUs"
+
+
+def failures_table(comparison: Comparison) -> "Table | None":
+    rows = [[e.host.name, e.host.run_id, e.run["suite"], _what(e.run), e.series.transport_label, e.run["status"],
+             e.run.get("error") or "-"] for e in comparison.failed]
+    for host in comparison.hosts:
+        for launch in host.host["launches"]:
+            if launch["status"] in ("failed", "timeout"):
+                rows.append([host.name, host.run_id, launch["suite"], f"launch {launch['id']}", launch["preset"],
+                             launch["status"], launch.get("error") or "-"])
+    if not rows:
+        return None
+    return Table(["host", "bundle", "suite", "what", "transport", "status", "error"], rows)

@@ -7,7 +7,7 @@ import os
 from collections import Counter
 from pathlib import Path
 
-from bench.report.tables import human_bytes
+from bench.report.units import human_bytes
 from bench.verify.compare import VERDICTS, RunVerdict, higher_is_better
 from bench.verify.ratio import METHOD
 

@@ -1,12 +1,15 @@
-"""DDP training suite: step time of a GPT under DistributedDataParallel on synthetic data.
+"""DDP training suite: step time of a model preset under DistributedDataParallel on synthetic data.
 
 A global batch is reached by micro-batches; all but the last run under `no_sync()`, so the
-gradients cross the link once per step, as in seed 000. Each configuration is one record.
+gradients cross the link once per step, as in seed 000. Each configuration (one global
+batch size) is one record; one that runs out of memory is recorded as `oom` and the sweep
+goes on.
 """
 
 from __future__ import annotations
 
 import contextlib
+import gc
 import resource
 import time
 from typing import Callable
@@ -15,9 +18,9 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+from bench.agent import models
 from bench.agent.gpu_peaks import dense_bf16_peak_tflops
 from bench.agent.harness import Context, reduce_over_ranks
-from bench.agent.models.gpt import GPT, PRESETS
 from bench.agent.stats import metric
 
 
@@ -26,21 +29,18 @@ def grad_accum_for(global_batch: int, world_size: int, micro_batch: int) -> int:
     return global_batch // (world_size * micro_batch)
 
 
-def make_model(ctx: Context, params: dict) -> tuple[GPT, "DDP | None"]:
-    """The model, wrapped in DDP when there is a peer: one rank trains as a plain
-    single-GPU script would, so the baseline carries no communication machinery at all."""
-    torch.manual_seed(params["seed"])  # the same initial weights on every rank, as DDP expects
-    model = GPT(PRESETS[params["model"]]).to(ctx.device)
+def wrap(ctx: Context, module: torch.nn.Module, params: dict) -> "DDP | None":
+    """The model in DDP when there is a peer: one rank trains as a plain single-GPU script
+    would, so the baseline carries no communication machinery at all."""
     if ctx.world_size == 1:
-        return model, None
-    ddp = DDP(
-        model,
+        return None
+    return DDP(
+        module,
         device_ids=[ctx.device.index] if ctx.is_cuda else None,
         bucket_cap_mb=params["bucket_cap_mb"],
         gradient_as_bucket_view=params["gradient_as_bucket_view"],
         static_graph=params["static_graph"],
     )
-    return model, ddp
 
 
 def install_comm_hook(ddp: DDP, grad_reduce_dtype: str, count: bool) -> "list[int] | None":
@@ -61,35 +61,55 @@ def install_comm_hook(ddp: DDP, grad_reduce_dtype: str, count: bool) -> "list[in
     return calls if count else None
 
 
+def autocast_for(ctx: Context, precision: str):
+    if precision == "bf16":
+        return torch.autocast(ctx.device.type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
 def peak_memory_bytes(ctx: Context) -> int:
     if ctx.is_cuda:
         return torch.cuda.max_memory_allocated(ctx.device)
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
 
 
-def run_config(ctx: Context, params: dict, global_batch: int) -> dict:
-    micro_batch, seq_len = params["micro_batch"], params["seq_len"]
-    accum = grad_accum_for(global_batch, ctx.world_size, micro_batch)
-    model, ddp = make_model(ctx, params)
+def throughput_metrics(
+    step_s: list, global_batch: int, world_size: int,
+    tokens_per_sample: "int | None", flops_per_sample: float, peak_tflops: "float | None",
+) -> dict:
+    """The per-step figures of one configuration, sample by sample.
+
+    per_sample_gpu_time_s is seed 000's metric: step time / global batch x #GPUs (GPU-seconds
+    per sample; equal across world sizes when scaling is perfect). MFU needs a known peak.
+    """
+    metrics = {
+        "step_time_s": metric(step_s),
+        "samples_per_s": metric([global_batch / t for t in step_s]),
+        "per_sample_gpu_time_s": metric([t / global_batch * world_size for t in step_s]),
+    }
+    if tokens_per_sample is not None:
+        metrics["tokens_per_s"] = metric([global_batch * tokens_per_sample / t for t in step_s])
+    if peak_tflops is not None:
+        metrics["mfu_fraction"] = metric([flops_per_sample * global_batch / t / (world_size * peak_tflops * 1e12) for t in step_s])
+    return metrics
+
+
+def run_config(ctx: Context, params: dict, global_batch: int, build: Callable = models.build) -> dict:
+    accum = grad_accum_for(global_batch, ctx.world_size, params["micro_batch"])
+    work = build(params, accum, ctx.device, ctx.rank)
+    precision = autocast_for(ctx, params["precision"])
+    ddp = wrap(ctx, work.module, params)
     calls = install_comm_hook(ddp, params["grad_reduce_dtype"], params["count_allreduce"]) if ddp is not None else None
     # Compiling the DDP wrapper (not the inner model) lets dynamo split the graph at bucket
     # boundaries, so gradients are all-reduced while the backward pass goes on.
-    step_model = torch.compile(ddp or model) if params["compile"] else (ddp or model)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=ctx.is_cuda)
-    generator = torch.Generator(device=ctx.device).manual_seed(params["seed"] + ctx.rank)
-    tokens = torch.randint(model.cfg.vocab_size, (accum, micro_batch, seq_len + 1), device=ctx.device, generator=generator)
-    inputs, targets = tokens[..., :-1].contiguous(), tokens[..., 1:].contiguous()
-    autocast = (
-        torch.autocast(ctx.device.type, dtype=torch.bfloat16)
-        if params["precision"] == "bf16"
-        else contextlib.nullcontext()
-    )
+    step_model = torch.compile(ddp or work.module) if params["compile"] else (ddp or work.module)
+    optimizer = torch.optim.AdamW(work.module.parameters(), lr=1e-4, fused=ctx.is_cuda)
 
     def step() -> None:
-        for m in range(accum):
+        for m, micro_batch in enumerate(work.micro_batches):
             with ddp.no_sync() if ddp is not None and m < accum - 1 else contextlib.nullcontext():
-                with autocast:
-                    loss = step_model(inputs[m], targets[m]) / accum
+                with precision:
+                    loss = step_model(*micro_batch) / accum
                 loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
@@ -102,7 +122,29 @@ def run_config(ctx: Context, params: dict, global_batch: int) -> dict:
     calls_before = calls[0] if calls else 0
     local = time_steps(ctx, step, params["steps"])
     _, step_s = reduce_over_ranks(ctx, local)  # a step ends when its slowest rank does
-    return record(ctx, params, model, global_batch, accum, step_s, calls and (calls[0] - calls_before) / params["steps"])
+
+    peak = dense_bf16_peak_tflops(torch.cuda.get_device_name(ctx.device)) if ctx.is_cuda else None
+    metrics = throughput_metrics(step_s, global_batch, ctx.world_size, work.tokens_per_sample, work.flops_per_sample, peak)
+    memory = torch.tensor([peak_memory_bytes(ctx)], dtype=torch.float64, device=ctx.device)
+    if ctx.world_size > 1:
+        dist.all_reduce(memory, op=dist.ReduceOp.MAX)
+    metrics["peak_memory_bytes"] = metric([memory.item()])
+    # DDP reduces gradients in the parameters' dtype (fp32 under autocast) unless the bf16 hook
+    # compresses them; one rank has no link to cross.
+    reduced_element_bytes = 2 if params["grad_reduce_dtype"] == "bf16" else None
+    grad_bytes = sum(p.numel() * (reduced_element_bytes or p.element_size()) for p in work.module.parameters() if p.requires_grad)
+    metrics["grad_allreduce_bytes"] = metric([float(grad_bytes if ctx.world_size > 1 else 0)])
+    if calls is not None:
+        metrics["allreduce_calls_per_step_count"] = metric([(calls[0] - calls_before) / params["steps"]])
+    num_params = sum(p.numel() for p in work.module.parameters())
+    return {
+        "suite": "ddp",
+        "params": {**params, "global_batch": global_batch, "grad_accum": accum, "num_params": num_params,
+                   "train_flops_per_sample": work.flops_per_sample},
+        "world_size": ctx.world_size,
+        "status": "ok",
+        "metrics": metrics,
+    }
 
 
 def time_steps(ctx: Context, step: Callable[[], None], steps: int) -> list[float]:
@@ -122,37 +164,8 @@ def time_steps(ctx: Context, step: Callable[[], None], steps: int) -> list[float
     return times
 
 
-def record(ctx: Context, params: dict, model: GPT, global_batch: int, accum: int, step_s: list, calls_per_step) -> dict:
-    seq_len, n = params["seq_len"], ctx.world_size
-    reduced_element_bytes = 2 if params["grad_reduce_dtype"] == "bf16" else None
-    grad_bytes = sum(p.numel() * (reduced_element_bytes or p.element_size()) for p in model.parameters() if p.requires_grad)
-    memory = torch.tensor([peak_memory_bytes(ctx)], dtype=torch.float64, device=ctx.device)
-    if n > 1:
-        dist.all_reduce(memory, op=dist.ReduceOp.MAX)
-    metrics = {
-        "step_time_s": metric(step_s),
-        "samples_per_s": metric([global_batch / t for t in step_s]),
-        "tokens_per_s": metric([global_batch * seq_len / t for t in step_s]),
-        "per_sample_gpu_time_s": metric([t / global_batch * n for t in step_s]),
-        "peak_memory_bytes": metric([memory.item()]),
-        "grad_allreduce_bytes": metric([float(grad_bytes if n > 1 else 0)]),
-    }
-    peak = dense_bf16_peak_tflops(torch.cuda.get_device_name(ctx.device)) if ctx.is_cuda else None
-    if peak is not None:
-        flops_per_step = model.flops_per_token(seq_len) * global_batch * seq_len
-        metrics["mfu_fraction"] = metric([flops_per_step / t / (n * peak * 1e12) for t in step_s])
-    if calls_per_step is not None:
-        metrics["allreduce_calls_per_step_count"] = metric([float(calls_per_step)])
-    return {
-        "suite": "ddp",
-        "params": {**params, "global_batch": global_batch, "grad_accum": accum, "num_params": model.num_params()},
-        "world_size": n,
-        "status": "ok",
-        "metrics": metrics,
-    }
-
-
-def run(ctx: Context, params: dict, emit: Callable[[dict], None]) -> None:
+def run(ctx: Context, params: dict, emit: Callable[[dict], None], build: Callable = models.build) -> None:
+    """Every global batch size of the plan entry; `build` makes the workload (models.build)."""
     if ctx.is_cuda:
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
@@ -160,16 +173,21 @@ def run(ctx: Context, params: dict, emit: Callable[[dict], None]) -> None:
     base = {k: v for k, v in params.items() if k != "grad_accum"}
     for global_batch in global_batches:
         try:
-            emit(run_config(ctx, base, global_batch))
+            emit(run_config(ctx, base, global_batch, build))
         except torch.cuda.OutOfMemoryError as err:
             emit({
                 "suite": "ddp",
                 "params": {**base, "global_batch": global_batch},
                 "world_size": ctx.world_size,
                 "status": "oom",
-                "error": f"out of memory at micro-batch {params['micro_batch']}: {str(err).splitlines()[0]}",
+                "error": f"out of memory at micro_batch {params['micro_batch']} (global batch {global_batch}): "
+                         f"{(str(err).splitlines() or ['CUDA out of memory'])[0]}; lower micro_batch",
                 "metrics": {},
             })
         finally:
+            # DDP, its reducer and the model hold one another in reference cycles: without a
+            # collection this configuration's model, gradients and optimizer states would still
+            # be there when the next one is built, and at exit after the process group is gone.
+            gc.collect()
             if ctx.is_cuda:
                 torch.cuda.empty_cache()

@@ -1,0 +1,32 @@
+"""The report as a list of blocks, rendered alike to Markdown (markdown.py) and HTML (html.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Heading:
+    level: int
+    text: str
+
+
+@dataclass(frozen=True)
+class Paragraph:
+    text: str
+    warning: bool = False  # shown as a call-out: something the reader must not miss
+
+
+@dataclass(frozen=True)
+class Table:
+    header: list
+    rows: list  # of lists of str, one per header column
+
+
+@dataclass(frozen=True)
+class Plot:
+    title: str
+    caption: str
+    png: Path
+    svg: Path

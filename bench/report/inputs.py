@@ -1,0 +1,91 @@
+"""The report's inputs: bundle paths and glob patterns in, checked bundles out, each counted once.
+
+A pattern is expanded here rather than by the shell, so that `make report BUNDLES='a/*.json'`
+and a quoted glob on the command line both work. A pattern that matches no file is an error;
+a file that is not a valid bundle is named and skipped (or, strict, stops the report).
+"""
+
+from __future__ import annotations
+
+import glob
+import multiprocessing
+import os
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from bench.bundle import read_bundle
+from bench.errors import UserError
+
+
+PARALLEL_FROM = 50  # bundles; fewer are read faster than workers start
+
+
+@dataclass(frozen=True)
+class Loaded:
+    path: Path
+    bundle: dict
+
+
+def expand(patterns: list[str]) -> list[Path]:
+    """Files named or matched, in the order given (sorted within one pattern), each once."""
+    found: dict[Path, None] = {}
+    for pattern in patterns:
+        if Path(pattern).is_file():
+            found.setdefault(Path(pattern))
+            continue
+        if not glob.has_magic(pattern):
+            raise UserError(f"{pattern}: no such bundle file; check the path")
+        matches = sorted(Path(m) for m in glob.glob(pattern, recursive=True) if Path(m).is_file())
+        if not matches:
+            raise UserError(f"{pattern}: the pattern matches no file; check the path (`make bench` writes results/*/bundle.json)")
+        for match in matches:
+            found.setdefault(match)
+    return list(found)
+
+
+def _read(path: Path) -> "dict | UserError":
+    try:
+        return read_bundle(path)
+    except UserError as err:
+        return err
+
+
+def _read_all(paths: list[Path]) -> list:
+    # Reading is JSON parsing, hashing and validation, all holding the GIL: many bundles are read
+    # by one forked process per core (a forked worker starts in milliseconds on Linux).
+    workers = min(os.cpu_count() or 1, 8)
+    if len(paths) < PARALLEL_FROM or workers < 2 or sys.platform != "linux":
+        return [_read(path) for path in paths]
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+        return list(pool.map(_read, paths, chunksize=max(1, len(paths) // (4 * workers))))
+
+
+def load(paths: list[Path], strict: bool, warn: Callable[[str], None]) -> tuple[list[Loaded], list[str]]:
+    """Read and check every bundle; skip (warn) or stop (strict) at a bad one; drop duplicates.
+
+    Returns the bundles and, for the report to list, what was wrong with each file skipped. When
+    no file is a bundle the one error line names the (first) problem: there is no report to warn in.
+    """
+    results = _read_all(paths)
+    problems = [result for result in results if isinstance(result, UserError)]
+    if problems and strict:
+        raise UserError(f"{problems[0]} (--strict: the report stops at the first bad bundle)")
+    if len(problems) == len(paths):
+        if len(paths) == 1:
+            raise problems[0]
+        raise UserError(f"none of the {len(paths)} files is a valid bundle; the first: {problems[0]}")
+    loaded, first_seen = [], {}
+    for path, result in zip(paths, results):
+        if isinstance(result, UserError):
+            warn(f"warning: skipped: {result}")
+            continue
+        digest = result["sha256"]
+        if digest in first_seen:
+            warn(f"note: {path} is the same bundle as {first_seen[digest]} (sha256 {digest[:12]}); counted once")
+            continue
+        first_seen[digest] = path
+        loaded.append(Loaded(path, result))
+    return loaded, [str(problem) for problem in problems]

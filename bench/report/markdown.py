@@ -1,0 +1,37 @@
+"""report.md: the blocks as GitHub-flavoured Markdown; plots embedded by their PNG beside the file."""
+
+from __future__ import annotations
+
+import re
+
+from bench.report.document import Heading, Paragraph, Plot, Table
+
+
+def _inline(text: str) -> str:
+    """A line that Markdown shows as written (file paths hold `_` and `*`)."""
+    return re.sub(r"([\\`*_\[\]<>])", r"\\\1", text)
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", "<br>")
+
+
+def render(blocks: list) -> str:
+    out = []
+    for block in blocks:
+        if isinstance(block, Heading):
+            out.append(f"{'#' * block.level} {block.text}")
+        elif isinstance(block, Paragraph):
+            first, *rest = block.text.split("\n")
+            out.append("\n".join([f"> **{first}**", *(f"> {_inline(line)}" for line in rest)]) if block.warning
+                       else "  \n".join([first, *rest]))
+        elif isinstance(block, Table):
+            out.append("\n".join(
+                ["| " + " | ".join(_cell(h) for h in block.header) + " |", "|" + "---|" * len(block.header)]
+                + ["| " + " | ".join(_cell(c) for c in row) + " |" for row in block.rows]
+            ))
+        elif isinstance(block, Plot):
+            out.append(f"![{block.title}]({block.png.name})\n\n*{block.caption}* (Also as [SVG]({block.svg.name}).)")
+        else:
+            raise TypeError(f"not a report block: {block!r}")
+    return "\n\n".join(out) + "\n"

@@ -1,0 +1,159 @@
+"""Merging bundles into one comparison: every run tagged with the series it belongs to.
+
+A series is what one line, bar or table row of the report stands for: a host (by the name its
+hosts file gave it), its GPUs and link (bench.bundle.links.link_summary of its fingerprint) and
+the transport the run really used. Runs of the same series from different bundles pool their
+samples. With many hosts (a community's collection of bundles) the report groups by GPUs and
+link instead, so that a plot keeps a legend a reader can follow.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from bench.analysis import baselines
+from bench.bundle.links import link_summary
+
+MAX_HOST_SERIES = 12
+MISMATCH = "⚠ transport mismatch"
+
+
+@dataclass(frozen=True, order=True)
+class Series:
+    host: str  # "" when the report groups by GPUs and link
+    hardware: str  # HostEntry.hardware: "2x RTX 4090, PCIe 4.0 x4"
+    transport: str  # "default via P2P", "p2p_off via SHM", "default (gloo)"
+    mismatch: bool  # the transport NCCL used is not the one the preset asked for
+
+    @property
+    def machine(self) -> str:
+        return f"{self.host} · {self.hardware}" if self.host else self.hardware
+
+    @property
+    def transport_label(self) -> str:
+        return f"{self.transport} {MISMATCH}" if self.mismatch else self.transport
+
+    @property
+    def label(self) -> str:
+        return f"{self.machine} · {self.transport_label}"
+
+
+@dataclass(eq=False)
+class HostEntry:
+    """One host of one bundle."""
+
+    name: str  # unique in the report: the hosts-file name, plus a hostname hash where two machines share it
+    host: dict
+    bundle: int  # index into Comparison.bundles
+    run_id: str
+    tool_version: str
+    link: dict
+
+    @property
+    def fingerprint(self) -> dict:
+        return self.host["fingerprint"] or {}
+
+    @property
+    def hardware(self) -> str:
+        """The link label as a legend wants it: "2x RTX 3090, NVLink NV4"."""
+        return self.link["link_label"].replace("NVIDIA GeForce ", "").replace("NVIDIA ", "")
+
+
+@dataclass(eq=False)
+class RunEntry:
+    host: HostEntry
+    run: dict
+    series: Series
+    baseline: "dict | None"  # ddp: the 1-GPU run of the same host and shape
+
+    @property
+    def params(self) -> dict:
+        return self.run["params"]
+
+    def samples(self, metric: str) -> list:
+        found = self.run["metrics"].get(metric)
+        return found["samples"] if found else []
+
+
+@dataclass
+class Comparison:
+    bundles: list[dict]
+    hosts: list[HostEntry]
+    runs: list[RunEntry]  # status ok only
+    failed: list[RunEntry]
+    grouped_by: str  # "host" or "hardware"
+    configurations: int  # distinct measured configurations
+    shared_configurations: int  # of those, measured in more than one bundle
+    tool_versions: dict = field(default_factory=dict)  # version -> bundle count
+
+
+def transport_name(transport: dict) -> str:
+    name = transport["preset"] if transport["backend"] == "nccl" else f"{transport['preset']} (gloo)"
+    if transport["nccl_used"]:
+        name += " via " + "+".join(transport["nccl_used"])
+    return name
+
+
+def configuration(run: dict) -> tuple:
+    """What a run measured, whoever ran it: the key two bundles must share to be compared."""
+    p = run["params"]
+    if run["suite"] == "collectives":
+        return ("collectives", p["op"], p["dtype"], p["in_place"], p["size_bytes"], run["world_size"],
+                p.get("src_rank"), p.get("dst_rank"))
+    return ("ddp", p["model"], p["precision"], p.get("seq_len"), p["micro_batch"], p.get("global_batch"), run["world_size"])
+
+
+def _host_names(bundles: list[dict]) -> dict:
+    """(bundle index, host index) -> a name that tells apart two machines a hosts file named alike."""
+    machines = defaultdict(set)
+    for bundle in bundles:
+        for host in bundle["hosts"]:
+            machines[host["name"]].add(((host["fingerprint"] or {}).get("host") or {}).get("hostname_sha256"))
+    names = {}
+    for b, bundle in enumerate(bundles):
+        for h, host in enumerate(bundle["hosts"]):
+            machine = ((host["fingerprint"] or {}).get("host") or {}).get("hostname_sha256")
+            ambiguous = len(machines[host["name"]]) > 1 and machine
+            names[b, h] = f"{host['name']} ({machine[:6]})" if ambiguous else host["name"]
+    return names
+
+
+def merge(bundles: list[dict], group_by: str = "auto") -> Comparison:
+    """One comparison of every run in the bundles; group_by is "host", "hardware" or "auto"."""
+    names = _host_names(bundles)
+    hosts, tagged = [], []
+    for b, bundle in enumerate(bundles):
+        for h, host in enumerate(bundle["hosts"]):
+            fp = host["fingerprint"]
+            entry = HostEntry(names[b, h], host, b, bundle["run_id"], bundle["tool"]["version"],
+                              link_summary(fp) if fp else {"link_label": "unknown (no fingerprint)", "link_peak_gbps": None})
+            hosts.append(entry)
+            found = baselines(host["runs"])
+            tagged += [(entry, run, found.get(id(run))) for run in host["runs"]]
+
+    def series(entry: HostEntry, run: dict, by_host: bool) -> Series:
+        return Series(entry.name if by_host else "", entry.hardware, transport_name(run["transport"]),
+                      not run["transport"]["matches_preset"])
+
+    if group_by == "auto":
+        group_by = "host" if len({series(e, r, True) for e, r, _ in tagged}) <= MAX_HOST_SERIES else "hardware"
+    entries = [RunEntry(e, r, series(e, r, group_by == "host"), base) for e, r, base in tagged]
+
+    measured_in = defaultdict(set)
+    for entry in entries:
+        if entry.run["status"] == "ok":
+            measured_in[configuration(entry.run)].add(entry.host.bundle)
+    versions = defaultdict(int)
+    for bundle in bundles:
+        versions[bundle["tool"]["version"]] += 1
+    return Comparison(
+        bundles=bundles,
+        hosts=hosts,
+        runs=[e for e in entries if e.run["status"] == "ok"],
+        failed=[e for e in entries if e.run["status"] != "ok"],
+        grouped_by=group_by,
+        configurations=len(measured_in),
+        shared_configurations=sum(1 for ids in measured_in.values() if len(ids) > 1),
+        tool_versions=dict(versions),
+    )

@@ -1,0 +1,20 @@
+"""Numbers as a reader wants them: bytes in binary units, times in a unit that keeps them short."""
+
+from __future__ import annotations
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:g} {unit}" if unit == "B" else f"{n:.4g} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
+def time_unit(seconds: list) -> tuple[float, str]:
+    """(factor, unit) that brings the largest of these times to between 1 and 1000."""
+    top = max(seconds, default=1.0)
+    for factor, unit in ((1.0, "s"), (1e3, "ms"), (1e6, "µs")):
+        if top * factor >= 1:
+            return factor, unit
+    return 1e9, "ns"

@@ -1,0 +1,219 @@
+"""`ddpbench report` as a user runs it: globs in; report.md, a self-contained report.html and every
+plot as PNG and SVG out; bad bundles named and skipped (or, --strict, stopping the report)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.cli import main
+from report_variants import make_variant, write
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def ddpbench(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run([sys.executable, "-m", "bench", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def report(fleet, tmp_path_factory) -> Path:
+    """The fleet's report, made the way `make report BUNDLES='...'` makes it: quoted globs."""
+    out = tmp_path_factory.mktemp("report")
+    root = fleet["cpu"].parent.parent
+    done = ddpbench("report", str(root / "rig-*" / "bundle.json"), str(root / "cpu" / "*.json"), "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert f"report: {out / 'report.md'}" in done.stdout
+    return out
+
+
+def table(markdown: str, first_header: str) -> list[list[str]]:
+    """The rows of the Markdown table whose header row starts with first_header."""
+    lines = markdown.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"| {first_header} |"))
+    rows = []
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in line.strip("|").split(" | ")])
+    return rows
+
+
+def test_every_plot_is_written_as_png_and_svg_and_embedded(report):
+    md = (report / "report.md").read_text()
+    embedded = re.findall(r"!\[[^\]]*\]\(([^)]+\.png)\)", md)
+    assert {"busbw.png", "per-sample-tiny-fp32-s32-mb2.png", "scaling-efficiency.png", "predicted-step-time.png"} <= set(embedded)
+    assert sum(name.startswith("p2p-") for name in embedded) == 4  # CPU, 3090 NVLink, 4090 PCIe default and p2p_off
+    for name in embedded:
+        assert (report / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert b"<svg" in (report / name).with_suffix(".svg").read_bytes()[:2000]
+        assert f"[SVG]({Path(name).stem}.svg)" in md
+    assert "Error bars: p5-p95 of the samples" in md
+    assert "90% bootstrap confidence interval" in md
+
+
+def test_html_is_self_contained(report):
+    html = (report / "report.html").read_text()
+    sources = re.findall(r'(?:src|href)="([^"]*)"', html)
+    assert len([s for s in sources if s.startswith("data:image/svg+xml;base64,")]) == 8
+    assert all(s.startswith("data:") for s in sources), "the HTML must not fetch anything"
+    assert "http://" not in html and "https://" not in html
+    assert "<table>" in html and "2x RTX 3090, NVLink NV4" in html
+
+
+def test_hosts_table_summarizes_each_fingerprint(report):
+    rows = {row[0]: row for row in table((report / "report.md").read_text(), "host (labels)")}
+    host, bundle, status, gpu, count, link, pcie, driver, torch, nccl, image, version = rows["rig-3090 (rig-3090 (edited copy of a CPU run))"]
+    assert (gpu, count, link) == ("NVIDIA GeForce RTX 3090", "2", "NVLink NV4 (56.25 GB/s peak)")
+    assert (pcie, driver, nccl, image) == ("4.0 x16 (max 4.0 x16)", "550.54.15", "2.21.5", "sha256:ab12ab12ab12")
+    assert rows["local (this machine)"][3:6] == ["none", "0", "no GPU"]
+
+
+def test_tables_give_median_spread_and_n_and_flag_the_transport_mismatch(report, fleet):
+    md = (report / "report.md").read_text()
+    collectives = table(md, "host")
+    real = json.loads(fleet["cpu"].read_text())["hosts"][0]["runs"][0]
+    s = real["metrics"]["busbw_gbps"]["summary"]
+    row = next(r for r in collectives if r[0] == "local" and r[7] == "4 KiB")
+    assert row[8] == f"{s['median']:.3g} [{s['p5']:.3g}, {s['p95']:.3g}] n={s['n']}"
+    assert any(r[2] == "p2p_off via P2P ⚠ transport mismatch" for r in collectives)
+    assert "Transport mismatch in" in md
+    ddp_header = next(line for line in md.splitlines() if "step ms median [p5, p95]" in line)
+    assert "scaling % [90% CI]" in ddp_header and "predicted step ms" in ddp_header
+    assert re.search(r"\| rig-3090 \| 2x RTX 3090, NVLink NV4 \| default via P2P \| tiny \| fp32 \| 2 \| 8 \| \d+ \| "
+                     r"[\d.]+ \[[\d.]+, [\d.]+\] n=4 \|", md)
+    assert "| 95.2% [" in md  # rig-3090 scales at 1 / 1.05
+
+
+def test_duplicates_are_counted_once(fleet, tmp_path, capsys):
+    copy = write(tmp_path / "copy" / "bundle.json", json.loads(fleet["cpu"].read_text()))
+    assert main(["report", str(fleet["cpu"]), str(copy), "--out", str(tmp_path / "out")]) == 0
+    err = capsys.readouterr().err
+    assert f"note: {copy} is the same bundle as {fleet['cpu']}" in err
+    assert "1 bundle(s)" in (tmp_path / "out" / "report.md").read_text()
+
+
+def test_a_bad_bundle_is_named_and_skipped(fleet, tmp_path, capsys):
+    doc = json.loads(fleet["cpu"].read_text())
+    doc["hosts"][0]["name"] = "tampered"  # the sha256 no longer matches
+    bad = write(tmp_path / "bad.json", doc)
+    truncated = tmp_path / "truncated.json"
+    truncated.write_text(fleet["cpu"].read_text()[:500])
+    assert main(["report", str(fleet["cpu"]), str(bad), str(truncated), "--out", str(tmp_path / "out")]) == 0
+    tampered, cut = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")]
+    assert tampered.startswith(f"warning: skipped: {bad}: field sha256: recorded {doc['sha256'][:16]}... but the content")
+    assert tampered.endswith("the bundle was changed after it was written: get the original")
+    assert cut == f"warning: skipped: {truncated}: truncated (the JSON ends early); fetch the bundle again or rerun `ddpbench run`"
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "> **Skipped 2 file(s) that are not valid bundles:**" in md
+    assert f"> {str(bad).replace('_', chr(92) + '_')}: field sha256" in md
+
+
+def test_strict_stops_at_a_bad_bundle(fleet, tmp_path):
+    doc = json.loads(fleet["cpu"].read_text())
+    doc["schema_version"] = 7
+    bad = write(tmp_path / "future.json", doc)
+    done = ddpbench("report", str(fleet["cpu"]), str(bad), "--out", str(tmp_path / "out"), "--strict")
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        f"error: {bad}: field schema_version: 7 is not a version this ddpbench reads (1); use the ddpbench release "
+        "that wrote it (--strict: the report stops at the first bad bundle)"]
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_sealed_bundle_that_breaks_the_schema_is_named_by_field(fleet, tmp_path, capsys):
+    from bench.bundle import seal
+
+    doc = json.loads(fleet["cpu"].read_text())
+    doc["hosts"][0]["runs"][0]["metrics"]["busbw_gbps"]["summary"]["n"] = 0
+    bad = write(tmp_path / "bad.json", seal(doc))
+    assert main(["report", str(bad), "--out", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"error: {bad}: field hosts[0].runs[0].metrics.busbw_gbps.summary.n: 0 is less than the minimum of 1; "
+        "the bundle does not follow schema/bundle.schema.json: get the original"]
+    assert not (tmp_path / "out").exists()
+
+
+def test_no_valid_bundle_among_several_is_one_error_line(fleet, tmp_path, capsys):
+    first, second = tmp_path / "a.json", tmp_path / "b.json"
+    first.write_text("<html>404</html>")
+    second.write_text("[]")
+    assert main(["report", str(tmp_path / "*.json"), "--out", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"error: none of the 2 files is a valid bundle; the first: {first}: not valid JSON (Expecting value: line 1 "
+        "column 1 (char 0)); fetch the bundle again or rerun `ddpbench run`"]
+
+
+def test_an_empty_glob_is_an_error(tmp_path):
+    done = ddpbench("report", str(tmp_path / "nothing" / "*.json"), "--out", str(tmp_path / "out"))
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        f"error: {tmp_path / 'nothing' / '*.json'}: the pattern matches no file; check the path "
+        "(`make bench` writes results/*/bundle.json)"]
+
+
+def test_bundles_with_nothing_in_common_still_make_a_report(real_bundle, tmp_path, capsys):
+    collectives_only = {**real_bundle, "hosts": [{**real_bundle["hosts"][0],
+                                                  "runs": [r for r in real_bundle["hosts"][0]["runs"] if r["suite"] == "collectives"]}]}
+    # Without its collectives a bundle has nothing to predict a step time from.
+    unpredicted = [{**r, "derived": {**r.get("derived", {}), "predicted_step_time_s": None}}
+                   for r in real_bundle["hosts"][0]["runs"] if r["suite"] == "ddp"]
+    ddp_only = make_variant({**real_bundle, "hosts": [{**real_bundle["hosts"][0], "runs": unpredicted}]}, "other-host")
+    from bench.bundle import seal
+
+    a = write(tmp_path / "a.json", seal(collectives_only))
+    b = write(tmp_path / "b.json", ddp_only)
+    assert main(["report", str(a), str(b), "--out", str(tmp_path / "out")]) == 0
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "These bundles have nothing in common" in md
+    assert "## Collectives" in md and "## DDP training" in md
+    assert "No prediction in these bundles" in md
+
+
+def test_many_hosts_are_grouped_by_gpus_and_link(real_bundle, tmp_path, capsys):
+    for i in range(13):
+        write(tmp_path / f"b{i}.json", make_variant(real_bundle, f"node-{i:02d}", hardware="4090-pcie-x4", bandwidth=5))
+    assert main(["report", str(tmp_path / "b*.json"), "--out", str(tmp_path / "out")]) == 0
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "Plots and tables group the hosts by GPUs and link" in md
+    rows = [line for line in md.splitlines() if line.startswith("| 13 hosts | 2x RTX 4090, PCIe 4.0 x4 | default via P2P | all_reduce")]
+    assert len(rows) == 5  # one row per message size, 13 bundles pooled
+    assert all("n=65" in row and row.endswith("| 13 |") for row in rows)  # 13 bundles x 5 samples
+
+
+def test_make_report_passes_each_glob_quoted_to_the_cli():
+    done = subprocess.run(["make", "-n", "report", "BUNDLES=results/*/bundle.json downloaded/*.json", "OUT=somewhere/"],
+                          cwd=REPO, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "-m bench report 'results/*/bundle.json' 'downloaded/*.json' --out somewhere/" in done.stdout
+    empty = subprocess.run(["make", "-n", "report"], cwd=REPO, capture_output=True, text=True)
+    assert empty.returncode != 0 and "BUNDLES is empty" in empty.stderr
+
+
+def test_failed_hosts_runs_and_launches_are_listed_beside_what_did_finish(real_bundle, tmp_path):
+    from bench.bundle import seal
+
+    doc = json.loads(json.dumps(real_bundle))
+    local = doc["hosts"][0]
+    dead = {**json.loads(json.dumps(local)), "name": "dead-box", "status": "failed", "fingerprint": None,
+            "error": "ssh: connection refused; check the address", "launches": [], "runs": []}
+    doc["hosts"].append(dead)
+    oom = next(r for r in local["runs"] if r["suite"] == "ddp" and r["world_size"] == 2 and r["params"]["global_batch"] == 8)
+    oom.update(status="oom", error="out of memory at micro-batch 2", metrics={}, derived={})
+    local["launches"][0].update(status="timeout", error="ran past 300 s")
+    assert main(["report", str(write(tmp_path / "a.json", seal(doc))), "--out", str(tmp_path / "out")]) == 0
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "| dead-box (this machine) | " in md and "| failed: ssh: connection refused; check the address |" in md
+    failed = table(md, "host | bundle | suite")
+    assert [row[2:] for row in failed] == [
+        ["ddp", "tiny fp32, batch 8, 2 GPUs", "default (gloo)", "oom", "out of memory at micro-batch 2"],
+        ["collectives", "launch 00-collectives-default-ws2", "default", "timeout", "ran past 300 s"],
+    ]
+    assert "| tiny | fp32 | 2 | 4 |" in md  # the batch-4 run that finished is still reported

@@ -1,0 +1,60 @@
+"""Merging bundles of different schema versions, hosts and runs into one comparison."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from bench.bundle import MIGRATIONS, read_bundle, seal
+from bench.errors import UserError
+from bench.report.merge import merge
+from report_variants import make_variant, write
+
+
+def version_0(bundle: dict) -> dict:
+    """The bundle as a made-up version 0 wrote it: the hosts were called "machines"."""
+    old = {k: v for k, v in copy.deepcopy(bundle).items() if k not in ("hosts", "sha256")}
+    return seal({**old, "schema_version": 0, "machines": bundle["hosts"]})
+
+
+def from_version_0(document: dict) -> dict:
+    new = {k: v for k, v in document.items() if k != "machines"}
+    return {**new, "schema_version": 1, "hosts": document["machines"]}
+
+
+def test_an_older_bundle_is_read_through_its_migration(real_bundle, tmp_path, monkeypatch):
+    old = version_0(real_bundle)
+    path = write(tmp_path / "old.json", old)
+    with pytest.raises(UserError, match=r"field schema_version: 0 is not a version this ddpbench reads \(1\)"):
+        read_bundle(path)
+    monkeypatch.setitem(MIGRATIONS, 0, from_version_0)
+    migrated = read_bundle(path)
+    assert migrated["schema_version"] == 1
+    assert migrated["hosts"] == real_bundle["hosts"]
+    assert migrated["sha256"] == old["sha256"]  # still names the bundle as it was published
+
+
+def test_versions_without_a_migration_are_refused(real_bundle, tmp_path, monkeypatch):
+    monkeypatch.setitem(MIGRATIONS, 0, from_version_0)
+    for version in (-1, 2, 1.0, "1"):
+        path = write(tmp_path / "v.json", seal({**real_bundle, "schema_version": version}))
+        with pytest.raises(UserError, match=rf"field schema_version: {version!r} is not a version this ddpbench reads \(0, 1\)"):
+            read_bundle(path)
+
+
+def test_hosts_named_alike_on_different_machines_are_told_apart(real_bundle):
+    a = make_variant(real_bundle, "gpu-box", hardware="4090-pcie-x4")
+    b = copy.deepcopy(a)
+    b["hosts"][0]["fingerprint"]["host"]["hostname_sha256"] = "f" * 16
+    names = {host.name for host in merge([a, seal(b)]).hosts}
+    assert names == {f"gpu-box ({a['hosts'][0]['fingerprint']['host']['hostname_sha256'][:6]})", "gpu-box (ffffff)"}
+
+
+def test_runs_of_one_host_in_two_bundles_pool_their_samples(real_bundle):
+    first = make_variant(real_bundle, "gpu-box", hardware="3090-nvlink", run_id="20260101T000000Z-000001")
+    second = make_variant(real_bundle, "gpu-box", hardware="3090-nvlink", run_id="20260101T000000Z-000002")
+    comparison = merge([first, second])
+    assert comparison.grouped_by == "host"
+    assert len({entry.series for entry in comparison.runs}) == 1
+    assert comparison.shared_configurations == comparison.configurations > 0

@@ -1,0 +1,151 @@
+"""Every report plot drawn from real bundles (one real CPU run plus edited GPU-host copies), checked
+by what a reader sees: the series, axis labels and units, titles, legend entries, reference lines."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from matplotlib.collections import LineCollection
+
+from bench.report import plots as P
+from bench.report import series as S
+from bench.report.merge import merge
+
+
+@pytest.fixture(scope="module")
+def docs(fleet) -> dict:
+    return {name: json.loads(path.read_text()) for name, path in fleet.items()}
+
+
+@pytest.fixture(scope="module")
+def comparison(docs):
+    return merge(list(docs.values()))
+
+
+@pytest.fixture(scope="module")
+def colours(comparison):
+    return P.palette([e.series for e in comparison.runs])
+
+
+def legend_texts(fig) -> list[str]:
+    return [t.get_text() for legend in fig.legends for t in legend.get_texts()]
+
+
+def test_busbw_plot_has_a_line_per_host_and_transport_and_the_link_peaks(comparison, colours):
+    lines = S.busbw_lines(comparison)
+    fig = P.busbw_figure(lines, S.link_peaks(comparison, lines), colours)
+    ax = fig.axes[0]
+    assert ax.get_xscale() == "log"
+    assert ax.get_xlabel() == "message size (bytes, log scale)"
+    assert "bus bandwidth (GB/s" in ax.get_ylabel()
+    assert "bus bandwidth against message size" in ax.get_title().lower()
+    legend = legend_texts(fig)
+    assert "local · no GPU · default (gloo)" in legend
+    assert "rig-3090 · 2x RTX 3090, NVLink NV4 · default via P2P" in legend
+    assert "rig-4090 · 2x RTX 4090, PCIe 4.0 x4 · default via P2P" in legend
+    assert "rig-4090 · 2x RTX 4090, PCIe 4.0 x4 · p2p_off via P2P ⚠ transport mismatch" in legend
+    # The theoretical peaks (4 x 14.0625 GB/s of NVLink; 4 lanes of PCIe 4.0) as horizontal lines.
+    assert "theoretical peak of 2x RTX 3090, NVLink NV4: 56.25 GB/s (one direction)" in legend
+    assert "theoretical peak of 2x RTX 4090, PCIe 4.0 x4: 7.876 GB/s (one direction)" in legend
+    flat = {tuple(line.get_ydata()) for line in ax.lines if len(line.get_ydata()) == 2 and line.get_ydata()[0] == line.get_ydata()[1]}
+    assert (56.25, 56.25) in flat and (7.876, 7.876) in flat
+    # Each series is drawn through its medians, with p5-p95 bars (one vertical segment per size).
+    real = next(line for line in lines if line.series.host == "local")
+    drawn = [line for line in ax.lines if list(line.get_ydata()) == [s.median for _, s in real.points]]
+    assert drawn, "the CPU host's medians are not on the plot"
+    assert sum(len(c.get_segments()) for c in ax.collections if isinstance(c, LineCollection)) >= 4 * len(real.points)
+
+
+def test_busbw_medians_and_spread_come_from_the_samples(docs, comparison):
+    run = next(r for r in docs["cpu"]["hosts"][0]["runs"] if r["suite"] == "collectives" and r["params"]["op"] == "all_reduce")
+    line = next(line for line in S.busbw_lines(comparison) if line.series.host == "local")
+    spread = dict(line.points)[run["params"]["size_bytes"]]
+    summary = run["metrics"]["busbw_gbps"]["summary"]
+    assert (spread.median, spread.low, spread.high, spread.n) == pytest.approx(
+        (summary["median"], summary["p5"], summary["p95"], summary["n"]))
+
+
+def test_per_sample_plot_is_seed_000s_figure_with_dashed_baselines(comparison, colours):
+    ((workload, lines),) = S.per_sample_lines(comparison).items()
+    fig = P.per_sample_figure(workload, lines, colours)
+    ax = fig.axes[0]
+    assert ax.get_xlabel() == "global batch size (samples per optimizer step, log scale)"
+    assert ax.get_ylabel() in ("per-sample time × #GPUs (ms)", "per-sample time × #GPUs (s)")
+    assert "tiny, fp32" in ax.get_title()
+    legend = legend_texts(fig)
+    assert "rig-3090 · 2x RTX 3090, NVLink NV4 · default via P2P · 2 GPUs" in legend
+    assert "local · no GPU · default (gloo) · 2 GPUs" in legend
+    assert "1 GPU (baseline) of each machine, in the colour of its first line" in legend
+    dashed = [line for line in ax.lines if line.get_linestyle() == "--" and len(line.get_xdata()) == 2]
+    solid = [line for line in ax.lines if line.get_linestyle() == "-" and len(line.get_xdata()) == 2]
+    assert len(dashed) == 3  # one baseline per machine: local, rig-3090, rig-4090 (two transports, one machine)
+    assert len(solid) == 4  # one line per host and transport
+    for line in dashed + solid:  # global batch 4 and 8, each shifted by at most a twelfth of an octave
+        assert line.get_xdata()[0] == pytest.approx(4, rel=0.06) and line.get_xdata()[1] == pytest.approx(8, rel=0.06)
+
+
+def test_efficiency_bars_match_the_bundles_scaling_efficiency(docs, comparison, colours):
+    bars = S.efficiency_bars(comparison)
+    fig = P.efficiency_figure(bars, colours)
+    ax = fig.axes[0]
+    assert ax.get_ylabel() == "scaling efficiency (%)"
+    assert "100% = perfect scaling" in legend_texts(fig)
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["tiny fp32\nbatch 4, 2 GPUs", "tiny fp32\nbatch 8, 2 GPUs"]
+    heights = sorted(round(p.get_height(), 6) for p in ax.patches)
+    expected = sorted(round(r["derived"]["scaling_efficiency_fraction"] * 100, 6)
+                      for doc in docs.values() for r in doc["hosts"][0]["runs"] if r["suite"] == "ddp" and r["world_size"] == 2)
+    assert heights == pytest.approx(expected, abs=1e-6)
+    by_host = {(bar.series.host, bar.series.transport): bar.value.median for bar in bars}
+    # The edited hosts scale at 1 / (1 + exposed communication): 5%, 25% and 60% of the compute time.
+    assert by_host[("rig-3090", "default via P2P")] == pytest.approx(1 / 1.05)
+    assert by_host[("rig-4090", "default via P2P")] == pytest.approx(1 / 1.25)
+    assert by_host[("rig-4090", "p2p_off via P2P")] == pytest.approx(1 / 1.6)
+    for bar in bars:
+        assert bar.value.low <= bar.value.median <= bar.value.high
+
+
+def test_prediction_plot_splits_step_time_into_compute_and_exposed_communication(comparison):
+    # The CPU run carries its own prediction (from its all_reduce results); the p2p_off copy none.
+    assert {(p.series.host, p.series.transport) for p in S.predictions(comparison)} == {
+        ("local", "default (gloo)"), ("rig-3090", "default via P2P"), ("rig-4090", "default via P2P")}
+    predictions = [p for p in S.predictions(comparison) if p.series.host != "local"]
+    fig = P.prediction_figure(predictions)
+    ax = fig.axes[0]
+    assert ax.get_xlabel() in ("step time (ms)", "step time (s)")
+    assert "predicted" in ax.get_title().lower()
+    assert set(legend_texts(fig)) == {"compute: 1-GPU step time at this batch / #GPUs", "exposed communication, predicted",
+                                      "exposed communication, measured", "p5-p95 of the measured step times"}
+    factor = 1e3 if ax.get_xlabel() == "step time (ms)" else 1.0
+    orange = [bar.get_width() for bar in ax.patches if bar.get_facecolor()[:3] == pytest.approx((1.0, 0.498, 0.055), abs=0.01)]
+    red = [bar.get_width() for bar in ax.patches if bar.get_facecolor()[:3] == pytest.approx((0.839, 0.153, 0.157), abs=0.01)]
+    for p, predicted_comm, measured_comm in zip(predictions, orange, red):
+        exposed = 0.05 if p.series.host == "rig-3090" else 0.25  # what the edited bundles carry
+        assert p.measured.median == pytest.approx(p.compute * (1 + exposed))
+        assert p.predicted == pytest.approx(p.compute * (1 + 0.8 * exposed))
+        assert predicted_comm == pytest.approx(0.8 * exposed * p.compute * factor)
+        assert measured_comm == pytest.approx(exposed * p.compute * factor)
+
+
+def test_p2p_heatmap_beside_the_topology_matrix(comparison):
+    matrices = {m.series.hardware: m for m in S.p2p_matrices(comparison) if m.series.transport.startswith("default")}
+    nvlink = matrices["2x RTX 3090, NVLink NV4"]
+    fig = P.p2p_figure(nvlink)
+    heat, topology, colour_bar = fig.axes
+    assert heat.get_xlabel() == "destination rank" and heat.get_ylabel() == "source rank"
+    image = heat.images[0].get_array()
+    assert image[0][1] == pytest.approx(nvlink.cells[(0, 1)].median)
+    assert image[1][0] == pytest.approx(nvlink.cells[(1, 0)].median)
+    assert colour_bar.get_ylabel() == "send/recv bandwidth (GB/s)"
+    assert [t.get_text() for t in topology.texts].count("NV4") == 2
+    assert "rig-3090" in fig._suptitle.get_text()
+    cpu = P.p2p_figure(matrices["no GPU"])
+    assert "no topology matrix in the fingerprint" in cpu.axes[1].texts[0].get_text()
+
+
+def test_every_plot_saves_as_png_and_svg(tmp_path, comparison, colours):
+    lines = S.busbw_lines(comparison)
+    png, svg = tmp_path / "busbw.png", tmp_path / "busbw.svg"
+    P.save(P.busbw_figure(lines, S.link_peaks(comparison, lines), colours), png, svg)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert b"<svg" in svg.read_bytes()[:2000]

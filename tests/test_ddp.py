@@ -1,0 +1,446 @@
+"""DDP suite: real runs on the CPU (gloo, torchrun, the agent and the controller), the metrics'
+arithmetic, seed 002's communication model, the bad-input cases and every shipped plan."""
+from __future__ import annotations
+
+import gc
+import importlib.util
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+import weakref
+from pathlib import Path
+
+import psutil
+import pytest
+import torch
+import torch.distributed as dist
+import yaml
+
+from bench.agent import models, proctree
+from bench.agent.harness import Context
+from bench.agent.models import gpt
+from bench.agent.runner import Hardware, PlanError, plan_launches
+from bench.agent.suites import ddp
+from bench.analysis import allreduce_time, derive_prediction, derive_scaling
+from bench.bundle import read_bundle
+from bench.controller.plans import PLANS_DIR, load_plan, plan_names, with_defaults
+
+REPO = Path(__file__).resolve().parents[1]
+CPU_HOST = Hardware(gpu_count=0, gpu_memory_bytes=0, infiniband=False, logical_cpus=2)
+HAS_DIFFUSERS = importlib.util.find_spec("diffusers") is not None
+# One OpenMP thread per rank: two ranks on two cores, and no spinning threads fighting the
+# other engineers' tests for the same cores.
+HOSTS_YAML = "hosts:\n  - name: local\n    runtime: local\n    env: {OMP_NUM_THREADS: '1'}\n"
+
+TINY_GPT = {"model": "tiny", "micro_batch": 2, "seq_len": 32, "steps": 4, "warmup_steps": 1, "precision": "fp32", "compile": False}
+
+
+def write(path: Path, document) -> Path:
+    path.write_text(yaml.safe_dump(document) if path.suffix == ".yaml" else json.dumps(document))
+    return path
+
+
+def ddpbench(*args: str, env: "dict | None" = None, timeout: float = 400) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
+    return subprocess.run([sys.executable, "-m", "bench", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def run_plan_on_cpu(tmp: Path, plan: "dict | str") -> tuple[subprocess.CompletedProcess, "dict | None"]:
+    """`ddpbench run` on this machine; the bundle it wrote, if any."""
+    hosts = tmp / "hosts.yaml"
+    hosts.write_text(HOSTS_YAML)
+    plan_arg = plan if isinstance(plan, str) else str(write(tmp / "plan.yaml", plan))
+    done = ddpbench("run", "--hosts", str(hosts), "--plan", plan_arg, "--out", str(tmp / "results"))
+    bundles = sorted((tmp / "results").glob("*/bundle.json"))
+    return done, read_bundle(bundles[-1]) if bundles else None
+
+
+def median(run: dict, name: str) -> float:
+    return run["metrics"][name]["summary"]["median"]
+
+
+def ddp_runs(bundle: dict) -> list[dict]:
+    return [r for r in bundle["hosts"][0]["runs"] if r["suite"] == "ddp"]
+
+
+# --- the suite for real: tiny GPT, gloo, world sizes 1 and 2, accumulation 1, 2 and 4 -------------
+
+SWEEP_PLAN = {
+    "name": "ddp-sweep",
+    "suites": [{
+        "suite": "ddp", "world_sizes": [1, 2],
+        # 4 and 8 samples per step in micro-batches of 2: 2 ranks accumulate 1 and 2, 1 rank 2 and 4
+        "params": {**TINY_GPT, "global_batches": [4, 8], "count_allreduce": True},
+    }],
+}
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory) -> dict:
+    done, bundle = run_plan_on_cpu(tmp_path_factory.mktemp("sweep"), SWEEP_PLAN)
+    assert done.returncode == 0, done.stderr
+    return bundle
+
+
+def by_shape(bundle: dict) -> dict:
+    return {(r["world_size"], r["params"]["global_batch"]): r for r in ddp_runs(bundle)}
+
+
+def test_sweep_reaches_each_global_batch_by_accumulation(sweep):
+    runs = by_shape(sweep)
+    assert sorted(runs) == [(1, 4), (1, 8), (2, 4), (2, 8)]
+    assert {k: r["params"]["grad_accum"] for k, r in runs.items()} == {(1, 4): 2, (1, 8): 4, (2, 4): 1, (2, 8): 2}
+    assert all(r["status"] == "ok" and r["transport"]["backend"] == "gloo" for r in runs.values())
+    assert sweep["hosts"][0]["status"] == "ok"
+
+
+def test_metrics_arithmetic(sweep):
+    for (world_size, global_batch), run in by_shape(sweep).items():
+        steps = run["metrics"]["step_time_s"]["samples"]
+        assert len(steps) == SWEEP_PLAN["suites"][0]["params"]["steps"]  # warm-up steps are not samples
+        expected = {
+            "per_sample_gpu_time_s": [t / global_batch * world_size for t in steps],
+            "samples_per_s": [global_batch / t for t in steps],
+            "tokens_per_s": [global_batch * TINY_GPT["seq_len"] / t for t in steps],
+        }
+        for name, values in expected.items():
+            assert run["metrics"][name]["samples"] == pytest.approx(values, rel=1e-12), name
+        assert "mfu_fraction" not in run["metrics"]  # no GPU, no peak: never guessed
+        grad_bytes = 4 * run["params"]["num_params"]  # fp32 gradients
+        assert median(run, "grad_allreduce_bytes") == (grad_bytes if world_size > 1 else 0)
+        assert median(run, "peak_memory_bytes") > 0
+
+
+def test_scaling_efficiency_from_the_medians(sweep):
+    runs = by_shape(sweep)
+    for global_batch in (4, 8):
+        one, two = runs[(1, global_batch)], runs[(2, global_batch)]
+        expected = median(one, "per_sample_gpu_time_s") / median(two, "per_sample_gpu_time_s")
+        assert two["derived"]["scaling_efficiency_fraction"] == pytest.approx(expected, rel=1e-12)
+        assert one["derived"]["scaling_efficiency_fraction"] == 1.0
+
+
+def test_accumulation_all_reduces_once_per_step(sweep):
+    runs = by_shape(sweep)
+    accum_1, accum_2 = runs[(2, 4)], runs[(2, 8)]
+    calls = median(accum_1, "allreduce_calls_per_step_count")
+    assert calls >= 1
+    # Without no_sync() the second micro-batch would all-reduce every bucket again: twice the calls.
+    assert median(accum_2, "allreduce_calls_per_step_count") == calls
+
+
+def test_exposed_communication_uses_the_1gpu_time_at_the_same_batch_per_gpu(sweep):
+    runs = by_shape(sweep)
+    for global_batch in (4, 8):
+        one, two = runs[(1, global_batch)], runs[(2, global_batch)]
+        # Strong scaling: each of 2 ranks does half the 1-GPU run's work.
+        compute_s = median(one, "step_time_s") / 2
+        assert two["derived"]["exposed_comm_s"] == pytest.approx(median(two, "step_time_s") - compute_s, rel=1e-9)
+        assert two["derived"]["predicted_step_time_s"] is None  # no all_reduce results in this bundle
+        assert any("no all_reduce results" in note for note in two["notes"])
+
+
+# --- FLOPs ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("preset, seq_len", [("tiny", 64), ("gpt2", 1024)])
+def test_gpt_flops_formula_matches_torch_flop_counter(preset, seq_len):
+    """The counter the UNet's FLOPs come from agrees with the GPT's 6N + attention formula."""
+    tokens = torch.randint(100, (2, seq_len + 1))
+    counted = models.count_training_flops(lambda: gpt.GPT(gpt.PRESETS[preset]), (tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()))
+    with torch.device("meta"):
+        formula = gpt.GPT(gpt.PRESETS[preset]).flops_per_token(seq_len) * seq_len
+    assert counted == pytest.approx(formula, rel=0.005)
+
+
+def test_mfu_is_model_flops_over_the_peak_of_every_gpu():
+    metrics = ddp.throughput_metrics([0.5, 0.25], global_batch=8, world_size=2, tokens_per_sample=None,
+                                     flops_per_sample=1e12, peak_tflops=100.0)
+    # 8 samples x 1 TFLOP in 0.5 s on 2 GPUs of 100 TFLOP/s: 16 / 200 = 8%
+    assert metrics["mfu_fraction"]["samples"] == pytest.approx([0.08, 0.16])
+    assert "tokens_per_s" not in metrics
+    assert ddp.throughput_metrics([1.0], 8, 2, 64, 1e12, None).keys() == {
+        "step_time_s", "samples_per_s", "per_sample_gpu_time_s", "tokens_per_s"}
+
+
+# --- seed 002's communication model --------------------------------------------------------------
+
+def fake_run(suite: str, world_size: int, params: dict, metrics: dict, preset: str = "default", launch_id: str = "x") -> dict:
+    return {
+        "suite": suite, "world_size": world_size, "status": "ok", "params": params, "launch_id": launch_id,
+        "metrics": {k: {"samples": [v], "summary": {"median": v}} for k, v in metrics.items()},
+        "transport": {"preset": preset},
+    }
+
+
+def allreduce_runs(points: dict, world_size: int = 2, preset: str = "default", dtype: str = "float32") -> list[dict]:
+    return [fake_run("collectives", world_size, {"op": "all_reduce", "dtype": dtype, "size_bytes": size}, {"time_s": t}, preset)
+            for size, t in points.items()]
+
+
+CURVE = [(1_000_000, 0.001), (100_000_000, 0.01)]  # 1 GB/s at 1 MB, 10 GB/s at 100 MB
+
+
+def test_allreduce_time_interpolates_bandwidth_in_log_size():
+    assert allreduce_time(CURVE, 100_000_000) == (0.01, False)
+    # 10 MB: half way in log-size, so 5.5 GB/s
+    assert allreduce_time(CURVE, 10_000_000) == (pytest.approx(10e6 / 5.5e9), False)
+    # below the smallest size: the time of the smallest size at or above it
+    assert allreduce_time(CURVE, 1000) == (0.001, False)
+    # past the largest: that size's bandwidth, flagged
+    assert allreduce_time(CURVE, 400_000_000) == (pytest.approx(0.04), True)
+
+
+def gpt_ddp_run(world_size: int, global_batch: int, step_s: float, grad_bytes: float, preset: str = "default") -> dict:
+    params = {"model": "gpt2", "micro_batch": 4, "global_batches": [16], "global_batch": global_batch, "grad_accum": 1}
+    return fake_run("ddp", world_size, params, {
+        "step_time_s": step_s, "per_sample_gpu_time_s": step_s / global_batch * world_size, "grad_allreduce_bytes": grad_bytes,
+    }, preset, launch_id=f"01-ddp-{preset}-ws{world_size}")
+
+
+def test_prediction_is_1gpu_share_plus_allreduce_of_the_gradients():
+    one, two = gpt_ddp_run(1, 16, 1.0, 0), gpt_ddp_run(2, 16, 0.56, 10_000_000)
+    runs = allreduce_runs(dict(CURVE)) + [one, two]
+    derive_scaling(runs)
+    derive_prediction(runs, [{"id": "01-ddp-default-ws2", "nodes": 1}])
+    derived = two["derived"]
+    # strong scaling, 16 samples: each GPU does 8, half the 1-GPU step
+    assert derived["allreduce_time_s"] == pytest.approx(10e6 / 5.5e9)
+    assert derived["predicted_step_time_s"] == pytest.approx(0.5 + 10e6 / 5.5e9)
+    assert derived["exposed_comm_s"] == pytest.approx(0.06)
+    assert derived["scaling_efficiency_fraction"] == pytest.approx(1.0 / 1.12)
+    assert "notes" not in two and "exposed_comm_s" not in one["derived"]
+
+
+def test_prediction_past_the_measured_sizes_says_so_and_matches_transport():
+    one = gpt_ddp_run(1, 16, 1.0, 0)
+    socket, p2p_off = gpt_ddp_run(2, 16, 2.0, 400_000_000, "socket"), gpt_ddp_run(2, 16, 1.0, 400_000_000, "p2p_off")
+    runs = allreduce_runs(dict(CURVE), preset="socket") + [one, socket, p2p_off]
+    derive_prediction(runs, [])
+    assert socket["derived"]["predicted_step_time_s"] == pytest.approx(0.5 + 0.04)
+    assert any("extrapolated" in note and "100000000 bytes" in note for note in socket["notes"])
+    assert p2p_off["derived"]["predicted_step_time_s"] is None  # no all_reduce on its transport
+    assert p2p_off["derived"]["exposed_comm_s"] == pytest.approx(0.5)
+
+
+# --- bad input -----------------------------------------------------------------------------------
+
+# What the agent gets: the entry's parameters with the schema's defaults written out.
+SUITE_PARAMS = with_defaults({"name": "suite", "suites": [{"suite": "ddp", "params": {
+    **TINY_GPT, "micro_batch": 1, "global_batches": [2, 4], "steps": 1, "warmup_steps": 1}}]})["suites"][0]["params"]
+ONE_CPU_RANK = Context(0, 0, 1, torch.device("cpu"), "gloo")
+
+
+@pytest.fixture
+def process_group(tmp_path):
+    dist.init_process_group("gloo", store=dist.FileStore(str(tmp_path / "store"), 1), rank=0, world_size=1)
+    yield
+    dist.destroy_process_group()
+
+
+def test_out_of_memory_is_recorded_and_the_sweep_goes_on(process_group):
+    class OutOfMemory(torch.nn.Module):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, *batch):
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB\nmore detail")
+
+    def build(params, accum, device, rank):
+        work = models.build(params, accum, device, rank)
+        if accum == 2:  # the first global batch only
+            work.module = OutOfMemory(work.module)
+        return work
+
+    records = []
+    ddp.run(ONE_CPU_RANK, SUITE_PARAMS, records.append, build=build)
+    assert [(r["params"]["global_batch"], r["status"]) for r in records] == [(2, "oom"), (4, "ok")]
+    assert records[0]["error"] == (
+        "out of memory at micro_batch 1 (global batch 2): CUDA out of memory. Tried to allocate 20.00 GiB; lower micro_batch")
+    assert records[0]["metrics"] == {}
+
+
+def test_a_configuration_is_freed_before_the_next_is_built(process_group):
+    """On a GPU the previous model, gradients and optimizer states would otherwise take the memory."""
+    built, alive_at_build = [], []
+
+    def build(params, accum, device, rank):
+        alive_at_build.append([ref() is not None for ref in built])
+        work = models.build(params, accum, device, rank)
+        built.append(weakref.ref(work.module))
+        return work
+
+    collecting = gc.isenabled()
+    gc.disable()  # only the suite's own collection may free the cycles DDP makes
+    try:
+        ddp.run(ONE_CPU_RANK, SUITE_PARAMS, lambda record: None, build=build)
+    finally:
+        if collecting:
+            gc.enable()
+    assert alive_at_build == [[], [False]]
+    assert built[1]() is None
+
+
+def test_batch_not_divisible_fails_before_anything_launches(tmp_path):
+    plan = {"name": "bad", "suites": [{"suite": "ddp", "world_sizes": [1, 2], "params": {**TINY_GPT, "global_batches": [4, 6]}}]}
+    done, bundle = run_plan_on_cpu(tmp_path, plan)
+    assert done.returncode == 1
+    assert "error: host local: failed: ddp: global batch 6 is not divisible by world size 2 x micro_batch 2; choose a multiple of 4" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert bundle["hosts"][0]["launches"] == [] and not list(tmp_path.glob("results/*/hosts/local/launches"))
+
+
+@pytest.mark.parametrize("entry, message", [
+    ({"params": {**TINY_GPT, "model": "gpt3"}}, "field suites[0].params.model: 'gpt3' is not one of ['tiny', 'gpt2'"),
+    ({"params": TINY_GPT, "cpu": {"transport": ["gloo"]}},
+     "field suites[0].cpu: Unevaluated properties are not allowed ('transport' was unexpected)"),
+])
+def test_unknown_model_or_key_is_refused_by_the_schema(tmp_path, entry, message):
+    plan = write(tmp_path / "plan.yaml", {"name": "bad", "suites": [{"suite": "ddp", **entry}]})
+    done = ddpbench("validate", str(plan))
+    assert done.returncode == 2
+    assert done.stderr.startswith(f"error: {plan}: {message}")
+    assert done.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"seq_len": 512}, "ddp: seq_len 512 is longer than model 'tiny' allows (256); lower seq_len"),
+    ({"seq_len": None}, "ddp: model 'tiny' needs seq_len (tokens per sample); add it to the entry's params"),
+])
+def test_gpt_shapes_are_checked_before_launch(change, message):
+    params = {k: v for k, v in {**TINY_GPT, **change}.items() if v is not None}
+    with pytest.raises(PlanError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        plan_launches({"suites": [{"suite": "ddp", "params": params}]}, CPU_HOST)
+
+
+def test_missing_diffusers_names_the_extra(tmp_path):
+    blocker = tmp_path / "no-diffusers"
+    blocker.mkdir()
+    # What Python does for an absent package: find_spec() finds nothing, import fails.
+    (blocker / "sitecustomize.py").write_text("import sys\nsys.modules['diffusers'] = None\n")
+    hosts = write(tmp_path / "hosts.yaml", yaml.safe_load(HOSTS_YAML))
+    done = ddpbench("run", "--hosts", str(hosts), "--plan", "seed000", "--out", str(tmp_path / "results"),
+                    env={"PYTHONPATH": os.pathsep.join([str(blocker), str(REPO)])})
+    assert done.returncode == 1
+    assert (f"error: host local: failed: ddp: model 'tiny-unet' needs diffusers, which is not installed for {sys.executable}; "
+            "install the 'sdxl' extra (pip install 'ddpbench[sdxl]', or pip install diffusers) or choose a GPT model") in done.stderr
+
+
+def test_cpu_override_picks_the_transports_a_cpu_can_run():
+    entry = {"suite": "ddp", "transports": ["default", "p2p_off"], "world_sizes": [2], "params": TINY_GPT}
+    with pytest.raises(PlanError, match="transport preset 'p2p_off' needs NCCL and a GPU"):
+        plan_launches({"suites": [entry]}, CPU_HOST)
+    launches = plan_launches({"suites": [{**entry, "cpu": {"transports": ["default"], "micro_batch": 1}}]}, CPU_HOST)
+    assert [(l.id, l.backend, l.params["micro_batch"]) for l in launches] == [("00-ddp-default-ws2", "gloo", 1)]
+    assert "transports" not in launches[0].params
+    gpu = Hardware(gpu_count=2, gpu_memory_bytes=80 << 30, infiniband=False, logical_cpus=16)
+    assert [l.id for l in plan_launches({"suites": [{**entry, "cpu": {"transports": ["default"]}}]}, gpu)] == [
+        "00-ddp-default-ws2", "00-ddp-p2p_off-ws2"]
+
+
+def test_hung_rank_times_out_and_keeps_what_finished(tmp_path):
+    """Rank 1 stops (SIGSTOP) during the second configuration: rank 0 waits for it in the all-reduce."""
+    plan = {
+        "name": "hang", "timeout_s": 45,
+        "suites": [
+            {"suite": "ddp", "world_sizes": [2], "params": {**TINY_GPT, "global_batches": [4, 8], "steps": 150}},
+            {"suite": "ddp", "world_sizes": [1], "params": TINY_GPT},
+        ],
+    }
+    hosts = write(tmp_path / "hosts.yaml", yaml.safe_load(HOSTS_YAML))
+    cli = subprocess.Popen(
+        [sys.executable, "-m", "bench", "run", "--hosts", str(hosts), "--plan", str(write(tmp_path / "plan.yaml", plan)),
+         "--out", str(tmp_path / "results")],
+        cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    stopped = None
+    try:
+        deadline = time.monotonic() + 60
+        while stopped is None and time.monotonic() < deadline:
+            results = list(tmp_path.glob("results/*/hosts/local/launches/00-ddp-default-ws2.jsonl"))
+            if results and results[0].read_text().count("\n") >= 1:  # the first configuration is done
+                stopped = rank_process(cli.pid, rank=1)
+                stopped.send_signal(signal.SIGSTOP)
+            time.sleep(0.02)
+        assert stopped is not None, "the first configuration never finished"
+        _, stderr = cli.communicate(timeout=120)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+    assert cli.returncode == 1
+    assert not stopped.is_running()  # ended by the runner, not left behind
+    bundle = read_bundle(next(tmp_path.glob("results/*/bundle.json")))
+    host = bundle["hosts"][0]
+    hung, after = host["launches"]
+    assert (hung["id"], hung["status"]) == ("00-ddp-default-ws2", "timeout")
+    assert hung["error"] == "no result after 45 s (the plan's timeout_s): a rank hung or a peer died"
+    assert hung["log_tail"]
+    assert (after["id"], after["status"]) == ("01-ddp-default-ws1", "ok")
+    assert [(r["launch_id"], r["params"]["global_batch"]) for r in host["runs"]] == [
+        ("00-ddp-default-ws2", 4), ("01-ddp-default-ws1", 2)]
+    assert host["status"] == "partial" and "error: host local: partial: no result after 45 s" in stderr
+
+
+def test_process_tree_reaches_grandchildren_and_tells_a_reused_pid_apart():
+    shell = subprocess.Popen(["sh", "-c", "sleep 60 & wait"], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:  # until the forked child has become `sleep`
+            found = proctree.descendants(shell.pid)
+            if found and psutil.Process(found[0].pid).name() == "sleep":
+                break
+            time.sleep(0.01)
+        (sleeper,) = found
+        assert sleeper.alive()
+        assert not proctree.Process(sleeper.pid, sleeper.start_ticks + 1).alive()  # same pid, another process
+        sleeper.signal(signal.SIGKILL)
+        shell.wait(timeout=10)
+        assert not sleeper.alive()
+    finally:
+        if shell.poll() is None:
+            shell.kill()
+
+
+def rank_process(agent_root_pid: int, rank: int) -> psutil.Process:
+    for process in psutil.Process(agent_root_pid).children(recursive=True):
+        try:
+            if "bench.agent.worker" in process.cmdline() and process.environ().get("RANK") == str(rank):
+                return process
+        except psutil.NoSuchProcess:
+            continue
+    raise AssertionError(f"no worker process of rank {rank}")
+
+
+# --- every shipped plan runs on the CPU ----------------------------------------------------------
+
+@pytest.mark.parametrize("name", plan_names())
+def test_shipped_plan_runs_on_cpu(name, tmp_path):
+    plan = load_plan(name)
+    assert plan["description"].strip()
+    uses_unet = any(e["suite"] == "ddp" and {**e["params"], **e.get("cpu", {})}["model"] in models.UNET_PRESETS
+                    for e in plan["suites"])
+    if uses_unet and not HAS_DIFFUSERS:
+        pytest.skip("diffusers is not installed (the sdxl extra)")
+    done, bundle = run_plan_on_cpu(tmp_path, name)
+    assert done.returncode == 0, done.stderr
+    host = bundle["hosts"][0]
+    assert host["status"] == "ok" and all(l["status"] == "ok" for l in host["launches"])
+    assert host["runs"] and all(r["status"] == "ok" for r in host["runs"])
+    has_allreduce = any(r["suite"] == "collectives" and r["params"]["op"] == "all_reduce" for r in host["runs"])
+    for run in ddp_runs(bundle):
+        assert run["params"]["train_flops_per_sample"] > 0
+        assert ("tokens_per_s" in run["metrics"]) == (run["params"]["model"] in gpt.PRESETS)
+        if run["world_size"] > 1:
+            assert run["derived"]["scaling_efficiency_fraction"] > 0
+            assert math.isfinite(run["derived"]["exposed_comm_s"])
+            assert (run["derived"]["predicted_step_time_s"] is not None) == has_allreduce
+
+
+def test_seed_plans_are_shipped():
+    assert {"seed000", "seed001", "seed002"} <= set(plan_names())
+    for name in ("seed000", "seed001", "seed002"):
+        assert f"Seed {name[-3:]}" in (PLANS_DIR / f"{name}.yaml").read_text()
