@@ -58,3 +58,17 @@ def read_event(line: str) -> "dict | None":
     except ValueError:
         return None
     return event if isinstance(event, dict) and "event" in event else None
+
+
+def agent_output_listener(job: AgentJob, errors: list) -> Callable[[str], None]:
+    """A handler for the agent's stdout lines: progress events go to the job, error events are kept."""
+
+    def on_line(line: str) -> None:
+        event = read_event(line)
+        if event is None:
+            return
+        if event["event"] == "error":
+            errors.append(event["message"])
+        job.progress(event)
+
+    return on_line

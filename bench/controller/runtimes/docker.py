@@ -24,7 +24,7 @@ from pathlib import Path
 
 from bench import __version__
 from bench.controller import ssh
-from bench.controller.runtimes.base import INTERRUPTED, AgentJob, HostError, Runtime, read_event
+from bench.controller.runtimes.base import INTERRUPTED, AgentJob, HostError, Runtime, agent_output_listener
 from bench.controller.shell import CommandNotFound, LocalShell, Shell, SSHShell
 from bench.docker.engine import DOCKER, KILLED_STATUSES, Docker, DockerError, is_image_id
 
@@ -233,15 +233,7 @@ class DockerRuntime(Runtime):
         container = f"ddpbench-{job.host.name}-{secrets.token_hex(3)}"
         command = run_command(job, image_id, reference, container, self._work_dir, self._gpus, self._user())
         errors: list[str] = []
-
-        def on_line(line: str) -> None:
-            event = read_event(line)
-            if event is None:
-                return
-            if event["event"] == "error":
-                errors.append(event["message"])
-            job.progress(event)
-
+        on_line = agent_output_listener(job, errors)
         with self._lock:
             if self._cancelled:  # cancelled while the image was being found: start nothing
                 raise HostError(self._cancelled)

@@ -6,7 +6,7 @@ import json
 import os
 import sys
 
-from bench.controller.runtimes.base import INTERRUPTED, AgentJob, HostError, Runtime, read_event
+from bench.controller.runtimes.base import INTERRUPTED, AgentJob, HostError, Runtime, agent_output_listener
 from bench.controller.shell import LocalShell
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -23,14 +23,7 @@ class LocalRuntime(Runtime):
         plan_path.write_text(json.dumps(job.plan))
         command = job.agent_command([sys.executable, "-m", "bench.agent"], str(plan_path), str(job.result_dir))
         errors = []
-
-        def on_line(line: str) -> None:
-            event = read_event(line)
-            if event is not None:
-                if event["event"] == "error":
-                    errors.append(event["message"])
-                job.progress(event)
-
+        on_line = agent_output_listener(job, errors)
         done = self._shell.stream(command, on_line)
         raw_path = job.result_dir / "raw.json"
         if errors:

@@ -14,7 +14,7 @@ import threading
 
 from bench.controller import pins, ssh
 from bench.controller.agent_package import agent_zipapp
-from bench.controller.runtimes.base import INTERRUPTED, AgentJob, HostError, Runtime, read_event
+from bench.controller.runtimes.base import INTERRUPTED, AgentJob, HostError, Runtime, agent_output_listener
 
 MIN_PYTHON = (3, 9)
 
@@ -129,14 +129,7 @@ class NativeRuntime(Runtime):
 
     def _run_agent(self, job: AgentJob) -> dict:
         host, errors = job.host, []
-
-        def on_line(line: str) -> None:
-            event = read_event(line)
-            if event is not None:
-                if event["event"] == "error":
-                    errors.append(event["message"])
-                job.progress(event)
-
+        on_line = agent_output_listener(job, errors)
         argv = job.agent_command([host.python, "agent.pyz"], "plan.json", "out", "--stop-on-stdin-eof")
         with self._lock:
             if self._cancelled:
