@@ -4,7 +4,9 @@ the overlap knobs change.
     python benchmarks/ddp_scaling.py [--model gpt2-large] [--micro-batch 8] [--seq-len 1024] [--knobs]
 
 Rows: 1 GPU, then all GPUs under default, p2p_off and socket with the suite's default DDP
-settings; with --knobs, default transport again with each knob flipped.
+settings; with --knobs, default transport again with each knob flipped. The last columns say
+where the GPU time goes, from the suite's profiled steps: compute that grows with a second GPU
+while the communication is hidden is the all-reduce slowing the kernels it shares the GPU with.
 """
 
 from __future__ import annotations
@@ -22,6 +24,9 @@ NAIVE_MS = {("gpt2-large", 1, "default"): 99.3, ("gpt2-large", 2, "default"): 11
             ("gpt2-large", 2, "p2p_off"): 161.2, ("gpt2-large", 2, "socket"): 890.9,
             ("gpt2", 1, "default"): 22.1, ("gpt2", 2, "default"): 32.0,
             ("gpt2", 2, "p2p_off"): 36.3, ("gpt2", 2, "socket"): 177.8}
+# Where the step's GPU time goes (the suite's profiled steps): kernel time, the union of compute
+# kernels, NCCL kernel time, and the NCCL time no compute kernel overlapped.
+BREAKDOWN = ("gpu_matmul_s", "gpu_compute_busy_s", "gpu_comm_s", "gpu_comm_exposed_s")
 # Each variant flips DDP knobs (plan parameters) or sets NCCL environment for the ranks.
 KNOBS = {
     "bucket_cap_mb=100": {"bucket_cap_mb": 100},
@@ -62,7 +67,7 @@ def main() -> None:
         key, value = item.split("=")
         defaults[key] = value == "true" if value in ("true", "false") else float(value)
     base = {"model": args.model, "micro_batch": args.micro_batch, "seq_len": args.seq_len, "grad_accum": 1,
-            "steps": args.steps, "warmup_steps": 10, "precision": "bf16", "count_allreduce": False, "grad_reduce_dtype": "fp32", "seed": 0, **defaults}
+            "steps": args.steps, "warmup_steps": 10, "precision": "bf16", "count_allreduce": False, "profile_steps": 3, "grad_reduce_dtype": "fp32", "seed": 0, **defaults}
     suites = [entry(base, ["default"], [1]), entry(base, args.transports.split(","), [2])]
     variants = list(filter(None, args.knobs.split(",")))
     suites += [variant(base, KNOBS[name]) for name in variants]
@@ -75,7 +80,7 @@ def main() -> None:
         p = run["params"]
         knob = launch_variant.get(run["launch_id"][:2], "")
         if run["status"] != "ok":
-            rows.append([p["model"], str(run["world_size"]), run["transport"]["preset"], knob, run["status"], "", "", "", ""])
+            rows.append([p["model"], str(run["world_size"]), run["transport"]["preset"], knob, run["status"]] + [""] * 8)
             continue
         step = median(run, "step_time_s")
         mfu = median(run, "mfu_fraction")
@@ -85,8 +90,10 @@ def main() -> None:
             p["model"], str(run["world_size"]), run["transport"]["preset"] + " via " + "+".join(run["transport"]["nccl_used"] or ["-"]),
             knob or "suite defaults", f"{step * 1e3:.1f}", f"{run['metrics']['step_time_s']['summary']['cv']:.1%}",
             f"{mfu:.1%}" if mfu else "-", f"{efficiency:.1%}" if efficiency else "-", f"{naive:.1f}" if naive else "-",
+            *(f"{median(run, name) * 1e3:.1f}" if median(run, name) is not None else "-" for name in BREAKDOWN),
         ])
-    print(table(["model", "GPUs", "transport", "DDP settings", "step ms", "CV", "MFU", "scaling", "naive loop ms"], rows))
+    print(table(["model", "GPUs", "transport", "DDP settings", "step ms", "CV", "MFU", "scaling", "naive loop ms",
+                 "matmul ms", "compute busy ms", "comm ms", "comm exposed ms"], rows))
     for launch in raw["launches"]:
         if launch["status"] != "ok":
             print(f"launch {launch['id']} {launch['status']}: {launch['error']}")

@@ -18,7 +18,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from bench.agent import models
+from bench.agent import kernel_time, models
 from bench.agent.gpu_peaks import dense_bf16_peak_tflops
 from bench.agent.harness import Context, reduce_over_ranks
 from bench.agent.stats import metric
@@ -134,6 +134,7 @@ def run_config(ctx: Context, params: dict, global_batch: int, build: Callable = 
     reduced_element_bytes = 2 if params["grad_reduce_dtype"] == "bf16" else None
     grad_bytes = sum(p.numel() * (reduced_element_bytes or p.element_size()) for p in work.module.parameters() if p.requires_grad)
     metrics["grad_allreduce_bytes"] = metric([float(grad_bytes if ctx.world_size > 1 else 0)])
+    metrics.update(profiled_breakdown(ctx, step, params["profile_steps"]))
     if calls is not None:
         metrics["allreduce_calls_per_step_count"] = metric([(calls[0] - calls_before) / params["steps"]])
     num_params = sum(p.numel() for p in work.module.parameters())
@@ -145,6 +146,19 @@ def run_config(ctx: Context, params: dict, global_batch: int, build: Callable = 
         "status": "ok",
         "metrics": metrics,
     }
+
+
+def profiled_breakdown(ctx: Context, step: Callable[[], None], steps: int) -> dict:
+    """Kernel time by class and exposed communication per profiled step (kernel_time), the
+    slowest rank's figure per step; a GPU-only view: on the CPU there are no kernels to class."""
+    if not ctx.is_cuda or steps == 0:
+        return {}
+    per_step = kernel_time.profile_steps(step, steps, ctx.device)
+    names = list(kernel_time.METRICS.values())
+    values = torch.tensor([[figures[name] for name in names] for figures in per_step], dtype=torch.float64, device=ctx.device)
+    if ctx.world_size > 1:
+        dist.all_reduce(values, op=dist.ReduceOp.MAX)
+    return {name: metric(values[:, i].tolist()) for i, name in enumerate(names)}
 
 
 def time_steps(ctx: Context, step: Callable[[], None], steps: int) -> list[float]:

@@ -1,0 +1,121 @@
+"""Where a training step's GPU time goes: kernel time by class, and communication left exposed.
+
+A few steps run under torch.profiler after the timed ones (the profiler never touches the
+step times). Each kernel is classed by its name; per step the suite records the kernel time
+of each class, how long some compute kernel was running (the union of their intervals), and
+the communication time during which no compute kernel ran: the part of the all-reduce that
+the backward pass did not hide. What that leaves out is what the timeline shows beside it:
+compute kernels that run slower because communication shares the GPU with them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from typing import Callable
+
+import torch
+
+# First match wins; names are matched lower-cased. NCCL's kernels are all "ncclDevKernel_*"/"ncclKernel_*".
+CLASSES = (
+    ("comm", ("nccl",)),
+    ("attention", ("flash", "fmha", "sdpa", "attention", "dot_do_o", "convert_dq")),
+    ("matmul", ("gemm", "nvjet", "xmma", "cutlass", "cublas", "wgmma", "conv")),  # convolutions too (the UNet)
+    ("optimizer", ("adam", "multi_tensor_apply")),
+)
+METRICS = {  # class or figure -> metric name, seconds per step
+    "matmul": "gpu_matmul_s",
+    "attention": "gpu_attention_s",
+    "optimizer": "gpu_optimizer_s",
+    "other": "gpu_other_compute_s",
+    "comm": "gpu_comm_s",
+    "compute_busy": "gpu_compute_busy_s",
+    "comm_exposed": "gpu_comm_exposed_s",
+}
+STEP_MARK = "ddpbench_profiled_step"
+
+
+def kernel_class(name: str) -> str:
+    lowered = name.lower()
+    for kind, needles in CLASSES:
+        if any(needle in lowered for needle in needles):
+            return kind
+    return "other"
+
+
+def union(intervals: list) -> list:
+    """Sorted, non-overlapping intervals covering the same time."""
+    merged: list = []
+    for begin, end in sorted(intervals):
+        if merged and begin <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([begin, end])
+    return merged
+
+
+def covered(intervals: list, by: list) -> float:
+    """Time of `intervals` (disjoint) that lies inside `by` (disjoint, sorted)."""
+    total = 0.0
+    for begin, end in intervals:
+        for other_begin, other_end in by:
+            if other_begin >= end:
+                break
+            total += max(0.0, min(end, other_end) - max(begin, other_begin))
+    return total
+
+
+def step_breakdown(kernels: list) -> dict:
+    """Seconds per class and figure for one step's kernels, each (name, begin_s, end_s)."""
+    figures = {kind: 0.0 for kind in METRICS}
+    spans: dict = {"compute": [], "comm": []}
+    for name, begin, end in kernels:
+        kind = kernel_class(name)
+        figures[kind] += end - begin
+        spans["comm" if kind == "comm" else "compute"].append((begin, end))
+    compute, comm = union(spans["compute"]), union(spans["comm"])
+    figures["compute_busy"] = sum(end - begin for begin, end in compute)
+    figures["comm_exposed"] = sum(end - begin for begin, end in comm) - covered(comm, compute)
+    return {METRICS[kind]: seconds for kind, seconds in figures.items()}
+
+
+def kernels_by_step(trace: dict) -> list:
+    """Each profiled step's kernels (name, begin_s, end_s), from a Chrome trace of torch.profiler.
+
+    A step is the window of its CPU annotation; the step synchronises before the window closes,
+    so every kernel it launched lies inside.
+    """
+    events = trace["traceEvents"]
+    windows = sorted((e["ts"], e["ts"] + e["dur"]) for e in events if e.get("name") == STEP_MARK and e.get("cat") == "user_annotation")
+    steps: list = [[] for _ in windows]
+    for event in events:
+        if event.get("cat") != "kernel":
+            continue
+        for i, (begin, end) in enumerate(windows):
+            if begin <= event["ts"] <= end:
+                steps[i].append((event["name"], event["ts"] / 1e6, (event["ts"] + event["dur"]) / 1e6))
+                break
+    return steps
+
+
+def profile_steps(step: Callable[[], None], steps: int, device: torch.device) -> list:
+    """Per-step breakdowns of `steps` runs of `step` (on a CPU device there are no kernels: all zero)."""
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    on_gpu = device.type == "cuda"
+    with profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else [])) as prof:
+        for _ in range(steps):
+            with record_function(STEP_MARK):
+                step()
+                if on_gpu:
+                    torch.cuda.synchronize(device)
+    handle, path = tempfile.mkstemp(suffix=".json", prefix="ddpbench-trace-")
+    os.close(handle)
+    try:
+        prof.export_chrome_trace(path)
+        with open(path) as f:
+            trace = json.load(f)
+    finally:
+        os.unlink(path)
+    return [step_breakdown(kernels) for kernels in kernels_by_step(trace)]

@@ -1,0 +1,68 @@
+"""Where the step's GPU time goes: kernel classes, exposed communication, and the trace parsing."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from bench.agent import kernel_time
+from bench.agent.kernel_time import kernel_class, kernels_by_step, step_breakdown
+
+MS = 1e-3
+
+
+@pytest.mark.parametrize("name, kind", [
+    # Names as torch.profiler shows them on 2x H200 (torch 2.11, cuBLAS nvjet, cuDNN attention, NCCL 2.28).
+    ("nvjet_sm90_tst_320x128_64x3_1x2_h_bz_coopB_NNT", "matmul"),
+    ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64", "matmul"),
+    ("cudnn_generated_fort_native_sdpa_sm90_flash_bprop_wgmma_f16_knob_26_64x64x64_1x4x1_cga1x1x", "attention"),
+    ("void cudnn::fusion::compute_dot_do_o_specialized<true, 64>(void const*, void const*, void*", "attention"),
+    ("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128, 128, 4", "attention"),
+    ("void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous n", "optimizer"),
+    ("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "comm"),
+    ("triton_per_fused__to_copy_add_native_layer_norm_backward_view_5", "other"),
+    ("void at::native::vectorized_elementwise_kernel<4, at::native::AUnaryFunctor<float, float", "other"),
+])
+def test_kernels_are_classed_by_name(name, kind):
+    assert kernel_class(name) == kind
+
+
+def test_exposed_communication_is_the_part_no_compute_kernel_overlaps():
+    # Backward compute 0-10 ms on one stream, a matmul 10-12 ms after it; all-reduces 4-7 ms
+    # (hidden), 9-11 ms (hidden) and 11.5-15 ms (0.5 ms hidden, 3 ms exposed).
+    kernels = [("nvjet_a", 0, 6 * MS), ("triton_b", 5 * MS, 10 * MS), ("nvjet_c", 10 * MS, 12 * MS),
+               ("ncclDevKernel_1", 4 * MS, 7 * MS), ("ncclDevKernel_2", 9 * MS, 11 * MS),
+               ("ncclDevKernel_3", 11.5 * MS, 15 * MS), ("multi_tensor_apply_kernel", 15 * MS, 16 * MS)]
+    figures = step_breakdown(kernels)
+    assert figures["gpu_matmul_s"] == pytest.approx(8 * MS)
+    assert figures["gpu_other_compute_s"] == pytest.approx(5 * MS)
+    assert figures["gpu_optimizer_s"] == pytest.approx(1 * MS)
+    assert figures["gpu_attention_s"] == 0
+    assert figures["gpu_comm_s"] == pytest.approx(8.5 * MS)
+    assert figures["gpu_compute_busy_s"] == pytest.approx(13 * MS)  # 0-12 and 15-16: the overlap of a and b once
+    assert figures["gpu_comm_exposed_s"] == pytest.approx(3 * MS)
+
+
+def test_overlapping_all_reduces_count_once_when_exposed():
+    kernels = [("ncclDevKernel_1", 0, 4 * MS), ("ncclDevKernel_2", 2 * MS, 6 * MS), ("nvjet", 5 * MS, 8 * MS)]
+    assert step_breakdown(kernels)["gpu_comm_exposed_s"] == pytest.approx(5 * MS)
+
+
+def test_kernels_go_to_the_step_whose_window_holds_them():
+    mark = {"name": kernel_time.STEP_MARK, "cat": "user_annotation"}
+    trace = {"traceEvents": [
+        {**mark, "ts": 2000, "dur": 1000}, {**mark, "ts": 0, "dur": 1000},
+        {"name": "nvjet", "cat": "kernel", "ts": 100, "dur": 300},
+        {"name": "ncclDevKernel", "cat": "kernel", "ts": 2500, "dur": 100},
+        {"name": kernel_time.STEP_MARK, "cat": "gpu_user_annotation", "ts": 0, "dur": 3000},
+        {"name": "aten::mm", "cat": "cpu_op", "ts": 150, "dur": 10},
+    ]}
+    assert kernels_by_step(trace) == [[("nvjet", 100e-6, 400e-6)], [("ncclDevKernel", 2500e-6, 2600e-6)]]
+
+
+def test_profiled_steps_are_found_in_torch_profilers_own_trace():
+    """The step windows come from torch.profiler's trace as this torch writes it (no kernels on a CPU)."""
+    ran = []
+    model = torch.nn.Linear(8, 8)
+    breakdowns = kernel_time.profile_steps(lambda: ran.append(model(torch.ones(2, 8)).sum().backward()), 3, torch.device("cpu"))
+    assert len(ran) == 3
+    assert breakdowns == [dict.fromkeys(kernel_time.METRICS.values(), 0.0)] * 3
