@@ -25,7 +25,8 @@ import math
 import statistics
 
 VARYING = ("global_batch", "grad_accum", "num_params", "train_flops_per_sample")
-# The all_reduce dtype of a ddp run's gradients: the fp32 weights' own, autocast or not, or bf16 by the compress hook.
+# The all_reduce dtype of a ddp run's gradients: the weights' own (fp32 under autocast too; bf16 weights
+# give bf16 gradients), or bf16 by the compress hook.
 REDUCE_DTYPES = {"fp32": "float32", "bf16": "bfloat16"}
 
 
@@ -84,7 +85,8 @@ def allreduce_curves(runs: list[dict], nodes_of_launch: dict) -> dict:
 
 def gradient_curve(dtypes: dict, run: dict) -> list[tuple]:
     """The curve of the dtype DDP reduces in, else the one that reaches the largest size."""
-    reduced = REDUCE_DTYPES[run["params"].get("grad_reduce_dtype", "fp32")]
+    params = run["params"]
+    reduced = "bfloat16" if params.get("weights_dtype") == "bfloat16" else REDUCE_DTYPES[params.get("grad_reduce_dtype", "fp32")]
     return dtypes.get(reduced) or max(dtypes.values(), key=lambda curve: curve[-1][0])
 
 

@@ -67,7 +67,7 @@ def main() -> None:
         key, value = item.split("=")
         defaults[key] = value == "true" if value in ("true", "false") else float(value)
     base = {"model": args.model, "micro_batch": args.micro_batch, "seq_len": args.seq_len, "grad_accum": 1,
-            "steps": args.steps, "warmup_steps": 10, "precision": "bf16", "count_allreduce": False, "profile_steps": 3, "grad_reduce_dtype": "fp32", "seed": 0, **defaults}
+            "steps": args.steps, "warmup_steps": 10, "precision": "bf16", "count_allreduce": False, "profile_steps": 3, "optimizer": "adamw", "grad_reduce_dtype": "fp32", "seed": 0, **defaults}
     suites = [entry(base, ["default"], [1]), entry(base, args.transports.split(","), [2])]
     variants = list(filter(None, args.knobs.split(",")))
     suites += [variant(base, KNOBS[name]) for name in variants]

@@ -226,6 +226,70 @@ def test_prediction_past_the_measured_sizes_says_so_and_matches_transport():
     assert p2p_off["derived"]["exposed_comm_s"] == pytest.approx(0.5)
 
 
+def test_bf16_weights_are_predicted_from_the_bfloat16_all_reduce():
+    """bf16 weights give bf16 gradients: the all_reduce curve of that dtype, not float32's, prices them."""
+    one, two = gpt_ddp_run(1, 16, 1.0, 0), gpt_ddp_run(2, 16, 0.6, 10_000_000)
+    two["params"]["weights_dtype"] = "bfloat16"
+    slow_fp32 = allreduce_runs({size: t * 10 for size, t in CURVE})
+    runs = slow_fp32 + allreduce_runs(dict(CURVE), dtype="bfloat16") + [one, two]
+    derive_prediction(runs, [])
+    assert two["derived"]["allreduce_time_s"] == pytest.approx(10e6 / 5.5e9)
+
+
+# --- the memory-lean recipe (seed 000 on 24 GB cards) --------------------------------------------
+
+LEAN = {**TINY_GPT, "precision": "bf16", "weights_dtype": "bfloat16", "activation_checkpointing": True, "seed": 0}
+
+
+def block_calls_and_grads(params: dict) -> tuple[list[int], dict]:
+    work = models.build(params, 1, torch.device("cpu"), 0)
+    calls = [0] * len(work.module.blocks)
+
+    def counted(i: int, forward):
+        def run(x):
+            calls[i] += 1
+            return forward(x)
+        return run
+
+    for i, block in enumerate(work.module.blocks):
+        block.forward = counted(i, block.forward)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        work.module(*work.micro_batches[0]).backward()
+    return calls, {name: p.grad for name, p in work.module.named_parameters()}
+
+
+def test_activation_checkpointing_recomputes_each_block_with_the_same_gradients():
+    plain_calls, plain = block_calls_and_grads({**LEAN, "activation_checkpointing": False})
+    calls, grads = block_calls_and_grads(LEAN)
+    assert plain_calls == [1, 1] and calls == [2, 2]  # forward, then again in backward
+    assert all(torch.equal(grads[name], plain[name]) for name in plain)
+
+
+def test_bf16_weights_make_bf16_gradients_and_half_the_bytes_on_the_link(tmp_path):
+    plan = {"name": "lean", "suites": [{"suite": "ddp", "world_sizes": [2], "params": {**LEAN, "optimizer": "adafactor"}}]}
+    done, bundle = run_plan_on_cpu(tmp_path, plan)
+    assert done.returncode == 0, done.stderr
+    (run,) = ddp_runs(bundle)
+    assert run["status"] == "ok"
+    assert run["metrics"]["grad_allreduce_bytes"]["summary"]["median"] == 2 * run["params"]["num_params"]
+    work = models.build(LEAN, 1, torch.device("cpu"), 0)
+    assert {p.dtype for p in work.module.parameters()} == {torch.bfloat16}
+
+
+def test_adafactor_keeps_far_less_state_than_adamw():
+    def state_bytes(name: str) -> int:
+        work = models.build(TINY_GPT | {"seed": 0}, 1, torch.device("cpu"), 0)
+        optimizer = ddp.make_optimizer(name, work.module, ONE_CPU_RANK)
+        before = [p.detach().clone() for p in work.module.parameters()]
+        work.module(*work.micro_batches[0]).backward()
+        optimizer.step()
+        assert all(not torch.equal(a, p) for a, p in zip(before, work.module.parameters()))  # it trains
+        return sum(t.numel() * t.element_size() for s in optimizer.state.values() for t in s.values() if torch.is_tensor(t))
+
+    assert isinstance(ddp.make_optimizer("adafactor", torch.nn.Linear(2, 2), ONE_CPU_RANK), torch.optim.Adafactor)
+    assert state_bytes("adafactor") < state_bytes("adamw") / 4
+
+
 # --- bad input -----------------------------------------------------------------------------------
 
 # What the agent gets: the entry's parameters with the schema's defaults written out.
@@ -309,6 +373,8 @@ def test_unknown_model_or_key_is_refused_by_the_schema(tmp_path, entry, message)
 
 @pytest.mark.parametrize("change, message", [
     ({"seq_len": 512}, "ddp: seq_len 512 is longer than model 'tiny' allows (256); lower seq_len"),
+    ({"weights_dtype": "bfloat16"}, "ddp: weights_dtype bfloat16 needs precision bf16 (fp32 compute over bf16 weights is not a recipe "
+                                    "anyone trains with); set precision: bf16"),
     ({"seq_len": None}, "ddp: model 'tiny' needs seq_len (tokens per sample); add it to the entry's params"),
 ])
 def test_gpt_shapes_are_checked_before_launch(change, message):
@@ -435,6 +501,8 @@ def test_shipped_plan_runs_on_cpu(name, tmp_path):
         assert run["params"]["train_flops_per_sample"] > 0
         assert ("tokens_per_s" in run["metrics"]) == (run["params"]["model"] in gpt.PRESETS)
         if run["world_size"] > 1:
+            weight_bytes = 2 if run["params"]["weights_dtype"] == "bfloat16" else 4
+            assert run["metrics"]["grad_allreduce_bytes"]["summary"]["median"] == weight_bytes * run["params"]["num_params"]
             assert run["derived"]["scaling_efficiency_fraction"] > 0
             assert math.isfinite(run["derived"]["exposed_comm_s"])
             assert (run["derived"]["predicted_step_time_s"] is not None) == has_allreduce

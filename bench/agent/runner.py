@@ -122,6 +122,8 @@ def _check_ddp(params: dict, world_size: int) -> None:
             f"ddp: model {model!r} needs diffusers, which is not installed for {sys.executable}; "
             f"install the '{unet.EXTRA}' extra (pip install 'ddpbench[{unet.EXTRA}]', or pip install diffusers) or choose a GPT model"
         )
+    if params.get("weights_dtype") == "bfloat16" and params.get("precision") != "bf16":
+        raise PlanError("ddp: weights_dtype bfloat16 needs precision bf16 (fp32 compute over bf16 weights is not a recipe anyone trains with); set precision: bf16")
     if model in gpt.PRESETS:
         block_size = gpt.PRESETS[model].block_size
         if "seq_len" not in params:

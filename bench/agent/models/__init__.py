@@ -46,6 +46,16 @@ def unet_flops_per_sample(name: str, micro_batch: int) -> float:
     return count_training_flops(lambda: unet.build_module(name), unet.micro_batch(name, micro_batch, meta, None))
 
 
+WEIGHTS_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+
+
+def enable_checkpointing(module: nn.Module) -> None:
+    if isinstance(module, gpt.GPT):
+        module.checkpoint_blocks = True
+    else:
+        module.unet.enable_gradient_checkpointing()  # diffusers' own, per resnet and transformer block
+
+
 def build(params: dict, accum: int, device: torch.device, rank: int) -> Workload:
     """The preset's model, seeded, and this rank's micro-batches of one step."""
     name, size = params["model"], params["micro_batch"]
@@ -53,11 +63,15 @@ def build(params: dict, accum: int, device: torch.device, rank: int) -> Workload
     generator = torch.Generator(device=device).manual_seed(params["seed"] + rank)
     with device:  # initialised where it runs: billions of parameters are slow to initialise on a CPU
         module = gpt.GPT(gpt.PRESETS[name]) if name in gpt.PRESETS else unet.build_module(name)
-    module.to(device)
+    weights = WEIGHTS_DTYPES[params.get("weights_dtype", "float32")]
+    module.to(device=device, dtype=weights)
+    if params.get("activation_checkpointing"):
+        enable_checkpointing(module)
     if name in gpt.PRESETS:
         seq_len = params["seq_len"]
         tokens = torch.randint(module.cfg.vocab_size, (accum, size, seq_len + 1), device=device, generator=generator)
         batches = [(t[:, :-1].contiguous(), t[:, 1:].contiguous()) for t in tokens]
         return Workload(module, batches, seq_len, float(module.flops_per_token(seq_len) * seq_len))
-    batches = [unet.micro_batch(name, size, device, generator) for _ in range(accum)]
+    batches = [tuple(t.to(weights) if t.is_floating_point() else t for t in unet.micro_batch(name, size, device, generator))
+               for _ in range(accum)]
     return Workload(module, batches, None, unet_flops_per_sample(name, size))
