@@ -95,13 +95,26 @@ def transport_name(transport: dict) -> str:
     return name
 
 
+def training_recipe(params: dict) -> str:
+    """How a ddp run trained, in words: its precision, and whatever departs from fp32 weights and AdamW
+    (runs trained differently are different workloads, never one series)."""
+    parts = [params["precision"]]
+    if params.get("weights_dtype", "float32") != "float32":
+        parts.append("bf16 weights")
+    if params.get("activation_checkpointing"):
+        parts.append("checkpointing")
+    if params.get("optimizer", "adamw") != "adamw":
+        parts.append(params["optimizer"])
+    return ", ".join(parts)
+
+
 def configuration(run: dict) -> tuple:
     """What a run measured, whoever ran it: the key two bundles must share to be compared."""
     p = run["params"]
     if run["suite"] == "collectives":
         return ("collectives", p["op"], p["dtype"], p["in_place"], p["size_bytes"], run["world_size"],
                 p.get("src_rank"), p.get("dst_rank"))
-    return ("ddp", p["model"], p["precision"], p.get("seq_len"), p["micro_batch"], p.get("global_batch"), run["world_size"])
+    return ("ddp", p["model"], training_recipe(p), p.get("seq_len"), p["micro_batch"], p.get("global_batch"), run["world_size"])
 
 
 def _host_names(bundles: list[dict]) -> dict:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from bench.agent.stats import percentile
-from bench.report.merge import Comparison, RunEntry, Series
+from bench.report.merge import Comparison, RunEntry, Series, training_recipe
 
 BOOTSTRAP_RESAMPLES = 1000
 CONFIDENCE = 0.90
@@ -63,24 +63,24 @@ def _baseline_samples(entries: list[RunEntry], metric: str) -> list:
 @dataclass(frozen=True, order=True)
 class Workload:
     model: str
-    precision: str
+    recipe: str  # precision, and the memory-lean choices when made (merge.training_recipe)
     seq_len: "int | None"  # None for the UNet presets: a sample is an image, not tokens
     micro_batch: int
 
     @property
     def title(self) -> str:
         sample = f"{self.seq_len} tokens x " if self.seq_len is not None else ""
-        return f"{self.model}, {self.precision}, {sample}micro-batch {self.micro_batch}"
+        return f"{self.model}, {self.recipe}, {sample}micro-batch {self.micro_batch}"
 
     @property
     def stem(self) -> str:
         tokens = f"-s{self.seq_len}" if self.seq_len is not None else ""
-        return f"{self.model}-{self.precision}{tokens}-mb{self.micro_batch}"
+        return f"{self.model}-{self.recipe.replace(', ', '-').replace(' ', '-')}{tokens}-mb{self.micro_batch}"
 
 
 def workload(entry: RunEntry) -> Workload:
     p = entry.params
-    return Workload(p["model"], p["precision"], p.get("seq_len"), p["micro_batch"])
+    return Workload(p["model"], training_recipe(p), p.get("seq_len"), p["micro_batch"])
 
 
 @dataclass
@@ -136,7 +136,7 @@ def _ddp_group(entry: RunEntry) -> tuple:
 
 def group_label(key: tuple) -> str:
     w, batch, ws = key
-    return f"{w.model} {w.precision}\nbatch {batch}, {ws} GPUs"
+    return f"{w.model} {w.recipe}\nbatch {batch}, {ws} GPUs"
 
 
 def efficiency_bars(comparison: Comparison) -> list[Bar]:

@@ -149,7 +149,7 @@ def ddp_table(comparison: Comparison, bars: list[Bar], predictions: list[Predict
         memory = max(s for e in group for s in e.samples("peak_memory_bytes")) if group[0].samples("peak_memory_bytes") else None
         rows.append([
             *(_series_cells(group) if ws > 1 else [_series_cells(group)[0], series.hardware, "1 GPU (baseline)"]),
-            w.model, w.precision, str(ws), str(batch), str(group[0].params.get("grad_accum", "-")),
+            w.model, w.recipe, str(ws), str(batch), str(group[0].params.get("grad_accum", "-")),
             spread(_pooled(group, "step_time_s"), 1e3, ".4g"),
             spread(_pooled(group, "per_sample_gpu_time_s"), 1e3, ".4g"),
             spread(_pooled(group, "samples_per_s"), 1, ".4g"),
@@ -161,7 +161,7 @@ def ddp_table(comparison: Comparison, bars: list[Bar], predictions: list[Predict
         ])
     if not rows:
         return None
-    return Table(["host", "GPUs and link", "transport", "model", "precision", "GPUs", "global batch", "accum",
+    return Table(["host", "GPUs and link", "transport", "model", "recipe", "GPUs", "global batch", "accum",
                   "step ms median [p5, p95]", "per-sample × GPUs ms", "samples/s", "scaling % [90% CI]",
                   "predicted step ms", "MFU %", "peak memory", "bundles"], rows)
 
@@ -174,8 +174,8 @@ def _what(run: dict) -> str:
         _, op, dtype, _, size, ws, src, dst = key
         pair = f" {src}→{dst}" if src is not None else ""
         return f"{op}{pair} {dtype} {human_bytes(size)}, {ws} ranks"
-    _, model, precision, seq_len, micro, batch, ws = key
-    return f"{model} {precision}, batch {batch}, {ws} GPUs"
+    _, model, recipe, seq_len, micro, batch, ws = key
+    return f"{model} {recipe}, batch {batch}, {ws} GPUs"
 
 
 def failures_table(comparison: Comparison) -> "Table | None":

@@ -8,7 +8,8 @@ import pytest
 
 from bench.bundle import MIGRATIONS, read_bundle, seal
 from bench.errors import UserError
-from bench.report.merge import merge
+from bench.report.merge import configuration, merge
+from bench.report.series import workload
 from report_variants import make_variant, write
 
 
@@ -58,3 +59,18 @@ def test_runs_of_one_host_in_two_bundles_pool_their_samples(real_bundle):
     assert comparison.grouped_by == "host"
     assert len({entry.series for entry in comparison.runs}) == 1
     assert comparison.shared_configurations == comparison.configurations > 0
+
+
+def test_runs_trained_with_another_recipe_are_another_workload(real_bundle):
+    """bf16 weights, checkpointing and Adafactor change what a step costs: never pooled with the plain recipe."""
+    plain = make_variant(real_bundle, "gpu-box", hardware="3090-nvlink", run_id="20260101T000000Z-000001")
+    lean = copy.deepcopy(plain)
+    lean["run_id"] = "20260101T000000Z-000002"
+    for run in lean["hosts"][0]["runs"]:
+        if run["suite"] == "ddp":
+            run["params"].update(precision="bf16", weights_dtype="bfloat16", activation_checkpointing=True, optimizer="adafactor")
+    comparison = merge([plain, seal(lean)])
+    ddp_entries = [entry for entry in comparison.runs if entry.run["suite"] == "ddp"]
+    assert {workload(entry).recipe for entry in ddp_entries} == {"fp32", "bf16, bf16 weights, checkpointing, adafactor"}
+    assert {workload(entry).stem for entry in ddp_entries} == {"tiny-fp32-s32-mb2", "tiny-bf16-bf16-weights-checkpointing-adafactor-s32-mb2"}
+    assert len({configuration(entry.run) for entry in ddp_entries}) == 2 * len({configuration(e.run) for e in ddp_entries if e.params["precision"] == "fp32"})
