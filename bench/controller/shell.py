@@ -16,7 +16,6 @@ from typing import Callable
 
 
 HELP_POINTER = re.compile(r"^(Run|See) '.*--help'")
-NOT_FOUND = re.compile(r"not found|No such file or directory", re.IGNORECASE)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""SSH to a host with Fabric: the connection policy, one-line errors, and remote commands.
+"""SSH to a host with Fabric: the connection policy, one-line errors, remote commands, and
+`SSHShell`, the `shell.Shell` of a host.
 
 Every remote command is an argv list, shlex-quoted into the one command line SSH carries:
 nothing from a hosts file or a plan is ever read by the remote shell as shell syntax. A
@@ -11,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import posixpath
+import re
 import select
 import shlex
 import socket
@@ -25,11 +27,12 @@ from fabric import Config, Connection
 
 from bench.controller.hosts import Host
 from bench.controller.errors import HostError
-from bench.controller.shell import NOT_FOUND, CommandNotFound, Result, Shell
+from bench.controller.shell import CommandNotFound, Result, Shell
 
 PID_MARK = "ddpbench-remote-pid="
 logging.getLogger("paramiko").addHandler(logging.NullHandler())  # its tracebacks are not the user's; HostError says it in one line
 
+NOT_FOUND = re.compile(r"not found|No such file or directory", re.IGNORECASE)  # a remote shell's exit 127
 POLL_S = 0.5
 STDERR_KEPT_BYTES = 64 * 1024  # enough for the last lines, which say why a command failed
 GRACE_S = 15.0  # the agent ends its ranks (TERM, then KILL after 5 s each) before it exits
