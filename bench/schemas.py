@@ -5,30 +5,37 @@ from __future__ import annotations
 import functools
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import jsonschema_rs
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import best_match
-from referencing import Registry, Resource
 
 from bench.errors import UserError
+
+if TYPE_CHECKING:  # the reference implementation only explains an invalid document; a valid one never imports it
+    from jsonschema import Draft202012Validator
+    from referencing import Registry
 
 SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schema"
 NAMES = ("bundle", "plan", "hosts", "fingerprint")
 
 
 @functools.lru_cache(maxsize=None)
+def schema(name: str) -> dict:
+    return json.loads((SCHEMA_DIR / f"{name}.schema.json").read_text())
+
+
+@functools.lru_cache(maxsize=None)
 def _registry() -> Registry:
-    resources = []
-    for name in NAMES:
-        contents = json.loads((SCHEMA_DIR / f"{name}.schema.json").read_text())
-        resources.append((contents["$id"], Resource.from_contents(contents)))
-    return Registry().with_resources(resources)
+    from referencing import Registry, Resource
+
+    return Registry().with_resources((schema(name)["$id"], Resource.from_contents(schema(name))) for name in NAMES)
 
 
 @functools.lru_cache(maxsize=None)
 def validator(name: str, definition: str = "") -> Draft202012Validator:
     """The validator of a whole schema, or of one of its $defs."""
+    from jsonschema import Draft202012Validator
+
     if definition:
         return Draft202012Validator({"$ref": f"urn:ddpbench:schema:{name}#/$defs/{definition}"}, registry=_registry())
     return Draft202012Validator(schema(name), registry=_registry())
@@ -42,10 +49,6 @@ def fast_validator(name: str) -> "jsonschema_rs.Validator":
     return jsonschema_rs.validator_for(schema(name), registry=jsonschema_rs.Registry(resources))
 
 
-def schema(name: str) -> dict:
-    return _registry().contents(f"urn:ddpbench:schema:{name}")
-
-
 def field_path(path) -> str:
     """`suites[0].params.ops[1]` from a jsonschema path."""
     text = ""
@@ -56,6 +59,8 @@ def field_path(path) -> str:
 
 def first_problem(document, name: str, definition: str = "") -> "str | None":
     """`field X: what is wrong` for the most relevant problem, or None when the document is valid."""
+    from jsonschema.exceptions import best_match
+
     errors = list(validator(name, definition).iter_errors(document))
     # The deepest error names the field the user got wrong; "unevaluated" errors at a parent
     # are only the echo of a failed subschema.

@@ -1,6 +1,7 @@
-"""Where a command runs: this machine (`LocalShell`) or a host over SSH (`SSHShell`, built on
+"""Where a command runs: this machine (`LocalShell`) or a host over SSH (`ssh.SSHShell`, built on
 ssh.RemoteProcess). Both have the same methods, so that what is built on a `Shell` (the docker
-command line, the docker runtime, the local runtime) runs unchanged on either."""
+command line, the docker runtime, the local runtime) runs unchanged on either. This module does
+not import fabric and paramiko (a tenth of a second): only what goes over SSH pays for them."""
 
 from __future__ import annotations
 
@@ -13,13 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from fabric import Connection
-
-from bench.controller import ssh
-from bench.controller.hosts import Host
 
 HELP_POINTER = re.compile(r"^(Run|See) '.*--help'")
-NOT_FOUND = re.compile(r"not found|No such file or directory", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -132,51 +128,3 @@ class LocalShell(Shell):
 
     def fetch_results(self, out_dir: str, result_dir: Path, progress: Callable[[dict], None]) -> None:
         pass  # on this machine the agent's out_dir is the result folder itself
-
-
-class SSHShell(Shell):
-    """Commands on a host over an open SSH connection; `env` is set by `env NAME=VALUE` in front
-    of each command (sshd passes no environment of the client's)."""
-
-    def __init__(self, connection: Connection, host: Host, env: "dict | None" = None) -> None:
-        super().__init__(env)
-        self.connection, self.host = connection, host
-        self.where = f"host {host.name} ({ssh.where(host)})"
-        self._process: "ssh.RemoteProcess | None" = None
-        self._lock = threading.Lock()
-
-    def _argv(self, argv: list[str]) -> list[str]:
-        return ["env", *(f"{k}={v}" for k, v in self.env.items()), *argv] if self.env else list(argv)
-
-    @staticmethod
-    def _result(done: ssh.Finished, argv: list[str]) -> Result:
-        stderr = "\n".join(done.stderr_lines)
-        if done.exit_status == 127 and NOT_FOUND.search(stderr):
-            raise CommandNotFound(argv[0])
-        return Result(done.exit_status, done.stdout, stderr)
-
-    def run(self, argv: list[str], timeout: "float | None" = None) -> Result:
-        process = ssh.RemoteProcess(self.connection, self.host, self._argv(argv), argv[0])
-        return self._result(process.wait(timeout_s=timeout, timeout_name="its time limit"), argv)
-
-    def stream(self, argv: list[str], on_line: Callable[[str], None], *, idle_timeout_s: "float | None" = None,
-               timeout_name: str = "") -> Result:
-        with self._lock:
-            self._process = ssh.RemoteProcess(self.connection, self.host, self._argv(argv), argv[0])
-        done = self._process.wait(on_line, idle_timeout_s=idle_timeout_s, timeout_name=timeout_name)
-        return Result(self._result(done, argv).code, "", "\n".join(done.stderr_lines))
-
-    def stop(self, reason: str) -> None:
-        with self._lock:
-            process = self._process
-        if process is not None:
-            process.stop(reason)
-
-    def put(self, data: bytes, path: str) -> None:
-        ssh.put_bytes(self.connection, self.host, data, path)
-
-    def fetch_results(self, out_dir: str, result_dir: Path, progress: Callable[[dict], None]) -> None:
-        ssh.fetch_results(self.connection, out_dir, result_dir, progress)
-
-    def close(self) -> None:
-        ssh.close(self.connection)

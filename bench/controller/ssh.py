@@ -1,4 +1,5 @@
-"""SSH to a host with Fabric: the connection policy, one-line errors, and remote commands.
+"""SSH to a host with Fabric: the connection policy, one-line errors, remote commands, and
+`SSHShell`, the `shell.Shell` of a host.
 
 Every remote command is an argv list, shlex-quoted into the one command line SSH carries:
 nothing from a hosts file or a plan is ever read by the remote shell as shell syntax. A
@@ -11,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import posixpath
+import re
 import select
 import shlex
 import socket
@@ -25,10 +27,12 @@ from fabric import Config, Connection
 
 from bench.controller.hosts import Host
 from bench.controller.errors import HostError
+from bench.controller.shell import CommandNotFound, Result, Shell
 
 PID_MARK = "ddpbench-remote-pid="
 logging.getLogger("paramiko").addHandler(logging.NullHandler())  # its tracebacks are not the user's; HostError says it in one line
 
+NOT_FOUND = re.compile(r"not found|No such file or directory", re.IGNORECASE)  # a remote shell's exit 127
 POLL_S = 0.5
 STDERR_KEPT_BYTES = 64 * 1024  # enough for the last lines, which say why a command failed
 GRACE_S = 15.0  # the agent ends its ranks (TERM, then KILL after 5 s each) before it exits
@@ -326,3 +330,51 @@ def fetch_results(connection: Connection, out_dir: str, result_dir: Path, progre
                 partial.unlink(missing_ok=True)
     except (OSError, EOFError, paramiko.SSHException) as err:
         progress({"event": "warning", "message": f"could not fetch the results: {err}"})
+
+
+class SSHShell(Shell):
+    """Commands on a host over an open SSH connection; `env` is set by `env NAME=VALUE` in front
+    of each command (sshd passes no environment of the client's)."""
+
+    def __init__(self, connection: Connection, host: Host, env: "dict | None" = None) -> None:
+        super().__init__(env)
+        self.connection, self.host = connection, host
+        self.where = f"host {host.name} ({where(host)})"
+        self._process: "RemoteProcess | None" = None
+        self._lock = threading.Lock()
+
+    def _argv(self, argv: list[str]) -> list[str]:
+        return ["env", *(f"{k}={v}" for k, v in self.env.items()), *argv] if self.env else list(argv)
+
+    @staticmethod
+    def _result(done: Finished, argv: list[str]) -> Result:
+        stderr = "\n".join(done.stderr_lines)
+        if done.exit_status == 127 and NOT_FOUND.search(stderr):
+            raise CommandNotFound(argv[0])
+        return Result(done.exit_status, done.stdout, stderr)
+
+    def run(self, argv: list[str], timeout: "float | None" = None) -> Result:
+        process = RemoteProcess(self.connection, self.host, self._argv(argv), argv[0])
+        return self._result(process.wait(timeout_s=timeout, timeout_name="its time limit"), argv)
+
+    def stream(self, argv: list[str], on_line: Callable[[str], None], *, idle_timeout_s: "float | None" = None,
+               timeout_name: str = "") -> Result:
+        with self._lock:
+            self._process = RemoteProcess(self.connection, self.host, self._argv(argv), argv[0])
+        done = self._process.wait(on_line, idle_timeout_s=idle_timeout_s, timeout_name=timeout_name)
+        return Result(self._result(done, argv).code, "", "\n".join(done.stderr_lines))
+
+    def stop(self, reason: str) -> None:
+        with self._lock:
+            process = self._process
+        if process is not None:
+            process.stop(reason)
+
+    def put(self, data: bytes, path: str) -> None:
+        put_bytes(self.connection, self.host, data, path)
+
+    def fetch_results(self, out_dir: str, result_dir: Path, progress: Callable[[dict], None]) -> None:
+        fetch_results(self.connection, out_dir, result_dir, progress)
+
+    def close(self) -> None:
+        close(self.connection)

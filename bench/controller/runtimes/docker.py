@@ -25,7 +25,7 @@ from pathlib import Path
 from bench import __version__
 from bench.controller import ssh
 from bench.controller.runtimes.base import INTERRUPTED, AgentJob, HostError, Runtime, agent_output_listener
-from bench.controller.shell import CommandNotFound, LocalShell, Shell, SSHShell
+from bench.controller.shell import CommandNotFound, LocalShell, Shell
 from bench.docker.engine import DOCKER, KILLED_STATUSES, Docker, DockerError, is_image_id
 
 MOUNT = "/ddpbench/out"  # the result folder inside the container
@@ -99,7 +99,7 @@ class DockerRuntime(Runtime):
         host = job.host
         if host.address:
             self._stage(job, "connect")
-            shell: Shell = SSHShell(ssh.connect(host), host, docker_env(job))
+            shell: Shell = ssh.SSHShell(ssh.connect(host), host, docker_env(job))
         else:
             shell = LocalShell(docker_env(job))
         with self._lock:
@@ -185,7 +185,7 @@ class DockerRuntime(Runtime):
         local = Path(job.host.image_tarball).expanduser()
         if not local.is_file():
             raise HostError(f"image_tarball {local} does not exist on this machine; write it with `make image-save` or fix image_tarball")
-        if not isinstance(self._shell, SSHShell):
+        if not isinstance(self._shell, ssh.SSHShell):
             return str(local)
         digest = hashlib.sha256()
         with open(local, "rb") as source:
@@ -216,7 +216,7 @@ class DockerRuntime(Runtime):
 
     def _deploy(self, job: AgentJob) -> None:
         plan = json.dumps(job.plan).encode()
-        if isinstance(self._shell, SSHShell):
+        if isinstance(self._shell, ssh.SSHShell):
             self._remote_dir = posixpath.join(self._workdir(job), f"{job.run_id}-{job.host.name}")
             out = posixpath.join(self._remote_dir, "out")
             done = self._shell.run(["sh", "-c", 'mkdir -p -- "$1" && cd -- "$1" && pwd', "sh", out], timeout=job.host.command_timeout_s)
