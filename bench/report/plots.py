@@ -190,8 +190,8 @@ def prediction_figure(predictions: list[Prediction]) -> Figure:
             ("predicted", -0.45, "#ff7f0e", [p.predicted for p in predictions], [p.predicted for p in predictions]),
             ("measured", -1.55, "#d62728", [p.measured.median for p in predictions], [p.measured.high for p in predictions])):
         ys = rows + offset
-        computes = np.array([p.compute if p.compute is not None and p.compute <= total else 0.0
-                             for p, total in zip(predictions, totals)])
+        # A step faster than its compute share (noise, or the 1-GPU run's own overhead) exposes nothing: all grey.
+        computes = np.array([min(p.compute, total) if p.compute is not None else 0.0 for p, total in zip(predictions, totals)])
         totals = np.array(totals)
         ax.barh(ys, computes * factor, 1.0, color="#b0b0b0",
                 label="compute: 1-GPU step time at this batch / #GPUs" if name == "predicted" else None)

@@ -3,6 +3,8 @@ by what a reader sees: the series, axis labels and units, titles, legend entries
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 
 import pytest
@@ -125,6 +127,17 @@ def test_prediction_plot_splits_step_time_into_compute_and_exposed_communication
         assert p.predicted == pytest.approx(p.compute * (1 + 0.8 * exposed))
         assert predicted_comm == pytest.approx(0.8 * exposed * p.compute * factor)
         assert measured_comm == pytest.approx(exposed * p.compute * factor)
+
+
+def test_a_step_faster_than_its_compute_share_shows_no_exposed_communication(comparison):
+    (p, *_) = [p for p in S.predictions(comparison) if p.series.host != "local"]
+    faster = dataclasses.replace(p, compute=p.measured.median * 1.2)
+    ax = P.prediction_figure([faster]).axes[0]
+    factor = 1e3 if ax.get_xlabel() == "step time (ms)" else 1.0
+    grey = [bar.get_width() for bar in ax.patches if bar.get_facecolor()[:3] == pytest.approx((0.690, 0.690, 0.690), abs=0.01)]
+    red = [bar.get_width() for bar in ax.patches if bar.get_facecolor()[:3] == pytest.approx((0.839, 0.153, 0.157), abs=0.01)]
+    assert grey[1] == pytest.approx(p.measured.median * factor)  # the measured bar: all compute
+    assert red == [pytest.approx(0.0)]
 
 
 def test_p2p_heatmap_beside_the_topology_matrix(comparison):
