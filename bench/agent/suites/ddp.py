@@ -142,9 +142,9 @@ def run_config(ctx: Context, params: dict, global_batch: int, build: Callable = 
     reduced_element_bytes = 2 if params["grad_reduce_dtype"] == "bf16" else None
     grad_bytes = sum(p.numel() * (reduced_element_bytes or p.element_size()) for p in work.module.parameters() if p.requires_grad)
     metrics["grad_allreduce_bytes"] = metric([float(grad_bytes if ctx.world_size > 1 else 0)])
-    metrics.update(profiled_breakdown(ctx, step, params["profile_steps"]))
     if calls is not None:
         metrics["allreduce_calls_per_step_count"] = metric([(calls[0] - calls_before) / params["steps"]])
+    metrics.update(profiled_breakdown(ctx, step, params["profile_steps"]))  # after the counts: its steps are extra
     num_params = sum(p.numel() for p in work.module.parameters())
     return {
         "suite": "ddp",
@@ -162,6 +162,8 @@ def profiled_breakdown(ctx: Context, step: Callable[[], None], steps: int) -> di
     if not ctx.is_cuda or steps == 0:
         return {}
     per_step = kernel_time.profile_steps(step, steps, ctx.device)
+    if len(per_step) != steps:  # the profiler's trace did not carry the step marks: no figures rather than wrong ones
+        return {}
     names = list(kernel_time.METRICS.values())
     values = torch.tensor([[figures[name] for name in names] for figures in per_step], dtype=torch.float64, device=ctx.device)
     if ctx.world_size > 1:
