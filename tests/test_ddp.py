@@ -328,6 +328,44 @@ def test_out_of_memory_is_recorded_and_the_sweep_goes_on(process_group):
     assert records[0]["metrics"] == {}
 
 
+def run_with_oom_on_ranks(tmp_path: Path, ranks: str) -> tuple[subprocess.CompletedProcess, dict, float]:
+    """A 2-rank sweep over global batches 4 and 8, then a 1-rank entry; `ranks` run out of memory at batch 4."""
+    plan = {"name": "oom", "timeout_s": 300, "suites": [
+        {"suite": "ddp", "world_sizes": [2], "params": {**TINY_GPT, "global_batches": [4, 8]}},
+        {"suite": "ddp", "world_sizes": [1], "params": TINY_GPT},
+    ]}
+    hosts = write(tmp_path / "hosts.yaml", yaml.safe_load(HOSTS_YAML))
+    helper = REPO / "tests" / "helpers" / "oom_on_ranks"
+    began = time.monotonic()
+    done = ddpbench("run", "--hosts", str(hosts), "--plan", str(write(tmp_path / "plan.yaml", plan)), "--out", str(tmp_path / "results"),
+                    env={"PYTHONPATH": os.pathsep.join([str(REPO), str(helper)]), "DDPBENCH_TEST_OOM_RANKS": ranks})
+    return done, read_bundle(next(tmp_path.glob("results/*/bundle.json"))), time.monotonic() - began
+
+
+def test_every_rank_out_of_memory_is_recorded_and_the_sweep_goes_on(tmp_path):
+    done, bundle, _ = run_with_oom_on_ranks(tmp_path, "0,1")
+    assert done.returncode == 1  # a configuration that did not fit makes the run partial
+    assert done.stderr.endswith("error: host local: partial: out of memory at micro_batch 2 (global batch 4): "
+                                "CUDA out of memory. Tried to allocate 20.00 GiB; lower micro_batch\n")
+    host = bundle["hosts"][0]
+    assert [(r["world_size"], r["params"]["global_batch"], r["status"]) for r in host["runs"]] == [(2, 4, "oom"), (2, 8, "ok"), (1, 2, "ok")]
+
+
+def test_one_rank_out_of_memory_ends_its_launch_at_once_and_says_why(tmp_path):
+    """Its peer waits in the all-reduce: the launch ends with the rank's reason, not after timeout_s."""
+    done, bundle, took_s = run_with_oom_on_ranks(tmp_path, "1")
+    assert done.returncode == 1
+    host = bundle["hosts"][0]
+    failed, after = host["launches"]
+    assert (failed["id"], failed["status"], after["status"]) == ("00-ddp-default-ws2", "failed", "ok")
+    assert failed["error"] == (
+        "rank 1 ran out of memory at micro_batch 2 (global batch 4) and its peers did not; "
+        "the peers cannot go on without it, so this launch's later configurations did not run; lower micro_batch")
+    assert [(r["launch_id"], r["params"]["global_batch"]) for r in host["runs"]] == [("01-ddp-default-ws1", 2)]
+    assert took_s < 150  # the plan's timeout_s is 300
+    assert done.stderr.endswith(f"error: host local: partial: {failed['error']}\n")
+
+
 def test_a_configuration_is_freed_before_the_next_is_built(process_group):
     """On a GPU the previous model, gradients and optimizer states would otherwise take the memory."""
     built, alive_at_build = [], []

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Callable
 
 from bench import __version__
-from bench.agent import proctree
+from bench.agent import proctree, rank_errors
 from bench.agent.models import gpt, unet
 from bench.agent.transports import BASE_NCCL_ENV, PRESETS, backend_for, transport_record
 
@@ -213,6 +213,8 @@ def run_launch(launch: Launch, out_dir: Path) -> tuple[dict, list[dict]]:
         finally:
             _end_process_group(process)
     log_text = log_path.read_text(errors="replace")
+    if status == "failed":
+        error = rank_errors.reported(log_text) or error
     transport = transport_record(launch.preset, launch.backend, launch.world_size, log_text)
     runs = [
         {**record, "transport": transport, "launch_id": launch.id}

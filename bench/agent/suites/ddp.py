@@ -18,7 +18,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from bench.agent import kernel_time, models
+from bench.agent import kernel_time, models, rank_errors
 from bench.agent.gpu_peaks import dense_bf16_peak_tflops
 from bench.agent.harness import Context, reduce_over_ranks
 from bench.agent.stats import metric
@@ -188,6 +188,26 @@ def time_steps(ctx: Context, step: Callable[[], None], steps: int) -> list[float
     return times
 
 
+OOM_AGREEMENT_S = 60.0  # a peer that also ran out of memory says so within a micro-batch or two
+
+
+def every_rank_out_of_memory(ctx: Context, global_batch: int) -> bool:
+    """Whether every rank ran out of memory in this configuration; then they can record it and go on.
+
+    Asked through the rendezvous store, not a collective: a peer that did not run out of memory
+    is waiting in one, and this rank's collectives would be matched against its pending ones.
+    """
+    store = dist.distributed_c10d._get_default_store()
+    key = f"ddpbench/oom/{global_batch}"
+    store.add(key, 1)
+    deadline = time.monotonic() + OOM_AGREEMENT_S
+    while store.add(key, 0) < ctx.world_size:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def run(ctx: Context, params: dict, emit: Callable[[dict], None], build: Callable = models.build) -> None:
     """Every global batch size of the plan entry; `build` makes the workload (models.build)."""
     if ctx.is_cuda:
@@ -199,6 +219,12 @@ def run(ctx: Context, params: dict, emit: Callable[[dict], None], build: Callabl
         try:
             emit(run_config(ctx, base, global_batch, build))
         except torch.cuda.OutOfMemoryError as err:
+            if ctx.world_size > 1 and not every_rank_out_of_memory(ctx, global_batch):
+                shared = f" (is another process using GPU {ctx.device.index}?)" if ctx.is_cuda else ""
+                rank_errors.end_launch(
+                    f"rank {ctx.rank} ran out of memory at micro_batch {params['micro_batch']} (global batch {global_batch}) "
+                    f"and its peers did not{shared}; the peers cannot go on without it, so this launch's later "
+                    "configurations did not run; lower micro_batch")
             emit({
                 "suite": "ddp",
                 "params": {**base, "global_batch": global_batch},
