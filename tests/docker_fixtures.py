@@ -77,6 +77,16 @@ def failed_launch_logs(results: Path) -> str:
     return "\n".join(tails)
 
 
+def assert_ran_in_cpu_image(host: dict, image: dict) -> None:
+    """A bundle's host ran every suite of TINY_PLAN, ok, in the CPU test image, and says which image."""
+    assert host["runtime"] == "docker" and host["status"] == "ok", host["error"]
+    container = host["fingerprint"]["container"]
+    assert container["digest"] == image["Id"]
+    assert container["pin"]["torch"] == "2.13.0+cpu" and container["pin"]["image"] == CPU_IMAGE
+    assert {run["suite"] for run in host["runs"]} == {"collectives", "ddp"}
+    assert all(launch["status"] == "ok" for launch in host["launches"])
+
+
 def docker(*args: str, check: bool = True, timeout: float = 300, **kwargs) -> subprocess.CompletedProcess:
     """The docker command line against the session's engine (DOCKER_HOST)."""
     done = subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout, **kwargs)

@@ -16,7 +16,7 @@ from pathlib import Path
 import yaml
 
 from bench.bundle import read_bundle
-from docker_fixtures import CPU_IMAGE, TINY_PLAN, docker, failed_launch_logs
+from docker_fixtures import CPU_IMAGE, TINY_PLAN, assert_ran_in_cpu_image, docker, failed_launch_logs
 from tests.conftest import REPO, cli
 
 NO_ID = "sha256:" + "0" * 64
@@ -61,12 +61,7 @@ def test_docker_over_ssh_runs_the_plan_into_a_bundle_naming_the_image(loopback_h
     path, bundle = only_bundle(tmp_path / "results")
     assert [h["name"] for h in bundle["hosts"]] == ["host1", "host2"]
     for host in bundle["hosts"]:
-        assert host["runtime"] == "docker" and host["status"] == "ok", host["error"]
-        container = host["fingerprint"]["container"]
-        assert container["digest"] == docker_cpu_image["Id"]
-        assert container["pin"]["torch"] == "2.13.0+cpu" and container["pin"]["image"] == CPU_IMAGE
-        assert {run["suite"] for run in host["runs"]} == {"collectives", "ddp"}
-        assert all(launch["status"] == "ok" for launch in host["launches"])
+        assert_ran_in_cpu_image(host, docker_cpu_image)
         logs = path.parent / "hosts" / host["name"] / "launches"
         assert sorted(p.name for p in logs.glob("*.log")) == sorted(f"{l['id']}.log" for l in host["launches"])
     assert containers_left() == []

@@ -21,7 +21,7 @@ from bench.controller.shell import LocalShell
 from bench.docker import image
 from bench.docker.compose import compose_command
 from bench.docker.engine import Docker
-from docker_fixtures import CPU_IMAGE, REPO, TINY_PLAN, docker, failed_launch_logs
+from docker_fixtures import CPU_IMAGE, REPO, TINY_PLAN, assert_ran_in_cpu_image, docker, failed_launch_logs
 
 NO_ID = "sha256:" + "0" * 64
 
@@ -136,12 +136,7 @@ def test_docker_runtime_runs_the_plan_into_a_bundle_naming_the_image(docker_cpu_
     assert done.returncode == 0, done.stderr + failed_launch_logs(results)
     bundle = only_bundle(results)  # read_bundle validates schema and sha256
     (host,) = bundle["hosts"]
-    assert host["runtime"] == "docker" and host["status"] == "ok", host["error"]
-    container = host["fingerprint"]["container"]
-    assert container["digest"] == docker_cpu_image["Id"]
-    assert container["pin"]["torch"] == "2.13.0+cpu" and container["pin"]["image"] == CPU_IMAGE
-    assert {run["suite"] for run in host["runs"]} == {"collectives", "ddp"}
-    assert all(launch["status"] == "ok" for launch in host["launches"])
+    assert_ran_in_cpu_image(host, docker_cpu_image)
     assert (results / bundle["run_id"] / "report.md").is_file()
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -48,6 +49,35 @@ class Runtime:
         raise NotImplementedError
 
     def cancel(self, reason: str = INTERRUPTED) -> None:
+        raise NotImplementedError
+
+
+class StagedRuntime(Runtime):
+    """A runtime that readies a host in named stages (connect, check, deploy ...) before the
+    agent starts, and always cleans up after it; cancel() between stages starts nothing more.
+    Subclasses give prepare(), _run_agent() and _close()."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._cancelled = ""
+
+    def _stage(self, job: AgentJob, stage: str) -> None:
+        with self._lock:
+            if self._cancelled:
+                raise HostError(self._cancelled)
+        job.progress({"event": "stage", "stage": stage})
+
+    def run(self, job: AgentJob) -> dict:
+        self.prepare(job)
+        try:
+            return self._run_agent(job)
+        finally:
+            self._close(job)
+
+    def _run_agent(self, job: AgentJob) -> dict:
+        raise NotImplementedError
+
+    def _close(self, job: AgentJob) -> None:
         raise NotImplementedError
 
 

@@ -19,12 +19,11 @@ import hashlib
 import json
 import posixpath
 import secrets
-import threading
 from pathlib import Path
 
 from bench import __version__
 from bench.controller import ssh
-from bench.controller.runtimes.base import INTERRUPTED, AgentJob, HostError, Runtime, agent_output_listener
+from bench.controller.runtimes.base import INTERRUPTED, AgentJob, HostError, StagedRuntime, agent_output_listener
 from bench.controller.shell import CommandNotFound, LocalShell, Shell
 from bench.docker.engine import DOCKER, KILLED_STATUSES, Docker, DockerError, is_image_id
 
@@ -73,24 +72,17 @@ def run_command(job: AgentJob, image_id: str, reference: str, container: str, ou
     return [*command, image_id, *job.agent_command(["python", "-m", "bench.agent"], f"{MOUNT}/plan.json", MOUNT)]
 
 
-class DockerRuntime(Runtime):
+class DockerRuntime(StagedRuntime):
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        super().__init__()
         self._shell: "Shell | None" = None
         self._docker: "Docker | None" = None
         self._container = ""
-        self._cancelled = ""
         self._work_dir = ""  # the bind-mounted results folder, on the host
         self._remote_dir = ""  # what to remove afterwards (SSH hosts only)
         self._image: "tuple[str, str] | None" = None  # (reference, image id)
         self._gpus = False
         self._prepared = False
-
-    def _stage(self, job: AgentJob, stage: str) -> None:
-        with self._lock:
-            if self._cancelled:
-                raise HostError(self._cancelled)
-        job.progress({"event": "stage", "stage": stage})
 
     def prepare(self, job: AgentJob) -> None:
         """Everything that can fail before the container starts (a group's members all get here first)."""
@@ -120,13 +112,10 @@ class DockerRuntime(Runtime):
             raise
 
     def run(self, job: AgentJob) -> dict:
-        self.prepare(job)
         try:
-            return self._run_agent(job)
+            return super().run(job)
         except DockerError as err:
             raise HostError(str(err)) from None
-        finally:
-            self._close(job)
 
     def cancel(self, reason: str = INTERRUPTED) -> None:
         """Stop the container (the agent ends its ranks); what it already wrote stays."""

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import json
 import posixpath
-import threading
 
 from bench.controller import pins, ssh
 from bench.controller.agent_package import agent_zipapp
-from bench.controller.runtimes.base import INTERRUPTED, AgentJob, HostError, Runtime, agent_output_listener
+from bench.controller.runtimes.base import INTERRUPTED, AgentJob, HostError, StagedRuntime, agent_output_listener
 
 MIN_PYTHON = (3, 9)
 
@@ -40,20 +39,13 @@ print(json.dumps(facts))
 """
 
 
-class NativeRuntime(Runtime):
+class NativeRuntime(StagedRuntime):
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        super().__init__()
         self._connection = None
         self._process: "ssh.RemoteProcess | None" = None
-        self._cancelled = ""
         self._remote_dir = ""
         self.pin_mismatches = ()
-
-    def _stage(self, job: AgentJob, stage: str) -> None:
-        with self._lock:
-            if self._cancelled:
-                raise HostError(self._cancelled)
-        job.progress({"event": "stage", "stage": stage})
 
     def prepare(self, job: AgentJob) -> None:
         if self._connection is not None:
@@ -71,13 +63,6 @@ class NativeRuntime(Runtime):
         except BaseException:
             self._close(job)
             raise
-
-    def run(self, job: AgentJob) -> dict:
-        self.prepare(job)
-        try:
-            return self._run_agent(job)
-        finally:
-            self._close(job)
 
     def cancel(self, reason: str = INTERRUPTED) -> None:
         with self._lock:
