@@ -27,7 +27,7 @@ NAIVE_MS = {("gpt2-large", 1, "default"): 99.3, ("gpt2-large", 2, "default"): 11
 # Where the step's GPU time goes (the suite's profiled steps): kernel time, the union of compute
 # kernels, NCCL kernel time, and the NCCL time no compute kernel overlapped.
 BREAKDOWN = ("gpu_matmul_s", "gpu_compute_busy_s", "gpu_comm_s", "gpu_comm_exposed_s")
-# Each variant flips DDP knobs (plan parameters) or sets NCCL environment for the ranks.
+# Each variant flips DDP knobs (plan parameters; "+" joins two) or sets NCCL environment for the ranks.
 KNOBS = {
     "bucket_cap_mb=100": {"bucket_cap_mb": 100},
     "bucket_cap_mb=10": {"bucket_cap_mb": 10},
@@ -38,6 +38,11 @@ KNOBS = {
     "compile=false": {"compile": False},
     "NCCL_MAX_NCHANNELS=8": {"env": {"NCCL_MAX_NCHANNELS": "8"}},
     "NCCL_MAX_NCHANNELS=4": {"env": {"NCCL_MAX_NCHANNELS": "4"}},
+    "NCCL_CTA_POLICY=1": {"env": {"NCCL_CTA_POLICY": "1"}},  # NCCL 2.27+: as few CTAs as keep its bandwidth
+    "NCCL_P2P_USE_CUDA_MEMCPY=1": {"env": {"NCCL_P2P_USE_CUDA_MEMCPY": "1"}},  # NCCL's P2P transfers on copy engines
+    "allreduce=copy_engine": {"allreduce": "copy_engine"},
+    "allreduce=copy_engine+bucket_cap_mb=25": {"allreduce": "copy_engine", "bucket_cap_mb": 25},
+    "allreduce=copy_engine+bucket_cap_mb=400": {"allreduce": "copy_engine", "bucket_cap_mb": 400},
 }
 
 
@@ -67,7 +72,8 @@ def main() -> None:
         key, value = item.split("=")
         defaults[key] = value == "true" if value in ("true", "false") else float(value)
     base = {"model": args.model, "micro_batch": args.micro_batch, "seq_len": args.seq_len, "grad_accum": 1,
-            "steps": args.steps, "warmup_steps": 10, "precision": "bf16", "count_allreduce": False, "profile_steps": 3, "optimizer": "adamw", "grad_reduce_dtype": "fp32", "seed": 0, **defaults}
+            "steps": args.steps, "warmup_steps": 10, "precision": "bf16", "count_allreduce": False, "profile_steps": 3, "optimizer": "adamw", "grad_reduce_dtype": "fp32", "allreduce": "nccl",
+            "seed": 0, **defaults}
     suites = [entry(base, ["default"], [1]), entry(base, args.transports.split(","), [2])]
     variants = list(filter(None, args.knobs.split(",")))
     suites += [variant(base, KNOBS[name]) for name in variants]

@@ -19,7 +19,8 @@ import torch
 
 # First match wins; names are matched lower-cased. NCCL's kernels are all "ncclDevKernel_*"/"ncclKernel_*".
 CLASSES = (
-    ("comm", ("nccl",)),
+    # NCCL's kernels; the copy-engine all-reduce's copies and its symmetric-memory signal kernels
+    ("comm", ("nccl", "memcpy ptop", "memcpy dtod", "symmetric_memory")),
     ("attention", ("flash", "fmha", "sdpa", "attention", "dot_do_o", "convert_dq")),
     ("matmul", ("gemm", "nvjet", "xmma", "cutlass", "cublas", "wgmma", "conv")),  # convolutions too (the UNet)
     ("optimizer", ("adam", "multi_tensor_apply")),
@@ -90,7 +91,7 @@ def kernels_by_step(trace: dict) -> list:
     windows = sorted((e["ts"], e["ts"] + e["dur"]) for e in events if e.get("name") == STEP_MARK and e.get("cat") == "user_annotation")
     steps: list = [[] for _ in windows]
     for event in events:
-        if event.get("cat") != "kernel":
+        if event.get("cat") not in ("kernel", "gpu_memcpy"):
             continue
         for i, (begin, end) in enumerate(windows):
             if begin <= event["ts"] <= end:

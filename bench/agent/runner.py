@@ -115,8 +115,17 @@ def _check_collectives(params: dict, hw: Hardware, cuda: bool) -> None:
             )
 
 
-def _check_ddp(params: dict, world_size: int) -> None:
+def _check_ddp(params: dict, world_size: int, preset_name: str, cuda: bool, nodes: int) -> None:
     model = params["model"]
+    if params.get("allreduce") == "copy_engine":
+        if not cuda:
+            raise PlanError("ddp: allreduce copy_engine moves gradients between GPUs, this host has none; use allreduce: nccl")
+        if preset_name != "default" or nodes > 1:
+            where = f"transport {preset_name!r}" if preset_name != "default" else f"{nodes} hosts"
+            raise PlanError(f"ddp: allreduce copy_engine bypasses NCCL's transports and runs within one host, not over {where}; "
+                            "run that transport with allreduce: nccl")
+        if params.get("grad_reduce_dtype") == "bf16":
+            raise PlanError("ddp: allreduce copy_engine reduces the gradients in their own dtype; drop grad_reduce_dtype bf16 or use allreduce: nccl")
     if model in unet.CONFIGS and importlib.util.find_spec("diffusers") is None:
         raise PlanError(
             f"ddp: model {model!r} needs diffusers, which is not installed for {sys.executable}; "
@@ -158,7 +167,7 @@ def plan_launches(plan: dict, hw: Hardware, nodes: Nodes = Nodes(), host_env: "d
                 if suite == "collectives":
                     _check_collectives(params, hw, cuda)
                 else:
-                    _check_ddp(params, world_size)
+                    _check_ddp(params, world_size, preset_name, cuda, nodes.count)
                 backend = backend_for(preset_name, cuda)
                 skipped = ""
                 if cuda and per_node > hw.gpu_count:

@@ -18,7 +18,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from bench.agent import kernel_time, models, rank_errors
+from bench.agent import copy_engine_allreduce, kernel_time, models, rank_errors
 from bench.agent.gpu_peaks import dense_bf16_peak_tflops
 from bench.agent.harness import Context, reduce_over_ranks
 from bench.agent.stats import metric
@@ -43,13 +43,34 @@ def wrap(ctx: Context, module: torch.nn.Module, params: dict) -> "DDP | None":
     )
 
 
-def install_comm_hook(ddp: DDP, grad_reduce_dtype: str, count: bool) -> "list[int] | None":
-    """bf16 gradient all-reduce when asked (half the bytes on the link, at bf16's precision),
-    and optionally a counter of bucket all-reduces: it proves no_sync() skips communication."""
+def gradient_reducer(ctx: Context, module: torch.nn.Module, params: dict) -> Callable:
+    """The comm hook that reduces each bucket: NCCL's all-reduce (fp32, or bf16 through DDP's
+    compress hook: half the bytes on the link, at bf16's precision) or the copy-engine one."""
     from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook, bf16_compress_hook
 
-    reduce = bf16_compress_hook if grad_reduce_dtype == "bf16" else allreduce_hook
-    if not count and reduce is allreduce_hook:
+    if params["allreduce"] != "copy_engine":
+        return bf16_compress_hook if params["grad_reduce_dtype"] == "bf16" else allreduce_hook
+    group = dist.group.WORLD
+    missing = copy_engine_allreduce.requirement_missing(group, ctx.device)
+    if missing:
+        rank_errors.end_launch(f"allreduce: copy_engine cannot run here: {missing}; use allreduce: nccl")
+    try:
+        reducer = copy_engine_allreduce.CopyEngineAllReduce(
+            group, ctx.device, copy_engine_allreduce.max_bucket_numel(module, params["bucket_cap_mb"]),
+            next(module.parameters()).dtype)
+    except RuntimeError as err:
+        rank_errors.end_launch(f"allreduce: copy_engine could not map its buffers between the GPUs "
+                               f"({(str(err).splitlines() or ['symmetric memory failed'])[0]}); use allreduce: nccl")
+    return reducer.hook
+
+
+def install_comm_hook(ctx: Context, ddp: DDP, module: torch.nn.Module, params: dict) -> "list[int] | None":
+    """The gradient reducer as DDP's comm hook, optionally counting bucket all-reduces (it proves
+    no_sync() skips communication)."""
+    from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+
+    reduce = gradient_reducer(ctx, module, params)
+    if not params["count_allreduce"] and reduce is allreduce_hook:
         return None  # DDP's built-in C++ all-reduce: no Python on the gradient path
     calls = [0]
 
@@ -58,7 +79,7 @@ def install_comm_hook(ddp: DDP, grad_reduce_dtype: str, count: bool) -> "list[in
         return reduce(state, bucket)
 
     ddp.register_comm_hook(None, hook)
-    return calls if count else None
+    return calls if params["count_allreduce"] else None
 
 
 def make_optimizer(name: str, module: torch.nn.Module, ctx: Context) -> torch.optim.Optimizer:
@@ -107,7 +128,7 @@ def run_config(ctx: Context, params: dict, global_batch: int, build: Callable = 
     work = build(params, accum, ctx.device, ctx.rank)
     precision = autocast_for(ctx, params["precision"])
     ddp = wrap(ctx, work.module, params)
-    calls = install_comm_hook(ddp, params["grad_reduce_dtype"], params["count_allreduce"]) if ddp is not None else None
+    calls = install_comm_hook(ctx, ddp, work.module, params) if ddp is not None else None
     # Compiling the DDP wrapper (not the inner model) lets dynamo split the graph at bucket
     # boundaries, so gradients are all-reduced while the backward pass goes on.
     step_model = torch.compile(ddp or work.module) if params["compile"] else (ddp or work.module)
