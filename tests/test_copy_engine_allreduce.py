@@ -33,11 +33,10 @@ def test_default_transport_on_a_gpu_host_is_planned():
     (entry(["default"]), CPU_HOST, Nodes(),
      "ddp: allreduce copy_engine moves gradients between GPUs, this host has none; use allreduce: nccl"),
     (entry(["default", "p2p_off"]), GPU_HOST, Nodes(),
-     "ddp: allreduce copy_engine bypasses NCCL's transports and runs within one host, not over transport 'p2p_off'; "
+     "ddp: allreduce copy_engine bypasses NCCL's transports, so it cannot measure transport 'p2p_off'; "
      "run that transport with allreduce: nccl"),
     (entry(["default"]), GPU_HOST, Nodes(count=2, rendezvous="127.0.0.2:29400"),
-     "ddp: allreduce copy_engine bypasses NCCL's transports and runs within one host, not over 2 hosts; "
-     "run that transport with allreduce: nccl"),
+     "ddp: allreduce copy_engine runs within one host, not across 2; use allreduce: nccl"),
     (entry(["default"], grad_reduce_dtype="bf16"), GPU_HOST, Nodes(),
      "ddp: allreduce copy_engine reduces the gradients in their own dtype; drop grad_reduce_dtype bf16 or use allreduce: nccl"),
 ])

@@ -120,10 +120,11 @@ def _check_ddp(params: dict, world_size: int, preset_name: str, cuda: bool, node
     if params.get("allreduce") == "copy_engine":
         if not cuda:
             raise PlanError("ddp: allreduce copy_engine moves gradients between GPUs, this host has none; use allreduce: nccl")
-        if preset_name != "default" or nodes > 1:
-            where = f"transport {preset_name!r}" if preset_name != "default" else f"{nodes} hosts"
-            raise PlanError(f"ddp: allreduce copy_engine bypasses NCCL's transports and runs within one host, not over {where}; "
+        if preset_name != "default":
+            raise PlanError(f"ddp: allreduce copy_engine bypasses NCCL's transports, so it cannot measure transport {preset_name!r}; "
                             "run that transport with allreduce: nccl")
+        if nodes > 1:
+            raise PlanError(f"ddp: allreduce copy_engine runs within one host, not across {nodes}; use allreduce: nccl")
         if params.get("grad_reduce_dtype") == "bf16":
             raise PlanError("ddp: allreduce copy_engine reduces the gradients in their own dtype; drop grad_reduce_dtype bf16 or use allreduce: nccl")
     if model in unet.CONFIGS and importlib.util.find_spec("diffusers") is None:
