@@ -55,6 +55,12 @@ def variant(base: dict, change: dict) -> dict:
     return entry(params, ["default"], [2], change.get("env"))
 
 
+def link(run: dict) -> str:
+    """What carried the gradients: the NCCL transport the preset got, or the copy engines."""
+    via = ["copy engines"] if run["params"].get("allreduce") == "copy_engine" else run["transport"]["nccl_used"] or ["-"]
+    return run["transport"]["preset"] + " via " + "+".join(via)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="gpt2-large")
@@ -93,7 +99,7 @@ def main() -> None:
         efficiency = one_gpu / step if one_gpu else None
         naive = NAIVE_MS.get((p["model"], run["world_size"], run["transport"]["preset"])) if not knob else None
         rows.append([
-            p["model"], str(run["world_size"]), run["transport"]["preset"] + " via " + "+".join(run["transport"]["nccl_used"] or ["-"]),
+            p["model"], str(run["world_size"]), link(run),
             knob or "suite defaults", f"{step * 1e3:.1f}", f"{run['metrics']['step_time_s']['summary']['cv']:.1%}",
             f"{mfu:.1%}" if mfu else "-", f"{efficiency:.1%}" if efficiency else "-", f"{naive:.1f}" if naive else "-",
             *(f"{median(run, name) * 1e3:.1f}" if median(run, name) is not None else "-" for name in BREAKDOWN),
