@@ -17,6 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.agent.transports import link_name  # noqa: E402
 from benchmarks._agent import median, run_plan, table  # noqa: E402
 
 # The naive loop's figures on the same machine kind (DESIGN.md), for the table's last column.
@@ -53,12 +54,6 @@ def entry(params: dict, transports: list[str], world_sizes: list, env: "dict | N
 def variant(base: dict, change: dict) -> dict:
     params = {**base, **{k: v for k, v in change.items() if k != "env"}}
     return entry(params, ["default"], [2], change.get("env"))
-
-
-def link(run: dict) -> str:
-    """What carried the gradients: the NCCL transport the preset got, or the copy engines."""
-    via = ["copy engines"] if run["params"].get("allreduce") == "copy_engine" else run["transport"]["nccl_used"] or ["-"]
-    return run["transport"]["preset"] + " via " + "+".join(via)
 
 
 def main() -> None:
@@ -99,7 +94,7 @@ def main() -> None:
         efficiency = one_gpu / step if one_gpu else None
         naive = NAIVE_MS.get((p["model"], run["world_size"], run["transport"]["preset"])) if not knob else None
         rows.append([
-            p["model"], str(run["world_size"]), link(run),
+            p["model"], str(run["world_size"]), link_name(run),
             knob or "suite defaults", f"{step * 1e3:.1f}", f"{run['metrics']['step_time_s']['summary']['cv']:.1%}",
             f"{mfu:.1%}" if mfu else "-", f"{efficiency:.1%}" if efficiency else "-", f"{naive:.1f}" if naive else "-",
             *(f"{median(run, name) * 1e3:.1f}" if median(run, name) is not None else "-" for name in BREAKDOWN),

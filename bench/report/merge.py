@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from bench.agent.transports import link_name
 from bench.analysis import baselines
 from bench.bundle.links import link_summary
 
@@ -88,18 +89,6 @@ class Comparison:
     tool_versions: dict = field(default_factory=dict)  # version -> bundle count
 
 
-def transport_name(run: dict) -> str:
-    """The link a run's bytes crossed: the preset and the transport NCCL chose for it, or the
-    copy engines that carry a ddp run's gradients with allreduce copy_engine (not NCCL's)."""
-    transport = run["transport"]
-    if run["suite"] == "ddp" and run["params"].get("allreduce") == "copy_engine":
-        return f"{transport['preset']} via copy engines"
-    name = transport["preset"] if transport["backend"] == "nccl" else f"{transport['preset']} (gloo)"
-    if transport["nccl_used"]:
-        name += " via " + "+".join(transport["nccl_used"])
-    return name
-
-
 def training_recipe(params: dict) -> str:
     """How a ddp run trained, in words: its precision, and whatever departs from fp32 weights and AdamW
     (runs trained differently are different workloads, never one series)."""
@@ -151,7 +140,7 @@ def merge(bundles: list[dict], group_by: str = "auto") -> Comparison:
             tagged += [(entry, run, found.get(id(run))) for run in host["runs"]]
 
     def series(entry: HostEntry, run: dict, by_host: bool) -> Series:
-        return Series(entry.name if by_host else "", entry.hardware, transport_name(run),
+        return Series(entry.name if by_host else "", entry.hardware, link_name(run),
                       not run["transport"]["matches_preset"])
 
     if group_by == "auto":
