@@ -12,8 +12,6 @@ same average DDP's own all-reduce gives.
 
 from __future__ import annotations
 
-import os
-
 import torch
 import torch.distributed as dist
 
@@ -21,14 +19,10 @@ import torch.distributed as dist
 LANDED, AVERAGED = 0, 1
 
 
-def requirement_missing(group: dist.ProcessGroup, device: torch.device) -> "str | None":
-    """Why this group cannot use copy engines for its all-reduce, or None when it can."""
-    if device.type != "cuda":
-        return "it needs CUDA GPUs"
-    local_ranks = int(os.environ.get("LOCAL_WORLD_SIZE", group.size()))  # set by torchrun
-    if local_ranks != group.size():
-        return f"it needs every rank on one host ({group.size()} ranks, {local_ranks} on this one)"
-    for peer in range(local_ranks):  # rank i drives GPU i (the worker picks cuda:LOCAL_RANK)
+def peer_access_missing(device: torch.device, world_size: int) -> "str | None":
+    """Why this rank's GPU cannot map its peers' buffers, or None when it can; the planner has
+    already kept the copy engines to GPU hosts and to one host."""
+    for peer in range(world_size):  # rank i drives GPU i (the worker picks cuda:LOCAL_RANK)
         if peer != device.index and not torch.cuda.can_device_access_peer(device.index, peer):
             return f"GPU {device.index} has no peer access to GPU {peer} (no NVLink or PCIe P2P between them)"
     return None

@@ -18,7 +18,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from bench.agent import kernel_time
-from bench.agent.copy_engine_allreduce import CopyEngineAllReduce, requirement_missing
+from bench.agent.copy_engine_allreduce import CopyEngineAllReduce, peer_access_missing
 
 SIZES = [1, 7, 4097, 1_000_003, 2_500_000, 3, 2_500_000]
 CAPACITY = 2_000_000  # smaller than the largest bucket: those go in pieces, as DDP's first step does
@@ -91,7 +91,7 @@ def main() -> None:
     device = torch.device("cuda", local_rank)
     dist.init_process_group("nccl", device_id=device)
     rank = dist.get_rank()
-    missing = requirement_missing(dist.group.WORLD, device)
+    missing = peer_access_missing(device, dist.get_world_size())
     assert missing is None, missing
     check_buckets(rank, device)
     check_ddp(rank, device)

@@ -50,13 +50,12 @@ def gradient_reducer(ctx: Context, module: torch.nn.Module, params: dict) -> Cal
 
     if params["allreduce"] != "copy_engine":
         return bf16_compress_hook if params["grad_reduce_dtype"] == "bf16" else allreduce_hook
-    group = dist.group.WORLD
-    missing = copy_engine_allreduce.requirement_missing(group, ctx.device)
+    missing = copy_engine_allreduce.peer_access_missing(ctx.device, ctx.world_size)
     if missing:
         rank_errors.end_launch(f"allreduce: copy_engine cannot run here: {missing}; use allreduce: nccl")
     try:
         reducer = copy_engine_allreduce.CopyEngineAllReduce(
-            group, ctx.device, copy_engine_allreduce.max_bucket_numel(module, params["bucket_cap_mb"]),
+            dist.group.WORLD, ctx.device, copy_engine_allreduce.max_bucket_numel(module, params["bucket_cap_mb"]),
             next(module.parameters()).dtype)
     except RuntimeError as err:
         rank_errors.end_launch(f"allreduce: copy_engine could not map its buffers between the GPUs "
