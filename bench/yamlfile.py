@@ -1,25 +1,100 @@
-"""Reading a YAML file the user wrote, with errors that say where and what to fix."""
+"""Reading a YAML file the user wrote, with errors that say where and what to fix.
+
+Strict, since plans and hosts files may come from anyone: plain types only (null, booleans,
+integers, finite floats, strings, lists, mappings with string keys); no timestamps, binary, sets
+or other tags; a key given twice is refused; aliases may not expand past MAX_NODES values.
+"""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import yaml
 
 from bench.errors import UserError
+from bench.inputfile import read_input
+
+MAX_NODES = 100_000  # values after alias expansion; the largest shipped plan has a few hundred
+
+
+class _Refused(Exception):
+    def __init__(self, mark, problem: str) -> None:
+        super().__init__(problem)
+        self.mark, self.problem = mark, problem
+
+
+class StrictLoader(yaml.SafeLoader):
+    pass
+
+
+def _refuse_tag(loader, node):
+    raise _Refused(node.start_mark, f"the tag {node.tag} is not allowed (only plain strings, numbers, booleans, lists and mappings)")
+
+
+def _finite_float(loader, node):
+    value = yaml.SafeLoader.construct_yaml_float(loader, node)
+    if not math.isfinite(value):
+        raise _Refused(node.start_mark, f"{node.value!r} is not a finite number")
+    return value
+
+
+def _mapping(loader, node):
+    loader.flatten_mapping(node)
+    mapping = {}
+    for key_node, value_node in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        if not isinstance(key, str):
+            raise _Refused(key_node.start_mark, f"the key {key_node.value!r} is not a string")
+        if key in mapping:
+            raise _Refused(key_node.start_mark, f"the key {key!r} is given twice")
+        mapping[key] = loader.construct_object(value_node, deep=True)
+    return mapping
+
+
+StrictLoader.yaml_constructors = {
+    "tag:yaml.org,2002:null": yaml.SafeLoader.construct_yaml_null,
+    "tag:yaml.org,2002:bool": yaml.SafeLoader.construct_yaml_bool,
+    "tag:yaml.org,2002:int": yaml.SafeLoader.construct_yaml_int,
+    "tag:yaml.org,2002:float": _finite_float,
+    "tag:yaml.org,2002:str": yaml.SafeLoader.construct_yaml_str,
+    "tag:yaml.org,2002:seq": yaml.SafeLoader.construct_yaml_seq,
+    "tag:yaml.org,2002:map": _mapping,
+    None: _refuse_tag,
+}
+StrictLoader.yaml_multi_constructors = {}
+
+
+def expanded_size(value, limit: int) -> int:
+    """How many values `value` holds once aliases are expanded, counting no further than limit + 1."""
+    count, stack = 0, [value]
+    while stack and count <= limit:
+        item = stack.pop()
+        count += 1
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return count
 
 
 def load_yaml(path: Path, what: str):
+    data = read_input(path, what)
     try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such {what}; check the path") from None
-    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as err:
-        raise UserError(f"{path}: cannot read this {what} ({err.__class__.__name__}); give a readable YAML file") from None
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UserError(f"{path}: not UTF-8 text; give a YAML {what}") from None
     try:
-        return yaml.safe_load(text)
+        document = yaml.load(text, Loader=StrictLoader)
+    except _Refused as err:
+        raise UserError(f"{path}: not allowed at line {err.mark.line + 1}, column {err.mark.column + 1}: {err.problem}; fix the {what}") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(err, "problem", None) or "syntax error"
         raise UserError(f"{path}: not valid YAML{where}: {problem}; fix the {what}'s syntax") from None
+    except RecursionError:
+        raise UserError(f"{path}: nested too deeply; fix the {what}") from None
+    if expanded_size(document, MAX_NODES) > MAX_NODES:
+        raise UserError(f"{path}: more than {MAX_NODES} values once its aliases are expanded; this is not a ddpbench {what}")
+    return document

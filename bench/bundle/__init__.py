@@ -15,6 +15,7 @@ from typing import Callable
 
 from bench import schemas
 from bench.errors import UserError
+from bench.inputfile import finite_float, read_input, reject_constant
 
 SCHEMA_VERSION = 1
 # Reading an older bundle: MIGRATIONS[v] turns a version-v document into a version-(v+1) one.
@@ -68,10 +69,6 @@ def _depth(value, limit: int) -> int:
     return deepest
 
 
-def _reject_constant(name: str):
-    raise ValueError(f"{name} is not a number JSON allows")
-
-
 def readable_versions() -> list[int]:
     """SCHEMA_VERSION and every older version with an unbroken chain of migrations up to it."""
     versions = [SCHEMA_VERSION]
@@ -92,15 +89,9 @@ def migrate(document: dict) -> dict:
 
 def read_bundle(path: Path) -> dict:
     """Load, check size, depth, schema version, sha256 and schema; one UserError per problem."""
+    data = read_input(path, "bundle", MAX_BUNDLE_BYTES)
     try:
-        size = path.stat().st_size
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such bundle; check the path") from None
-    if size > MAX_BUNDLE_BYTES:
-        raise UserError(f"{path}: {size} bytes is over the {MAX_BUNDLE_BYTES}-byte limit for a bundle; this is not a ddpbench bundle")
-    data = path.read_bytes()
-    try:
-        document = json.loads(data, parse_constant=_reject_constant)
+        document = json.loads(data, parse_constant=reject_constant, parse_float=finite_float)
     except RecursionError:
         raise UserError(f"{path}: nested too deeply to be a bundle; this is not a ddpbench bundle") from None
     except (UnicodeDecodeError, ValueError) as err:

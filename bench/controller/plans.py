@@ -51,3 +51,16 @@ def check(plan, source: str) -> dict:
 def load_plan(name_or_path: str) -> dict:
     path = plan_path(name_or_path)
     return check(load_yaml(path, "plan"), str(path))
+
+
+def describe(plan: dict) -> list[str]:
+    """What a (checked) plan will run, one line per suite entry with its environment: what
+    `verify` shows before it runs a stranger's plan."""
+    lines = [f"plan {plan['name']}: {len(plan['suites'])} suite entr{'y' if len(plan['suites']) == 1 else 'ies'}, "
+             f"at most {plan['timeout_s']:g} s a launch"]
+    for index, entry in enumerate(plan["suites"]):
+        env = " ".join(f"{name}={value}" for name, value in sorted(entry.get("env", {}).items())) or "none"
+        worlds = ", ".join(str(w) for w in entry["world_sizes"])
+        lines.append(f"  suites[{index}]: {entry['suite']}, transports {', '.join(entry['transports'])}, "
+                     f"world sizes {worlds}; env: {env}")
+    return lines

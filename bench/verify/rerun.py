@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Callable
 
 from bench.bundle import read_bundle
 from bench.controller import plans
@@ -55,14 +56,18 @@ def plan_rerun(original: dict, signature: Signature, inventory: Inventory, pairs
 
 
 def verify(bundle_path: Path, hosts_path: Path, out_root: Path, *, image: "str | None", tolerances: dict,
-           host_map: dict, allowed_signers: "Path | None", require_signature: bool) -> tuple[bool, str, Path, dict, tuple[Path, Path]]:
-    """(passed, verdict markdown, new bundle path, new bundle, verdict paths)."""
+           host_map: dict, allowed_signers: "Path | None", require_signature: bool,
+           announce: Callable[[str], None] = print) -> tuple[bool, str, Path, dict, tuple[Path, Path]]:
+    """(passed, verdict markdown, new bundle path, new bundle, verdict paths). `announce` gets
+    what the bundle's plan will run (its environment included) before anything runs."""
     original = read_bundle(bundle_path)
     signature = check_signature(bundle_path, allowed_signers, require_signature)
     plan = plans.check(original["plan"], f"{bundle_path}: plan")
     inventory = load_hosts(hosts_path)
     pairs, rule = match_hosts([h["name"] for h in original["hosts"]], [h.name for h in inventory.hosts], host_map)
     inventory, verification = plan_rerun(original, signature, inventory, pairs, rule, image)
+    for line in plans.describe(plan):
+        announce(line)
     path, new = execute(inventory, plan, out_root, verification=verification)
     ok, text, verdict_paths = judge(original, signature, new, Signature("unsigned"), tolerances, host_map, path.parent)
     return ok, text, path, new, verdict_paths

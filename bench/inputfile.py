@@ -1,0 +1,70 @@
+"""Reading a file the user handed us, whoever wrote it: regular files only, never more than a cap.
+
+A FIFO would block a plain open(), /dev/zero would never end, a directory fails late with a
+traceback: each is refused in one line before a byte is read.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from bench.errors import UserError
+
+MAX_TEXT_BYTES = 4 * 1024 * 1024  # plans, hosts files, run.json, raw.json, signatures: far above any real one
+
+
+def read_input(path: Path, what: str, max_bytes: int = MAX_TEXT_BYTES) -> bytes:
+    """The bytes of a regular file of at most max_bytes; a UserError naming the path otherwise."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such {what}; check the path") from None
+    except OSError as err:
+        raise UserError(f"{path}: cannot open this {what} ({err.strerror}); give a readable file") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file (a device, FIFO or socket)"
+            raise UserError(f"{path}: {kind}; give the path of a {what} file")
+        if info.st_size > max_bytes:
+            raise UserError(f"{path}: {info.st_size} bytes is over the {max_bytes}-byte limit for a {what}; this is not a ddpbench {what}")
+        chunks, size = [], 0
+        while size <= max_bytes:
+            chunk = os.read(fd, min(1 << 20, max_bytes + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > max_bytes:  # grew while we read it
+            raise UserError(f"{path}: over the {max_bytes}-byte limit for a {what}; this is not a ddpbench {what}")
+        return b"".join(chunks)
+    except OSError as err:
+        raise UserError(f"{path}: cannot read this {what} ({err.strerror}); give a readable file") from None
+    finally:
+        os.close(fd)
+
+
+def read_json_text(path: Path, what: str, max_bytes: int = MAX_TEXT_BYTES):
+    """A JSON document from a file, with NaN, Infinity and numbers that overflow to inf refused."""
+    import json
+
+    data = read_input(path, what, max_bytes)
+    try:
+        return json.loads(data, parse_constant=reject_constant, parse_float=finite_float)
+    except RecursionError:
+        raise UserError(f"{path}: nested too deeply to be a {what}") from None
+    except (UnicodeDecodeError, ValueError) as err:
+        raise UserError(f"{path}: not valid JSON ({err}); this {what} is damaged") from None
+
+
+def reject_constant(name: str):
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def finite_float(text: str) -> float:
+    value = float(text)
+    if value != value or value in (float("inf"), float("-inf")):
+        raise ValueError(f"{text[:20]} is not a finite number")
+    return value
