@@ -62,8 +62,11 @@ def field_path(path) -> str:
 
 def first_problem(document, name: str, definition: str = "") -> "str | None":
     """`field X: what is wrong` for the most relevant problem, or None when the document is valid."""
-    if fast_validator(name, definition).is_valid(document):
-        return None
+    try:
+        if fast_validator(name, definition).is_valid(document):
+            return None
+    except UnicodeEncodeError as err:  # a lone UTF-16 surrogate (a \ud800 escape in JSON) is no text the validator takes
+        return f"a text value holds {err.object[err.start:err.end]!r}, a lone surrogate that is not text"
     return _explain(document, name, definition)
 
 

@@ -165,6 +165,9 @@ def plan_launches(plan: dict, hw: Hardware, nodes: Nodes = Nodes(), host_env: "d
                 raise PlanError(f"{suite}: transport preset 'ib' needs an active InfiniBand port, this host has none; remove 'ib' from the plan")
             for per_node in _resolve_world_sizes(entry.get("world_sizes", ["all"]), hw):
                 world_size = per_node * nodes.count
+                if not cuda and per_node > hw.logical_cpus:
+                    raise PlanError(f"{suite}: world size {per_node} needs {per_node} processes on this host, which has "
+                                    f"{hw.logical_cpus} cores and no GPU; lower world_sizes to at most {hw.logical_cpus}")
                 if suite == "collectives":
                     _check_collectives(params, hw, cuda)
                 else:

@@ -6,13 +6,14 @@ to write one (killed, power cut), from run.json and each host's raw.json.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from bench.bundle import agent_raw_problem, read_bundle
+from bench import schemas
 from bench.controller import plans
 from bench.errors import UserError
+from bench.inputfile import read_json_text
 
 
 @dataclass
@@ -32,17 +33,16 @@ def load_previous(run_dir: Path) -> Previous:
         return Previous(run_dir, bundle["run_id"], bundle["started_at"], bundle["plan"], entries)
     if not run_path.exists():
         raise UserError(f"{run_dir}: neither bundle.json nor run.json is there; give a run folder that `ddpbench run` wrote (results/<run-id>)")
-    try:
-        run = json.loads(run_path.read_text())
-        run_id, started_at, plan = run["run_id"], run["started_at"], run["plan"]
-    except (ValueError, KeyError, TypeError):
-        raise UserError(f"{run_path}: damaged (not the JSON `ddpbench run` writes); start a new run instead") from None
-    plan = plans.check(plan, str(run_path))
+    run = read_json_text(run_path, "run.json")
+    problem = schemas.first_problem(run, "bundle", "run_state")
+    if problem:
+        raise UserError(f"{run_path}: damaged or not written by `ddpbench run` ({problem}); start a new run instead")
+    run_id, started_at, plan = run["run_id"], run["started_at"], plans.check(run["plan"], str(run_path))
     entries = {}
     for raw_path in sorted(run_dir.glob("hosts/*/raw.json")):
         try:
-            raw = json.loads(raw_path.read_text())
-        except ValueError:
+            raw = read_json_text(raw_path, "raw.json")
+        except UserError:
             continue  # a file cut short: its launches run again
         if agent_raw_problem(raw) is None:
             entries[raw_path.parent.name] = {
