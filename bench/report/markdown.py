@@ -12,26 +12,32 @@ def _inline(text: str) -> str:
     return re.sub(r"([\\`*_\[\]<>])", r"\\\1", text)
 
 
+def _text(text: str) -> str:
+    """Text from a bundle (host names, labels, errors) shown as text: with no `<` left, no HTML
+    tag of a stranger's can open (GitHub renders raw HTML in Markdown)."""
+    return text.replace("<", "&lt;")
+
+
 def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", "<br>")
+    return _text(text).replace("|", "\\|").replace("\n", "<br>")
 
 
 def render(blocks: list) -> str:
     out = []
     for block in blocks:
         if isinstance(block, Heading):
-            out.append(f"{'#' * block.level} {block.text}")
+            out.append(f"{'#' * block.level} {_text(block.text)}")
         elif isinstance(block, Paragraph):
             first, *rest = block.text.split("\n")
-            out.append("\n".join([f"> **{first}**", *(f"> {_inline(line)}" for line in rest)]) if block.warning
-                       else "  \n".join([first, *rest]))
+            out.append("\n".join([f"> **{_text(first)}**", *(f"> {_inline(line)}" for line in rest)]) if block.warning
+                       else "  \n".join(_text(line) for line in [first, *rest]))
         elif isinstance(block, Table):
             out.append("\n".join(
                 ["| " + " | ".join(_cell(h) for h in block.header) + " |", "|" + "---|" * len(block.header)]
                 + ["| " + " | ".join(_cell(c) for c in row) + " |" for row in block.rows]
             ))
         elif isinstance(block, Plot):
-            out.append(f"![{block.title}]({block.png.name})\n\n*{block.caption}* (Also as [SVG]({block.svg.name}).)")
+            out.append(f"![{_text(block.title)}]({block.png.name})\n\n*{_text(block.caption)}* (Also as [SVG]({block.svg.name}).)")
         else:
             raise TypeError(f"not a report block: {block!r}")
     return "\n\n".join(out) + "\n"

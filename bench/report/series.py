@@ -43,10 +43,11 @@ def ratio_of_medians(numerator: list, denominator: list) -> Spread:
     top, bottom = np.asarray(numerator, dtype=float), np.asarray(denominator, dtype=float)
     top_medians = np.median(rng.choice(top, (BOOTSTRAP_RESAMPLES, top.size)), axis=1)
     bottom_medians = np.median(rng.choice(bottom, (BOOTSTRAP_RESAMPLES, bottom.size)), axis=1)
-    ratios = top_medians / bottom_medians
-    tail = (1 - CONFIDENCE) / 2 * 100
-    low, high = np.percentile(ratios, [tail, 100 - tail])
-    return Spread(float(np.median(top) / np.median(bottom)), float(low), float(high), int(bottom.size))
+    with np.errstate(divide="ignore", invalid="ignore"):  # a zero median (a foreign bundle's) shows as inf or nan
+        ratios = top_medians / bottom_medians
+        tail = (1 - CONFIDENCE) / 2 * 100
+        low, high = np.percentile(ratios, [tail, 100 - tail])
+        return Spread(float(np.median(top) / np.median(bottom)), float(low), float(high), int(bottom.size))
 
 
 def _pooled(entries: list[RunEntry], metric: str) -> list:
@@ -55,7 +56,7 @@ def _pooled(entries: list[RunEntry], metric: str) -> list:
 
 def _baseline_samples(entries: list[RunEntry], metric: str) -> list:
     distinct = {id(e.baseline): e.baseline for e in entries if e.baseline is not None}
-    return [s for run in distinct.values() for s in run["metrics"][metric]["samples"]]
+    return [s for run in distinct.values() for s in (run["metrics"].get(metric) or {}).get("samples", [])]
 
 
 # --- DDP ------------------------------------------------------------------------------------
@@ -148,8 +149,9 @@ def efficiency_bars(comparison: Comparison) -> list[Bar]:
     bars = []
     for (key, series), entries in sorted(groups.items()):
         # Efficiency = baseline per-sample time / this run's: the baseline is the numerator.
-        value = ratio_of_medians(_baseline_samples(entries, "per_sample_gpu_time_s"), _pooled(entries, "per_sample_gpu_time_s"))
-        bars.append(Bar(series, group_label(key), value))
+        base, pooled = _baseline_samples(entries, "per_sample_gpu_time_s"), _pooled(entries, "per_sample_gpu_time_s")
+        if base and pooled:
+            bars.append(Bar(series, group_label(key), ratio_of_medians(base, pooled)))
     return bars
 
 

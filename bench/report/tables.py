@@ -15,7 +15,9 @@ from bench.report.units import human_bytes
 from bench.report.series import Bar, Prediction, Spread, group_label, workload
 
 
-def spread(value: Spread, factor: float = 1.0, fmt: str = ".3g") -> str:
+def spread(value: "Spread | None", factor: float = 1.0, fmt: str = ".3g") -> str:
+    if value is None:  # an ok run of a bundle that recorded no samples of this metric
+        return "-"
     v = value.scaled(factor)
     return f"{v.median:{fmt}} [{v.low:{fmt}}, {v.high:{fmt}}] n={v.n}"
 

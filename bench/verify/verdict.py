@@ -50,6 +50,11 @@ def _verdict(v: RunVerdict) -> str:
     return v.verdict + (f": {v.reason}" if v.reason else "")
 
 
+def _text(text: str) -> str:
+    """Names and errors from a bundle as text: with no `<` left, no HTML tag of a stranger's can open."""
+    return text.replace("<", "&lt;")
+
+
 def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
@@ -101,7 +106,7 @@ def markdown(doc: dict, verdicts: "list[RunVerdict]") -> str:
         f"- tolerance: reproduced when the ratio is within a factor 1 + tolerance either way; {tolerances}",
         "", *table(verdicts), "", f"**{doc['summary']}**", "",
     ]
-    return "\n".join(lines)
+    return "\n".join(_text(line) for line in lines)
 
 
 def write(out_dir: Path, doc: dict, text: str) -> tuple[Path, Path]:
