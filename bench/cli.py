@@ -14,6 +14,7 @@ from bench.controller.hosts import load_hosts
 from bench.controller.plans import load_plan, plan_names
 from bench.docker.cli import add_image_commands
 from bench.errors import UserError
+from bench.outputs import disk_problem
 from bench.yamlfile import load_yaml
 
 EXIT_INTERRUPTED = 130
@@ -202,3 +203,9 @@ def main(argv: "list[str] | None" = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except OSError as err:
+        problem = disk_problem(err)
+        if problem is None:
+            raise
+        print(f"error: {problem}", file=sys.stderr)
+        return UserError.exit_status

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Callable
 
 from bench import schemas
 from bench.errors import UserError
 from bench.inputfile import finite_float, read_input, reject_constant
+from bench.outputs import write_text
 
 SCHEMA_VERSION = 1
 # Reading an older bundle: MIGRATIONS[v] turns a version-v document into a version-(v+1) one.
@@ -44,9 +44,7 @@ def write_bundle(path: Path, document: dict) -> dict:
     sealed = seal(document)
     schemas.validator("bundle").validate(sealed)  # a bundle we write that fails is our bug: let it raise
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(sealed, indent=1, allow_nan=False) + "\n")
-    os.replace(tmp, path)
+    write_text(path, json.dumps(sealed, indent=1, allow_nan=False) + "\n")
     return sealed
 
 

@@ -14,6 +14,7 @@ from bench import schemas
 from bench.controller import plans
 from bench.errors import UserError
 from bench.inputfile import read_json_text
+from bench.outputs import refuse_links
 
 
 @dataclass
@@ -26,6 +27,9 @@ class Previous:
 
 
 def load_previous(run_dir: Path) -> Previous:
+    if not run_dir.is_dir():
+        raise UserError(f"--resume {run_dir}: not a folder; give a run folder that `ddpbench run` wrote (results/<run-id>)")
+    refuse_links(run_dir, "run folder")  # a resume writes into it: through a planted link it would write anywhere
     bundle_path, run_path = run_dir / "bundle.json", run_dir / "run.json"
     if bundle_path.exists():
         bundle = read_bundle(bundle_path)

@@ -26,6 +26,7 @@ from bench.controller.resume import Previous, finished_launch_ids, merge_entry
 from bench.controller.runtimes import RUNTIMES, AgentJob, HostError, Runtime
 from bench.controller.runtimes.base import INTERRUPTED
 from bench.errors import UserError
+from bench.outputs import new_folder, write_text
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RUN_FILE = "run.json"  # the run's id, start and plan, written first: what a resume needs when no bundle was written
@@ -150,9 +151,8 @@ def execute(inventory: Inventory, plan: dict, out_root: Path, previous: "Previou
         run_id, started, run_dir = previous.run_id, previous.started_at, previous.run_dir
     else:
         run_id, started = new_run_id(), utc_now()
-        run_dir = out_root / run_id
-        run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / RUN_FILE).write_text(json.dumps({"run_id": run_id, "started_at": started, "plan": plan}, indent=1))
+        run_dir = new_folder(out_root, run_id, "results folder")
+        write_text(run_dir / RUN_FILE, json.dumps({"run_id": run_id, "started_at": started, "plan": plan}, indent=1))
 
     items = {}
     with HostProgress([h.name for h in inventory.hosts]) as progress:

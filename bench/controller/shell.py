@@ -61,8 +61,9 @@ class Shell:
     def put(self, data: bytes, path: str) -> None:
         raise NotImplementedError
 
-    def fetch_results(self, out_dir: str, result_dir: Path, progress: Callable[[dict], None]) -> None:
-        """raw.json and launches/*.log of an agent's out_dir into result_dir, whatever state they are in."""
+    def fetch_results(self, out_dir: str, result_dir: Path, progress: Callable[[dict], None]) -> bool:
+        """raw.json and launches/*.log of an agent's out_dir into result_dir, whatever state they are in;
+        True when they all arrived intact (the host's copy may then go)."""
         raise NotImplementedError
 
     def docker_endpoint(self) -> str:
@@ -126,5 +127,5 @@ class LocalShell(Shell):
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_bytes(data)
 
-    def fetch_results(self, out_dir: str, result_dir: Path, progress: Callable[[dict], None]) -> None:
-        pass  # on this machine the agent's out_dir is the result folder itself
+    def fetch_results(self, out_dir: str, result_dir: Path, progress: Callable[[dict], None]) -> bool:
+        return True  # on this machine the agent's out_dir is the result folder itself

@@ -10,6 +10,7 @@ everything it started on the host.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import posixpath
 import re
@@ -306,10 +307,12 @@ def put_file(connection: Connection, host: Host, local: Path, path: str) -> None
         raise HostError(f"copying {local} to {host.address}:{path} failed: {reason}; free space in its workdir or set workdir: to a bigger disk") from None
 
 
-def fetch_results(connection: Connection, out_dir: str, result_dir: Path, progress: Callable[[dict], None]) -> None:
-    """raw.json and launches/*.log of an agent's out_dir, whatever state the agent left them in."""
+def fetch_results(connection: Connection, out_dir: str, result_dir: Path, progress: Callable[[dict], None]) -> bool:
+    """raw.json and launches/*.log of an agent's out_dir, whatever state the agent left them in.
+    True when everything there is here and raw.json (if any) reads as JSON: only then may the
+    host's copy be removed."""
     if not connection.transport or not connection.transport.is_active():
-        return
+        return False
     progress({"event": "stage", "stage": "collect"})
     logs = result_dir / "launches"
     logs.mkdir(parents=True, exist_ok=True)
@@ -330,6 +333,19 @@ def fetch_results(connection: Connection, out_dir: str, result_dir: Path, progre
                 partial.unlink(missing_ok=True)
     except (OSError, EOFError, paramiko.SSHException) as err:
         progress({"event": "warning", "message": f"could not fetch the results: {err}"})
+        return False
+    return fetched_intact(result_dir)
+
+
+def fetched_intact(result_dir: Path) -> bool:
+    """Whether the raw.json fetched into result_dir, if one came, is whole JSON."""
+    raw = result_dir / "raw.json"
+    try:
+        if raw.exists():
+            json.loads(raw.read_bytes())
+    except (OSError, ValueError):
+        return False
+    return True
 
 
 class SSHShell(Shell):
@@ -373,8 +389,8 @@ class SSHShell(Shell):
     def put(self, data: bytes, path: str) -> None:
         put_bytes(self.connection, self.host, data, path)
 
-    def fetch_results(self, out_dir: str, result_dir: Path, progress: Callable[[dict], None]) -> None:
-        fetch_results(self.connection, out_dir, result_dir, progress)
+    def fetch_results(self, out_dir: str, result_dir: Path, progress: Callable[[dict], None]) -> bool:
+        return fetch_results(self.connection, out_dir, result_dir, progress)
 
     def close(self) -> None:
         close(self.connection)

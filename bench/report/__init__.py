@@ -11,6 +11,7 @@ import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+from bench.outputs import prepare_folder, write_text
 from bench.report import html, markdown
 from bench.report import plots as P
 from bench.report import series as S
@@ -157,8 +158,8 @@ def build(comparison: Comparison, out_dir: Path, skipped: list[str]) -> list:
 
 def write_report(bundles: list[dict], out_dir: Path, skipped: "list[str] | None" = None, group_by: str = "auto") -> Path:
     """Write report.md, report.html and the plots into out_dir; return report.md's path."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    prepare_folder(out_dir, "report's folder")
     blocks = build(merge(bundles, group_by), out_dir, skipped or [])
-    (out_dir / "report.md").write_text(markdown.render(blocks))
-    (out_dir / "report.html").write_text(html.render(blocks, TITLE))
+    write_text(out_dir / "report.md", markdown.render(blocks))
+    write_text(out_dir / "report.html", html.render(blocks, TITLE))
     return out_dir / "report.md"

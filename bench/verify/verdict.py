@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
 from collections import Counter
 from pathlib import Path
+
+from bench.outputs import prepare_folder, write_text
 
 from bench.report.units import human_bytes
 from bench.verify.compare import VERDICTS, RunVerdict, higher_is_better
@@ -110,10 +111,8 @@ def markdown(doc: dict, verdicts: "list[RunVerdict]") -> str:
 
 
 def write(out_dir: Path, doc: dict, text: str) -> tuple[Path, Path]:
-    out_dir.mkdir(parents=True, exist_ok=True)
+    prepare_folder(out_dir, "verdict's folder")
     paths = out_dir / "verdict.md", out_dir / "verdict.json"
     for path, content in zip(paths, (text, json.dumps(doc, indent=1) + "\n")):
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(content)
-        os.replace(tmp, path)
+        write_text(path, content)
     return paths

@@ -12,6 +12,8 @@ from bench.controller.errors import HostError
 from bench.controller.hosts import Host
 
 INTERRUPTED = "interrupted (Ctrl-C)"
+# A host's work folder goes only after its results arrived intact (see Shell.fetch_results).
+KEPT_RESULTS = "kept {where}: its results could not be fetched intact; copy them by hand, then remove the folder"
 
 
 @dataclass

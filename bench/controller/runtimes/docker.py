@@ -23,7 +23,7 @@ from pathlib import Path
 
 from bench import __version__
 from bench.controller import ssh
-from bench.controller.runtimes.base import INTERRUPTED, AgentJob, HostError, StagedRuntime, agent_output_listener
+from bench.controller.runtimes.base import INTERRUPTED, KEPT_RESULTS, AgentJob, HostError, StagedRuntime, agent_output_listener
 from bench.controller.shell import CommandNotFound, LocalShell, Shell
 from bench.docker.engine import DOCKER, KILLED_STATUSES, Docker, DockerError, is_image_id
 
@@ -80,6 +80,7 @@ class DockerRuntime(StagedRuntime):
         self._container = ""
         self._work_dir = ""  # the bind-mounted results folder, on the host
         self._remote_dir = ""  # what to remove afterwards (SSH hosts only)
+        self._fetched = True  # False while the host holds results that did not arrive intact: its folder stays
         self._image: "tuple[str, str] | None" = None  # (reference, image id)
         self._gpus = False
         self._prepared = False
@@ -237,7 +238,7 @@ class DockerRuntime(StagedRuntime):
         finally:
             with self._lock:
                 self._container = ""
-            self._shell.fetch_results(self._work_dir, job.result_dir, job.progress)
+            self._fetched = self._shell.fetch_results(self._work_dir, job.result_dir, job.progress)
         with self._lock:
             cancelled = self._cancelled
         raw_path = job.result_dir / "raw.json"
@@ -269,7 +270,9 @@ class DockerRuntime(StagedRuntime):
         if shell is None:
             return
         try:
-            if self._remote_dir:
+            if self._remote_dir and not self._fetched:
+                job.progress({"event": "warning", "message": KEPT_RESULTS.format(where=f"{shell.where}:{self._remote_dir}")})
+            elif self._remote_dir:
                 job.progress({"event": "stage", "stage": "clean up"})
                 shell.run(["rm", "-rf", "--", self._remote_dir], timeout=job.host.command_timeout_s)
         except (HostError, CommandNotFound) as err:

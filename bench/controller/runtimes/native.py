@@ -13,7 +13,7 @@ import posixpath
 
 from bench.controller import pins, ssh
 from bench.controller.agent_package import agent_zipapp
-from bench.controller.runtimes.base import INTERRUPTED, AgentJob, HostError, StagedRuntime, agent_output_listener
+from bench.controller.runtimes.base import INTERRUPTED, KEPT_RESULTS, AgentJob, HostError, StagedRuntime, agent_output_listener
 
 MIN_PYTHON = (3, 9)
 
@@ -45,6 +45,7 @@ class NativeRuntime(StagedRuntime):
         self._connection = None
         self._process: "ssh.RemoteProcess | None" = None
         self._remote_dir = ""
+        self._fetched = True  # False while the host holds results that did not arrive intact: its folder stays
         self.pin_mismatches = ()
 
     def prepare(self, job: AgentJob) -> None:
@@ -138,7 +139,7 @@ class NativeRuntime(StagedRuntime):
         return json.loads(raw_path.read_text())
 
     def _fetch(self, job: AgentJob) -> None:
-        ssh.fetch_results(self._connection, posixpath.join(self._remote_dir, "out"), job.result_dir, job.progress)
+        self._fetched = ssh.fetch_results(self._connection, posixpath.join(self._remote_dir, "out"), job.result_dir, job.progress)
 
     def _close(self, job: AgentJob) -> None:
         """Remove what was copied and close the connection."""
@@ -147,7 +148,9 @@ class NativeRuntime(StagedRuntime):
         if connection is None:
             return
         try:
-            if self._remote_dir and connection.transport is not None and connection.transport.is_active():
+            if self._remote_dir and not self._fetched:
+                job.progress({"event": "warning", "message": KEPT_RESULTS.format(where=f"{job.host.address}:{self._remote_dir}")})
+            elif self._remote_dir and connection.transport is not None and connection.transport.is_active():
                 job.progress({"event": "stage", "stage": "clean up"})
                 workdir = posixpath.dirname(self._remote_dir)
                 # Paths go in as arguments; the workdir goes only when nothing else is in it.

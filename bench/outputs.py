@@ -1,0 +1,79 @@
+"""Writing into the folders the user names (--out), which may hold what a stranger planted.
+
+A folder is used only if it is one (not a file); a symbolic link inside it is refused, never
+written through; files are written whole through a fresh temporary file (O_EXCL | O_NOFOLLOW)
+renamed into place; a full or read-only disk is named in one line (see cli.main).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import secrets
+from pathlib import Path
+
+from bench.errors import UserError
+
+# What a write can meet that the user fixes by choosing another folder or freeing space.
+DISK_ERRNOS = {
+    errno.ENOSPC: "the disk is full: free space or choose another --out",
+    errno.EDQUOT: "the disk quota is used up: free space or choose another --out",
+    errno.EFBIG: "over the file size limit (ulimit -f): raise it or choose another --out",
+    errno.EROFS: "the file system is read-only: choose a writable --out",
+    errno.EACCES: "permission denied: choose a folder you can write to as --out",
+    errno.EPERM: "not permitted: choose a folder you can write to as --out",
+}
+
+
+def prepare_folder(folder: Path, what: str) -> Path:
+    """folder, created if missing; a UserError when it is a file or holds a symbolic link."""
+    if folder.exists() and not folder.is_dir():
+        raise UserError(f"{folder}: not a folder; give a folder (new or existing) for the {what}")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        reason = DISK_ERRNOS.get(err.errno) or f"{err.strerror.lower()}: choose another --out"
+        raise UserError(f"{folder}: cannot create the {what}: {reason}") from None
+    refuse_links(folder, what, recursive=False)
+    return folder
+
+
+def refuse_links(folder: Path, what: str, recursive: bool = True) -> None:
+    """A UserError naming the first symbolic link in folder (ddpbench writes none)."""
+    for root, dirs, files in os.walk(folder):
+        for name in dirs + files:
+            path = Path(root) / name
+            if path.is_symlink():
+                raise UserError(f"{path}: a symbolic link in the {what}, which ddpbench never writes; "
+                                "it could point anywhere: remove it or choose another folder")
+        if not recursive:
+            return
+
+
+def new_folder(parent: Path, name: str, what: str) -> Path:
+    """parent/name, created now and so empty: nothing planted can be in it."""
+    path = prepare_folder(parent, what) / name
+    try:
+        path.mkdir()
+    except FileExistsError:
+        raise UserError(f"{path}: already exists; ddpbench writes a new run into a new folder: choose another --out") from None
+    return path
+
+
+def write_text(path: Path, text: str) -> None:
+    """path's content replaced whole by text, never through a link planted at path or beside it."""
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o644)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as file:
+            file.write(text)
+        os.replace(tmp, path)  # replaces a link at path itself, never what it points to
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def disk_problem(err: OSError) -> "str | None":
+    """One line for an error of the disk being written, or None for any other OSError."""
+    fix = DISK_ERRNOS.get(err.errno)
+    return f"{err.filename or 'writing the results'}: {fix}" if fix else None
