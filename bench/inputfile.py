@@ -52,11 +52,15 @@ def read_json_text(path: Path, what: str, max_bytes: int = MAX_TEXT_BYTES):
 
     data = read_input(path, what, max_bytes)
     try:
-        return json.loads(data, parse_constant=reject_constant, parse_float=finite_float)
+        document = json.loads(data, parse_constant=reject_constant, parse_float=finite_float)
     except RecursionError:
         raise UserError(f"{path}: nested too deeply to be a {what}") from None
     except (UnicodeDecodeError, ValueError) as err:
         raise UserError(f"{path}: not valid JSON ({err}); this {what} is damaged") from None
+    problem = lone_surrogate(document)
+    if problem:
+        raise UserError(f"{path}: {problem}; this {what} is damaged")
+    return document
 
 
 def reject_constant(name: str):
@@ -68,3 +72,22 @@ def finite_float(text: str) -> float:
     if value != value or value in (float("inf"), float("-inf")):
         raise ValueError(f"{text[:20]} is not a finite number")
     return value
+
+
+def lone_surrogate(document) -> "str | None":
+    """The first string (or key) holding a lone UTF-16 surrogate (JSON's \\ud800 escapes allow
+    one), which is no text: nothing can print or encode it, and validators disagree on it."""
+    stack = [document]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError as err:
+                return f"{item[max(0, err.start - 20):err.start]!r} is followed by a lone surrogate ({item[err.start]!r}), which is not text"
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return None

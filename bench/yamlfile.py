@@ -13,7 +13,7 @@ from pathlib import Path
 import yaml
 
 from bench.errors import UserError
-from bench.inputfile import read_input
+from bench.inputfile import lone_surrogate, read_input
 
 MAX_NODES = 100_000  # values after alias expansion; the largest shipped plan has a few hundred
 
@@ -97,4 +97,7 @@ def load_yaml(path: Path, what: str):
         raise UserError(f"{path}: nested too deeply; fix the {what}") from None
     if expanded_size(document, MAX_NODES) > MAX_NODES:
         raise UserError(f"{path}: more than {MAX_NODES} values once its aliases are expanded; this is not a ddpbench {what}")
+    surrogate = lone_surrogate(document)
+    if surrogate:
+        raise UserError(f"{path}: {surrogate}; fix the {what}")
     return document

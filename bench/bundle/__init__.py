@@ -14,7 +14,7 @@ from typing import Callable
 
 from bench import schemas
 from bench.errors import UserError
-from bench.inputfile import finite_float, read_input, reject_constant
+from bench.inputfile import finite_float, lone_surrogate, read_input, reject_constant
 from bench.outputs import write_text
 
 SCHEMA_VERSION = 1
@@ -102,6 +102,9 @@ def read_bundle(path: Path) -> dict:
         raise UserError(f"{path}: a bundle is a JSON object, this is a {type(document).__name__}; check the file")
     if _depth(document, MAX_DEPTH) > MAX_DEPTH:
         raise UserError(f"{path}: nested deeper than {MAX_DEPTH} levels; this is not a ddpbench bundle")
+    surrogate = lone_surrogate(document)
+    if surrogate:
+        raise UserError(f"{path}: {surrogate}; this is not a bundle ddpbench wrote: get the original")
     version = document.get("schema_version")
     if type(version) is not int or version not in readable_versions():
         readable = ", ".join(str(v) for v in readable_versions())

@@ -1,0 +1,519 @@
+"""Hostile input of every kind, through the real CLI: a plan, a bundle, a hosts file, run.json and
+the output folder may all come from a stranger. Each case asserts what the user would notice:
+a non-zero exit (2 for bad input), exactly one `error:` line and no traceback, no command of the
+input's run (a payload would create a marker file), no hang (30 s per case), and nothing written
+outside OUT (the command runs in an empty sentinel folder, which must stay empty).
+
+One tiny real run (one rank, one message size) makes the bundle the bundle cases start from;
+only it and one `verify` run torchrun.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.bundle import seal
+from tests.conftest import REPO, bundle_path_from
+
+CASE_TIMEOUT_S = 30
+LOCAL_HOSTS = REPO / "hosts" / "local.yaml"
+
+TINY_PLAN = """
+name: tiny
+suites:
+  - suite: collectives
+    world_sizes: [1]
+    params: {ops: [all_reduce], dtypes: [float32], in_place: [true], begin_bytes: 4096, end_bytes: 4096,
+             factor: 2, warmup_iters: 0, iters: 1, repetitions: 2}
+    env: {NCCL_ALGO: Ring}
+"""
+TINY = {
+    "name": "tiny",
+    "suites": [{
+        "suite": "collectives", "world_sizes": [1], "env": {"NCCL_ALGO": "Ring"},
+        "params": {"ops": ["all_reduce"], "dtypes": ["float32"], "in_place": [True], "begin_bytes": 4096, "end_bytes": 4096,
+                   "factor": 2, "warmup_iters": 0, "iters": 1, "repetitions": 2},
+    }],
+}
+
+
+def run_cli(*args: str, cwd: Path, limit_fsize: "int | None" = None):
+    def limit():
+        if limit_fsize is not None:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (limit_fsize, limit_fsize))
+
+    return subprocess.run(
+        [sys.executable, "-m", "bench", *args], cwd=cwd, capture_output=True, text=True, timeout=CASE_TIMEOUT_S,
+        env={**os.environ, "PYTHONPATH": str(REPO)}, preexec_fn=limit,
+    )
+
+
+@pytest.fixture
+def sandbox(tmp_path):
+    """(sentinel folder the command runs in, OUT, marker file a payload would create)."""
+    sentinel = tmp_path / "sentinel"
+    sentinel.mkdir()
+    return sentinel, tmp_path / "out", tmp_path / "pwned"
+
+
+def refused(result, sandbox, *fragments: str, code: int = 2) -> str:
+    """Assert the one-line refusal; return the line."""
+    sentinel, out, marker = sandbox
+    assert result.returncode == code, (result.returncode, result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], (fragment, lines[0])
+    assert not marker.exists(), "a command from the input ran"
+    assert list(sentinel.iterdir()) == [], "something was written outside OUT"
+    if code == 2:
+        assert not out.exists() or not any(out.rglob("bundle.json")), "a refused input still ran"
+    return lines[0]
+
+
+def survived(result, sandbox) -> None:
+    sentinel, _, marker = sandbox
+    assert result.returncode == 0, (result.returncode, result.stderr)
+    assert "Traceback" not in result.stderr and "Warning" not in result.stderr, result.stderr
+    assert not marker.exists() and list(sentinel.iterdir()) == []
+
+
+@pytest.fixture(scope="module")
+def tiny_bundle(tmp_path_factory) -> Path:
+    """One real run of the tiny plan on this machine."""
+    root = tmp_path_factory.mktemp("tiny")
+    (root / "tiny.yaml").write_text(TINY_PLAN)
+    done = run_cli("run", "--plan", str(root / "tiny.yaml"), "--hosts", str(LOCAL_HOSTS), "--out", str(root / "out"), cwd=root)
+    assert done.returncode == 0, done.stderr
+    return bundle_path_from(done.stdout)
+
+
+@pytest.fixture
+def bundle_doc(tiny_bundle) -> dict:
+    return json.loads(tiny_bundle.read_text())
+
+
+def write_bundle(path: Path, document: dict) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(seal(document)))
+    return path
+
+
+def plan_file(tmp_path: Path, plan: dict) -> Path:
+    path = tmp_path / "plan.yaml"
+    path.write_text(json.dumps(plan))  # JSON is YAML
+    return path
+
+
+def with_env(env: dict) -> dict:
+    plan = copy.deepcopy(TINY)
+    plan["suites"][0]["env"] = env
+    return plan
+
+
+def payload(marker: Path) -> dict:
+    """The environment that ran a command through Python's warnings and the web browser module."""
+    return {"PYTHONWARNINGS": "all:0:antigravity.x:0:0", "BROWSER": f"/bin/sh -c 'touch {marker}' #%s",
+            "PERL5OPT": f"-Mbase;system('touch {marker}');exit"}
+
+
+# --- 1. The plan's environment: an allow-list ----------------------------------------------
+
+REFUSED_ENV = {
+    "ld_preload": {"LD_PRELOAD": "libevil.so"},
+    "ld_library_path": {"LD_LIBRARY_PATH": "evil"},
+    "pythonpath": {"PYTHONPATH": "evil"},
+    "pythonstartup": {"PYTHONSTARTUP": "evil.py"},
+    "path": {"PATH": "evil"},
+    "bash_env": {"BASH_ENV": "evil"},
+    "nccl_net_plugin": {"NCCL_NET_PLUGIN": "evil"},
+    "nccl_tuner_plugin": {"NCCL_TUNER_PLUGIN": "evil"},
+    "nccl_topo_file": {"NCCL_TOPO_FILE": "topo.xml"},
+    "nccl_debug_file": {"NCCL_DEBUG_FILE": "log"},
+    "nccl_graph_file": {"NCCL_GRAPH_FILE": "graph.xml"},
+    "nccl_graph_dump_file": {"NCCL_GRAPH_DUMP_FILE": "graph.xml"},
+    "nccl_conf_file": {"NCCL_CONF_FILE": "nccl.conf"},
+    "nccl_comm_id": {"NCCL_COMM_ID": "198.51.100.1:9999"},
+    "torch_debug_file": {"TORCH_NCCL_DEBUG_INFO_TEMP_FILE": "x"},
+    "lowercase": {"nccl_algo": "Ring"},
+    "name_trailing_newline": {"NCCL_ALGO\n": "Ring"},
+    "value_trailing_newline": {"NCCL_ALGO": "Ring\n"},
+    "value_shell": {"NCCL_ALGO": "$(touch pwned)"},
+    "value_path": {"NCCL_ALGO": "/tmp/x"},
+    "value_long": {"NCCL_ALGO": "R" * 300},
+}
+
+
+@pytest.mark.parametrize("env", REFUSED_ENV.values(), ids=REFUSED_ENV.keys())
+def test_run_refuses_plan_env(env, tmp_path, sandbox):
+    plan = plan_file(tmp_path, with_env(env))
+    result = run_cli("run", "--plan", str(plan), "--hosts", str(LOCAL_HOSTS), "--out", str(sandbox[1]), cwd=sandbox[0])
+    refused(result, sandbox, str(plan), "field suites[0].env")
+
+
+def test_run_refuses_the_browser_payload(tmp_path, sandbox):
+    plan = plan_file(tmp_path, with_env(payload(sandbox[2])))
+    result = run_cli("run", "--plan", str(plan), "--hosts", str(LOCAL_HOSTS), "--out", str(sandbox[1]), cwd=sandbox[0])
+    refused(result, sandbox, "field suites[0].env")
+
+
+VERIFY_ENV = {"ld_preload": {"LD_PRELOAD": "libevil.so"}, "nccl_net_plugin": {"NCCL_NET_PLUGIN": "evil"}, "browser": None}
+
+
+@pytest.mark.parametrize("env", VERIFY_ENV.values(), ids=VERIFY_ENV.keys())
+def test_verify_refuses_a_sealed_bundle_whose_plan_sets_env(env, bundle_doc, tmp_path, sandbox):
+    bundle_doc["plan"]["suites"][0]["env"] = env or payload(sandbox[2])
+    bundle = write_bundle(tmp_path / "pub" / "bundle.json", bundle_doc)
+    result = run_cli("verify", str(bundle), "--hosts", str(LOCAL_HOSTS), "--out", str(sandbox[1]), cwd=sandbox[0])
+    refused(result, sandbox, f"{bundle}: field plan.suites[0].env")
+
+
+def test_verify_shows_the_plan_and_its_env_before_running(tiny_bundle, sandbox):
+    """The one rerun: an allowed env is named before anything runs."""
+    result = run_cli("verify", str(tiny_bundle), "--hosts", str(LOCAL_HOSTS), "--out", str(sandbox[1]), cwd=sandbox[0])
+    assert result.returncode in (0, 1), result.stderr
+    assert "Traceback" not in result.stderr
+    shown = result.stdout.index("env: NCCL_ALGO=Ring")
+    assert "plan tiny: 1 suite entry" in result.stdout and shown < result.stdout.index("bundle: ")
+    assert list(sandbox[0].iterdir()) == []
+
+
+# --- 2. One validator; no NaN or infinity; strict YAML; regular, bounded files -------------------
+
+PLAN_TEXT = {
+    "timeout_nan": TINY_PLAN + "timeout_s: .nan\n",
+    "timeout_inf": TINY_PLAN + "timeout_s: .inf\n",
+    "timeout_overflow": TINY_PLAN + "timeout_s: 1.0e+999\n",
+    "timeout_negative_inf": TINY_PLAN + "timeout_s: -.inf\n",
+    "name_trailing_newline": TINY_PLAN.replace("name: tiny", 'name: "tiny\\n"'),
+    "timestamp": TINY_PLAN + "description: 2001-12-14\n",
+    "binary": TINY_PLAN + "description: !!binary aGVsbG8=\n",
+    "set": TINY_PLAN + "description: !!set {a, b}\n",
+    "python_object": TINY_PLAN + "description: !!python/object/apply:os.system ['touch pwned']\n",
+    "integer_key": TINY_PLAN + "1: 2\n",
+    "duplicate_key": TINY_PLAN + "name: again\n",
+    "two_documents": TINY_PLAN + "---\nname: second\n",
+    "alias_bomb": "a: &a [x,x,x,x,x,x,x,x,x,x]\n" + "".join(
+        f"{c}: &{c} [{', '.join([f'*{p}'] * 10)}]\n" for p, c in zip("abcdefg", "bcdefgh")),
+    "deep_nesting": "name: " + "[" * 5000 + "]" * 5000 + "\n",
+    "not_utf8": None,
+    "yaml_syntax": "name: [unclosed\n",
+}
+PLAN_REFUSALS = {
+    "timeout_nan": "'.nan' is not a finite number", "timeout_inf": "'.inf' is not a finite number",
+    "timeout_overflow": "not a finite number", "timeout_negative_inf": "not a finite number",
+    "name_trailing_newline": "field name", "timestamp": "timestamp is not allowed", "binary": "binary is not allowed",
+    "set": "set is not allowed", "python_object": "is not allowed", "integer_key": "the key '1' is not a string",
+    "duplicate_key": "the key 'name' is given twice", "two_documents": "not valid YAML", "alias_bomb": "aliases are expanded",
+    "deep_nesting": "", "not_utf8": "not UTF-8", "yaml_syntax": "not valid YAML at line",
+}
+
+
+@pytest.mark.parametrize("case", PLAN_TEXT, ids=PLAN_TEXT.keys())
+def test_run_refuses_plan_text(case, tmp_path, sandbox):
+    plan = tmp_path / "plan.yaml"
+    if PLAN_TEXT[case] is None:
+        plan.write_bytes(TINY_PLAN.encode() + b"description: \xff\xfe\n")
+    else:
+        plan.write_text(PLAN_TEXT[case])
+    result = run_cli("run", "--plan", str(plan), "--hosts", str(LOCAL_HOSTS), "--out", str(sandbox[1]), cwd=sandbox[0])
+    refused(result, sandbox, str(plan), PLAN_REFUSALS[case])
+
+
+HOSTS_TEXT = {
+    "timestamp_name": "hosts:\n  - {name: 2001-12-14, runtime: local}\n",
+    "binary_label": "hosts:\n  - {name: a, runtime: local, labels: [!!binary aGVsbG8=]}\n",
+    "set_labels": "hosts:\n  - {name: a, runtime: local, labels: !!set {x}}\n",
+    "integer_key": "hosts:\n  - {name: a, runtime: local, 7: x}\n",
+    "duplicate_host_key": "hosts:\n  - {name: a, runtime: local, runtime: native}\n",
+    "nan_timeout": "hosts:\n  - {name: a, runtime: native, address: 127.0.0.1, connect_timeout_s: .nan}\n",
+    "megabyte_name": "hosts:\n  - {name: " + "a" * 1_000_000 + ", runtime: local}\n",
+    "too_many_hosts": "hosts:\n" + "".join(f"  - {{name: h{i}, runtime: local}}\n" for i in range(300)),
+}
+HOSTS_REFUSALS = {
+    "timestamp_name": "timestamp is not allowed", "binary_label": "binary is not allowed", "set_labels": "set is not allowed",
+    "integer_key": "the key '7' is not a string", "duplicate_host_key": "given twice", "nan_timeout": "not a finite number",
+    "megabyte_name": "field hosts[0].name", "too_many_hosts": "field hosts",
+}
+
+
+@pytest.mark.parametrize("case", HOSTS_TEXT, ids=HOSTS_TEXT.keys())
+def test_run_refuses_hosts_text(case, tmp_path, sandbox):
+    hosts = tmp_path / "hosts.yaml"
+    hosts.write_text(HOSTS_TEXT[case])
+    result = run_cli("run", "--hosts", str(hosts), "--plan", "quick", "--out", str(sandbox[1]), cwd=sandbox[0])
+    refused(result, sandbox, str(hosts), HOSTS_REFUSALS[case])
+
+
+def special_file(kind: str, tmp_path: Path) -> Path:
+    if kind == "dev_zero":
+        return Path("/dev/zero")
+    path = tmp_path / f"special-{kind}"
+    if kind == "fifo":
+        os.mkfifo(path)  # nobody ever writes: reading would block forever
+    elif kind == "directory":
+        path.mkdir()
+    elif kind == "oversized":
+        with open(path, "wb") as sparse:  # a hole: no disk used
+            sparse.truncate(300 * 1024 * 1024)
+    return path
+
+
+KINDS = {"dev_zero": "not a regular file", "fifo": "not a regular file", "directory": "a directory", "oversized": "-byte limit"}
+ROLES = ["plan", "hosts", "bundle_validate", "bundle_report", "bundle_compare", "bundle_verify"]
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=KINDS.keys())
+@pytest.mark.parametrize("role", ROLES)
+def test_special_files_are_refused_without_reading(role, kind, tmp_path, sandbox, tiny_bundle):
+    path = special_file(kind, tmp_path)
+    out = str(sandbox[1])
+    args = {
+        "plan": ["run", "--plan", str(path), "--hosts", str(LOCAL_HOSTS), "--out", out],
+        "hosts": ["run", "--hosts", str(path), "--out", out],
+        "bundle_validate": ["validate", str(path)],
+        "bundle_report": ["report", str(path), "--out", out],
+        "bundle_compare": ["compare", str(tiny_bundle), str(path), "--out", out],
+        "bundle_verify": ["verify", str(path), "--hosts", str(LOCAL_HOSTS), "--out", out],
+    }[role]
+    result = run_cli(*args, cwd=sandbox[0])
+    line = refused(result, sandbox, str(path))
+    if role != "bundle_report":  # report expands its arguments itself: a non-file is "no such bundle file"
+        assert KINDS[kind] in line or "no such" in line, line
+
+
+def test_bundle_with_nan_is_refused(tiny_bundle, tmp_path, sandbox):
+    path = tmp_path / "bundle.json"
+    path.write_text(tiny_bundle.read_text().replace('"complete": true', '"complete": NaN', 1))
+    refused(run_cli("validate", str(path), cwd=sandbox[0]), sandbox, "NaN is not a number JSON allows")
+
+
+def test_bundle_with_overflowing_number_is_refused(tiny_bundle, tmp_path, sandbox):
+    document = json.loads(tiny_bundle.read_text())
+    text = json.dumps(document).replace('"repetitions": 2', '"repetitions": 1e999', 1)
+    path = tmp_path / "bundle.json"
+    path.write_text(text)
+    refused(run_cli("report", str(path), "--out", str(sandbox[1]), cwd=sandbox[0]), sandbox, "1e999 is not a finite number")
+
+
+# --- 3. Caps in the schema and the planner; report and compare survive any valid bundle -------
+
+def capped(plan_change) -> dict:
+    plan = copy.deepcopy(TINY)
+    plan_change(plan)
+    return plan
+
+
+CAPS = {
+    "world_size_million": capped(lambda p: p["suites"][0].update(world_sizes=[1_000_000])),
+    "repetitions_million": capped(lambda p: p["suites"][0]["params"].update(repetitions=1_000_000)),
+    "iters_billion": capped(lambda p: p["suites"][0]["params"].update(iters=10**9)),
+    "end_bytes_petabyte": capped(lambda p: p["suites"][0]["params"].update(end_bytes=10**15)),
+    "timeout_year": capped(lambda p: p.update(timeout_s=3.2e7)),
+    "suites_thousand": capped(lambda p: p.update(suites=p["suites"] * 1000)),
+    "description_megabyte": capped(lambda p: p.update(description="x" * 1_000_000)),
+    "pin_long": capped(lambda p: p.update(pin={"torch": "2" + ".1" * 100})),
+    "ddp_steps_million": {"name": "t", "suites": [{"suite": "ddp", "params": {"model": "tiny", "micro_batch": 1, "seq_len": 8,
+                                                                             "steps": 1_000_000, "warmup_steps": 0}}]},
+}
+
+
+@pytest.mark.parametrize("plan", CAPS.values(), ids=CAPS.keys())
+def test_plan_caps(plan, tmp_path, sandbox):
+    path = plan_file(tmp_path, plan)
+    result = run_cli("run", "--plan", str(path), "--hosts", str(LOCAL_HOSTS), "--out", str(sandbox[1]), cwd=sandbox[0])
+    refused(result, sandbox, str(path), "field ")
+
+
+def test_cpu_host_refuses_more_ranks_than_cores(tmp_path, sandbox):
+    cores = os.cpu_count() or 1
+    path = plan_file(tmp_path, capped(lambda p: p["suites"][0].update(world_sizes=[cores + 1])))
+    result = run_cli("run", "--plan", str(path), "--hosts", str(LOCAL_HOSTS), "--out", str(sandbox[1]), cwd=sandbox[0])
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    errors = [l for l in result.stderr.splitlines() if l.startswith("error: ")]
+    assert len(errors) == 1 and f"world size {cores + 1} needs {cores + 1} processes" in errors[0], result.stderr
+    assert not list(sandbox[1].rglob("*.log")), "torchrun was started"
+
+
+def resealed(document: dict, change) -> dict:
+    document = copy.deepcopy(document)
+    change(document)
+    return document
+
+
+def first_run(document: dict) -> dict:
+    return document["hosts"][0]["runs"][0]
+
+
+def set_samples(document: dict, samples: list) -> None:
+    for metric in first_run(document)["metrics"].values():
+        metric["samples"] = samples
+
+
+INVALID_BUNDLES = {
+    "params_missing_key": (lambda d: first_run(d)["params"].pop("size_bytes"), "size_bytes"),
+    "params_number_as_string": (lambda d: first_run(d)["params"].update(size_bytes="4096"), "params.size_bytes"),
+    "params_op_unknown": (lambda d: first_run(d)["params"].update(op="<b>x</b>"), "params.op"),
+    "lone_surrogate_label": (lambda d: d["hosts"][0]["labels"].append("a\ud800b"), "lone surrogate"),
+    "lone_surrogate_error": (lambda d: d["hosts"][0].update(error="\udfff"), "lone surrogate"),
+    "megabyte_host_name": (lambda d: d["hosts"][0].update(name="h" * 1_000_000), "field hosts[0].name"),
+    "hundred_thousand_samples": (lambda d: set_samples(d, [1.0] * 100_000), "samples"),
+    "negative_samples": (lambda d: set_samples(d, [-1.0]), "samples[0]"),
+    "run_id_trailing_newline": (lambda d: d.update(run_id=d["run_id"] + "\n"), "field run_id"),
+    "run_id_traversal": (lambda d: d.update(run_id="../../../../tmp/x"), "field run_id"),
+    "three_hundred_hosts": (lambda d: d.update(hosts=d["hosts"] * 300), "field hosts"),
+}
+
+
+@pytest.mark.parametrize("case", INVALID_BUNDLES, ids=INVALID_BUNDLES.keys())
+@pytest.mark.parametrize("command", ["report", "compare"])
+def test_schema_refuses_hostile_bundles(case, command, bundle_doc, tiny_bundle, tmp_path, sandbox):
+    change, fragment = INVALID_BUNDLES[case]
+    path = write_bundle(tmp_path / "hostile" / "bundle.json", resealed(bundle_doc, change))
+    args = ["report", str(path), "--out", str(sandbox[1])] if command == "report" else ["compare", str(tiny_bundle), str(path), "--out", str(sandbox[1])]
+    refused(run_cli(*args, cwd=sandbox[0]), sandbox, str(path), fragment)
+
+
+VALID_BUT_ODD = {
+    "html_names": lambda d: d["hosts"][0].update(name="<script>alert(1)</script>", labels=["<img src=x onerror=alert(1)>"]),
+    "html_error": lambda d: d["hosts"][0].update(status="partial", error="<iframe src=//x></iframe>\n|"),
+    "no_metrics": lambda d: first_run(d).update(metrics={}),
+    "zero_samples": lambda d: set_samples(d, [0.0, 0.0]),
+    "huge_samples": lambda d: set_samples(d, [1e15, 1e-300]),
+    "no_fingerprint": lambda d: d["hosts"][0].update(fingerprint=None),
+    "no_runs": lambda d: d["hosts"][0].update(runs=[]),
+    "no_hosts": lambda d: d.update(hosts=[]),
+    "same_host_twice": lambda d: d["hosts"].append(copy.deepcopy(d["hosts"][0])),
+    "failed_runs": lambda d: first_run(d).update(status="failed", error="<b>boom</b>"),
+}
+
+
+@pytest.mark.parametrize("case", VALID_BUT_ODD, ids=VALID_BUT_ODD.keys())
+def test_report_and_compare_survive_valid_bundles(case, bundle_doc, tiny_bundle, tmp_path, sandbox):
+    path = write_bundle(tmp_path / "odd" / "bundle.json", resealed(bundle_doc, VALID_BUT_ODD[case]))
+    survived(run_cli("report", str(path), "--out", str(sandbox[1]), cwd=sandbox[0]), sandbox)
+    compared = run_cli("compare", str(tiny_bundle), str(path), "--out", str(sandbox[1] / "verdict"), cwd=sandbox[0])
+    assert compared.returncode in (0, 1) and "Traceback" not in compared.stderr and "Warning" not in compared.stderr, compared.stderr
+    for written in [*sandbox[1].glob("report.*"), *sandbox[1].glob("verdict/verdict.md")]:
+        text = written.read_text()
+        for tag in ("<script>", "<img src=x", "<iframe", "<b>"):
+            assert tag not in text, (written.name, tag)
+
+
+# --- 4. --resume trusts nothing in the run folder ---------------------------------------------
+
+def run_folder(tmp_path: Path, run: "dict | str") -> Path:
+    folder = tmp_path / "results" / "20250101T000000Z-abcdef"
+    folder.mkdir(parents=True)
+    (folder / "run.json").write_text(run if isinstance(run, str) else json.dumps(run))
+    return folder
+
+
+RUN_JSON = {
+    "run_id_dotdot": ({"run_id": "../../../escape", "started_at": "2025-01-01T00:00:00Z", "plan": TINY}, "field run_id"),
+    "run_id_absolute": ({"run_id": "/tmp/escape", "started_at": "2025-01-01T00:00:00Z", "plan": TINY}, "field run_id"),
+    "run_id_newline": ({"run_id": "20250101T000000Z-abcdef\n", "started_at": "2025-01-01T00:00:00Z", "plan": TINY}, "field run_id"),
+    "run_id_number": ({"run_id": 7, "started_at": "2025-01-01T00:00:00Z", "plan": TINY}, "field run_id"),
+    "extra_field": ({"run_id": "20250101T000000Z-abcdef", "started_at": "2025-01-01T00:00:00Z", "plan": TINY, "cmd": "x"}, "cmd"),
+    "plan_env_payload": ({"run_id": "20250101T000000Z-abcdef", "started_at": "2025-01-01T00:00:00Z",
+                          "plan": with_env({"LD_PRELOAD": "x"})}, "env"),
+    "not_an_object": ("[1, 2]", "damaged"),
+    "nan": ('{"run_id": NaN}', "NaN"),
+}
+
+
+@pytest.mark.parametrize("case", RUN_JSON, ids=RUN_JSON.keys())
+def test_resume_refuses_hostile_run_json(case, tmp_path, sandbox):
+    run, fragment = RUN_JSON[case]
+    folder = run_folder(tmp_path, run)
+    result = run_cli("run", "--resume", str(folder), "--hosts", str(LOCAL_HOSTS), cwd=sandbox[0])
+    refused(result, sandbox, "run.json", fragment)
+    assert sorted(p.name for p in folder.iterdir()) == ["run.json"]
+
+
+def test_resume_refuses_a_planted_link(tmp_path, sandbox):
+    folder = run_folder(tmp_path, {"run_id": "20250101T000000Z-abcdef", "started_at": "2025-01-01T00:00:00Z", "plan": TINY})
+    (folder / "hosts").mkdir()
+    (folder / "hosts" / "local").symlink_to(sandbox[0])
+    result = run_cli("run", "--resume", str(folder), "--hosts", str(LOCAL_HOSTS), cwd=sandbox[0])
+    refused(result, sandbox, "hosts/local: a symbolic link in the run folder")
+
+
+def test_resume_refuses_a_file(tmp_path, sandbox):
+    path = tmp_path / "notafolder"
+    path.write_text("x")
+    refused(run_cli("run", "--resume", str(path), "--hosts", str(LOCAL_HOSTS), cwd=sandbox[0]), sandbox, "not a folder")
+
+
+# --- 5. The output folder ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("command", ["run", "report", "compare", "verify"])
+def test_out_that_is_a_file(command, tiny_bundle, tmp_path, sandbox):
+    out = tmp_path / "a-file"
+    out.write_text("keep me")
+    args = {
+        "run": ["run", "--plan", "quick", "--hosts", str(LOCAL_HOSTS)], "report": ["report", str(tiny_bundle)],
+        "compare": ["compare", str(tiny_bundle), str(tiny_bundle)], "verify": ["verify", str(tiny_bundle), "--hosts", str(LOCAL_HOSTS)],
+    }[command]
+    result = run_cli(*args, "--out", str(out), cwd=sandbox[0])
+    refused(result, sandbox, str(out), "not a folder", code=2)
+    assert out.read_text() == "keep me"
+
+
+@pytest.mark.parametrize("planted", ["report.md", "report.html", "verdict.md", "verdict.json", "anything.svg"])
+def test_planted_links_in_out_are_never_followed(planted, tiny_bundle, tmp_path, sandbox):
+    out = tmp_path / "published"
+    out.mkdir()
+    victim = tmp_path / "victim"
+    (out / planted).symlink_to(victim)
+    command = ["report", str(tiny_bundle)] if planted.startswith("report") or planted.endswith(".svg") else ["compare", str(tiny_bundle), str(tiny_bundle)]
+    result = run_cli(*command, "--out", str(out), cwd=sandbox[0])
+    refused(result, sandbox, f"{out / planted}: a symbolic link")
+    assert not victim.exists()
+
+
+def test_compare_into_a_strangers_folder_with_a_planted_link(tiny_bundle, tmp_path, sandbox):
+    """Without --out the verdict goes beside the new bundle: a downloaded folder."""
+    folder = tmp_path / "download"
+    folder.mkdir()
+    new = folder / "bundle.json"
+    new.write_text(tiny_bundle.read_text())
+    victim = tmp_path / "victim"
+    (folder / "verdict.md").symlink_to(victim)
+    refused(run_cli("compare", str(tiny_bundle), str(new), cwd=sandbox[0]), sandbox, "a symbolic link")
+    assert not victim.exists()
+
+
+def test_out_under_a_file(tiny_bundle, tmp_path, sandbox):
+    parent = tmp_path / "a-file"
+    parent.write_text("x")
+    refused(run_cli("report", str(tiny_bundle), "--out", str(parent / "sub"), cwd=sandbox[0]), sandbox, "cannot create the report's folder")
+
+
+def test_out_where_writing_is_not_permitted(tiny_bundle, sandbox):
+    refused(run_cli("report", str(tiny_bundle), "--out", "/sys/ddpbench-report", cwd=sandbox[0]), sandbox, "/sys/ddpbench-report")
+
+
+def test_out_that_fills_up(tiny_bundle, sandbox):
+    """A file size limit stands in for a full disk: the write fails part-way, in one line."""
+    result = run_cli("report", str(tiny_bundle), "--out", str(sandbox[1]), cwd=sandbox[0], limit_fsize=4096)
+    refused(result, sandbox, "over the file size limit")
+
+
+def test_run_writes_a_new_folder_under_an_existing_out(tmp_path, sandbox):
+    """OUT may hold earlier runs; each run gets a folder of its own, created new (no planted content)."""
+    earlier = sandbox[1] / "20250101T000000Z-abcdef"
+    earlier.mkdir(parents=True)
+    (earlier / "keep").write_text("x")
+    plan = plan_file(tmp_path, with_env({"LD_PRELOAD": "x"}))
+    refused(run_cli("run", "--plan", str(plan), "--hosts", str(LOCAL_HOSTS), "--out", str(sandbox[1]), cwd=sandbox[0]), sandbox, "env")
+    assert [p.name for p in sandbox[1].iterdir()] == [earlier.name] and (earlier / "keep").read_text() == "x"
