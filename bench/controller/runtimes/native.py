@@ -132,6 +132,8 @@ class NativeRuntime(StagedRuntime):
         if errors:
             raise HostError(errors[0])
         raw_path = job.result_dir / "raw.json"
+        if not self._fetched:
+            raise HostError(f"its results could not be fetched intact; they stay on the host in {self._remote_dir}")
         if not raw_path.exists():
             raise HostError(
                 f"the agent exited with status {done.exit_status} before writing results: {done.last_error_line() or 'no output'}"
