@@ -1,8 +1,8 @@
 """A real Slurm cluster on this machine for the tests: munged, slurmctld and two slurmd
 (node1, node2: 2 CPUs each, both at 127.0.0.1 on ports of their own), all in one temp folder.
 
-Partition `debug` holds both nodes; partition `empty` holds only a node that never starts, so
-a job there stays pending. There is no slurmdbd (a database server is too much for the tests):
+Partition `debug` holds both nodes; partition `empty` holds only a node that is down (no slurmd
+runs for it), so a job there stays pending. There is no slurmdbd (a database server is too much for the tests):
 accounts are checked by a job_submit.lua that knows `physics` and `chemistry`, as a real cluster
 checks them against its associations; sacct answers "accounting storage is disabled", so the
 runtime reads a job's end from scontrol (MinJobAge keeps finished jobs there for 5 minutes).
@@ -83,7 +83,7 @@ class SlurmCluster:
             "SchedulerType=sched/backfill\nSchedulerParameters=sched_interval=1\nMinJobAge=300\n"
             "KillWait=2\nOverTimeLimit=0\nInactiveLimit=0\nMessageTimeout=5\n"
             f"NodeName=node[1-2] NodeHostname=localhost NodeAddr=127.0.0.1 Port=[{node_ports}] CPUs=2 RealMemory=1000 State=UNKNOWN\n"
-            f"NodeName=ghost NodeAddr=127.0.0.1 Port={free_port('127.0.0.1')} CPUs=1 State=FUTURE\n"
+            f"NodeName=ghost NodeAddr=127.0.0.1 Port={free_port('127.0.0.1')} CPUs=2 State=DOWN\n"
             "PartitionName=debug Nodes=node[1-2] Default=YES MaxTime=INFINITE State=UP\n"
             "PartitionName=empty Nodes=ghost MaxTime=INFINITE State=UP\n"
         )

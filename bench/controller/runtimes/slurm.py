@@ -147,7 +147,10 @@ class SlurmRuntime(NativeRuntime):
             ssh.close(connection)
         if done.exit_status == 127:
             raise UserError(f"host {host.name!r}: sbatch was not found on {ssh.where(host)}; set address: to the cluster's login node")
-        if done.exit_status != 0:
+        refused = " ".join(done.stderr_lines)
+        # --test-only also says this when the partition's nodes are down or drained for now: a job
+        # submitted there waits for them, as long as pending_patience_s allows.
+        if done.exit_status != 0 and "Requested node configuration is not available" not in refused:
             raise UserError(f"host {host.name!r}: the cluster refuses the job: {rejection(done.stderr_lines, settings)}")
 
     def _check(self, job: AgentJob) -> None:
