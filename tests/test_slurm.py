@@ -147,6 +147,16 @@ def test_job_pending_past_the_patience_is_cancelled_with_one_line(login_node, sl
     job_id = line.split()[6]
     assert slurm_cluster.scontrol_job(job_id)["JobState"] == "CANCELLED"
     assert f"[cluster] job {job_id} queued: " in result.stderr  # the queue wait is shown as such, with squeue's reason
+    run_dir = bundle_path(result.stdout).parent
+    assert read_bundle(run_dir / "bundle.json")["hosts"][0]["scheduler_job"]["state"] == "CANCELLED"
+
+    # --resume in a partition with free nodes runs the plan into the same run folder.
+    write_hosts(hosts, login_node)
+    resumed = cli("run", "--hosts", str(hosts), "--out", str(tmp_path / "results"), "--resume", str(run_dir), timeout=180)
+    assert resumed.returncode == 0, resumed.stderr
+    assert bundle_path(resumed.stdout) == run_dir / "bundle.json"
+    entry = read_bundle(run_dir / "bundle.json")["hosts"][0]
+    assert entry["status"] == "ok" and entry["scheduler_job"]["state"] == "COMPLETED" and entry["runs"]
 
 
 @pytest.mark.parametrize("field, value, expected", [
@@ -167,15 +177,24 @@ def test_what_the_cluster_rejects_stops_the_run_before_submission(login_node, sl
     ({"sbatch_options": ["--output=/tmp/elsewhere"]}, "ssh-tiny.yaml",
      "error: host 'cluster': slurm.sbatch_options '--output=/tmp/elsewhere' is not allowed"),
     ({"nodes": 2, "gpus_per_node": 1}, "slow-second-launch.yaml",
-     "error: host 'cluster': slurm.nodes 2 with slurm.gpus_per_node 1: the plan asks for 2 ranks per node, more than a node has; "
-     "raise gpus_per_node or lower the plan's world_sizes"),
+     "error: host 'cluster': every world size of the plan (2 ranks per node) needs more than slurm.gpus_per_node 1; "
+     "raise gpus_per_node, or use a plan with world sizes up to 1"),
+    ({"nodes": 2, "gpus_per_node": 1}, "copy-engine-two-nodes.yaml",
+     "error: host 'cluster': slurm.nodes 2: the plan's ddp runs allreduce copy_engine, which works within one node; "
+     "set slurm.nodes: 1 or use allreduce: nccl"),
 ])
 def test_settings_the_plan_or_the_allow_list_refuse_exit_2_before_any_ssh(tmp_path, slurm, plan, expected):
     document = {"hosts": [{"name": "cluster", "runtime": "slurm", "address": "127.0.0.1", "port": 9,
                            "slurm": {"partition": "debug", **slurm}}]}
     hosts = tmp_path / "hosts.yaml"
     hosts.write_text(yaml.safe_dump(document))
-    result = cli(*run_args(hosts, PLANS / plan, tmp_path / "results"), timeout=60)
+    plan_path = PLANS / plan
+    if plan == "copy-engine-two-nodes.yaml":
+        plan_path = tmp_path / plan
+        plan_path.write_text(yaml.safe_dump({"name": "ce", "suites": [{"suite": "ddp", "world_sizes": [1], "params": {
+            "model": "tiny", "micro_batch": 2, "seq_len": 32, "steps": 2, "warmup_steps": 1, "precision": "fp32",
+            "allreduce": "copy_engine"}}]}))
+    result = cli(*run_args(hosts, plan_path, tmp_path / "results"), timeout=60)
     assert result.returncode == 2 and result.stderr.startswith(expected), result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
 

@@ -121,13 +121,15 @@ class SlurmRuntime(NativeRuntime):
                     f"script, output and time itself); remove it, or use one of {', '.join(sorted(SBATCH_ALLOWED))}"
                 )
         nodes, gpus = settings.get("nodes", 1), settings.get("gpus_per_node", 0)
+        # World sizes are ranks per node: the agent skips those a node cannot hold (seed 002's
+        # 2-GPU runs on 1-GPU nodes); a job where every one of them is skipped is of no use.
+        per_node = {w for entry in plan["suites"] for w in entry.get("world_sizes", ["all"])}
+        if gpus and "all" not in per_node and min(map(int, per_node)) > gpus:
+            raise UserError(
+                f"host {host.name!r}: every world size of the plan ({', '.join(map(str, sorted(per_node)))} ranks per node) needs more "
+                f"than slurm.gpus_per_node {gpus}; raise gpus_per_node, or use a plan with world sizes up to {gpus}"
+            )
         if nodes > 1:
-            too_big = sorted({w for e in plan["suites"] for w in e.get("world_sizes", ["all"]) if w != "all" and gpus and int(w) > gpus})
-            if too_big:
-                raise UserError(
-                    f"host {host.name!r}: slurm.nodes {nodes} with slurm.gpus_per_node {gpus}: the plan asks for {too_big[0]} ranks "
-                    f"per node, more than a node has; raise gpus_per_node or lower the plan's world_sizes"
-                )
             copy_engine = [e["suite"] for e in plan["suites"] if e.get("params", {}).get("allreduce") == "copy_engine"]
             if copy_engine:
                 raise UserError(
