@@ -93,7 +93,8 @@ def test_two_node_gloo_job_makes_a_bundle_with_the_job_and_every_node(login_node
     assert slurm_cluster.scontrol_job(job["job_id"]).get("Comment", "").startswith("$(touch")
     assert not marker.exists()
     run_dir = bundle_path(result.stdout).parent / "hosts" / "cluster"
-    assert (run_dir / "job.sh").read_text().startswith("#!/bin/bash")
+    script = (run_dir / "job.sh").read_text()
+    assert script.startswith("#!/bin/bash") and """'{"NCCL_SOCKET_IFNAME": "lo", "GLOO_SOCKET_IFNAME": "lo"}'""" in script
     assert not (tmp_path / "shared").exists()  # the work folder is removed
     print(f"submit to bundle: {time.monotonic() - started:.1f} s")
 
@@ -146,7 +147,8 @@ def test_job_pending_past_the_patience_is_cancelled_with_one_line(login_node, sl
     assert line.endswith("past slurm.pending_patience_s 3; it was cancelled: choose a partition with free nodes, or raise pending_patience_s")
     job_id = line.split()[6]
     assert slurm_cluster.scontrol_job(job_id)["JobState"] == "CANCELLED"
-    assert f"[cluster] job {job_id} queued: " in result.stderr  # the queue wait is shown as such, with squeue's reason
+    # The queue wait is shown as such, with squeue's reason.
+    assert f"[cluster] job {job_id} queued: Nodes required for job are DOWN, DRAINED" in result.stderr
     run_dir = bundle_path(result.stdout).parent
     assert read_bundle(run_dir / "bundle.json")["hosts"][0]["scheduler_job"]["state"] == "CANCELLED"
 

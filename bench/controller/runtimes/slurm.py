@@ -14,6 +14,7 @@ into the script: none is ever read as shell syntax.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import posixpath
@@ -77,6 +78,9 @@ def batch_script(job: AgentJob) -> str:
     """The script sbatch runs on the job's first node; every value from the hosts file is quoted."""
     host, settings = job.host, job.host.slurm
     nodes = settings.get("nodes", 1)
+    if nodes > 1 and host.socket_ifname:  # the bootstrap between the nodes, as a group's
+        job = dataclasses.replace(job, extra_env={**job.extra_env, "NCCL_SOCKET_IFNAME": host.socket_ifname,
+                                                  "GLOO_SOCKET_IFNAME": host.socket_ifname})
     agent = job.agent_command([host.python, "../agent.pyz"], "../plan.json", "out")
     per_node = 'cd "node$SLURM_NODEID" && exec "$@" --node-rank "$SLURM_NODEID"' + f" >{EVENTS} 2>agent.err"
     lines = [
@@ -226,7 +230,8 @@ class SlurmRuntime(NativeRuntime):
             state = queued["state"] if queued else ""
             if state == "PENDING":
                 waited = time.monotonic() - submitted
-                note = f"job {self.job_id} queued: {queued['reason']}"
+                reason = queued["reason"] if queued["reason"] not in ("", "None") else ""
+                note = f"job {self.job_id} queued" + (f": {reason}" if reason else "")
                 if note != shown:
                     job.progress({"event": "stage", "stage": note})
                     shown = note
