@@ -20,7 +20,7 @@ import yaml
 from bench.bundle import read_bundle
 from bench.controller.hosts import Host
 from bench.controller.runtimes.base import AgentJob
-from bench.controller.runtimes.slurm import batch_script
+from bench.controller.runtimes.slurm import batch_script, state_from_job_output
 from loopback_hosts import SSHD, LoopbackHosts
 from slurm_cluster import SlurmCluster, missing_daemons
 from tests.conftest import REPO, TEST_PLANS as PLANS, bundle_path_from as bundle_path, cli
@@ -237,3 +237,13 @@ def test_the_batch_script_passes_hostile_values_as_plain_text(tmp_path):
     assert f"/opt/py {hostile}" in argv and json.dumps({"NCCL_DEBUG": hostile}) in argv
     assert argv[argv.index("--rendezvous") + 1] == "node7:29400"
     assert not marker.exists()
+
+
+@pytest.mark.parametrize("output, state, reason", [
+    ("slurmstepd: error: *** JOB 12 ON node1 CANCELLED AT 2026-11-23T12:00:01 DUE TO TIME LIMIT ***", "TIMEOUT", "Time limit"),
+    ("slurmstepd: error: *** JOB 12 ON gpu-b07 CANCELLED AT 2026-11-23T12:00:01 DUE TO PREEMPTION ***", "PREEMPTED", "Preemption"),
+    ("srun: error: ...\nslurmstepd: error: *** JOB 12 ON node1 CANCELLED AT 2026-11-23T12:00:01 ***", "CANCELLED", None),
+])
+def test_a_job_the_cluster_forgot_is_named_from_its_output(output, state, reason):
+    assert state_from_job_output(output) == {"state": state, "reason": reason, "exit_code": None, "source": "job output"}
+    assert state_from_job_output("all fine") is None

@@ -304,9 +304,9 @@ class SlurmRuntime(NativeRuntime):
             reason = fields.get("Reason")
             return {"state": fields["JobState"], "reason": None if reason in (None, "None") else reason,
                     "exit_code": fields.get("ExitCode"), "source": "scontrol"}
-        ended = STEPD_END.search(self._job_output(job))
+        ended = state_from_job_output(self._job_output(job))
         if ended:
-            return {"state": ended.group(1), "reason": ended.group(2), "exit_code": None, "source": "job output"}
+            return ended
         return {"state": "UNKNOWN", "reason": "neither sacct nor scontrol know the job any more", "exit_code": None, "source": None}
 
     def _ended_line(self, state: dict) -> str:
@@ -364,6 +364,16 @@ class SlurmRuntime(NativeRuntime):
                 fingerprint = None
             fingerprints.append({"node": name, "node_rank": rank, "fingerprint": fingerprint})
         self.scheduler_job["node_fingerprints"] = fingerprints
+
+
+def state_from_job_output(text: str) -> "dict | None":
+    """The end slurmstepd wrote into the job's output, for a cluster that has forgotten the job."""
+    ends = STEPD_END.findall(text)
+    if not ends:
+        return None
+    state, due = ends[-1]
+    state = {"TIME LIMIT": "TIMEOUT", "PREEMPTION": "PREEMPTED", "NODE FAILURE": "NODE_FAIL"}.get(due, state)
+    return {"state": state, "reason": due.capitalize() if due else None, "exit_code": None, "source": "job output"}
 
 
 def rejection(stderr_lines: list, settings: dict) -> str:
