@@ -227,7 +227,9 @@ def test_the_batch_script_passes_hostile_values_as_plain_text(tmp_path):
         (stubs / name).write_text(f"#!/bin/bash\n{body}\n")
         (stubs / name).chmod(stat.S_IRWXU)
     script = tmp_path / "job.sh"
-    script.write_text(batch_script(job).replace("set -u\n", "set -u\nmodule() { printf '%s\\n' \"$@\"; }\n", 1))
+    shebang, rest = batch_script(job).split("\n", 1)
+    assert shebang == "#!/bin/bash -l"  # a login shell: the cluster's profile defines `module`
+    script.write_text(shebang + "\nmodule() { printf '%s\\n' \"$@\"; }\n" + rest)
     done = subprocess.run(["bash", str(script)], capture_output=True, text=True, cwd=tmp_path,
                           env={"PATH": f"{stubs}:/usr/bin:/bin", "SLURM_JOB_NUM_NODES": "2", "SLURM_JOB_NODELIST": "node[7-8]",
                                "SLURM_JOB_ID": "42"})

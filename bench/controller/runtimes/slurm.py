@@ -50,7 +50,11 @@ STEPD_END = re.compile(r"\*\*\* JOB \d+ ON \S+ (\S+) AT \S+(?: DUE TO ([A-Z ]+?)
 
 def launch_bound(plan: dict) -> int:
     """How many launches the plan can make at most on one host (each ends after timeout_s)."""
-    return sum(len(entry.get("transports", ["default"])) * len(entry.get("world_sizes", ["all"])) for entry in plan["suites"])
+    return sum(
+        max(len(part.get("transports", ["default"])) for part in (entry, entry.get("gpu", {}), entry.get("cpu", {})))
+        * len(entry.get("world_sizes", ["all"]))
+        for entry in plan["suites"]
+    )
 
 
 def time_limit_min(host: Host, plan: dict) -> int:
@@ -83,11 +87,12 @@ def batch_script(job: AgentJob) -> str:
                                                   "GLOO_SOCKET_IFNAME": host.socket_ifname})
     agent = job.agent_command([host.python, "../agent.pyz"], "../plan.json", "out")
     per_node = 'cd "node$SLURM_NODEID" && exec "$@" --node-rank "$SLURM_NODEID"' + f" >{EVENTS} 2>agent.err"
+    modules = settings.get("modules", [])
     lines = [
-        "#!/bin/bash",
+        # A login shell sets up `module` (Lmod, Environment Modules) as the cluster's profile defines it.
+        "#!/bin/bash -l" if modules else "#!/bin/bash",
         f"# Written by ddpbench for run {job.run_id}, host {host.name}: one agent per node (srun), node 0 hosts the rendezvous.",
-        "set -u",
-        *(f"module load {shlex.quote(name)}" for name in settings.get("modules", [])),
+        *(f"module load {shlex.quote(name)}" for name in modules),
         'for n in $(seq 0 $((SLURM_JOB_NUM_NODES - 1))); do mkdir -p "node$n"; done',
     ]
     command = " ".join(shlex.quote(part) for part in agent)
@@ -191,12 +196,14 @@ class SlurmRuntime(NativeRuntime):
         self.scheduler_job.update(state)
         if errors:
             raise HostError(errors[0])
-        if state["state"] != "COMPLETED" and not (state["state"] == "FAILED" and (job.result_dir / "raw.json").exists()):
-            raise HostError(self._ended_line(state))
         raw_path = job.result_dir / "raw.json"
-        if not raw_path.exists():
+        raw = json.loads(raw_path.read_text()) if raw_path.exists() else None
+        # FAILED with every launch run: the agent's exit status 1, some launch failed (its record says which).
+        if state["state"] != "COMPLETED" and not (state["state"] == "FAILED" and raw and raw.get("complete")):
+            raise HostError(self._ended_line(state))
+        if raw is None:
             raise HostError(f"slurm job {self.job_id} ended {state['state']} before the agent wrote results: {self._last_words(job)}")
-        return self._job_raw(job, json.loads(raw_path.read_text()))
+        return self._job_raw(job, raw)
 
     def _job_raw(self, job: AgentJob, raw: dict) -> dict:
         """Node 0's raw result with the runs of every node: torchrun's rendezvous gives global rank 0,
@@ -247,8 +254,8 @@ class SlurmRuntime(NativeRuntime):
                 if started is None:
                     started = time.monotonic()
                     self.scheduler_job["queued_s"] = round(started - submitted, 3)
-                    self.scheduler_job["nodes"] = queued["nodes"]
-                    job.progress({"event": "stage", "stage": f"job {self.job_id} running on {','.join(queued['nodes'])}"})
+                    self.scheduler_job["nodes"] = self._hostnames(job, queued["nodelist"])
+                    job.progress({"event": "stage", "stage": f"job {self.job_id} running on {','.join(self.scheduler_job['nodes'])}"})
                 events.read(self._connection, host, on_line)
             if state not in ACTIVE:
                 events.read(self._connection, host, on_line)
@@ -271,7 +278,7 @@ class SlurmRuntime(NativeRuntime):
         ssh.run(self._connection, job.host, ["scancel", self.job_id], f"scancel {self.job_id}", check=False)
 
     def _squeue(self, job: AgentJob) -> "dict | None | bool":
-        """The job's state, pending reason and nodes; None when the queue no longer knows it,
+        """The job's state, pending reason and node list; None when the queue no longer knows it,
         False when squeue could not answer."""
         done = ssh.run(self._connection, job.host, ["squeue", "--noheader", "--states=all", "--jobs", self.job_id,
                                                     "--format=%T|%r|%N"], "squeue", check=False)
@@ -281,7 +288,7 @@ class SlurmRuntime(NativeRuntime):
         if not line:
             return None
         state, reason, nodelist = line.split("|")
-        return {"state": state.strip(), "reason": reason.strip(), "nodes": self._hostnames(job, nodelist.strip())}
+        return {"state": state.strip(), "reason": reason.strip(), "nodelist": nodelist.strip()}
 
     def _hostnames(self, job: AgentJob, nodelist: str) -> list:
         if not nodelist or nodelist == "(null)":
