@@ -242,7 +242,10 @@ def test_the_batch_script_passes_hostile_values_as_plain_text(tmp_path):
 
 
 @pytest.mark.parametrize("output, state, reason", [
-    ("slurmstepd: error: *** JOB 12 ON node1 CANCELLED AT 2026-11-23T12:00:01 DUE TO TIME LIMIT ***", "TIMEOUT", "Time limit"),
+    # What the test cluster's job of test_job_killed_by_its_time_limit... wrote (Slurm 22.05).
+    ("slurmstepd-node1: error: *** STEP 4.0 ON node1 CANCELLED AT 2026-11-23T13:03:43 DUE TO TIME LIMIT ***\n"
+     "slurmstepd-node1: error: *** JOB 4 ON node1 CANCELLED AT 2026-11-23T13:03:43 DUE TO TIME LIMIT ***\n"
+     "srun: error: node1: task 0: Exited with exit code 143", "TIMEOUT", "Time limit"),
     ("slurmstepd: error: *** JOB 12 ON gpu-b07 CANCELLED AT 2026-11-23T12:00:01 DUE TO PREEMPTION ***", "PREEMPTED", "Preemption"),
     ("srun: error: ...\nslurmstepd: error: *** JOB 12 ON node1 CANCELLED AT 2026-11-23T12:00:01 ***", "CANCELLED", None),
 ])
