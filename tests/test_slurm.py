@@ -21,7 +21,7 @@ from bench.bundle import read_bundle
 from bench.controller.hosts import Host
 from bench.controller.runtimes.base import AgentJob
 from bench.controller.runtimes.slurm import batch_script, state_from_job_output
-from loopback_hosts import SSHD, LoopbackHosts
+from loopback_hosts import SSHD, LoopbackHosts, stop_host
 from slurm_cluster import SlurmCluster, missing_daemons
 from tests.conftest import REPO, TEST_PLANS as PLANS, bundle_path_from as bundle_path, cli
 
@@ -117,15 +117,10 @@ def test_job_killed_by_its_time_limit_keeps_what_finished_and_says_so(login_node
 
 def test_sigterm_of_the_controller_cancels_the_job_and_keeps_what_finished(login_node, slurm_cluster, tmp_path):
     hosts = write_hosts(tmp_path / "hosts.yaml", login_node)
-    process = subprocess.Popen([PYTHON, "-m", "bench", *run_args(hosts, PLANS / "slow-second-launch.yaml", tmp_path / "results")],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    process = start_run(hosts, PLANS / "slow-second-launch.yaml", tmp_path / "results")
     seen = []
     try:
-        while "[cluster] 01-ddp-default-ws2 ..." not in seen:
-            line = process.stderr.readline()
-            assert line, f"the run ended early: {''.join(seen)}"
-            seen.append(line.strip())
-        job_id = next(l.split()[2] for l in seen if l.startswith("[cluster] job ") and l.endswith(" submitted ..."))
+        job_id = read_until(process, "[cluster] 01-ddp-default-ws2 ...", seen)
         process.send_signal(signal.SIGTERM)
         stdout, stderr = process.communicate(timeout=120)
     finally:
@@ -138,6 +133,40 @@ def test_sigterm_of_the_controller_cancels_the_job_and_keeps_what_finished(login
     entry = bundle["hosts"][0]
     assert [l["id"] for l in entry["launches"]] == ["00-collectives-default-ws2"] and entry["runs"]
     assert entry["scheduler_job"]["state"] == "CANCELLED"
+
+
+def start_run(hosts: Path, plan: Path, out: Path) -> subprocess.Popen:
+    return subprocess.Popen([PYTHON, "-m", "bench", *run_args(hosts, plan, out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+
+
+def read_until(process: subprocess.Popen, wanted: str, seen: list) -> str:
+    """Progress lines until `wanted`; returns the job id the controller announced."""
+    while wanted not in seen:
+        line = process.stderr.readline()
+        assert line, f"the run ended early: {''.join(seen)}"
+        seen.append(line.strip())
+    return next(l.split()[2] for l in seen if l.startswith("[cluster] job ") and l.endswith(" submitted ..."))
+
+
+def test_login_node_lost_during_the_job_names_the_job_left_running(login_node, slurm_cluster, tmp_path):
+    hosts = write_hosts(tmp_path / "hosts.yaml", login_node)
+    process = start_run(hosts, PLANS / "slow-second-launch.yaml", tmp_path / "results")
+    seen = []
+    try:
+        job_id = read_until(process, "[cluster] 01-ddp-default-ws2 ...", seen)
+        stop_host(login_node.hosts[0], sessions_too=True)
+        stdout, stderr = process.communicate(timeout=120)
+    finally:
+        process.kill()
+        subprocess.run(["scancel", job_id], env=slurm_cluster.env)
+        login_node.restart(login_node.hosts[0])
+    assert process.returncode == 1, stderr
+    assert error_line(stderr).endswith(
+        f"(the host went away or its sshd stopped); slurm job {job_id} may still run: scancel {job_id} on the login node, "
+        "or let it end and rerun with --resume")
+    entry = read_bundle(bundle_path(stdout))["hosts"][0]
+    assert entry["scheduler_job"]["job_id"] == job_id
 
 
 def test_job_pending_past_the_patience_is_cancelled_with_one_line(login_node, slurm_cluster, tmp_path):

@@ -191,6 +191,11 @@ class SlurmRuntime(NativeRuntime):
         job.progress({"event": "stage", "stage": f"job {self.job_id} submitted"})
         try:
             state = self._follow(job, on_line, submitted)
+        except HostError as err:
+            if self._connected():
+                raise
+            raise HostError(f"{err}; slurm job {self.job_id} may still run: scancel {self.job_id} on the login node, "
+                            "or let it end and rerun with --resume") from None
         finally:
             self._fetch(job)
         self.scheduler_job.update(state)
@@ -332,6 +337,9 @@ class SlurmRuntime(NativeRuntime):
         path = job.result_dir / f"job-{self.job_id}.out"
         return path.read_text(errors="replace") if path.exists() else ""
 
+    def _connected(self) -> bool:
+        return self._connection is not None and self._connection.transport is not None and self._connection.transport.is_active()
+
     def _last_words(self, job: AgentJob) -> str:
         for name in (f"node0/agent.err", f"job-{self.job_id}.out"):
             path = job.result_dir / name
@@ -344,7 +352,7 @@ class SlurmRuntime(NativeRuntime):
         """Node 0's results (its runs are the job's), the job's output, and every node's
         fingerprint and stderr."""
         super()._fetch(job)
-        if not self.job_id or self._connection is None:
+        if not self.job_id or not self._connected():
             return
         try:
             sftp = self._connection.sftp()
