@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -20,7 +21,12 @@ from bench.yamlfile import load_yaml
 EXIT_INTERRUPTED = 130
 
 
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt  # SIGTERM (a batch system, kill) ends the run as Ctrl-C does: agents and jobs ended, the bundle kept
+
+
 def cmd_run(args) -> int:
+    signal.signal(signal.SIGTERM, _interrupt)
     inventory = load_hosts(args.hosts)
     from bench.controller.run import execute
     from bench.controller.resume import load_previous

@@ -74,8 +74,9 @@ class LoopbackHost:
 class LoopbackHosts:
     """`count` sshd hosts named host1, host2, ... on 127.0.0.2, 127.0.0.3, ..."""
 
-    def __init__(self, state: Path, count: int, first_octet: int = 2) -> None:
+    def __init__(self, state: Path, count: int, first_octet: int = 2, extra_config: str = "") -> None:
         self.state = state
+        self.extra_config = extra_config  # sshd_config lines, e.g. SetEnv for a login node's sessions
         self.user_key = state / "id_ed25519"
         self.host_key = state / "ssh_host_ed25519_key"
         self.known_hosts = state / "known_hosts"
@@ -103,7 +104,7 @@ class LoopbackHosts:
                 "StrictModes no\nPermitRootLogin prohibit-password\nUsePAM no\n"
                 "PasswordAuthentication no\nKbdInteractiveAuthentication no\n"
                 "MaxStartups 100\nMaxSessions 100\nLogLevel VERBOSE\n"
-                "Subsystem sftp internal-sftp\n"
+                "Subsystem sftp internal-sftp\n" + self.extra_config
             )
             known.append(f"[{host.address}]:{host.port} {' '.join(public_host_key)}")
             self.start_host(host, foreground)

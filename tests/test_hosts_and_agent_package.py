@@ -4,6 +4,7 @@ the parts of the controller that need no SSH server."""
 from __future__ import annotations
 
 import io
+import re
 import subprocess
 import sys
 import zipfile
@@ -42,7 +43,20 @@ def test_example_files_say_what_they_promise():
     assert {(h.runtime, h.user, h.accept_new_host_key) for h in vast.hosts} == {("native", "root", True)}
     assert all(h.port != 22 for h in vast.hosts)
     hpc = load_hosts(REPO / "hosts/hpc-example.yaml")
-    assert hpc.groups[0].hosts == ("node-b", "node-c") and all(h.jump for h in hpc.hosts)
+    # Seed 002's two job shapes, through the login node's scheduler; the defaults' slurm settings merged into each.
+    assert {h.runtime for h in hpc.hosts} == {"slurm"} and not hpc.groups
+    assert [(h.slurm["nodes"], h.slurm["gpus_per_node"], h.slurm["partition"]) for h in hpc.hosts] == [(1, 2, "gpu"), (2, 1, "gpu")]
+
+
+@pytest.mark.parametrize(("document", "message"), [
+    ({"hosts": [{"name": "c", "runtime": "slurm", "address": "login"}]}, "host 'c' has runtime slurm but no slurm: partition"),
+    ({"hosts": [{"name": "c", "address": "login", "slurm": {"partition": "gpu"}}]}, "host 'c' has slurm: settings but runtime native"),
+    ({"hosts": [{"name": "a", "runtime": "slurm", "address": "l", "slurm": {"partition": "gpu"}}, {"name": "b", "address": "n"}],
+      "groups": [{"name": "g", "hosts": ["a", "b"]}]}, "group 'g': host 'a' has runtime slurm"),
+])
+def test_slurm_settings_that_cannot_work_are_named(tmp_path, document, message):
+    with pytest.raises(UserError, match=re.escape(message)):
+        load_hosts(hosts_file(tmp_path, document))
 
 
 def test_defaults_apply_and_a_host_wins(tmp_path):

@@ -31,6 +31,7 @@ class Host:
     socket_ifname: str = ""
     image: str = ""
     image_tarball: str = ""
+    slurm: dict = field(default_factory=dict)  # runtime slurm: the job's settings (schema/hosts.schema.json)
 
 
 @dataclass(frozen=True)
@@ -62,11 +63,17 @@ def load_hosts(path: Path) -> Inventory:
     defaults = document.get("defaults", {})
     hosts = []
     for entry in document["hosts"]:
-        merged = {**defaults, **entry, "env": {**defaults.get("env", {}), **entry.get("env", {})}}
+        merged = {**defaults, **entry, "env": {**defaults.get("env", {}), **entry.get("env", {})},
+                  "slurm": {**defaults.get("slurm", {}), **entry.get("slurm", {})}}
         merged["labels"] = tuple(merged.get("labels", ()))
         # No address: this machine, by itself (local) or through its Docker engine (docker).
         if merged.get("runtime", "native") not in ("local", "docker") and not merged.get("address"):
             raise UserError(f"{path}: host {entry['name']!r} has no address; give its address or set runtime: local")
+        runtime = merged.get("runtime", "native")
+        if runtime == "slurm" and "partition" not in merged.get("slurm", {}):
+            raise UserError(f"{path}: host {entry['name']!r} has runtime slurm but no slurm: partition; add slurm: {{partition: NAME}} (sinfo lists them)")
+        if runtime != "slurm" and merged.get("slurm"):
+            raise UserError(f"{path}: host {entry['name']!r} has slurm: settings but runtime {runtime}; set runtime: slurm or remove them")
         hosts.append(Host(**merged))
     names = [h.name for h in hosts]
     duplicate = next((n for n in names if names.count(n) > 1), None)
@@ -81,8 +88,9 @@ def load_hosts(path: Path) -> Inventory:
         for name in entry["hosts"]:
             if name in grouped:
                 raise UserError(f"{path}: host {name!r} is in groups {grouped[name]!r} and {entry['name']!r}; a host joins one group at most")
-            if by_name[name].runtime == "local":
-                raise UserError(f"{path}: group {entry['name']!r}: host {name!r} has runtime local; a group's hosts need runtime native or docker")
+            if by_name[name].runtime in ("local", "slurm"):
+                raise UserError(f"{path}: group {entry['name']!r}: host {name!r} has runtime {by_name[name].runtime}; a group's hosts need "
+                                "runtime native or docker (a slurm job spans nodes by itself: set slurm: nodes)")
             if not by_name[name].address:
                 raise UserError(f"{path}: group {entry['name']!r}: host {name!r} has no address; a group's hosts need one (the others reach it there)")
             grouped[name] = entry["name"]

@@ -92,6 +92,7 @@ def host_entry(item: HostRun) -> dict:
         "pin_mismatches": list(item.runtime.pin_mismatches),
         "status": "failed", "error": item.error,
         "fingerprint": raw.get("fingerprint"), "launches": raw.get("launches", []), "runs": raw.get("runs", []),
+        **({"scheduler_job": item.runtime.scheduler_job} if item.runtime.scheduler_job else {}),
     }
 
 
@@ -147,6 +148,9 @@ def execute(inventory: Inventory, plan: dict, out_root: Path, previous: "Previou
             f"host {unknown[0].name!r}: runtime {unknown[0].runtime!r} is not available in this version; "
             f"use one of {', '.join(sorted(RUNTIMES))}"
         )
+    runtimes = {host.name: RUNTIMES[host.runtime]() for host in inventory.hosts}
+    for host in inventory.hosts:
+        runtimes[host.name].check_input(host, plan)
     if previous:
         run_id, started, run_dir = previous.run_id, previous.started_at, previous.run_dir
     else:
@@ -158,7 +162,7 @@ def execute(inventory: Inventory, plan: dict, out_root: Path, previous: "Previou
     with HostProgress([h.name for h in inventory.hosts]) as progress:
         for host in inventory.hosts:
             group = inventory.group_of(host.name)
-            item = HostRun(host, RUNTIMES[host.runtime](), group=group, node_rank=group.hosts.index(host.name) if group else None)
+            item = HostRun(host, runtimes[host.name], group=group, node_rank=group.hosts.index(host.name) if group else None)
             item.job = AgentJob(
                 host=host, plan=plan, result_dir=run_dir / "hosts" / host.name, run_id=run_id,
                 progress=lambda event, name=host.name: progress.update(name, event),

@@ -57,8 +57,11 @@ class HostEntry:
 
     @property
     def hardware(self) -> str:
-        """The link label as a legend wants it: "2x RTX 3090, NVLink NV4"."""
-        return self.link["link_label"].replace("NVIDIA GeForce ", "").replace("NVIDIA ", "")
+        """The link label as a legend wants it: "2x RTX 3090, NVLink NV4"; a batch job over several
+        nodes says so ("2 nodes x 1x A100 ..."): the fingerprint is its first node's."""
+        label = self.link["link_label"].replace("NVIDIA GeForce ", "").replace("NVIDIA ", "")
+        nodes = len((self.host.get("scheduler_job") or {}).get("nodes") or [])
+        return f"{nodes} nodes x {label}" if nodes > 1 else label
 
 
 @dataclass(eq=False)

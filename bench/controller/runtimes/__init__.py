@@ -7,7 +7,8 @@ from bench.controller.runtimes.base import AgentJob, HostError, Runtime
 from bench.controller.runtimes.docker import DockerRuntime
 from bench.controller.runtimes.local import LocalRuntime
 from bench.controller.runtimes.native import NativeRuntime
+from bench.controller.runtimes.slurm import SlurmRuntime
 
-RUNTIMES = {"local": LocalRuntime, "native": NativeRuntime, "docker": DockerRuntime}
+RUNTIMES = {"local": LocalRuntime, "native": NativeRuntime, "docker": DockerRuntime, "slurm": SlurmRuntime}
 
 __all__ = ["AgentJob", "HostError", "RUNTIMES", "Runtime"]

@@ -43,6 +43,10 @@ class Runtime:
     member before starting any); run() calls it when nobody did."""
 
     pin_mismatches: tuple = ()  # where the host's versions differ from the plan's pin
+    scheduler_job: "dict | None" = None  # the batch job the agent ran in (runtime slurm), for the bundle
+
+    def check_input(self, host: Host, plan: dict) -> None:
+        """Bad input this runtime can find before anything runs (a UserError, exit 2)."""
 
     def prepare(self, job: AgentJob) -> None:
         pass

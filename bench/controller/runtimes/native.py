@@ -40,6 +40,8 @@ print(json.dumps(facts))
 
 
 class NativeRuntime(StagedRuntime):
+    results_folder = "out"  # the agent's --out, in the work folder
+
     def __init__(self) -> None:
         super().__init__()
         self._connection = None
@@ -57,8 +59,7 @@ class NativeRuntime(StagedRuntime):
         with self._lock:
             self._connection = connection
         try:
-            self._stage(job, "check python")
-            self._check_python(job)
+            self._check(job)
             self._stage(job, "deploy")
             self._deploy(job)
         except BaseException:
@@ -71,6 +72,11 @@ class NativeRuntime(StagedRuntime):
             process = self._process
         if process is not None:
             process.stop(f"was ended: {reason}")
+
+    def _check(self, job: AgentJob) -> None:
+        """What must hold on the host before the agent is copied there."""
+        self._stage(job, "check python")
+        self._check_python(job)
 
     def _check_python(self, job: AgentJob) -> None:
         host, pin = job.host, job.plan.get("pin") or {}
@@ -141,7 +147,7 @@ class NativeRuntime(StagedRuntime):
         return json.loads(raw_path.read_text())
 
     def _fetch(self, job: AgentJob) -> None:
-        self._fetched = ssh.fetch_results(self._connection, posixpath.join(self._remote_dir, "out"), job.result_dir, job.progress)
+        self._fetched = ssh.fetch_results(self._connection, posixpath.join(self._remote_dir, self.results_folder), job.result_dir, job.progress)
 
     def _close(self, job: AgentJob) -> None:
         """Remove what was copied and close the connection."""

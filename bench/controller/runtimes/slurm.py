@@ -1,0 +1,432 @@
+"""Runtime `slurm`: the plan runs as one batch job of a Slurm cluster, reached at its login node.
+
+connect to the login node -> copy the agent and the plan into a work folder on the shared file
+system (as runtime native does) -> write a batch script and submit it with sbatch -> while the
+job waits, show squeue's pending reason; while it runs, stream the first node's agent events
+from its file -> when it has left the queue, name its end (sacct, or scontrol where the cluster
+keeps no accounting) and fetch the results -> remove the work folder.
+
+The script starts the agent once per node (srun, one task per node); with several nodes the
+agents meet at a c10d rendezvous on the job's first node. Every value from the hosts file
+reaches the login node as an argv element (shlex-quoted by ssh.command_line) or is shlex-quoted
+into the script: none is ever read as shell syntax.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import posixpath
+import re
+import shlex
+import time
+
+from bench.controller import ssh
+from bench.controller.errors import HostError
+from bench.controller.hosts import Host
+from bench.controller.runtimes.base import INTERRUPTED, AgentJob, agent_output_listener
+from bench.controller.runtimes.native import NativeRuntime
+from bench.errors import UserError
+
+SCRIPT = "job.sh"
+EVENTS = "events.jsonl"  # each node's agent stdout, in node<N>/ of the work folder
+DEFAULT_PATIENCE_S = 3600.0
+DEFAULT_POLL_S = 10.0
+DEFAULT_RENDEZVOUS_PORT = 29400
+TIME_MARGIN_MIN = 5  # fingerprint, start-up and the agent's own clean-up around the launches
+END_WAIT_S = 120.0  # how long a cancelled job may take to leave the running states
+ACTIVE = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING", "STOPPED", "SIGNALING", "STAGE_OUT"}
+# Options that change where and with what the job runs, never its shape, script, output or time
+# (ddpbench sets those): the rest of sbatch's options are refused in the hosts file.
+SBATCH_ALLOWED = frozenset({
+    "--exclusive", "--mem", "--mem-per-cpu", "--mem-per-gpu", "--cpus-per-task", "--cpus-per-gpu", "--gres",
+    "--gpu-bind", "--reservation", "--comment", "--nodelist", "--exclude", "--switches", "--licenses",
+    "--network", "--hint", "--mail-type", "--mail-user", "--wckey", "--begin", "--prefer", "--tmp",
+})
+# "slurmstepd: error: *** JOB 12 ON node1 CANCELLED AT ... DUE TO TIME LIMIT ***"
+STEPD_END = re.compile(r"\*\*\* JOB \d+ ON \S+ (\S+) AT \S+(?: DUE TO ([A-Z ]+?))? \*\*\*")
+
+
+def launch_bound(plan: dict) -> int:
+    """How many launches the plan can make at most on one host (each ends after timeout_s)."""
+    return sum(
+        max(len(part.get("transports", ["default"])) for part in (entry, entry.get("gpu", {}), entry.get("cpu", {})))
+        * len(entry.get("world_sizes", ["all"]))
+        for entry in plan["suites"]
+    )
+
+
+def time_limit_min(host: Host, plan: dict) -> int:
+    if "time_limit_min" in host.slurm:
+        return host.slurm["time_limit_min"]
+    return math.ceil(launch_bound(plan) * plan["timeout_s"] / 60) + TIME_MARGIN_MIN
+
+
+def sbatch_options(host: Host, plan: dict) -> list[str]:
+    """The job's sbatch options, one argv element each (the shell never sees them)."""
+    settings = host.slurm
+    options = [
+        f"--partition={settings['partition']}", f"--nodes={settings.get('nodes', 1)}", "--ntasks-per-node=1",
+        f"--time={time_limit_min(host, plan)}", "--output=job-%j.out", f"--job-name=ddpbench-{host.name}",
+    ]
+    for key in ("account", "qos", "constraint"):
+        if key in settings:
+            options.append(f"--{key}={settings[key]}")
+    if settings.get("gpus_per_node"):
+        options.append(f"--gpus-per-node={settings['gpus_per_node']}")
+    return options + list(settings.get("sbatch_options", []))
+
+
+def batch_script(job: AgentJob) -> str:
+    """The script sbatch runs on the job's first node; every value from the hosts file is quoted."""
+    host, settings = job.host, job.host.slurm
+    nodes = settings.get("nodes", 1)
+    if nodes > 1 and host.socket_ifname:  # the bootstrap between the nodes, as a group's
+        job = dataclasses.replace(job, extra_env={**job.extra_env, "NCCL_SOCKET_IFNAME": host.socket_ifname,
+                                                  "GLOO_SOCKET_IFNAME": host.socket_ifname})
+    agent = job.agent_command([host.python, "../agent.pyz"], "../plan.json", "out")
+    per_node = 'cd "node$SLURM_NODEID" && exec "$@" --node-rank "$SLURM_NODEID"' + f" >{EVENTS} 2>agent.err"
+    modules = settings.get("modules", [])
+    lines = [
+        # A login shell sets up `module` (Lmod, Environment Modules) as the cluster's profile defines it.
+        "#!/bin/bash -l" if modules else "#!/bin/bash",
+        f"# Written by ddpbench for run {job.run_id}, host {host.name}: one agent per node (srun), node 0 hosts the rendezvous.",
+        *(f"module load {shlex.quote(name)}" for name in modules),
+        'for n in $(seq 0 $((SLURM_JOB_NUM_NODES - 1))); do mkdir -p "node$n"; done',
+    ]
+    command = " ".join(shlex.quote(part) for part in agent)
+    if nodes > 1:
+        lines += [
+            'first_node=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
+            # The address Slurm itself reaches the node at: its NodeAddr (the node name where none is set).
+            'first_addr=$(scontrol show node "$first_node" | sed -n \'s/.*NodeAddr=\\([^ ]*\\).*/\\1/p\')',
+        ]
+        port = int(settings.get("rendezvous_port", DEFAULT_RENDEZVOUS_PORT))
+        command += f' --nnodes {nodes} --rendezvous "${{first_addr:-$first_node}}:{port}" --job-id "ddpbench-$SLURM_JOB_ID"'
+    lines.append(f"srun --nodes={nodes} --ntasks-per-node=1 bash -c {shlex.quote(per_node)} bash {command}")
+    return "\n".join(lines) + "\n"
+
+
+class SlurmRuntime(NativeRuntime):
+    results_folder = "node0/out"  # node 0's agent holds the job's runs (its rank 0 measured them)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.job_id = ""
+        self.scheduler_job = None
+
+    # -- before anything runs -------------------------------------------------------------------
+
+    def check_input(self, host: Host, plan: dict) -> None:
+        """The hosts file's slurm settings against the allow-list and the plan, then the cluster's
+        own verdict on partition, account and QOS (sbatch --test-only): exit 2 before submission."""
+        settings = host.slurm
+        for option in settings.get("sbatch_options", []):
+            name = option.split("=", 1)[0]
+            if name not in SBATCH_ALLOWED:
+                raise UserError(
+                    f"host {host.name!r}: slurm.sbatch_options {option!r} is not allowed (ddpbench sets the job's shape, "
+                    f"script, output and time itself); remove it, or use one of {', '.join(sorted(SBATCH_ALLOWED))}"
+                )
+        nodes, gpus = settings.get("nodes", 1), settings.get("gpus_per_node", 0)
+        # World sizes are ranks per node: the agent skips those a node cannot hold (seed 002's
+        # 2-GPU runs on 1-GPU nodes); a job where every one of them is skipped is of no use.
+        per_node = {w for entry in plan["suites"] for w in entry.get("world_sizes", ["all"])}
+        if gpus and "all" not in per_node and min(map(int, per_node)) > gpus:
+            raise UserError(
+                f"host {host.name!r}: every world size of the plan ({', '.join(map(str, sorted(per_node)))} ranks per node) needs more "
+                f"than slurm.gpus_per_node {gpus}; raise gpus_per_node, or use a plan with world sizes up to {gpus}"
+            )
+        if nodes > 1:
+            copy_engine = [e["suite"] for e in plan["suites"] if e.get("params", {}).get("allreduce") == "copy_engine"]
+            if copy_engine:
+                raise UserError(
+                    f"host {host.name!r}: slurm.nodes {nodes}: the plan's {copy_engine[0]} runs allreduce copy_engine, which works "
+                    "within one node; set slurm.nodes: 1 or use allreduce: nccl"
+                )
+        try:
+            connection = ssh.connect(host)
+        except HostError:
+            return  # the run reports an unreachable login node as this host's failure
+        try:
+            done = ssh.run(connection, host, ["sbatch", "--test-only", *sbatch_options(host, plan), "--wrap", "true"],
+                           "sbatch --test-only", check=False)
+        except HostError:
+            return
+        finally:
+            ssh.close(connection)
+        if done.exit_status == 127:
+            raise UserError(f"host {host.name!r}: sbatch was not found on {ssh.where(host)}; set address: to the cluster's login node")
+        refused = " ".join(done.stderr_lines)
+        # --test-only also says this when the partition's nodes are down or drained for now: a job
+        # submitted there waits for them, as long as pending_patience_s allows.
+        if done.exit_status != 0 and "Requested node configuration is not available" not in refused:
+            raise UserError(f"host {host.name!r}: the cluster refuses the job: {rejection(done.stderr_lines, settings)}")
+
+    def _check(self, job: AgentJob) -> None:
+        """The compute nodes' Python is checked by the job itself (a login node may have another)."""
+
+    # -- the job --------------------------------------------------------------------------------
+
+    def cancel(self, reason: str = INTERRUPTED) -> None:
+        with self._lock:
+            self._cancelled = self._cancelled or reason  # the polling loop sees it and cancels the job
+
+    def _run_agent(self, job: AgentJob) -> dict:
+        host, settings = job.host, job.host.slurm
+        errors: list = []
+        on_line = agent_output_listener(job, errors)
+        self._stage(job, "submit")
+        ssh.put_bytes(self._connection, host, batch_script(job).encode(), posixpath.join(self._remote_dir, SCRIPT))
+        done = ssh.run(self._connection, host, ["sbatch", "--parsable", *sbatch_options(host, plan=job.plan), SCRIPT],
+                       "sbatch", cwd=self._remote_dir, check=False)
+        if done.exit_status != 0:
+            raise HostError(f"sbatch refused the job: {rejection(done.stderr_lines, settings)}")
+        self.job_id = done.stdout.strip().splitlines()[-1].split(";")[0]
+        submitted = time.monotonic()
+        self.scheduler_job = {"scheduler": "slurm", "job_id": self.job_id, "partition": settings["partition"],
+                              "account": settings.get("account"), "nodes": [], "state": "PENDING", "reason": None,
+                              "queued_s": None, "node_fingerprints": []}
+        job.progress({"event": "stage", "stage": f"job {self.job_id} submitted"})
+        try:
+            state = self._follow(job, on_line, submitted)
+        except HostError as err:
+            if self._connected():
+                raise
+            raise HostError(f"{err}; slurm job {self.job_id} may still run: scancel {self.job_id} on the login node, "
+                            "or let it end and rerun with --resume") from None
+        finally:
+            self._fetch(job)
+        self.scheduler_job.update(state)
+        if errors:
+            raise HostError(errors[0])
+        raw_path = job.result_dir / "raw.json"
+        raw = json.loads(raw_path.read_text()) if raw_path.exists() else None
+        # FAILED with every launch run: the agent's exit status 1, some launch failed (its record says which).
+        if state["state"] != "COMPLETED" and not (state["state"] == "FAILED" and raw and raw.get("complete")):
+            raise HostError(self._ended_line(state))
+        if raw is None:
+            raise HostError(f"slurm job {self.job_id} ended {state['state']} before the agent wrote results: {self._last_words(job)}")
+        return self._job_raw(job, raw)
+
+    def _job_raw(self, job: AgentJob, raw: dict) -> dict:
+        """Node 0's raw result with the runs of every node: torchrun's rendezvous gives global rank 0,
+        which records the runs, to whichever node it likes."""
+        for rank in range(1, len(self.scheduler_job["nodes"])):
+            path = job.result_dir / f"node{rank}" / "out" / "raw.json"
+            try:
+                raw["runs"] += json.loads(path.read_text())["runs"] if path.exists() else []
+            except (ValueError, KeyError):
+                job.progress({"event": "warning", "message": f"node {rank}'s raw.json is damaged; its runs are left out"})
+        raw["runs"].sort(key=lambda run: run["launch_id"])
+        return raw
+
+    def _follow(self, job: AgentJob, on_line, submitted: float) -> dict:
+        """Poll the job until it leaves the queue, streaming node 0's events; cancel it when asked,
+        or when it waits past the patience. Returns its end state."""
+        host, settings = job.host, job.host.slurm
+        poll_s = settings.get("poll_s", DEFAULT_POLL_S)
+        patience_s = settings.get("pending_patience_s", DEFAULT_PATIENCE_S)
+        events = _Tail(posixpath.join(self._remote_dir, "node0", EVENTS))
+        shown, started = "", None
+        while True:
+            with self._lock:
+                cancelled = self._cancelled
+            if cancelled:
+                return self._cancel_job(job, on_line, events, cancelled)
+            queued = self._squeue(job)
+            if queued is False:  # squeue did not answer (a busy controller): ask again
+                time.sleep(poll_s)
+                continue
+            state = queued["state"] if queued else ""
+            if state == "PENDING":
+                waited = time.monotonic() - submitted
+                reason = queued["reason"] if queued["reason"] not in ("", "None") else ""
+                note = f"job {self.job_id} queued" + (f": {reason}" if reason else "")
+                if note != shown:
+                    job.progress({"event": "stage", "stage": note})
+                    shown = note
+                if waited > patience_s:
+                    self._scancel(job)
+                    self.scheduler_job.update(state="CANCELLED", reason=queued["reason"])
+                    raise HostError(
+                        f"slurm job {self.job_id} waited {waited:.0f} s in partition {settings['partition']} ({queued['reason']}), "
+                        f"past slurm.pending_patience_s {patience_s:g}; it was cancelled: choose a partition with free nodes, "
+                        "or raise pending_patience_s"
+                    )
+            elif state:
+                if started is None:
+                    started = time.monotonic()
+                    self.scheduler_job["queued_s"] = round(started - submitted, 3)
+                    self.scheduler_job["nodes"] = self._hostnames(job, queued["nodelist"])
+                    job.progress({"event": "stage", "stage": f"job {self.job_id} running on {','.join(self.scheduler_job['nodes'])}"})
+                events.read(self._connection, host, on_line)
+            if state not in ACTIVE:
+                events.read(self._connection, host, on_line)
+                return self._end_state(job)
+            time.sleep(poll_s)
+
+    def _cancel_job(self, job: AgentJob, on_line, events: "_Tail", reason: str) -> dict:
+        self._scancel(job)
+        deadline = time.monotonic() + END_WAIT_S
+        while time.monotonic() < deadline:
+            queued = self._squeue(job)
+            if queued is None or (queued and queued["state"] not in ACTIVE):
+                break
+            time.sleep(min(job.host.slurm.get("poll_s", DEFAULT_POLL_S), 2.0))
+        events.read(self._connection, job.host, on_line)
+        self.scheduler_job.update(self._end_state(job))
+        raise HostError(f"{reason}: slurm job {self.job_id} was cancelled (scancel)")
+
+    def _scancel(self, job: AgentJob) -> None:
+        ssh.run(self._connection, job.host, ["scancel", self.job_id], f"scancel {self.job_id}", check=False)
+
+    def _squeue(self, job: AgentJob) -> "dict | None | bool":
+        """The job's state, pending reason and node list; None when the queue no longer knows it,
+        False when squeue could not answer."""
+        done = ssh.run(self._connection, job.host, ["squeue", "--noheader", "--states=all", "--jobs", self.job_id,
+                                                    "--format=%T|%r|%N"], "squeue", check=False)
+        line = next((l for l in done.stdout.splitlines() if l.count("|") == 2), "")
+        if done.exit_status != 0:
+            return None if "Invalid job id" in " ".join(done.stderr_lines) else False
+        if not line:
+            return None
+        state, reason, nodelist = line.split("|")
+        return {"state": state.strip(), "reason": reason.strip(), "nodelist": nodelist.strip()}
+
+    def _hostnames(self, job: AgentJob, nodelist: str) -> list:
+        if not nodelist or nodelist == "(null)":
+            return []
+        done = ssh.run(self._connection, job.host, ["scontrol", "show", "hostnames", nodelist], "scontrol show hostnames", check=False)
+        return done.stdout.split() or [nodelist]
+
+    def _end_state(self, job: AgentJob) -> dict:
+        """How the job ended: sacct's state and reason, scontrol's where the cluster keeps no
+        accounting, the job's output where it has forgotten the job too."""
+        done = ssh.run(self._connection, job.host, ["sacct", "--noheader", "--parsable2", "--allocations", "--jobs", self.job_id,
+                                                    "--format=State,Reason,ExitCode"], "sacct", check=False)
+        line = next((l for l in done.stdout.splitlines() if l.count("|") == 2), "")
+        if done.exit_status == 0 and line:
+            state, reason, exit_code = line.split("|")
+            return {"state": state.split()[0], "reason": reason or None, "exit_code": exit_code, "source": "sacct"}
+        done = ssh.run(self._connection, job.host, ["scontrol", "show", "job", "--oneliner", self.job_id], "scontrol show job", check=False)
+        fields = dict(part.split("=", 1) for part in done.stdout.split() if "=" in part)
+        if done.exit_status == 0 and "JobState" in fields:
+            reason = fields.get("Reason")
+            return {"state": fields["JobState"], "reason": None if reason in (None, "None") else reason,
+                    "exit_code": fields.get("ExitCode"), "source": "scontrol"}
+        ended = state_from_job_output(self._job_output(job))
+        if ended:
+            return ended
+        return {"state": "UNKNOWN", "reason": "neither sacct nor scontrol know the job any more", "exit_code": None, "source": None}
+
+    def _ended_line(self, state: dict) -> str:
+        reason = f", reason {state['reason']}" if state.get("reason") else ""
+        hint = {
+            "TIMEOUT": "raise slurm.time_limit_min (or the plan's timeout_s) and rerun with --resume",
+            "CANCELLED": "someone or something cancelled it (scancel, an administrator); rerun with --resume",
+            "NODE_FAIL": "a node of the job failed; rerun with --resume (slurm.sbatch_options --exclude can leave the node out)",
+            "PREEMPTED": "a job of higher priority took its nodes; rerun with --resume, or use a partition or QOS without preemption",
+            "OUT_OF_MEMORY": "it ran out of memory; ask for more with slurm.sbatch_options --mem",
+        }.get(state["state"], "see job-<id>.out in the run folder; rerun with --resume")
+        source = f" ({state['source']})" if state.get("source") else ""
+        return f"slurm job {self.job_id} ended {state['state']}{reason}{source}; what finished is kept: {hint}"
+
+    def _job_output(self, job: AgentJob) -> str:
+        path = job.result_dir / f"job-{self.job_id}.out"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def _connected(self) -> bool:
+        return self._connection is not None and self._connection.transport is not None and self._connection.transport.is_active()
+
+    def _last_words(self, job: AgentJob) -> str:
+        for name in (f"node0/agent.err", f"job-{self.job_id}.out"):
+            path = job.result_dir / name
+            lines = [l.strip() for l in path.read_text(errors="replace").splitlines() if l.strip()] if path.exists() else []
+            if lines:
+                return f"{lines[-1]} ({name})"
+        return "no output"
+
+    def _fetch(self, job: AgentJob) -> None:
+        """Node 0's results (its runs are the job's), the job's output, and every node's
+        fingerprint and stderr."""
+        super()._fetch(job)
+        if not self.job_id or not self._connected():
+            return
+        try:
+            sftp = self._connection.sftp()
+            wanted = [SCRIPT, f"job-{self.job_id}.out"]
+            nodes = self.scheduler_job["nodes"] if self.scheduler_job else []
+            for rank in range(max(1, len(nodes))):
+                wanted += [f"node{rank}/agent.err", f"node{rank}/out/raw.json"]
+            for name in wanted:
+                local = job.result_dir / name
+                local.parent.mkdir(parents=True, exist_ok=True)
+                try:
+                    sftp.get(posixpath.join(self._remote_dir, name), str(local))
+                except FileNotFoundError:
+                    local.unlink(missing_ok=True)
+        except (OSError, EOFError) as err:
+            job.progress({"event": "warning", "message": f"could not fetch the job's output: {err}"})
+            return
+        fingerprints = []
+        for rank, name in enumerate(nodes):
+            raw = job.result_dir / f"node{rank}" / "out" / "raw.json"
+            try:
+                fingerprint = json.loads(raw.read_text()).get("fingerprint") if raw.exists() else None
+            except ValueError:
+                fingerprint = None
+            fingerprints.append({"node": name, "node_rank": rank, "fingerprint": fingerprint})
+        self.scheduler_job["node_fingerprints"] = fingerprints
+
+
+def state_from_job_output(text: str) -> "dict | None":
+    """The end slurmstepd wrote into the job's output, for a cluster that has forgotten the job."""
+    ends = STEPD_END.findall(text)
+    if not ends:
+        return None
+    state, due = ends[-1]
+    state = {"TIME LIMIT": "TIMEOUT", "PREEMPTION": "PREEMPTED", "NODE FAILURE": "NODE_FAIL"}.get(due, state)
+    return {"state": state, "reason": due.capitalize() if due else None, "exit_code": None, "source": "job output"}
+
+
+def rejection(stderr_lines: list, settings: dict) -> str:
+    """sbatch's refusal in one line, with the hosts-file field that fixes it."""
+    lines = [l.strip() for l in stderr_lines if l.strip()]
+    message = next((l for l in lines if l.startswith("sbatch: error: ")), lines[-1] if lines else "no reason given")
+    message = re.sub(r"^(sbatch: error: |allocation failure: )", "", message)
+    lowered = message.lower()
+    if "account" in lowered:
+        fix = f"set slurm.account (now {settings.get('account', 'unset')!r}) to one of yours (sacctmgr show associations user=$USER)"
+    elif "partition" in lowered:
+        fix = f"set slurm.partition (now {settings['partition']!r}) to one that sinfo lists"
+    elif "qos" in lowered:
+        fix = f"set slurm.qos (now {settings.get('qos', 'unset')!r}) to one your account may use"
+    elif "node configuration" in lowered or "node count" in lowered:
+        fix = ("the partition has no nodes of this shape: check slurm.nodes, gpus_per_node and constraint against "
+               f"sinfo -p {settings['partition']}")
+    else:
+        fix = "check the slurm: settings in the hosts file"
+    return f"{message}; {fix}"
+
+
+class _Tail:
+    """The new lines of a growing file on the login node, read by SFTP from where the last read stopped."""
+
+    def __init__(self, path: str) -> None:
+        self.path, self.offset, self.partial = path, 0, b""
+
+    def read(self, connection, host: Host, on_line) -> None:
+        try:
+            with ssh.sftp_of(connection, host).open(self.path, "rb") as remote:
+                remote.seek(self.offset)
+                data = remote.read()
+        except FileNotFoundError:
+            return
+        except (OSError, EOFError) as err:
+            raise HostError(f"reading the job's progress ({self.path}) failed: {err}") from None
+        self.offset += len(data)
+        *complete, self.partial = (self.partial + data).split(b"\n")
+        for line in complete:
+            on_line(line.decode(errors="replace"))
