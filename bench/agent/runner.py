@@ -40,6 +40,8 @@ class Hardware:
     gpu_memory_bytes: int  # the smallest GPU's
     infiniband: bool
     logical_cpus: int
+    gpu_memory_free_bytes: int = 0  # the smallest GPU's total less what other processes hold
+    host_memory_bytes: int = 0
 
     @classmethod
     def of(cls, fingerprint: dict) -> "Hardware":
@@ -50,6 +52,9 @@ class Hardware:
             gpu_memory_bytes=min((g.get("memory_total_bytes") or 0 for g in gpus), default=0),
             infiniband=any((port.get("state") or "").upper().endswith("ACTIVE") for port in ib),
             logical_cpus=fingerprint.get("cpu", {}).get("logical_cpus") or os.cpu_count() or 1,
+            gpu_memory_free_bytes=min(((g.get("memory_total_bytes") or 0) - ((g.get("health") or {}).get("memory_used_bytes") or 0)
+                                       for g in gpus), default=0),
+            host_memory_bytes=fingerprint.get("memory_total_bytes") or 0,
         )
 
 
@@ -115,6 +120,25 @@ def _check_collectives(params: dict, hw: Hardware, cuda: bool) -> None:
             )
 
 
+# Per GPU, a copy point holds at most two buffers (a bidirectional pair's source and
+# destination) and its check two more temporaries; the host holds two pinned buffers.
+COPY_GPU_BUFFERS, COPY_HOST_BUFFERS = 4, 2
+
+
+def _check_copy(params: dict, hw: Hardware, cuda: bool) -> None:
+    if params["begin_bytes"] > params["end_bytes"]:
+        raise PlanError(f"copy: begin_bytes {params['begin_bytes']} is larger than end_bytes {params['end_bytes']}; sizes must increase")
+    if cuda and COPY_GPU_BUFFERS * params["end_bytes"] > hw.gpu_memory_free_bytes:
+        raise PlanError(
+            f"copy: end_bytes {params['end_bytes']} needs about {COPY_GPU_BUFFERS * params['end_bytes']} bytes of GPU memory, "
+            f"the GPU has {hw.gpu_memory_free_bytes} free; lower end_bytes")
+    host_need = COPY_HOST_BUFFERS * params["end_bytes"]
+    if hw.host_memory_bytes and host_need > hw.host_memory_bytes // 2:
+        raise PlanError(
+            f"copy: end_bytes {params['end_bytes']} needs about {host_need} bytes of pinned host memory, more than half of "
+            f"this host's {hw.host_memory_bytes}; lower end_bytes")
+
+
 def _check_ddp(params: dict, world_size: int, preset_name: str, cuda: bool, nodes: int) -> None:
     model = params["model"]
     if params.get("allreduce") == "copy_engine":
@@ -167,6 +191,8 @@ def plan_launches(plan: dict, hw: Hardware, nodes: Nodes = Nodes(), host_env: "d
                 world_size = per_node * nodes.count
                 if suite == "collectives":
                     _check_collectives(params, hw, cuda)
+                elif suite == "copy":
+                    _check_copy(params, hw, cuda)
                 else:
                     _check_ddp(params, world_size, preset_name, cuda, nodes.count)
                 backend = backend_for(preset_name, cuda)
