@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Callable
 
 from bench import __version__
-from bench.agent import proctree, rank_errors
+from bench.agent import counters, proctree, rank_errors
 from bench.agent.models import gpt, unet
 from bench.agent.transports import BASE_NCCL_ENV, PRESETS, backend_for, transport_record
 
@@ -238,7 +238,7 @@ def run_launch(launch: Launch, out_dir: Path) -> tuple[dict, list[dict]]:
     ]
     env = {**os.environ, **launch.env, "PYTHONPATH": os.pathsep.join(filter(None, [str(AGENT_ROOT), os.environ.get("PYTHONPATH")]))}
     status, error = "ok", None
-    with open(log_path, "w") as log:
+    with open(log_path, "w") as log, counters.Sampler() as sampler:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         try:
             code = process.wait(timeout=launch.timeout_s)
@@ -261,6 +261,7 @@ def run_launch(launch: Launch, out_dir: Path) -> tuple[dict, list[dict]]:
     record = {
         **summary, "status": status, "error": error, "duration_s": round(time.time() - started, 3),
         "transport": transport, "log_tail": _tail(log_path) if status != "ok" else [],
+        "gpu_counters": sampler.summary(),
     }
     return record, runs
 
