@@ -47,13 +47,13 @@ class Hardware:
     def of(cls, fingerprint: dict) -> "Hardware":
         gpus = fingerprint.get("gpus") or []
         ib = fingerprint.get("network", {}).get("infiniband") or []
+        used = {h["index"]: h["memory_used_bytes"] for h in (fingerprint.get("health") or {}).get("gpus") or []}
         return cls(
             gpu_count=len(gpus),
             gpu_memory_bytes=min((g.get("memory_total_bytes") or 0 for g in gpus), default=0),
             infiniband=any((port.get("state") or "").upper().endswith("ACTIVE") for port in ib),
             logical_cpus=fingerprint.get("cpu", {}).get("logical_cpus") or os.cpu_count() or 1,
-            gpu_memory_free_bytes=min(((g.get("memory_total_bytes") or 0) - ((g.get("health") or {}).get("memory_used_bytes") or 0)
-                                       for g in gpus), default=0),
+            gpu_memory_free_bytes=min(((g.get("memory_total_bytes") or 0) - (used.get(g["index"]) or 0) for g in gpus), default=0),
             host_memory_bytes=fingerprint.get("memory_total_bytes") or 0,
         )
 
