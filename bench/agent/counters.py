@@ -1,6 +1,12 @@
 """Hardware counters during a launch: a thread reads each GPU through NVML about ten times a
-second (clocks, power against the enforced limit, temperature, clock event reasons) and the
-cumulative PCIe and NVLink byte counters at the start and the end, and summarises per GPU.
+second (clocks, power against the enforced limit, temperature, clock event reasons, PCIe
+throughput) and the cumulative NVLink byte counters at the start and the end, and
+summarises per GPU.
+
+PCIe bytes are NVML's throughput (KB/s over a 20 ms window, each read blocks that long)
+integrated over the samples: an estimate. NVML's cumulative PCIe byte fields are not used:
+on an H200 they wrapped at 2^32 (4 GiB, a tenth of a second at Gen5 speed) and a copy of many
+GiB read back as zero.
 
 Where NVML is missing, or a GPU or an old binding cannot tell a field, the field is null
 ("not measured"); nothing here may stop a launch. The sampler is a context manager: it
@@ -24,10 +30,8 @@ INTERVAL_S = 0.1
 # Set to 0 on the agent's host to run without the sampler (to measure what it costs).
 OFF_SWITCH = "DDPBENCH_GPU_COUNTERS"
 ALL_LINKS = 0xFFFFFFFF  # NVML's scope id for "summed over every NVLink"
-# Cumulative byte counters: (field name, scope, bytes per unit); PCIe in bytes, NVLink in KiB.
+# Cumulative byte counters: (field name, scope, bytes per unit); NVLink counts KiB.
 BYTE_COUNTERS = {
-    "pcie_tx_bytes": ("NVML_FI_DEV_PCIE_COUNT_TX_BYTES", 0, 1),
-    "pcie_rx_bytes": ("NVML_FI_DEV_PCIE_COUNT_RX_BYTES", 0, 1),
     "nvlink_tx_bytes": ("NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX", ALL_LINKS, 1024),
     "nvlink_rx_bytes": ("NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX", ALL_LINKS, 1024),
 }
@@ -61,7 +65,18 @@ def read_sample(nvml, handle) -> dict:
         "power_w": None if power_mw is None else power_mw / 1000,
         "temperature_c": _call(nvml, "nvmlDeviceGetTemperature", handle, getattr(nvml, "NVML_TEMPERATURE_GPU", 0)),
         "reasons": clock_reasons(nvml, handle),
+        "pcie_tx_kbps": _call(nvml, "nvmlDeviceGetPcieThroughput", handle, getattr(nvml, "NVML_PCIE_UTIL_TX_BYTES", 0)),
+        "pcie_rx_kbps": _call(nvml, "nvmlDeviceGetPcieThroughput", handle, getattr(nvml, "NVML_PCIE_UTIL_RX_BYTES", 1)),
     }
+
+
+def integrate_kbps(samples: list[dict], key: str) -> "int | None":
+    """Bytes moved by a KB/s rate sampled at the samples' times (trapezoids; None if never read)."""
+    points = [(s["t"], s[key]) for s in samples if s[key] is not None]
+    if not points:
+        return None
+    total = sum((t1 - t0) * (r0 + r1) / 2 for (t0, r0), (t1, r1) in zip(points, points[1:]))
+    return int(total * 1000)
 
 
 def _median(values: list) -> "float | None":
@@ -90,6 +105,8 @@ def summarize(index: int, samples: list[dict], start: dict, end: dict, power_lim
         "throttle_reasons_fraction": {
             name: sum(1 for names in held_back if name in names) / len(masks) for name in reasons
         } if masks else None,
+        "pcie_tx_bytes": integrate_kbps(samples, "pcie_tx_kbps"),
+        "pcie_rx_bytes": integrate_kbps(samples, "pcie_rx_kbps"),
         **moved,
     }
 

@@ -3,14 +3,14 @@ errors, power limits and clocks held back at idle. Every field is null where NVM
 bindings) cannot tell: "not measured", never a failed fingerprint."""
 from __future__ import annotations
 
+from bench.agent.concerns import BENIGN_REASONS  # noqa: F401 - re-exported for the sampler
+
 # NVML's clock event (throttle) reason bits, named as nvidia-smi -q names them.
 CLOCK_REASONS = {
     0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4: "sw_power_cap", 0x8: "hw_slowdown",
     0x10: "sync_boost", 0x20: "sw_thermal_slowdown", 0x40: "hw_thermal_slowdown", 0x80: "hw_power_brake_slowdown",
     0x100: "display_clock_setting",
 }
-# Normal at rest or harmless: idle, and GPUs of one board boosting together.
-BENIGN_REASONS = {"gpu_idle", "sync_boost"}
 
 
 def reason_names(mask: "int | None") -> "list[str] | None":

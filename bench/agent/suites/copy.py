@@ -104,8 +104,8 @@ def _time_copies(ctx: Context, copies: list, params: dict) -> list[float]:
 def _check(copies: list, seeds: list, engine: str) -> "str | None":
     """One more call into cleared destinations; each must hold its source (negated for sm)."""
     for stream, dst, src, copy in copies:
-        dst.zero_()
-        with _on(stream):
+        with _on(stream):  # cleared on the copy's own stream, so the copy comes after
+            dst.zero_()
             copy(dst, src)
     for stream, *_ in copies:
         if stream is not None:
