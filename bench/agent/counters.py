@@ -1,10 +1,11 @@
-"""Hardware counters during a launch: a thread reads each GPU through NVML about ten times a
-second (clocks, power against the enforced limit, temperature, clock event reasons, PCIe
+"""Hardware counters during a launch: a thread reads each GPU through NVML, then waits
+INTERVAL_S, over and over (clocks, power against the enforced limit, temperature, clock event reasons, PCIe
 throughput) and the cumulative NVLink byte counters at the start and the end, and
 summarises per GPU.
 
-PCIe bytes are NVML's throughput (KB/s over a 20 ms window, each read blocks that long)
-integrated over the samples: an estimate. NVML's cumulative PCIe byte fields are not used:
+PCIe bytes are NVML's throughput (KB/s over a 20 ms window, each read blocks that long, so one
+H200 got about 6.6 sweeps a second) integrated over the samples: an estimate (on the H200's copy
+run it read 1.3x the bytes copied host-to-device and 1.6x device-to-host). NVML's cumulative PCIe byte fields are not used:
 on an H200 they wrapped at 2^32 (4 GiB, a tenth of a second at Gen5 speed) and a copy of many
 GiB read back as zero.
 

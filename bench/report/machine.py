@@ -182,7 +182,7 @@ def counters(comparison: Comparison) -> list:
     if not rows:
         return []
     blocks = [Paragraph(
-        "NVML, read about ten times a second during each launch: medians of the clocks and the power (against the "
+        "NVML, read every tenth of a second or so during each launch: medians of the clocks and the power (against the "
         "enforced limit), the hottest reading, the share of samples with a clock event reason other than idle, and "
         "the bytes each GPU sent / received over PCIe (NVML's sampled throughput, integrated: an estimate) and "
         "NVLink (its byte counters) during the whole launch: which link the bytes crossed.")]
