@@ -31,8 +31,7 @@ from bench.agent.stats import metric
 from bench.agent.suites.collectives import sweep_sizes
 
 ELEMENT = torch.float32
-# A zero-copy CUDA view must alias the host buffer; these are the keys of CUDA's array interface.
-_TYPESTR = "<f4"
+_TYPESTR = "<f4"  # ELEMENT as __cuda_array_interface__ spells it
 
 
 class _CudaView:
@@ -217,7 +216,7 @@ def _measure(ctx: Context, point: dict, legs: list, count: int, engine: str, a, 
     except torch.OutOfMemoryError:
         return _record(point, "oom", error=f"{point['size_bytes']} bytes per buffer did not fit")
     finally:
-        copies = None
+        copies = None  # the buffers go before the cache is emptied
         if ctx.is_cuda:
             torch.cuda.empty_cache()
     if complaint:
