@@ -14,6 +14,7 @@ import sys
 import threading
 from pathlib import Path
 
+from bench.agent.concerns import health_warnings
 from bench.agent.fingerprint import collect
 from bench.agent.runner import Nodes, PlanError, run_plan
 
@@ -64,6 +65,8 @@ def main(argv: "list[str] | None" = None) -> int:
     nodes = Nodes(count=args.nnodes, rank=args.node_rank, rendezvous=args.rendezvous, job_id=args.job_id)
     _emit({"event": "fingerprint"})
     fingerprint = collect()
+    for line in health_warnings(fingerprint):
+        _emit({"event": "warning", "message": line})
     try:
         raw = run_plan(
             plan, args.out, fingerprint, nodes=nodes, host_env=json.loads(args.env),

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Callable
 
 from bench import __version__
-from bench.agent import proctree, rank_errors
+from bench.agent import counters, proctree, rank_errors
 from bench.agent.models import gpt, unet
 from bench.agent.transports import BASE_NCCL_ENV, PRESETS, backend_for, transport_record
 
@@ -40,16 +40,21 @@ class Hardware:
     gpu_memory_bytes: int  # the smallest GPU's
     infiniband: bool
     logical_cpus: int
+    gpu_memory_free_bytes: int = 0  # the smallest GPU's total less what other processes hold
+    host_memory_bytes: int = 0
 
     @classmethod
     def of(cls, fingerprint: dict) -> "Hardware":
         gpus = fingerprint.get("gpus") or []
         ib = fingerprint.get("network", {}).get("infiniband") or []
+        used = {h["index"]: h["memory_used_bytes"] for h in (fingerprint.get("health") or {}).get("gpus") or []}
         return cls(
             gpu_count=len(gpus),
             gpu_memory_bytes=min((g.get("memory_total_bytes") or 0 for g in gpus), default=0),
             infiniband=any((port.get("state") or "").upper().endswith("ACTIVE") for port in ib),
             logical_cpus=fingerprint.get("cpu", {}).get("logical_cpus") or os.cpu_count() or 1,
+            gpu_memory_free_bytes=min(((g.get("memory_total_bytes") or 0) - (used.get(g["index"]) or 0) for g in gpus), default=0),
+            host_memory_bytes=fingerprint.get("memory_total_bytes") or 0,
         )
 
 
@@ -115,6 +120,25 @@ def _check_collectives(params: dict, hw: Hardware, cuda: bool) -> None:
             )
 
 
+# Per GPU, a copy point holds at most two buffers (a bidirectional pair's source and
+# destination) and its check two more temporaries; the host holds two pinned buffers.
+COPY_GPU_BUFFERS, COPY_HOST_BUFFERS = 4, 2
+
+
+def _check_copy(params: dict, hw: Hardware, cuda: bool) -> None:
+    if params["begin_bytes"] > params["end_bytes"]:
+        raise PlanError(f"copy: begin_bytes {params['begin_bytes']} is larger than end_bytes {params['end_bytes']}; sizes must increase")
+    if cuda and COPY_GPU_BUFFERS * params["end_bytes"] > hw.gpu_memory_free_bytes:
+        raise PlanError(
+            f"copy: end_bytes {params['end_bytes']} needs about {COPY_GPU_BUFFERS * params['end_bytes']} bytes of GPU memory, "
+            f"the GPU has {hw.gpu_memory_free_bytes} free; lower end_bytes")
+    host_need = COPY_HOST_BUFFERS * params["end_bytes"]
+    if hw.host_memory_bytes and host_need > hw.host_memory_bytes // 2:
+        raise PlanError(
+            f"copy: end_bytes {params['end_bytes']} needs about {host_need} bytes of pinned host memory, more than half of "
+            f"this host's {hw.host_memory_bytes}; lower end_bytes")
+
+
 def _check_ddp(params: dict, world_size: int, preset_name: str, cuda: bool, nodes: int) -> None:
     model = params["model"]
     if params.get("allreduce") == "copy_engine":
@@ -170,6 +194,8 @@ def plan_launches(plan: dict, hw: Hardware, nodes: Nodes = Nodes(), host_env: "d
                                     f"{hw.logical_cpus} cores and no GPU; lower world_sizes to at most {hw.logical_cpus}")
                 if suite == "collectives":
                     _check_collectives(params, hw, cuda)
+                elif suite == "copy":
+                    _check_copy(params, hw, cuda)
                 else:
                     _check_ddp(params, world_size, preset_name, cuda, nodes.count)
                 backend = backend_for(preset_name, cuda)
@@ -215,7 +241,7 @@ def run_launch(launch: Launch, out_dir: Path) -> tuple[dict, list[dict]]:
     ]
     env = {**os.environ, **launch.env, "PYTHONPATH": os.pathsep.join(filter(None, [str(AGENT_ROOT), os.environ.get("PYTHONPATH")]))}
     status, error = "ok", None
-    with open(log_path, "w") as log:
+    with open(log_path, "w") as log, counters.Sampler() as sampler:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         try:
             code = process.wait(timeout=launch.timeout_s)
@@ -238,6 +264,7 @@ def run_launch(launch: Launch, out_dir: Path) -> tuple[dict, list[dict]]:
     record = {
         **summary, "status": status, "error": error, "duration_s": round(time.time() - started, 3),
         "transport": transport, "log_tail": _tail(log_path) if status != "ok" else [],
+        "gpu_counters": sampler.summary(),
     }
     return record, runs
 

@@ -3,9 +3,16 @@ from __future__ import annotations
 
 import re
 
+from bench.agent.concerns import pcie_links
+
 # Per-lane, per-direction PCIe payload rate in GB/s after line encoding (8b/10b for gen 1-2,
 # 128b/130b for gen 3-5, FLIT for gen 6).
 PCIE_LANE_GBPS = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
+
+
+def pcie_peak_gbps(gen: "int | None", width: "int | None") -> "float | None":
+    """One direction's theoretical payload rate of a PCIe link, GB/s."""
+    return PCIE_LANE_GBPS[gen] * width if gen in PCIE_LANE_GBPS and width else None
 
 
 def _nvlink_bonds(fp: dict) -> list[int]:
@@ -34,8 +41,9 @@ def link_summary(fp: dict) -> dict:
     GPU, null when a figure it needs is unknown:
       - nvlink: active links x per-link speed as `nvidia-smi nvlink -s` prints it, which is per
         direction (H100/H200: 18 x 26.562 = 478.1 GB/s);
-      - pcie: width x per-lane rate at the *current* generation and width (GPUs may train the link
-        down when idle, so this can be lower than the slot's maximum).
+      - pcie: width x per-lane rate of the link in use: as read while a copy crossed it where the
+        fingerprint measured that, else as read at rest (GPUs may train the link down when idle,
+        so a link read at rest can show less than a run gets).
     """
     gpus = fp.get("gpus") or []
     if not gpus:
@@ -52,8 +60,8 @@ def link_summary(fp: dict) -> dict:
                  for link in links]
         return {"gpu": name, "gpu_count": len(gpus), "link_class": "nvlink",
                 "link_label": f"{prefix}, NVLink NV{bond}", "link_peak_gbps": _slowest(peaks)}
-    pcie = [(gpu["pcie"]["gen_current"], gpu["pcie"]["width_current"]) for gpu in gpus]
-    peaks = [PCIE_LANE_GBPS[gen] * width if gen in PCIE_LANE_GBPS and width else None for gen, width in pcie]
+    pcie = [(link["gen"], link["width"]) for link in pcie_links(fp)]
+    peaks = [pcie_peak_gbps(gen, width) for gen, width in pcie]
     known = [(peak, gen, width) for peak, (gen, width) in zip(peaks, pcie) if peak is not None]
     label = f"{prefix}, PCIe"
     if known:

@@ -37,7 +37,7 @@ def with_defaults(plan: dict) -> dict:
             if "default" in spec:
                 params.setdefault(key, spec["default"])
         entry.setdefault("transports", ["default"])
-        entry.setdefault("world_sizes", ["all"])
+        entry.setdefault("world_sizes", [1] if entry["suite"] == "copy" else ["all"])
     plan.setdefault("timeout_s", schemas.schema("plan")["properties"]["timeout_s"]["default"])
     return plan
 

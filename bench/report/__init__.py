@@ -12,7 +12,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from bench.outputs import prepare_folder, write_text
-from bench.report import html, markdown
+from bench.report import html, machine, markdown
 from bench.report import plots as P
 from bench.report import series as S
 from bench.report import tables as T
@@ -91,6 +91,18 @@ def _summary(comparison: Comparison, skipped: list[str]) -> list:
     return blocks
 
 
+def _copy(comparison: Comparison, plot: _Plots) -> list:
+    tables = machine.copy_tables(comparison)
+    if not tables:
+        return []
+    blocks = [Heading(2, "Copy bandwidth")]
+    bars = machine.copy_bars(comparison)
+    if bars:
+        blocks.append(plot(machine.copy_bars_figure, (bars,), "copy-per-gpu", "Host-device copy bandwidth per GPU",
+                           machine.COPY_BARS_CAPTION))
+    return blocks + tables
+
+
 def _collectives(comparison: Comparison, plot: _Plots, colours: dict) -> list:
     blocks = []
     lines = S.busbw_lines(comparison)
@@ -146,8 +158,12 @@ def build(comparison: Comparison, out_dir: Path, skipped: list[str]) -> list:
     """The report's blocks; every plot is drawn into out_dir (as PNG and SVG) before this returns."""
     plot = _Plots(out_dir)
     colours = P.palette([e.series for e in comparison.runs])
-    blocks = [Heading(1, TITLE), *_summary(comparison, skipped), Heading(2, "Hosts"), T.hosts_table(comparison)]
-    results = _collectives(comparison, plot, colours) + _ddp(comparison, plot, colours)
+    blocks = [Heading(1, TITLE), *_summary(comparison, skipped), Heading(2, "Hosts"), T.hosts_table(comparison),
+              *machine.concerns(comparison)]
+    results = _copy(comparison, plot) + _collectives(comparison, plot, colours) + _ddp(comparison, plot, colours)
+    counters = machine.counters(comparison)
+    if counters:
+        results += [Heading(2, "GPU counters"), *counters]
     blocks += results or [Paragraph("No successful run in these bundles: nothing to plot or tabulate.", warning=True)]
     failures = T.failures_table(comparison)
     if failures:

@@ -111,6 +111,8 @@ def configuration(run: dict) -> tuple:
     if run["suite"] == "collectives":
         return ("collectives", p["op"], p["dtype"], p["in_place"], p["size_bytes"], run["world_size"],
                 p.get("src_rank"), p.get("dst_rank"))
+    if run["suite"] == "copy":
+        return ("copy", p["direction"], p["engine"], p["bidirectional"], p["src"], p["dst"], p["size_bytes"])
     return ("ddp", p["model"], training_recipe(p), p.get("seq_len"), p["micro_batch"], p.get("global_batch"), run["world_size"])
 
 

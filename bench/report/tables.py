@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import replace
 
+from bench.agent.concerns import pcie_links
 from bench.report.document import Table
 from bench.report.merge import Comparison, HostEntry, RunEntry, configuration
 from bench.report.units import human_bytes
@@ -60,11 +61,12 @@ def _ddp_key(entry: RunEntry) -> tuple:
 # --- Hosts ----------------------------------------------------------------------------------
 
 def _pcie(fp: dict) -> str:
-    links = sorted({(g["pcie"]["gen_current"], g["pcie"]["width_current"], g["pcie"]["gen_max"], g["pcie"]["width_max"])
-                    for g in fp.get("gpus") or []}, key=str)
+    """The link per GPU as the label uses it: under load where measured ("4.0 x8 loaded"), else at rest."""
+    links = sorted({(l["gen"], l["width"], l["loaded"], l["gen_max"], l["width_max"]) for l in pcie_links(fp)}, key=str)
     if not links:
         return "-"
-    return ", ".join(f"{gen or '?'}.0 x{width or '?'} (max {gmax or '?'}.0 x{wmax or '?'})" for gen, width, gmax, wmax in links)
+    return ", ".join(f"{gen or '?'}.0 x{width or '?'}{' loaded' if loaded else ''} (max {gmax or '?'}.0 x{wmax or '?'})"
+                     for gen, width, loaded, gmax, wmax in links)
 
 
 def _link(host: HostEntry) -> str:
@@ -96,7 +98,7 @@ def hosts_table(comparison: Comparison) -> Table:
             str(fp.get("driver_version") or "-"), str(software.get("torch") or "-"), str(software.get("nccl") or "-"),
             _digest(fp), host.tool_version,
         ])
-    return Table(["host (labels)", "bundle", "status", "GPU", "count", "link", "PCIe now (max)", "driver", "torch",
+    return Table(["host (labels)", "bundle", "status", "GPU", "count", "link", "PCIe in use (max)", "driver", "torch",
                   "NCCL", "image", "ddpbench"], rows)
 
 
@@ -176,6 +178,9 @@ def _what(run: dict) -> str:
         _, op, dtype, _, size, ws, src, dst = key
         pair = f" {src}→{dst}" if src is not None else ""
         return f"{op}{pair} {dtype} {human_bytes(size)}, {ws} ranks"
+    if run["suite"] == "copy":
+        _, direction, engine, both, src, dst, size = key
+        return f"{direction} {engine}{' both ways' if both else ''} {src}→{dst} {human_bytes(size)}"
     _, model, recipe, seq_len, micro, batch, ws = key
     return f"{model} {recipe}, batch {batch}, {ws} GPUs"
 

@@ -15,7 +15,7 @@ from bench.errors import UserError
 from bench.verify.machines import differences
 from bench.verify.ratio import ratio_of_medians
 
-HEADLINE = {"collectives": "busbw_gbps", "ddp": "step_time_s"}
+HEADLINE = {"collectives": "busbw_gbps", "copy": "copy_gbps", "ddp": "step_time_s"}
 DEFAULT_TOLERANCE = 0.05
 VERDICTS = ("reproduced", "faster", "slower", "not comparable", "failed")
 

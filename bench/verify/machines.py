@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from bench.agent.concerns import health_warnings, pairs_without_p2p
 from bench.bundle.links import link_summary
+
+# Compared only where both fingerprints measured them (older fingerprints did not).
+MEASURED_SINCE = frozenset({"health", "pairs_without_p2p"})
 
 
 def _pcie(gpus: list, field: str) -> list:
@@ -36,6 +40,11 @@ def profile(fingerprint: dict) -> dict:
     }
     if not gpus:
         fields["cpu_model"] = (fingerprint.get("cpu") or {}).get("model")
+    if "health" in fingerprint:
+        # The concerns without GPU numbers: a machine whose second GPU is capped differs from one whose first is.
+        fields["health"] = sorted({line.split(": ", 1)[1] for line in health_warnings(fingerprint)})
+    if (fingerprint.get("link_load") or {}).get("p2p_access") is not None:
+        fields["pairs_without_p2p"] = len(pairs_without_p2p(fingerprint))
     return fields
 
 
@@ -45,5 +54,5 @@ def differences(original: dict, new: dict, ignore: "frozenset[str]" = frozenset(
     return [
         {"field": name, "original": a.get(name), "new": b.get(name)}
         for name in dict.fromkeys([*a, *b])
-        if name not in ignore and a.get(name) != b.get(name)
+        if name not in ignore and a.get(name) != b.get(name) and (name not in MEASURED_SINCE or (name in a and name in b))
     ]

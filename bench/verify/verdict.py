@@ -13,7 +13,8 @@ from bench.verify.compare import VERDICTS, RunVerdict, higher_is_better
 from bench.verify.ratio import METHOD
 
 # Shown for every run of a suite, whether or not it varies across the bundle's runs.
-IDENTITY_PARAMS = {"collectives": ("op", "size_bytes"), "ddp": ("model", "global_batch")}
+IDENTITY_PARAMS = {"collectives": ("op", "size_bytes"), "copy": ("direction", "engine", "src", "dst", "size_bytes"),
+                   "ddp": ("model", "global_batch")}
 
 
 def _param(key: str, value) -> str:

@@ -11,7 +11,7 @@ import platform
 from datetime import datetime, timezone
 from typing import Callable, Mapping
 
-from . import environment, nvidia_smi, nvml, software, system
+from . import environment, link_load, nvidia_smi, nvml, software, system
 
 __all__ = ["FINGERPRINT_VERSION", "collect"]
 
@@ -41,6 +41,9 @@ def collect(env: Mapping[str, str] | None = None) -> dict:
         gpu_source = "nvidia-smi" if gpu_facts else "none"
     gpu_facts = gpu_facts or {"driver_version": None, "cuda_driver_version": None, "gpus": []}
     gpus = gpu_facts["gpus"]
+    health = gpu_facts.get("health") or {"source": "none", "gpus": []}
+    # The link under load needs NVML and torch on a GPU; without them it stays "not measured".
+    loaded = (probe("link under load", link_load.run) if gpus and gpu_source == "nvml" else None) or {}
 
     topology = {"matrix": None, "p2p_read": None, "cpu_affinity": None, "numa_affinity": None}
     if gpus:  # no GPU, no topology: spares three nvidia-smi calls that could each hang 10 s
@@ -62,6 +65,8 @@ def collect(env: Mapping[str, str] | None = None) -> dict:
         "driver_version": gpu_facts["driver_version"],
         "cuda_driver_version": gpu_facts["cuda_driver_version"],
         "topology": topology,
+        "health": health,
+        "link_load": {"pcie_loaded": loaded.get("pcie_loaded"), "p2p_access": loaded.get("p2p_access")},
         "network": probe("network", system.network, {"nics": [], "infiniband": []}),
         "software": {
             **probe("software", software.versions, {"python": platform.python_version(), "torch": None, "torch_cuda": None}),

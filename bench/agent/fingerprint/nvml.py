@@ -2,6 +2,7 @@
 initialised; same output shape as nvidia_smi.parse_query_xml."""
 from __future__ import annotations
 
+from . import health
 from .nvidia_smi import uuid_sha256
 
 try:
@@ -77,6 +78,7 @@ def _read(nvml, errors: list[str]) -> dict:
             "nvlink": get("nvlink", lambda: _nvlink(nvml, handle)) or {"active_links": None, "link_speed_gbps": None},
         })
     return {
+        "health": get("health", lambda: health.read(nvml)),
         "driver_version": None if driver is None else _text(driver),
         "cuda_driver_version": None if cuda is None else f"{cuda // 1000}.{cuda % 1000 // 10}",  # 13000 -> 13.0
         "gpus": gpus,

@@ -1,0 +1,169 @@
+"""Hardware counters during a launch: a thread reads each GPU through NVML, then waits
+INTERVAL_S, over and over (clocks, power against the enforced limit, temperature, clock event reasons, PCIe
+throughput) and the cumulative NVLink byte counters at the start and the end, and
+summarises per GPU.
+
+PCIe bytes are NVML's throughput (KB/s over a 20 ms window, each read blocks that long, so one
+H200 got about 6.6 sweeps a second) integrated over the samples: an estimate (on the H200's copy
+run it read 1.3x the bytes copied host-to-device and 1.6x device-to-host). NVML's cumulative PCIe byte fields are not used:
+on an H200 they wrapped at 2^32 (4 GiB, a tenth of a second at Gen5 speed) and a copy of many
+GiB read back as zero.
+
+Where NVML is missing, or a GPU or an old binding cannot tell a field, the field is null
+("not measured"); nothing here may stop a launch. The sampler is a context manager: it
+stops and joins its thread when the launch ends, however the launch ends.
+"""
+from __future__ import annotations
+
+import os
+import statistics
+import threading
+import time
+
+from bench.agent.fingerprint.health import BENIGN_REASONS, clock_reasons, reason_names
+
+try:
+    import pynvml
+except ImportError:
+    pynvml = None
+
+INTERVAL_S = 0.1
+# Set to 0 on the agent's host to run without the sampler (to measure what it costs).
+OFF_SWITCH = "DDPBENCH_GPU_COUNTERS"
+ALL_LINKS = 0xFFFFFFFF  # NVML's scope id for "summed over every NVLink"
+# Cumulative byte counters: (field name, scope, bytes per unit); NVLink counts KiB.
+BYTE_COUNTERS = {
+    "nvlink_tx_bytes": ("NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX", ALL_LINKS, 1024),
+    "nvlink_rx_bytes": ("NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX", ALL_LINKS, 1024),
+}
+
+
+def _call(nvml, name: str, *args):
+    try:
+        return getattr(nvml, name)(*args)
+    except Exception:  # noqa: BLE001 - not measured
+        return None
+
+
+def read_byte_counters(nvml, handle) -> dict:
+    """{name: cumulative bytes or None} for BYTE_COUNTERS, in one NVML call."""
+    fields = [(getattr(nvml, field, None), scope) for field, scope, _ in BYTE_COUNTERS.values()]
+    known = [(name, field) for name, field in zip(BYTE_COUNTERS, fields) if field[0] is not None]
+    values = _call(nvml, "nvmlDeviceGetFieldValues", handle, [field for _, field in known]) or []
+    read = dict.fromkeys(BYTE_COUNTERS)
+    for (name, _), value in zip(known, values):
+        if value.nvmlReturn == getattr(nvml, "NVML_SUCCESS", 0):
+            read[name] = int(value.value.ullVal) * BYTE_COUNTERS[name][2]
+    return read
+
+
+def read_sample(nvml, handle) -> dict:
+    power_mw = _call(nvml, "nvmlDeviceGetPowerUsage", handle)
+    return {
+        "t": time.monotonic(),
+        "sm_clock_mhz": _call(nvml, "nvmlDeviceGetClockInfo", handle, getattr(nvml, "NVML_CLOCK_SM", 1)),
+        "mem_clock_mhz": _call(nvml, "nvmlDeviceGetClockInfo", handle, getattr(nvml, "NVML_CLOCK_MEM", 2)),
+        "power_w": None if power_mw is None else power_mw / 1000,
+        "temperature_c": _call(nvml, "nvmlDeviceGetTemperature", handle, getattr(nvml, "NVML_TEMPERATURE_GPU", 0)),
+        "reasons": clock_reasons(nvml, handle),
+        "pcie_tx_kbps": _call(nvml, "nvmlDeviceGetPcieThroughput", handle, getattr(nvml, "NVML_PCIE_UTIL_TX_BYTES", 0)),
+        "pcie_rx_kbps": _call(nvml, "nvmlDeviceGetPcieThroughput", handle, getattr(nvml, "NVML_PCIE_UTIL_RX_BYTES", 1)),
+    }
+
+
+def integrate_kbps(samples: list[dict], key: str) -> "int | None":
+    """Bytes moved by a KB/s rate sampled at the samples' times (trapezoids; None if never read)."""
+    points = [(s["t"], s[key]) for s in samples if s[key] is not None]
+    if not points:
+        return None
+    total = sum((t1 - t0) * (r0 + r1) / 2 for (t0, r0), (t1, r1) in zip(points, points[1:]))
+    return int(total * 1000)
+
+
+def _median(values: list) -> "float | None":
+    known = [v for v in values if v is not None]
+    return statistics.median(known) if known else None
+
+
+def summarize(index: int, samples: list[dict], start: dict, end: dict, power_limit_w: "float | None") -> dict:
+    """One GPU's summary of a launch (schema: bundle's $defs/gpu_counters)."""
+    masks = [s["reasons"] for s in samples if s["reasons"] is not None]
+    held_back = [set(reason_names(m)) - BENIGN_REASONS for m in masks]
+    reasons = sorted({name for names in held_back for name in names})
+    duration = samples[-1]["t"] - samples[0]["t"] if len(samples) > 1 else 0.0
+    moved = {name: None if start[name] is None or end[name] is None else max(0, end[name] - start[name]) for name in BYTE_COUNTERS}
+    return {
+        "index": index,
+        "samples_count": len(samples),
+        "duration_s": round(duration, 3),
+        "sm_clock_mhz_median": _median([s["sm_clock_mhz"] for s in samples]),
+        "mem_clock_mhz_median": _median([s["mem_clock_mhz"] for s in samples]),
+        "power_w_median": _median([s["power_w"] for s in samples]),
+        "power_w_max": max((s["power_w"] for s in samples if s["power_w"] is not None), default=None),
+        "power_limit_w": power_limit_w,
+        "temperature_c_max": max((s["temperature_c"] for s in samples if s["temperature_c"] is not None), default=None),
+        "throttled_fraction": None if not masks else sum(1 for names in held_back if names) / len(masks),
+        "throttle_reasons_fraction": {
+            name: sum(1 for names in held_back if name in names) / len(masks) for name in reasons
+        } if masks else None,
+        "pcie_tx_bytes": integrate_kbps(samples, "pcie_tx_kbps"),
+        "pcie_rx_bytes": integrate_kbps(samples, "pcie_rx_kbps"),
+        **moved,
+    }
+
+
+class Sampler:
+    """`with Sampler() as sampler: ...` then `sampler.summary()`: None without NVML or when switched off."""
+
+    def __init__(self, nvml=pynvml, interval_s: float = INTERVAL_S, env=os.environ):
+        self.nvml = nvml if env.get(OFF_SWITCH, "1") != "0" else None
+        self.interval_s = interval_s
+        self.handles: list = []
+        self.samples: list[list[dict]] = []
+        self.start: list[dict] = []
+        self.end: list[dict] = []
+        self.limits: list = []
+        self._stop = threading.Event()
+        self._thread: "threading.Thread | None" = None
+
+    def __enter__(self) -> "Sampler":
+        if self.nvml is None:
+            return self
+        try:
+            self.nvml.nvmlInit()
+            self.handles = [self.nvml.nvmlDeviceGetHandleByIndex(i) for i in range(self.nvml.nvmlDeviceGetCount())]
+        except Exception:  # noqa: BLE001 - no NVML here: not measured
+            self.nvml, self.handles = None, []
+            return self
+        self.limits = [_call(self.nvml, "nvmlDeviceGetEnforcedPowerLimit", h) for h in self.handles]
+        self.start = [read_byte_counters(self.nvml, h) for h in self.handles]
+        self.samples = [[] for _ in self.handles]
+        self._thread = threading.Thread(target=self._run, daemon=True, name="gpu-counters")
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while True:
+            for handle, samples in zip(self.handles, self.samples):
+                samples.append(read_sample(self.nvml, handle))
+            if self._stop.wait(self.interval_s):
+                return
+
+    def __exit__(self, *exc) -> None:
+        if self.nvml is None:
+            return
+        self._stop.set()
+        self._thread.join()
+        self.end = [read_byte_counters(self.nvml, h) for h in self.handles]
+        _call(self.nvml, "nvmlShutdown")
+
+    def summary(self) -> "dict | None":
+        if self.nvml is None or not self.handles:
+            return None
+        return {
+            "interval_s": self.interval_s,
+            "gpus": [
+                summarize(i, samples, start, end, None if limit is None else limit / 1000)
+                for i, (samples, start, end, limit) in enumerate(zip(self.samples, self.start, self.end, self.limits))
+            ],
+        }

@@ -1,0 +1,62 @@
+"""The copy suite, for real on the CPU (host memory to host memory through the same harness,
+check and statistics as on a GPU), and what the planner refuses before launching it."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.agent.runner import Hardware, PlanError, plan_launches, run_plan
+from bench.controller.plans import check
+from bench import schemas
+
+COPY = {
+    "suite": "copy",
+    "params": {"directions": ["h2d", "d2h", "d2d"], "engines": ["ce", "sm"], "bidirectional": [False, True],
+               "begin_bytes": 4096, "end_bytes": 1 << 20, "factor": 16, "warmup_iters": 1, "iters": 2, "repetitions": 3},
+}
+CPU_HOST = {"gpus": [], "cpu": {"logical_cpus": 2}, "network": {"infiniband": []}, "memory_total_bytes": 8 << 30}
+ONE_GPU_BUSY = Hardware(gpu_count=1, gpu_memory_bytes=80 << 30, infiniband=False, logical_cpus=8,
+                        gpu_memory_free_bytes=3 << 30, host_memory_bytes=256 << 30)
+
+
+@pytest.fixture(scope="module")
+def cpu_copies(tmp_path_factory) -> dict:
+    return run_plan(check({"name": "copy-cpu", "timeout_s": 240, "suites": [COPY]}, "copy-cpu"),
+                    tmp_path_factory.mktemp("copy"), CPU_HOST)
+
+
+def test_cpu_host_runs_host_to_host_copies_one_way_with_statistics(cpu_copies):
+    assert [l["status"] for l in cpu_copies["launches"]] == ["ok"]
+    runs = cpu_copies["runs"]
+    assert [(r["params"]["direction"], r["params"]["engine"], r["params"]["bidirectional"], r["params"]["size_bytes"])
+            for r in runs] == [("h2h", "cpu", False, 4096), ("h2h", "cpu", False, 65536), ("h2h", "cpu", False, 1 << 20)]
+    for run in runs:
+        assert run["status"] == "ok" and run["world_size"] == 1
+        gbps, time_s = run["metrics"]["copy_gbps"], run["metrics"]["time_s"]
+        assert gbps["summary"]["n"] == 3
+        # bytes per second of the one copy: the suite's whole byte count
+        assert gbps["samples"][0] == pytest.approx(run["params"]["size_bytes"] / time_s["samples"][0] / 1e9)
+
+
+def test_copy_runs_validate_against_the_bundle_schema(cpu_copies):
+    assert [schemas.first_problem(run, "bundle", "run") for run in cpu_copies["runs"]] == [None] * 3
+
+
+def test_copy_launch_is_one_rank_whatever_the_gpu_count():
+    plan = check({"name": "t", "suites": [{**COPY, "params": {**COPY["params"], "end_bytes": 1 << 20}}]}, "t")
+    launches = plan_launches(plan, Hardware(gpu_count=2, gpu_memory_bytes=24 << 30, infiniband=False, logical_cpus=8,
+                                            gpu_memory_free_bytes=24 << 30, host_memory_bytes=64 << 30))
+    assert [(l.id, l.world_size) for l in launches] == [("00-copy-default-ws1", 1)]
+
+
+def test_copy_size_over_free_gpu_memory_is_refused_before_launch():
+    plan = check({"name": "t", "suites": [{**COPY, "params": {**COPY["params"], "end_bytes": 1 << 30}}]}, "t")
+    with pytest.raises(PlanError, match=r"copy: end_bytes 1073741824 needs about 4294967296 bytes of GPU memory, "
+                                        r"the GPU has 3221225472 free; lower end_bytes"):
+        plan_launches(plan, ONE_GPU_BUSY)
+
+
+def test_copy_size_over_host_memory_is_refused_before_launch():
+    plan = check({"name": "t", "suites": [{**COPY, "params": {**COPY["params"], "end_bytes": 4 << 30}}]}, "t")
+    with pytest.raises(PlanError, match=r"pinned host memory, more than half of this host's 8589934592; lower end_bytes"):
+        plan_launches(plan, Hardware.of(CPU_HOST))

@@ -1,0 +1,166 @@
+"""Link truth on fixtures: the GPUs' health and the link under load in the fingerprint, the
+concerns printed from them, the NVML counter sampler, and the report and verify on a real 1x H200
+capture and a consumer box without P2P (tests/data/fixtures/README.md says which is which)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import threading
+import time
+
+import pytest
+
+from bench.agent import counters
+from bench.agent.concerns import health_warnings, pairs_without_p2p
+from bench.agent.fingerprint import health, nvidia_smi, nvml
+from bench.bundle import write_bundle
+from bench.bundle.links import link_summary
+from bench.controller.plans import check
+from bench.report import write_report
+from bench.verify.machines import differences
+from bench import schemas
+from tests.nvml_capture import FIXTURES, fake_pynvml, load
+from tests.conftest import REPO
+
+import yaml
+
+H200 = FIXTURES / "h200x1"
+RTX = FIXTURES / "rtx4090x2"
+
+
+def h200_fingerprint() -> dict:
+    return json.loads((H200 / "fingerprint.json").read_text())
+
+
+def rtx_fingerprint() -> dict:
+    """The consumer box's fingerprint as the agent would assemble it from these NVML and nvidia-smi answers."""
+    errors: list[str] = []
+    read = nvml.read(errors, fake_pynvml(load("rtx4090x2")))
+    fp = h200_fingerprint()
+    fp.update(gpus=read["gpus"], gpu_count=2, driver_version=read["driver_version"], cuda_driver_version=read["cuda_driver_version"],
+              health=read["health"], link_load=json.loads((RTX / "link_load.json").read_text()))
+    fp["topology"].update(nvidia_smi.parse_topo_matrix((RTX / "topo-m.txt").read_text()))
+    fp["topology"]["p2p_read"] = nvidia_smi.parse_p2p_matrix((RTX / "topo-p2p.txt").read_text())
+    return fp
+
+
+def test_fingerprints_validate():
+    for fp in (h200_fingerprint(), rtx_fingerprint()):
+        assert schemas.first_problem(fp, "fingerprint") is None
+
+
+def test_h200_health_read_from_its_nvml_capture_is_what_the_agent_recorded_and_raises_nothing():
+    assert health.read(fake_pynvml(load("h200x1"))) == h200_fingerprint()["health"]
+    assert health_warnings(h200_fingerprint()) == []
+
+
+def test_h200_capture_parses_and_its_link_held_gen5_x16_under_load():
+    (gpu,) = nvidia_smi.parse_query_xml((H200 / "nvidia-smi-q.xml").read_text())["gpus"]
+    assert gpu["pcie"] == {"gen_current": 5, "gen_max": 5, "width_current": 16, "width_max": 16}
+    assert h200_fingerprint()["link_load"] == {"pcie_loaded": {"0": {"gen_loaded": 5, "width_loaded": 16}}, "p2p_access": {"GPU0": {}}}
+    assert link_summary(h200_fingerprint())["link_peak_gbps"] == pytest.approx(63.0, abs=0.01)
+
+
+def test_consumer_box_concerns_one_line_each():
+    assert health_warnings(rtx_fingerprint()) == [
+        "GPU0: 1 other process(es) on the GPU before the first launch, holding 1.1 GiB (pid 1873)",
+        "GPU1: power limit 350 W, below its default 450 W",
+        "GPU1: PCIe link under load is 4.0 x8, its slot allows 4.0 x16",
+    ]
+
+
+def test_geforce_health_fields_nvml_cannot_tell_are_not_measured():
+    gpu = rtx_fingerprint()["health"]["gpus"][1]
+    assert (gpu["ecc_uncorrected_volatile"], gpu["retired_pages_pending"], gpu["row_remap_pending"]) == (None, None, None)
+    assert gpu["clock_reasons_idle"] == ["gpu_idle"]
+
+
+def test_label_and_peak_come_from_the_link_under_load_not_the_idle_gen1():
+    fp = rtx_fingerprint()
+    assert (link_summary(fp)["link_label"], link_summary(fp)["link_peak_gbps"]) == ("2x NVIDIA GeForce RTX 4090, PCIe 4.0 x8", pytest.approx(15.752))
+    at_rest = {**fp, "link_load": {"pcie_loaded": None, "p2p_access": None}}
+    assert link_summary(at_rest)["link_label"] == "2x NVIDIA GeForce RTX 4090, PCIe 1.0 x8"
+
+
+def test_pairs_without_p2p():
+    assert pairs_without_p2p(rtx_fingerprint()) == [("GPU0", "GPU1"), ("GPU1", "GPU0")]
+    assert pairs_without_p2p(h200_fingerprint()) == []
+
+
+def throttling_box():
+    capture = load("rtx4090x2")
+    capture["gpus"][1]["clock_reasons"] = 0x4  # sw_power_cap: the capped GPU1 under load
+    for gpu in capture["gpus"]:
+        gpu["pcie_throughput_tx_kbps"] = 1_000_000  # 1 GB/s each way
+    return fake_pynvml(capture)
+
+
+def test_sampler_summarises_each_gpu_and_ends_with_its_launch():
+    with counters.Sampler(nvml=throttling_box(), interval_s=0.01) as sampler:
+        time.sleep(0.3)
+    assert not sampler._thread.is_alive()
+    gpu0, gpu1 = sampler.summary()["gpus"]
+    assert gpu0["samples_count"] > 10 and gpu0["throttled_fraction"] == 0.0
+    assert (gpu1["throttled_fraction"], gpu1["throttle_reasons_fraction"]) == (1.0, {"sw_power_cap": 1.0})
+    assert (gpu1["power_w_median"], gpu1["power_limit_w"], gpu1["sm_clock_mhz_median"]) == (21.0, 350.0, 210)
+    assert gpu0["pcie_tx_bytes"] == pytest.approx(1e9 * gpu0["duration_s"], rel=0.05)
+    assert gpu0["nvlink_tx_bytes"] is None  # no NVLink: not measured
+
+
+def test_sampler_stops_when_the_launch_raises():
+    with pytest.raises(RuntimeError):
+        with counters.Sampler(nvml=throttling_box(), interval_s=0.01) as sampler:
+            raise RuntimeError("launch died")
+    assert not sampler._thread.is_alive()
+    assert not [t for t in threading.enumerate() if t.name == "gpu-counters"]
+
+
+def test_sampler_without_nvml_or_switched_off_measures_nothing():
+    assert counters.Sampler(nvml=None).__enter__().summary() is None
+    with counters.Sampler(nvml=throttling_box(), env={counters.OFF_SWITCH: "0"}) as off:
+        pass
+    assert off.summary() is None
+    broken = throttling_box()
+    broken.nvmlInit = lambda: (_ for _ in ()).throw(broken.NVMLError(9))
+    with counters.Sampler(nvml=broken) as no_driver:
+        pass
+    assert no_driver.summary() is None
+
+
+def fixture_bundle() -> dict:
+    """The real 1x H200 copy run, beside the consumer box's fingerprint (a host that measured nothing)."""
+    raw = json.loads((H200 / "copy-raw.json").read_text())
+    plan = check(yaml.safe_load((REPO / "bench" / "plans" / "copy.yaml").read_text()), "copy")
+    host = {"runtime": "local", "labels": [], "status": "ok", "error": None}
+    return {
+        "schema_version": 1, "kind": "ddpbench.bundle", "run_id": "20261123T125600Z-c0b1e5",
+        "started_at": raw["started_at"], "finished_at": raw["finished_at"], "complete": True,
+        "tool": {"name": "ddpbench", "version": "0.1.0", "git_commit": None}, "plan": plan,
+        "hosts": [{**host, "name": "h200x1", "fingerprint": raw["fingerprint"], "launches": raw["launches"],
+                   "runs": [{**r, "transport": raw["launches"][0]["transport"]} if "transport" not in r else r for r in raw["runs"]]},
+                  {**host, "name": "rig-4090", "fingerprint": rtx_fingerprint(), "launches": [], "runs": []}],
+        "sha256": "0" * 64,
+    }
+
+
+def test_report_shows_the_copy_matrix_bars_concerns_and_counters(tmp_path):
+    bundle = write_bundle(tmp_path / "bundle.json", fixture_bundle())
+    report = write_report([bundle], tmp_path / "report").read_text()
+    assert "## Copy bandwidth" in report and (tmp_path / "report" / "copy-per-gpu.png").exists()
+    assert "h200x1, CE, 1 GiB per copy: GB/s, median (source row → destination column)." in report
+    assert "| source \\ destination | host | gpu0 |" in report
+    assert "| h200x1 | 1x H200, PCIe 5.0 x16 | h2d | CE | host → gpu0 | 1 GiB |" in report
+    assert "5.0 x16 loaded (max 5.0 x16)" in report
+    assert "GPU1: PCIe link under load is 4.0 x8, its slot allows 4.0 x16" in report
+    assert "GPU1: power limit 350 W, below its default 450 W" in report
+    assert "no P2P between GPU0→GPU1, GPU1→GPU0" in report and "`default` and `p2p_off` are the same path" in report
+    assert "## GPU counters" in report and "| h200x1 | 00-copy-default-ws1 | GPU0 |" in report
+
+
+def test_verify_names_health_and_p2p_when_machines_differ():
+    found = {d["field"]: d for d in differences(h200_fingerprint(), rtx_fingerprint())}
+    assert found["health"]["original"] == [] and "power limit 350 W, below its default 450 W" in found["health"]["new"]
+    assert (found["pairs_without_p2p"]["original"], found["pairs_without_p2p"]["new"]) == (0, 2)
+    old = {k: v for k, v in h200_fingerprint().items() if k not in ("health", "link_load")}
+    assert "health" not in {d["field"] for d in differences(old, rtx_fingerprint())}  # not measured then: not compared
