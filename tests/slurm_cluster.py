@@ -125,6 +125,14 @@ class SlurmCluster:
         return self._ask(["squeue", "-h", "-o", "%i"]).stdout.split()
 
     def stop(self) -> None:
+        """Cancel what is left in the queue and let its steps end (a slurmstepd whose slurmd is gone
+        stays behind), then end the daemons."""
+        left = self.active_jobs() if self.processes and self.processes[-1].poll() is None else []
+        if left:
+            self._ask(["scancel", "--full", *left])
+            deadline = time.monotonic() + 30
+            while self.active_jobs() and time.monotonic() < deadline:
+                time.sleep(0.5)
         for process in reversed(self.processes):
             if process.poll() is None:
                 process.terminate()

@@ -21,6 +21,7 @@ import posixpath
 import re
 import shlex
 import time
+from typing import NoReturn
 
 from bench.controller import ssh
 from bench.controller.errors import HostError
@@ -234,7 +235,7 @@ class SlurmRuntime(NativeRuntime):
             with self._lock:
                 cancelled = self._cancelled
             if cancelled:
-                return self._cancel_job(job, on_line, events, cancelled)
+                self._cancel_job(job, on_line, events, cancelled)
             queued = self._squeue(job)
             if queued is False:  # squeue did not answer (a busy controller): ask again
                 time.sleep(poll_s)
@@ -267,7 +268,8 @@ class SlurmRuntime(NativeRuntime):
                 return self._end_state(job)
             time.sleep(poll_s)
 
-    def _cancel_job(self, job: AgentJob, on_line, events: "_Tail", reason: str) -> dict:
+    def _cancel_job(self, job: AgentJob, on_line, events: "_Tail", reason: str) -> NoReturn:
+        """scancel, wait for the job to leave (its agent ends its ranks on SIGTERM), keep its last events."""
         self._scancel(job)
         deadline = time.monotonic() + END_WAIT_S
         while time.monotonic() < deadline:
