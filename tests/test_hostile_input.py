@@ -286,9 +286,7 @@ def test_special_files_are_refused_without_reading(role, kind, tmp_path, sandbox
         "bundle_verify": ["verify", str(path), "--hosts", str(LOCAL_HOSTS), "--out", out],
     }[role]
     result = run_cli(*args, cwd=sandbox[0])
-    line = refused(result, sandbox, str(path))
-    if role != "bundle_report":  # report expands its arguments itself: a non-file is "no such bundle file"
-        assert KINDS[kind] in line or "no such" in line, line
+    refused(result, sandbox, str(path), KINDS[kind])
 
 
 def test_bundle_with_nan_is_refused(tiny_bundle, tmp_path, sandbox):
