@@ -303,6 +303,12 @@ def test_bundle_with_overflowing_number_is_refused(tiny_bundle, tmp_path, sandbo
     refused(run_cli("report", str(path), "--out", str(sandbox[1]), cwd=sandbox[0]), sandbox, "1e999 is not a finite number")
 
 
+@pytest.mark.parametrize("tolerance", ["nan", "inf", "1e999", "-0.1", "busbw_gbps=inf%"])
+def test_tolerance_must_be_positive_and_finite(tolerance, tiny_bundle, sandbox):
+    result = run_cli("compare", str(tiny_bundle), str(tiny_bundle), "--tolerance", tolerance, "--out", str(sandbox[1]), cwd=sandbox[0])
+    refused(result, sandbox, f"--tolerance {tolerance}", "not a positive finite number")
+
+
 # --- 3. Caps in the schema and the planner; report and compare survive any valid bundle -------
 
 def capped(plan_change) -> dict:
