@@ -160,6 +160,15 @@ def test_run_refuses_plan_env(env, tmp_path, sandbox):
     refused(result, sandbox, str(plan), "field suites[0].env")
 
 
+def test_plan_env_allows_nccl_tuning_and_the_listed_knobs(tmp_path, sandbox):
+    allowed = {"NCCL_P2P_DIRECT_DISABLE": "1", "NCCL_MAX_NCHANNELS": "8", "NCCL_PROTO": "^LL128", "NCCL_IB_HCA": "mlx5_0:1,mlx5_1:1",
+               "CUDA_DEVICE_MAX_CONNECTIONS": "1", "OMP_NUM_THREADS": "4", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
+               "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
+    plan = plan_file(tmp_path, with_env(allowed))
+    result = run_cli("validate", str(plan), cwd=sandbox[0])
+    assert result.returncode == 0 and "ok: plan file" in result.stdout, result.stderr
+
+
 def test_run_refuses_the_browser_payload(tmp_path, sandbox):
     plan = plan_file(tmp_path, with_env(payload(sandbox[2])))
     result = run_cli("run", "--plan", str(plan), "--hosts", str(LOCAL_HOSTS), "--out", str(sandbox[1]), cwd=sandbox[0])
