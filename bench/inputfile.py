@@ -6,6 +6,7 @@ traceback: each is refused in one line before a byte is read.
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from pathlib import Path
@@ -48,8 +49,6 @@ def read_input(path: Path, what: str, max_bytes: int = MAX_TEXT_BYTES) -> bytes:
 
 def read_json_text(path: Path, what: str, max_bytes: int = MAX_TEXT_BYTES):
     """A JSON document from a file, with NaN, Infinity and numbers that overflow to inf refused."""
-    import json
-
     data = read_input(path, what, max_bytes)
     try:
         document = json.loads(data, parse_constant=reject_constant, parse_float=finite_float)

@@ -26,7 +26,8 @@ EVERY_OP = {
                    "warmup_iters": 1, "iters": 2, "repetitions": 3},
     }],
 }
-CPU_HOST = {"gpus": [], "cpu": {"logical_cpus": 2}, "network": {"infiniband": []}}
+# Four cores claimed: the planner gives a CPU host no more ranks than cores, and every_op runs 3.
+CPU_HOST = {"gpus": [], "cpu": {"logical_cpus": 4}, "network": {"infiniband": []}}
 # nccl-tests' bus-bandwidth factors (src/*.cu): what each collective's busiest link carries.
 BUSBW_FACTOR = {"all_reduce": lambda n: 2 * (n - 1) / n, "all_gather": lambda n: (n - 1) / n,
                 "reduce_scatter": lambda n: (n - 1) / n, "broadcast": lambda n: 1.0, "sendrecv": lambda n: 1.0}

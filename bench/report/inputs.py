@@ -33,7 +33,7 @@ def expand(patterns: list[str]) -> list[Path]:
     """Files named or matched, in the order given (sorted within one pattern), each once."""
     found: dict[Path, None] = {}
     for pattern in patterns:
-        if Path(pattern).is_file():
+        if Path(pattern).exists() and not glob.has_magic(pattern):  # a FIFO or folder too: reading names what it is
             found.setdefault(Path(pattern))
             continue
         if not glob.has_magic(pattern):

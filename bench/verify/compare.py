@@ -8,6 +8,7 @@ with the first new one, ...); explicit pairs (--host-map orig=new) come first.
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from dataclasses import asdict, dataclass, field, replace
 
@@ -34,8 +35,8 @@ def parse_tolerances(items: "list[str]") -> dict:
             value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
         except ValueError:
             value = -1.0
-        if not value > 0:
-            raise UserError(f"--tolerance {item}: {text!r} is not a positive number; write e.g. 0.05 or 5%")
+        if not 0 < value < math.inf:
+            raise UserError(f"--tolerance {item}: {text!r} is not a positive finite number; write e.g. 0.05 or 5%")
         if metric and metric not in tolerances:
             raise UserError(f"--tolerance {item}: {metric!r} is not a compared metric; use one of {', '.join(sorted(tolerances))}")
         for name in [metric] if metric else list(tolerances):

@@ -6,7 +6,6 @@ signature made for anything else (a git commit, a file) does not pass for a bund
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 from dataclasses import dataclass
@@ -14,6 +13,7 @@ from pathlib import Path
 
 from bench.bundle import read_bundle
 from bench.errors import UserError
+from bench.outputs import write_text
 
 NAMESPACE = "ddpbench-bundle"
 MAX_SIGNATURE_BYTES = 64 * 1024
@@ -47,9 +47,7 @@ def sign(bundle_path: Path, key: Path) -> Path:
     if done.returncode != 0 or not done.stdout:
         raise UserError(f"{bundle_path}: ssh-keygen could not sign with {key} ({_last_line(done)}); check the key and its passphrase")
     path = signature_path(bundle_path)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(done.stdout)
-    os.replace(tmp, path)
+    write_text(path, done.stdout.decode("ascii"))  # an SSH signature is armored ASCII
     return path
 
 
