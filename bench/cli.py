@@ -11,15 +11,14 @@ from pathlib import Path
 
 from bench.bundle import read_bundle
 from bench.controller.hosts import load_hosts
+from bench.controller import stop_signals
 from bench.controller.plans import load_plan, plan_names
 from bench.docker.cli import add_image_commands
 from bench.errors import UserError
 from bench.yamlfile import load_yaml
 
-EXIT_INTERRUPTED = 130
-
-
 def cmd_run(args) -> int:
+    stop_signals.install()
     inventory = load_hosts(args.hosts)
     from bench.controller.run import execute
     from bench.controller.resume import load_previous
@@ -43,8 +42,8 @@ def cmd_run(args) -> int:
         print(f"error: host {host['name']}: {host['status']}: {host['error']}", file=sys.stderr)
     print(f"bundle: {path}\nreport: {report}")
     if not bundle["complete"]:
-        print(f"interrupted: the bundle holds what finished and is marked incomplete", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        print(f"{stop_signals.reason()}: the bundle holds what finished and is marked incomplete", file=sys.stderr)
+        return stop_signals.exit_status()
     return 1 if failed else 0
 
 
@@ -100,6 +99,7 @@ def cmd_verify(args) -> int:
     from bench.verify.compare import parse_host_map, parse_tolerances
     from bench.verify.rerun import verify
 
+    stop_signals.install()
     ok, text, path, bundle, paths = verify(
         args.bundle, args.hosts, args.out, image=args.image, tolerances=parse_tolerances(args.tolerance),
         host_map=parse_host_map(args.host_map), allowed_signers=args.allowed_signers,
@@ -108,8 +108,8 @@ def cmd_verify(args) -> int:
     print(f"bundle: {path}")
     status = _finish_verdict(ok, text, paths)
     if not bundle["complete"]:
-        print("interrupted: the new bundle holds what finished; the verdict covers it", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        print(f"{stop_signals.reason()}: the new bundle holds what finished; the verdict covers it", file=sys.stderr)
+        return stop_signals.exit_status()
     return status
 
 
@@ -200,5 +200,5 @@ def main(argv: "list[str] | None" = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return err.exit_status
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        print(stop_signals.reason(), file=sys.stderr)
+        return stop_signals.exit_status()

@@ -2,8 +2,8 @@
 
 The plan arrives already validated against its schema (by the controller); what only this
 host can judge (GPU count, memory, InfiniBand, batch divisibility) is checked here, before
-anything is launched. Results are written to raw.json after every launch, so an
-interruption loses at most the launch in flight.
+anything is launched. raw.json is written before the first launch (the fingerprint) and after
+every launch, so an interruption loses at most the launch in flight.
 """
 
 from __future__ import annotations
@@ -287,6 +287,7 @@ def run_plan(
         "fingerprint": fingerprint, "launches": [], "runs": [],
     }
     out_dir.mkdir(parents=True, exist_ok=True)
+    write_raw(out_dir, raw)
     progress({"event": "plan", "launches": [l.id for l in launches]})
     for launch in launches:
         if launch.id in done_launch_ids:
