@@ -1,12 +1,47 @@
-"""Progress per host: a bar on a terminal, one plain line per event elsewhere (CI logs)."""
+"""Progress per host: what will run and how long it should take, then a bar with the current
+launch and configuration, done/total and an ETA on a terminal; one plain line per finished
+configuration and launch elsewhere (CI logs, `nohup`, a batch job's output file).
+
+The agent sends the estimate of each launch with its plan (bench/agent/estimate.py); the ETA is
+what is left of the estimates, the running launch's counted from its start.
+"""
 
 from __future__ import annotations
 
 import sys
 import threading
+import time
+from dataclasses import dataclass, field
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+
+def describe_s(seconds: float) -> str:
+    """'45 s', '3 min 20 s', '1 h 05 min'."""
+    seconds = max(0, round(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60:02d} s"
+    return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
+
+
+@dataclass
+class HostState:
+    started: float = field(default_factory=time.monotonic)
+    estimates_s: dict = field(default_factory=dict)
+    finished: set = field(default_factory=set)
+    launch: str = ""
+    launch_started: float = 0.0
+
+    def eta_s(self) -> "float | None":
+        if not self.estimates_s:
+            return None
+        left = sum(s for launch, s in self.estimates_s.items() if launch not in self.finished and launch != self.launch)
+        if self.launch in self.estimates_s and self.launch not in self.finished:
+            left += max(0.0, self.estimates_s[self.launch] - (time.monotonic() - self.launch_started))
+        return left
 
 
 class HostProgress:
@@ -16,9 +51,11 @@ class HostProgress:
         self._lock = threading.Lock()
         self._bar = Progress(
             TextColumn("[bold]{task.fields[host]}"), BarColumn(), MofNCompleteColumn(),
-            TextColumn("{task.description}"), TimeElapsedColumn(), console=self.console, disable=not self.live,
+            TextColumn("{task.description}"), TimeElapsedColumn(), TextColumn("{task.fields[eta]}"),
+            console=self.console, disable=not self.live,
         )
-        self._tasks = {h: self._bar.add_task("connect", total=None, host=h) for h in hosts}
+        self._tasks = {h: self._bar.add_task("connect", total=None, host=h, eta="") for h in hosts}
+        self._states = {h: HostState() for h in hosts}
 
     def __enter__(self) -> "HostProgress":
         self._bar.start()
@@ -32,28 +69,63 @@ class HostProgress:
             with self._lock:
                 print(f"[{host}] {text}", file=sys.stderr, flush=True)
 
+    def _announce(self, host: str, text: str) -> None:
+        """On a terminal too: above the bars."""
+        with self._lock:
+            self.console.print(f"[{host}] {text}", markup=False, highlight=False, soft_wrap=True)
+
+    def _eta(self, host: str) -> str:
+        eta = self._states[host].eta_s()
+        return "" if eta is None else f"ETA {describe_s(eta)}"
+
     def update(self, host: str, event: dict) -> None:
-        task, kind = self._tasks[host], event.get("event")
+        task, kind, state = self._tasks[host], event.get("event"), self._states[host]
         if kind == "plan":
-            self._bar.update(task, total=len(event["launches"]), description="planned")
-            self._say(host, f"{len(event['launches'])} launches planned")
-        elif kind in ("launch_start", "stage"):
-            what = event.get("id") or event.get("stage")
-            self._bar.update(task, description=what)
-            self._say(host, f"{what} ...")
+            state.estimates_s = dict(event.get("estimates_s") or {})
+            self._bar.update(task, total=len(event["launches"]), description="planned", eta=self._eta(host))
+            self._announce(host, self._plan_text(event))
+        elif kind == "launch_start":
+            state.launch, state.launch_started = event["id"], time.monotonic()
+            self._bar.update(task, description=event["id"], eta=self._eta(host))
+            self._say(host, f"{event['id']} ...")
+        elif kind == "stage":
+            self._bar.update(task, description=event["stage"])
+            self._say(host, f"{event['stage']} ...")
+        elif kind == "run_end":
+            text = f"{event['id']} {event['done']}/{event['total']} {event['run']}"
+            self._bar.update(task, description=text, eta=self._eta(host))
+            self._say(host, f"{text} (elapsed {describe_s(time.monotonic() - state.started)}; {self._eta(host) or 'no ETA'})")
         elif kind in ("launch_end", "launch_skipped"):
+            state.finished.add(event["id"])
             self._bar.advance(task)
+            self._bar.update(task, eta=self._eta(host))
             detail = event.get("status", "skipped")
             if event.get("error"):
                 detail += f": {event['error']}"
+            if "duration_s" in event:
+                estimate = state.estimates_s.get(event["id"])
+                detail += f" ({describe_s(event['duration_s'])}" + (f"; estimated {describe_s(estimate)})" if estimate else ")")
             self._say(host, f"{event['id']} {detail}")
         elif kind == "warning":
-            with self._lock:
-                self.console.print(f"[{host}] warning: {event['message']}", markup=False, highlight=False)
+            self._announce(host, f"warning: {event['message']}")
         elif kind == "fingerprint":
             self._bar.update(task, description="fingerprint")
             self._say(host, "fingerprint")
 
+    @staticmethod
+    def _plan_text(event: dict) -> str:
+        estimates, points = event.get("estimates_s") or {}, event.get("configurations") or {}
+        parts = []
+        for launch in event["launches"]:
+            if launch in estimates:
+                count = points.get(launch, 0)
+                parts.append(f"{launch} ({count} configuration{'' if count == 1 else 's'}, ~{describe_s(estimates[launch])})")
+            else:
+                parts.append(f"{launch} (not run)")
+        total = sum(estimates.values())
+        head = f"{len(event['launches'])} launches" + (f", estimated {describe_s(total)} in all" if estimates else "")
+        return head + ": " + ", ".join(parts)
+
     def finish(self, host: str, error: "str | None") -> None:
-        self._bar.update(self._tasks[host], description=f"[red]failed: {error}" if error else "[green]done")
+        self._bar.update(self._tasks[host], description=f"[red]failed: {error}" if error else "[green]done", eta="")
         self._say(host, f"failed: {error}" if error else "done")
