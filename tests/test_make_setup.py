@@ -1,4 +1,5 @@
-"""`make venv` (the first step of `make bench` and `make setup`) keeps the host's torch."""
+"""`make venv` (the first step of `make bench` and `make setup`) keeps the host's torch; the
+tool called from a Python without its packages says where to call it from."""
 
 from __future__ import annotations
 
@@ -34,3 +35,11 @@ def test_a_venv_python3_keeps_its_torch(tmp_path):
                            capture_output=True, text=True)
     assert found.returncode == 0, found.stderr
     assert found.stdout.split() == ["0.0.0+stub", str(stub / "__init__.py")]
+
+
+def test_a_python_without_the_packages_says_so_in_one_line():
+    """`python3 -m bench` in a fresh shell (-S: no site-packages, as a bare system Python)."""
+    done = subprocess.run([sys.executable, "-S", "-m", "bench", "run"], cwd=REPO, capture_output=True, text=True)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.startswith(f"error: {sys.executable} lacks ddpbench's packages (no module named ")
+    assert ".venv/bin/ddpbench" in done.stderr and done.stderr.count("\n") == 1
