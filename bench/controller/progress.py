@@ -102,7 +102,7 @@ class HostProgress:
             detail = event.get("status", "skipped")
             if event.get("error"):
                 detail += f": {event['error']}"
-            if "duration_s" in event:
+            if "duration_s" in event and event.get("status") != "skipped":
                 estimate = state.estimates_s.get(event["id"])
                 detail += f" ({describe_s(event['duration_s'])}" + (f"; estimated {describe_s(estimate)})" if estimate else ")")
             self._say(host, f"{event['id']} {detail}")
