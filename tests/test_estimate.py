@@ -1,6 +1,7 @@
 """Say it before, show it during: the launches and their estimated duration before the first
-one, one line per finished configuration with the elapsed time and an ETA, a plan that cannot
-finish within its own timeout_s refused before anything runs, and the shipped plans' budgets."""
+one (an earlier run of the plan here, else the cost model), one line per finished configuration
+with the elapsed time and an ETA, a plan that cannot finish within its own timeout_s refused
+before anything runs, and the shipped plans' budgets."""
 
 from __future__ import annotations
 
@@ -10,10 +11,12 @@ import pytest
 import yaml
 
 from bench.agent import estimate
-from benchmarks import plan_durations
 from bench.agent.runner import eta_off
+from bench.bundle import read_bundle
 from bench.controller.plans import load_plan
-from tests.conftest import cli
+from bench.controller.progress import describe_s
+from benchmarks import plan_durations
+from tests.conftest import TEST_PLANS, bundle_path_from, cli
 
 
 def test_the_run_announces_its_launches_and_reports_each_configuration(quick_run, quick_bundle):
@@ -61,3 +64,17 @@ def test_configurations_count_the_sendrecv_matrix_and_both_placements():
     params = {"ops": ["all_gather", "sendrecv"], "dtypes": ["float32"], "in_place": [False, True],
               "begin_bytes": 1024, "end_bytes": 4096, "factor": 2, "p2p_sizes_bytes": [1024]}
     assert estimate.configurations("collectives", params, 4) == 3 * 2 + 4 * 3
+
+
+def test_an_earlier_run_of_the_plan_here_gives_the_estimate(tmp_path):
+    out = tmp_path / "results"
+    plan = str(TEST_PLANS / "short-second-launch.yaml")
+    first = cli("run", "--plan", plan, "--out", str(out))
+    assert first.returncode == 0, first.stderr
+    durations = {l["id"]: l["duration_s"] for l in read_bundle(bundle_path_from(first.stdout))["hosts"][0]["launches"]}
+    second = cli("run", "--plan", plan, "--out", str(out))
+    assert second.returncode == 0, second.stderr
+    announced = next(line for line in second.stderr.splitlines() if " launches, estimated " in line)
+    for launch, seconds in durations.items():
+        seconds_said = re.escape(describe_s(round(seconds, 1)))  # the agent keeps 0.1 s
+        assert re.search(re.escape(launch) + r" \(\d+ configurations?, ~" + seconds_said + r", as measured before\)", announced)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Callable
 
 from bench import __version__
-from bench.agent import estimate, proctree, rank_errors
+from bench.agent import estimate, history as earlier, proctree, rank_errors
 from bench.agent.models import gpt, unet
 from bench.agent.transports import BASE_NCCL_ENV, PRESETS, backend_for, transport_record
 
@@ -308,14 +308,16 @@ def run_plan(
     host_env: "dict | None" = None,
     done_launch_ids: frozenset = frozenset(),
     progress: Callable[[dict], None] = lambda event: None,
+    history: "dict | None" = None,
 ) -> dict:
     """Run every launch of the plan; raw.json in out_dir holds the result after each one."""
     launches = plan_launches(plan, Hardware.of(fingerprint), nodes, host_env)
-    machine = estimate.Machine.of(fingerprint)
+    machine, measured = estimate.Machine.of(fingerprint), earlier.earlier_durations(history, fingerprint)
     for launch in launches:
         if launch.skipped_reason or launch.id in done_launch_ids:
             continue
-        launch.estimate_s = round(estimate.launch_seconds(launch.suite, launch.preset, launch.params, launch.world_size, machine), 1)
+        launch.estimate_s = round(measured.get(launch.id) or estimate.launch_seconds(
+            launch.suite, launch.preset, launch.params, launch.world_size, machine), 1)
         if launch.estimate_s > launch.timeout_s:
             raise PlanError(
                 f"launch {launch.id} is estimated at {launch.estimate_s:.0f} s on this host, longer than the plan's "
@@ -331,6 +333,7 @@ def run_plan(
         "event": "plan", "launches": [l.id for l in launches],
         "estimates_s": {l.id: l.estimate_s for l in launches if l.estimate_s},
         "configurations": {l.id: estimate.configurations(l.suite, l.params, l.world_size) for l in launches if l.estimate_s},
+        "measured_before": sorted(l.id for l in launches if l.estimate_s and l.id in measured),
     })
     for launch in launches:
         if launch.id in done_launch_ids:

@@ -115,11 +115,13 @@ class HostProgress:
     @staticmethod
     def _plan_text(event: dict) -> str:
         estimates, points = event.get("estimates_s") or {}, event.get("configurations") or {}
+        measured = set(event.get("measured_before") or [])
         parts = []
         for launch in event["launches"]:
             if launch in estimates:
                 count = points.get(launch, 0)
-                parts.append(f"{launch} ({count} configuration{'' if count == 1 else 's'}, ~{describe_s(estimates[launch])})")
+                source = ", as measured before" if launch in measured else ""
+                parts.append(f"{launch} ({count} configuration{'' if count == 1 else 's'}, ~{describe_s(estimates[launch])}{source})")
             else:
                 parts.append(f"{launch} (not run)")
         total = sum(estimates.values())

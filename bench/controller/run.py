@@ -19,6 +19,7 @@ from pathlib import Path
 from bench import __version__
 from bench.analysis import derive_prediction, derive_scaling
 from bench.bundle import SCHEMA_VERSION, agent_raw_problem, write_bundle
+from bench.controller.earlier_runs import launch_history
 from bench.controller.groups import run_group
 from bench.controller.hosts import Group, Host, Inventory
 from bench.controller.progress import HostProgress
@@ -163,6 +164,7 @@ def execute(inventory: Inventory, plan: dict, out_root: Path, previous: "Previou
             item.job = AgentJob(
                 host=host, plan=plan, result_dir=run_dir / "hosts" / host.name, run_id=run_id,
                 progress=lambda event, name=host.name: progress.update(name, event),
+                history=launch_history(out_root, plan, host.name, run_dir),
             )
             items[host.name] = item
         units = [[item] for item in items.values() if item.group is None]
