@@ -14,7 +14,8 @@ import time
 from dataclasses import dataclass, field
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn
+from rich.text import Text
 
 
 def describe_s(seconds: float) -> str:
@@ -34,9 +35,10 @@ class HostState:
     finished: set = field(default_factory=set)
     launch: str = ""
     launch_started: float = 0.0
+    ended: bool = False
 
     def eta_s(self) -> "float | None":
-        if not self.estimates_s:
+        if not self.estimates_s or self.ended:
             return None
         left = sum(s for launch, s in self.estimates_s.items() if launch not in self.finished and launch != self.launch)
         if self.launch in self.estimates_s and self.launch not in self.finished:
@@ -44,18 +46,30 @@ class HostState:
         return left
 
 
+class EtaColumn(ProgressColumn):
+    """The ETA, counted down at every refresh of the bar (not only when the agent reports)."""
+
+    def __init__(self, states: dict) -> None:
+        super().__init__()
+        self.states = states
+
+    def render(self, task) -> Text:
+        eta = self.states[task.fields["host"]].eta_s()
+        return Text("" if eta is None else f"ETA {describe_s(eta)}")
+
+
 class HostProgress:
     def __init__(self, hosts: list[str], console: "Console | None" = None) -> None:
         self.console = console or Console(stderr=True)
         self.live = self.console.is_terminal
         self._lock = threading.Lock()
+        self._states = {h: HostState() for h in hosts}
         self._bar = Progress(
             TextColumn("[bold]{task.fields[host]}"), BarColumn(), MofNCompleteColumn(),
-            TextColumn("{task.description}"), TimeElapsedColumn(), TextColumn("{task.fields[eta]}"),
+            TextColumn("{task.description}"), TimeElapsedColumn(), EtaColumn(self._states),
             console=self.console, disable=not self.live,
         )
-        self._tasks = {h: self._bar.add_task("connect", total=None, host=h, eta="") for h in hosts}
-        self._states = {h: HostState() for h in hosts}
+        self._tasks = {h: self._bar.add_task("connect", total=None, host=h) for h in hosts}
 
     def __enter__(self) -> "HostProgress":
         self._bar.start()
@@ -82,23 +96,22 @@ class HostProgress:
         task, kind, state = self._tasks[host], event.get("event"), self._states[host]
         if kind == "plan":
             state.estimates_s = dict(event.get("estimates_s") or {})
-            self._bar.update(task, total=len(event["launches"]), description="planned", eta=self._eta(host))
+            self._bar.update(task, total=len(event["launches"]), description="planned")
             self._announce(host, self._plan_text(event))
         elif kind == "launch_start":
             state.launch, state.launch_started = event["id"], time.monotonic()
-            self._bar.update(task, description=event["id"], eta=self._eta(host))
+            self._bar.update(task, description=event["id"])
             self._say(host, f"{event['id']} ...")
         elif kind == "stage":
             self._bar.update(task, description=event["stage"])
             self._say(host, f"{event['stage']} ...")
         elif kind == "run_end":
             text = f"{event['id']} {event['done']}/{event['total']} {event['run']}"
-            self._bar.update(task, description=text, eta=self._eta(host))
+            self._bar.update(task, description=text)
             self._say(host, f"{text} (elapsed {describe_s(time.monotonic() - state.started)}; {self._eta(host) or 'no ETA'})")
         elif kind in ("launch_end", "launch_skipped"):
             state.finished.add(event["id"])
             self._bar.advance(task)
-            self._bar.update(task, eta=self._eta(host))
             detail = event.get("status", "skipped")
             if event.get("error"):
                 detail += f": {event['error']}"
@@ -129,5 +142,6 @@ class HostProgress:
         return head + ": " + ", ".join(parts)
 
     def finish(self, host: str, error: "str | None") -> None:
-        self._bar.update(self._tasks[host], description=f"[red]failed: {error}" if error else "[green]done", eta="")
+        self._states[host].ended = True
+        self._bar.update(self._tasks[host], description=f"[red]failed: {error}" if error else "[green]done")
         self._say(host, f"failed: {error}" if error else "done")
