@@ -33,7 +33,7 @@ GPT_MFU = 0.4  # gpt2 on one H200: 40.7% (attention FLOPs counted)
 FP32_OF_BF16_PEAK = 0.5  # TF32 tensor cores: half the bf16 rate on H100/H200 and RTX 3090
 UNKNOWN_PEAK_TFLOPS = 100.0
 UNET_TRAIN_FLOPS_PER_SAMPLE = {"sdxl-unet": 19e12, "tiny-unet": 2e9}  # forward, backward, recompute
-UNET_MFU = {"compiled": 0.13, "eager": 0.11}
+UNET_MFU = {"compiled": 0.13, "eager": 0.11}  # compiled: issue 13 (2.41 s at batch 16); eager: a guess, not measured
 UNET_PARAMS = {"sdxl-unet": 2.6e9, "tiny-unet": 2e6}
 UNET_BUILD_S = {"gpu": 20.0, "cpu": 2.0}  # 2.6B parameters made and moved to the GPU
 STEP_OVERHEAD_S = {"gpu": 0.01, "cpu": 0.08}  # Python, the optimizer's launches
@@ -153,7 +153,8 @@ def _ddp_s(preset: str, params: dict, world_size: int, machine: Machine) -> floa
         total += UNET_BUILD_S[kind]
         if compiled:
             total += UNET_COMPILE_S * len(batches)
-    grad_bytes = n_params * (2 if "bfloat16" in (params.get("weights_dtype"), params.get("grad_reduce_dtype")) or params.get("grad_reduce_dtype") == "bf16" else 4)
+    half = params.get("weights_dtype") == "bfloat16" or params.get("grad_reduce_dtype") == "bf16"
+    grad_bytes = n_params * (2 if half else 4)
     allreduce_s = 0.0 if world_size == 1 else grad_bytes * 2 * (world_size - 1) / world_size / (_busbw_gbps(preset, world_size, machine) * 1e9)
     for batch in batches:
         step_s = batch / world_size * flops_per_sample / rate + allreduce_s + STEP_OVERHEAD_S[kind]

@@ -91,7 +91,7 @@ class Launch:
     timeout_s: float
     skipped_reason: str = ""
     env: dict = field(default_factory=dict)
-    estimate_s: float = 0.0  # from the cost model (bench.agent.estimate), set by run_plan
+    estimate_s: float = 0.0  # seconds, set by run_plan: an earlier run here (bench.agent.history), else the cost model
 
     @property
     def world_size(self) -> int:
