@@ -1,12 +1,12 @@
 # ddpbench: `make bench` runs the plan, `make test` runs the tests. Both set up what they need.
 PYTHON ?= python3
-VENV := .venv
+VENV ?= .venv
 PY := $(VENV)/bin/python
 HOSTS ?= hosts/local.yaml
 PLAN ?= quick
 OUT ?= results
-# The CPU build of this version lies on the CI machines' disk; a GPU host that already has
-# torch keeps its own (the venv sees the system's site-packages).
+# The CPU build of this version lies on the CI machines' disk; a host whose python3 has torch
+# (in the system, a venv or a conda env) keeps its own: see `venv` below.
 TORCH_VERSION := 2.13.0
 
 # The pinned image (README "The pinned image"): LOCK picks docker/requirements/LOCK.lock
@@ -16,32 +16,48 @@ IMAGE ?=
 IMAGE_TARBALL ?=
 IMAGE_ARG = $(if $(IMAGE),--tag $(IMAGE),)
 
-.PHONY: bench test report verify setup clean test-hosts test-hosts-stop image image-save image-load image-lock image-requirements
+.PHONY: bench test report verify setup venv clean test-hosts test-hosts-stop image image-save image-load image-lock image-requirements
 
-$(VENV)/.installed: pyproject.toml
+# The venv with the host's torch: when python3 has one, the venv sees python3's packages (the
+# .pth file from bench/venv_pth.py: --system-site-packages alone shows only the base
+# interpreter's, not those of a venv or conda env that python3 is); else it gets the CPU build.
+$(VENV)/pyvenv.cfg:
 	@if $(PYTHON) -c "import torch" 2>/dev/null; then \
-	  $(PYTHON) -m venv --system-site-packages $(VENV); \
+	  $(PYTHON) -m venv --system-site-packages $(VENV) && \
+	  $(PYTHON) bench/venv_pth.py > "$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/host-python.pth"; \
 	else \
 	  $(PYTHON) -m venv $(VENV) && $(PY) -m pip install -q "torch==$(TORCH_VERSION)"; \
-	fi
+	fi || { rm -rf $(VENV); exit 1; }
+
+venv: $(VENV)/pyvenv.cfg
+
+# What `make bench` needs (the controller's packages, diffusers for the UNet presets); the tests' extras on top.
+# A host without a package index (pip cannot even get setuptools) goes on when the packages the
+# controller imports are there already: `make bench` runs `python -m bench` from this folder.
+$(VENV)/.installed: pyproject.toml $(VENV)/pyvenv.cfg
+	$(PY) -m pip install -q -e '.[sdxl]' || { $(PY) -c 'import bench.cli, bench.report' && \
+	  echo "warning: pip could not install ddpbench (no package index?); its packages are importable, so make bench goes on (no ddpbench command, no diffusers unless installed)" >&2; }
+	@touch $@
+
+$(VENV)/.test-installed: $(VENV)/.installed
 	$(PY) -m pip install -q -e '.[test]'
 	@touch $@
 
-setup: $(VENV)/.installed
+setup: $(VENV)/.test-installed
 
 bench: $(VENV)/.installed
 	$(PY) -m bench run --hosts $(HOSTS) --plan $(PLAN) --out $(OUT)
 
-test: $(VENV)/.installed
+test: $(VENV)/.test-installed
 	bash tests/system-deps.sh
 	$(PY) -m pytest -q
 
 # Real SSH hosts on this machine (sshd on 127.0.0.2, 127.0.0.3, ...) for `make bench HOSTS=hosts/loopback.yaml`.
-test-hosts: $(VENV)/.installed
+test-hosts: $(VENV)/.test-installed
 	bash tests/system-deps.sh
 	$(PY) tests/loopback_hosts.py start --count $(or $(COUNT),2) --python $(abspath $(PY))
 
-test-hosts-stop: $(VENV)/.installed
+test-hosts-stop: $(VENV)/.test-installed
 	$(PY) tests/loopback_hosts.py stop
 
 # `make report BUNDLES='results/*/bundle.json downloaded/*.json' OUT=report/`: every word of BUNDLES

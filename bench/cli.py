@@ -5,28 +5,21 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import signal
 import subprocess
 import sys
 from pathlib import Path
 
 from bench.bundle import read_bundle
 from bench.controller.hosts import load_hosts
+from bench.controller import stop_signals
 from bench.controller.plans import load_plan, plan_names
 from bench.docker.cli import add_image_commands
 from bench.errors import UserError
 from bench.outputs import disk_problem
 from bench.yamlfile import load_yaml
 
-EXIT_INTERRUPTED = 130
-
-
-def _interrupt(signum, frame):
-    raise KeyboardInterrupt  # SIGTERM (a batch system, kill) ends the run as Ctrl-C does: agents and jobs ended, the bundle kept
-
-
 def cmd_run(args) -> int:
-    signal.signal(signal.SIGTERM, _interrupt)
+    stop_signals.install()
     inventory = load_hosts(args.hosts)
     from bench.controller.run import execute
     from bench.controller.resume import load_previous
@@ -50,8 +43,8 @@ def cmd_run(args) -> int:
         print(f"error: host {host['name']}: {host['status']}: {host['error']}", file=sys.stderr)
     print(f"bundle: {path}\nreport: {report}")
     if not bundle["complete"]:
-        print(f"interrupted: the bundle holds what finished and is marked incomplete", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        print(f"{stop_signals.reason()}: the bundle holds what finished and is marked incomplete", file=sys.stderr)
+        return stop_signals.exit_status()
     return 1 if failed else 0
 
 
@@ -107,6 +100,7 @@ def cmd_verify(args) -> int:
     from bench.verify.compare import parse_host_map, parse_tolerances
     from bench.verify.rerun import verify
 
+    stop_signals.install()
     ok, text, path, bundle, paths = verify(
         args.bundle, args.hosts, args.out, image=args.image, tolerances=parse_tolerances(args.tolerance),
         host_map=parse_host_map(args.host_map), allowed_signers=args.allowed_signers,
@@ -115,8 +109,8 @@ def cmd_verify(args) -> int:
     print(f"bundle: {path}")
     status = _finish_verdict(ok, text, paths)
     if not bundle["complete"]:
-        print("interrupted: the new bundle holds what finished; the verdict covers it", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        print(f"{stop_signals.reason()}: the new bundle holds what finished; the verdict covers it", file=sys.stderr)
+        return stop_signals.exit_status()
     return status
 
 
@@ -207,8 +201,8 @@ def main(argv: "list[str] | None" = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return err.exit_status
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        print(stop_signals.reason(), file=sys.stderr)
+        return stop_signals.exit_status()
     except OSError as err:
         problem = disk_problem(err)
         if problem is None:

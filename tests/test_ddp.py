@@ -451,7 +451,7 @@ def test_hung_rank_times_out_and_keeps_what_finished(tmp_path):
     plan = {
         "name": "hang", "timeout_s": 45,
         "suites": [
-            {"suite": "ddp", "world_sizes": [2], "params": {**TINY_GPT, "global_batches": [4, 8], "steps": 150}},
+            {"suite": "ddp", "world_sizes": [2], "params": {**TINY_GPT, "global_batches": [4, 8], "steps": 60}},
             {"suite": "ddp", "world_sizes": [1], "params": TINY_GPT},
         ],
     }

@@ -73,26 +73,91 @@ def _agent_processes(marker: str) -> list[str]:
     return [l for l in ps.splitlines() if marker in l and "bench.agent" in l]
 
 
-def test_ctrl_c_keeps_what_finished(tmp_path):
-    """SIGINT during the second launch: the first launch's runs are in a bundle marked incomplete."""
-    out = tmp_path / "results"
-    process = subprocess.Popen(
-        [sys.executable, "-m", "bench", "run", "--plan", str(TEST_PLANS / "slow-second-launch.yaml"), "--out", str(out)],
+def _start_run(plan: str, out, *args: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "bench", "run", "--plan", str(TEST_PLANS / plan), "--out", str(out), *args],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)},
     )
+
+
+def _finished_launches(out) -> list[dict]:
+    """The launches the agent has recorded in raw.json so far (it writes the file before the first one)."""
+    for path in out.glob("*/hosts/local/raw.json"):
+        try:
+            return json.loads(path.read_text())["launches"]
+        except ValueError:
+            return []  # caught between write and rename: not yet
+    return []
+
+
+def _wait_for_first_launch(process: subprocess.Popen, out) -> list[dict]:
     deadline = time.time() + 180
-    while not list(out.glob("*/hosts/local/raw.json")):
+    while not _finished_launches(out):
         assert time.time() < deadline and process.poll() is None, "the first launch never finished"
-        time.sleep(0.5)
-    time.sleep(3)  # the second launch is running now
-    process.send_signal(signal.SIGINT)
+        time.sleep(0.2)
+    return _finished_launches(out)
+
+
+@pytest.mark.parametrize("sig, status, name", [
+    (signal.SIGINT, 130, "Ctrl-C"), (signal.SIGTERM, 143, "SIGTERM"), (signal.SIGHUP, 129, "SIGHUP"),
+])
+def test_a_stop_signal_keeps_what_finished(tmp_path, sig, status, name):
+    """Ctrl-C, SIGTERM (timeout, a scheduler) or SIGHUP (the SSH session dropped) during the second
+    launch: the first launch's runs are in a bundle marked incomplete with the signal's name."""
+    out = tmp_path / "results"
+    process = _start_run("slow-second-launch.yaml", out)
+    _wait_for_first_launch(process, out)
+    process.send_signal(sig)
     stdout, stderr = process.communicate(timeout=120)
-    assert process.returncode == 130, stderr
-    assert "interrupted" in stderr and "Traceback" not in stderr
+    assert process.returncode == status, stderr
+    assert f"interrupted ({name})" in stderr and "Traceback" not in stderr
     bundle = read_bundle(bundle_path_from(stdout))
-    assert bundle["complete"] is False and bundle["incomplete_reason"] == "interrupted (Ctrl-C)"
+    assert bundle["complete"] is False and bundle["incomplete_reason"] == f"interrupted ({name})"
     host = bundle["hosts"][0]
     assert [l["id"] for l in host["launches"]] == ["00-collectives-default-ws2"]
     assert host["runs"] and all(r["suite"] == "collectives" for r in host["runs"])
     time.sleep(1)
-    assert not _agent_processes(str(out)), "an agent or rank outlived Ctrl-C"
+    assert not _agent_processes(str(out)), "an agent or rank outlived the signal"
+
+
+def test_sigterm_in_the_first_launch_keeps_the_fingerprint(tmp_path):
+    out = tmp_path / "results"
+    process = _start_run("slow-first-launch.yaml", out)
+    deadline = time.time() + 120
+    while not list(out.glob("*/hosts/local/launches/*.log")):  # the first launch has started
+        assert time.time() < deadline and process.poll() is None, "the first launch never started"
+        time.sleep(0.2)
+    process.send_signal(signal.SIGTERM)
+    stdout, stderr = process.communicate(timeout=120)
+    assert process.returncode == 143, stderr
+    host = read_bundle(bundle_path_from(stdout))["hosts"][0]
+    assert host["fingerprint"]["cpu"] and host["launches"] == []
+    assert host["error"] == "interrupted (SIGTERM)" and "exited with status" not in stderr
+
+
+def test_resume_after_kill_9_makes_the_bundle_from_what_is_on_disk(tmp_path):
+    """kill -9 leaves no bundle; the agent sees its controller gone and ends its ranks; --resume
+    keeps the finished launch as it was recorded and runs the rest."""
+    out = tmp_path / "results"
+    process = _start_run("short-second-launch.yaml", out)
+    first = _wait_for_first_launch(process, out)[0]
+    process.kill()
+    process.communicate(timeout=30)
+    (run_dir,) = out.iterdir()
+    assert not (run_dir / "bundle.json").exists()
+    deadline = time.time() + 30
+    while _agent_processes(str(out)):
+        assert time.time() < deadline, "the agent outlived its killed controller"
+        time.sleep(0.2)
+    resumed = subprocess.run(
+        [sys.executable, "-m", "bench", "run", "--resume", str(run_dir), "--out", str(out)],
+        cwd=REPO, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=300,
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    assert bundle_path_from(resumed.stdout) == run_dir / "bundle.json"
+    bundle = read_bundle(run_dir / "bundle.json")
+    host = bundle["hosts"][0]
+    assert bundle["complete"] is True and host["status"] == "ok", host["error"]
+    assert [l["id"] for l in host["launches"]] == ["00-collectives-default-ws2", "01-ddp-default-ws2"]
+    assert host["launches"][0] == first  # taken from disk, not run again
+    assert {r["suite"] for r in host["runs"]} == {"collectives", "ddp"}

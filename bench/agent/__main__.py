@@ -51,6 +51,7 @@ def main(argv: "list[str] | None" = None) -> int:
     run.add_argument("--rendezvous", default="", help="HOST:PORT of the c10d rendezvous (multi-node)")
     run.add_argument("--job-id", default="ddpbench")
     run.add_argument("--skip", default="", help="comma-separated launch ids already finished (resume)")
+    run.add_argument("--history", default="null", help="JSON: launch durations of an earlier run of this plan (bench/agent/history.py)")
     run.add_argument("--stop-on-stdin-eof", action="store_true", help="end the run when stdin closes (the SSH connection is gone)")
     sub.add_parser("fingerprint", help="print this machine's fingerprint as JSON")
     args = parser.parse_args(argv)
@@ -70,7 +71,7 @@ def main(argv: "list[str] | None" = None) -> int:
     try:
         raw = run_plan(
             plan, args.out, fingerprint, nodes=nodes, host_env=json.loads(args.env),
-            done_launch_ids=frozenset(filter(None, args.skip.split(","))), progress=_emit,
+            done_launch_ids=frozenset(filter(None, args.skip.split(","))), progress=_emit, history=json.loads(args.history),
         )
     except PlanError as err:
         _emit({"event": "error", "message": str(err)})

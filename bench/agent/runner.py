@@ -2,8 +2,8 @@
 
 The plan arrives already validated against its schema (by the controller); what only this
 host can judge (GPU count, memory, InfiniBand, batch divisibility) is checked here, before
-anything is launched. Results are written to raw.json after every launch, so an
-interruption loses at most the launch in flight.
+anything is launched. raw.json is written before the first launch (the fingerprint) and after
+every launch, so an interruption loses at most the launch in flight.
 """
 
 from __future__ import annotations
@@ -21,13 +21,15 @@ from pathlib import Path
 from typing import Callable
 
 from bench import __version__
-from bench.agent import counters, proctree, rank_errors
+from bench.agent import counters, estimate, history as earlier, proctree, rank_errors
 from bench.agent.models import gpt, unet
 from bench.agent.transports import BASE_NCCL_ENV, PRESETS, backend_for, transport_record
 
 CPU_WORLD_SIZE = 2  # "all" on a machine without a GPU: two processes, gloo
 AGENT_ROOT = Path(__file__).resolve().parents[2]  # the folder (or zipapp) that holds `bench`
 LOG_TAIL_LINES = 20
+POLL_S = 0.5  # how often a running launch's results are looked at, for progress
+ETA_OFF_FACTOR = 2.0  # a launch this much longer or shorter than its estimate is said in the log
 
 
 class PlanError(Exception):
@@ -94,6 +96,7 @@ class Launch:
     timeout_s: float
     skipped_reason: str = ""
     env: dict = field(default_factory=dict)
+    estimate_s: float = 0.0  # seconds, set by run_plan: an earlier run here (bench.agent.history), else the cost model
 
     @property
     def world_size(self) -> int:
@@ -221,8 +224,18 @@ def _tail(path: Path, lines: int = LOG_TAIL_LINES) -> list[str]:
     return path.read_text(errors="replace").splitlines()[-lines:]
 
 
-def run_launch(launch: Launch, out_dir: Path) -> tuple[dict, list[dict]]:
-    """Run one torchrun job; return its launch record and the run records it produced."""
+def _run_description(record: dict) -> str:
+    params = record.get("params", {})
+    if record.get("suite") == "ddp":
+        batch = params.get("global_batch")
+        return f"{params.get('model')}" + (f" global batch {batch}" if batch else "")
+    pair = f" {params['src_rank']}->{params['dst_rank']}" if "src_rank" in params else ""
+    return f"{params.get('op')}{pair} {params.get('dtype')} {params.get('size_bytes')} bytes"
+
+
+def run_launch(launch: Launch, out_dir: Path, progress: Callable[[dict], None] = lambda event: None) -> tuple[dict, list[dict]]:
+    """Run one torchrun job; return its launch record and the run records it produced. Each
+    configuration the ranks finish is reported as a `run_end` event while the launch runs."""
     started = time.time()
     summary = {"id": launch.id, "suite": launch.suite, "preset": launch.preset, "world_size": launch.world_size, "nodes": launch.nodes.count}
     if launch.skipped_reason:
@@ -241,12 +254,28 @@ def run_launch(launch: Launch, out_dir: Path) -> tuple[dict, list[dict]]:
     ]
     env = {**os.environ, **launch.env, "PYTHONPATH": os.pathsep.join(filter(None, [str(AGENT_ROOT), os.environ.get("PYTHONPATH")]))}
     status, error = "ok", None
+    total = estimate.configurations(launch.suite, launch.params, launch.world_size)
+    reported = 0
+
+    def report_new_runs() -> None:
+        nonlocal reported
+        lines = [l for l in (result_path.read_text().splitlines() if result_path.exists() else []) if l.endswith("}")]
+        for line in lines[reported:]:
+            reported += 1
+            progress({"event": "run_end", "id": launch.id, "done": reported, "total": max(total, reported),
+                      "run": _run_description(json.loads(line)), "elapsed_s": round(time.time() - started, 1)})
+
     with open(log_path, "w") as log, counters.Sampler() as sampler:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         try:
-            code = process.wait(timeout=launch.timeout_s)
-            if code != 0:
-                status, error = "failed", f"torchrun exited with status {code}"
+            while process.poll() is None:
+                if time.time() - started > launch.timeout_s:
+                    raise subprocess.TimeoutExpired(command, launch.timeout_s)
+                report_new_runs()
+                time.sleep(POLL_S)
+            report_new_runs()
+            if process.returncode != 0:
+                status, error = "failed", f"torchrun exited with status {process.returncode}"
         except subprocess.TimeoutExpired:
             status, error = "timeout", f"no result after {launch.timeout_s:g} s (the plan's timeout_s): a rank hung or a peer died"
         finally:
@@ -309,28 +338,61 @@ def run_plan(
     host_env: "dict | None" = None,
     done_launch_ids: frozenset = frozenset(),
     progress: Callable[[dict], None] = lambda event: None,
+    history: "dict | None" = None,
 ) -> dict:
     """Run every launch of the plan; raw.json in out_dir holds the result after each one."""
     launches = plan_launches(plan, Hardware.of(fingerprint), nodes, host_env)
+    machine, measured = estimate.Machine.of(fingerprint), earlier.earlier_durations(history, fingerprint)
+    for launch in launches:
+        if launch.skipped_reason or launch.id in done_launch_ids:
+            continue
+        launch.estimate_s = round(measured.get(launch.id) or estimate.launch_seconds(
+            launch.suite, launch.preset, launch.params, launch.world_size, machine), 1)
+        if launch.estimate_s > launch.timeout_s:
+            raise PlanError(
+                f"launch {launch.id} is estimated at {launch.estimate_s:.0f} s on this host, longer than the plan's "
+                f"timeout_s {launch.timeout_s:g}: raise timeout_s, or trim the entry (fewer sizes, transports, steps or batches)"
+            )
     raw = {
         "agent_version": __version__, "started_at": now_utc(), "finished_at": None, "complete": False,
         "fingerprint": fingerprint, "launches": [], "runs": [],
     }
     out_dir.mkdir(parents=True, exist_ok=True)
-    progress({"event": "plan", "launches": [l.id for l in launches]})
+    write_raw(out_dir, raw)
+    progress({
+        "event": "plan", "launches": [l.id for l in launches],
+        "estimates_s": {l.id: l.estimate_s for l in launches if l.estimate_s},
+        "configurations": {l.id: estimate.configurations(l.suite, l.params, l.world_size) for l in launches if l.estimate_s},
+        "measured_before": sorted(l.id for l in launches if l.estimate_s and l.id in measured),
+    })
     for launch in launches:
         if launch.id in done_launch_ids:
             progress({"event": "launch_skipped", "id": launch.id, "reason": "already finished (resume)"})
             continue
         progress({"event": "launch_start", "id": launch.id})
-        record, runs = run_launch(launch, out_dir)
+        record, runs = run_launch(launch, out_dir, progress)
         raw["launches"].append(record)
         raw["runs"].extend(runs)
         write_raw(out_dir, raw)
-        progress({"event": "launch_end", "id": launch.id, "status": record["status"], "error": record["error"], "runs": len(runs)})
+        progress({"event": "launch_end", "id": launch.id, "status": record["status"], "error": record["error"], "runs": len(runs),
+                  "duration_s": record["duration_s"]})
+        off = eta_off(record["duration_s"], launch.estimate_s)
+        if off and record["status"] == "ok":
+            progress({"event": "warning", "message": f"{launch.id} took {record['duration_s']:.0f} s, estimated {launch.estimate_s:.0f} s: {off}"})
     raw["complete"], raw["finished_at"] = True, now_utc()
     write_raw(out_dir, raw)
     return raw
+
+
+def eta_off(duration_s: float, estimate_s: float) -> str:
+    """What to say when a launch's estimate was off by more than ETA_OFF_FACTOR either way."""
+    if not estimate_s or not duration_s:
+        return ""
+    if duration_s > ETA_OFF_FACTOR * estimate_s:
+        return f"more than {ETA_OFF_FACTOR:g}x the estimate; the ETA was too short"
+    if duration_s * ETA_OFF_FACTOR < estimate_s:
+        return f"less than 1/{ETA_OFF_FACTOR:g} of the estimate; the ETA was too long"
+    return ""
 
 
 def write_raw(out_dir: Path, raw: dict) -> None:

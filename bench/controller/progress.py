@@ -1,12 +1,61 @@
-"""Progress per host: a bar on a terminal, one plain line per event elsewhere (CI logs)."""
+"""Progress per host: what will run and how long it should take, then a bar with the current
+launch and configuration, done/total and an ETA on a terminal; one plain line per finished
+configuration and launch elsewhere (CI logs, `nohup`, a batch job's output file).
+
+The agent sends the estimate of each launch with its plan (bench/agent/estimate.py); the ETA is
+what is left of the estimates, the running launch's counted from its start.
+"""
 
 from __future__ import annotations
 
 import sys
 import threading
+import time
+from dataclasses import dataclass, field
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn
+from rich.text import Text
+
+
+def describe_s(seconds: float) -> str:
+    """'45 s', '3 min 20 s', '1 h 05 min'."""
+    seconds = max(0, round(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60:02d} s"
+    return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
+
+
+@dataclass
+class HostState:
+    started: float = field(default_factory=time.monotonic)
+    estimates_s: dict = field(default_factory=dict)
+    finished: set = field(default_factory=set)
+    launch: str = ""
+    launch_started: float = 0.0
+    ended: bool = False
+
+    def eta_s(self) -> "float | None":
+        if not self.estimates_s or self.ended:
+            return None
+        left = sum(s for launch, s in self.estimates_s.items() if launch not in self.finished and launch != self.launch)
+        if self.launch in self.estimates_s and self.launch not in self.finished:
+            left += max(0.0, self.estimates_s[self.launch] - (time.monotonic() - self.launch_started))
+        return left
+
+
+class EtaColumn(ProgressColumn):
+    """The ETA, counted down at every refresh of the bar (not only when the agent reports)."""
+
+    def __init__(self, states: dict) -> None:
+        super().__init__()
+        self.states = states
+
+    def render(self, task) -> Text:
+        eta = self.states[task.fields["host"]].eta_s()
+        return Text("" if eta is None else f"ETA {describe_s(eta)}")
 
 
 class HostProgress:
@@ -14,9 +63,11 @@ class HostProgress:
         self.console = console or Console(stderr=True)
         self.live = self.console.is_terminal
         self._lock = threading.Lock()
+        self._states = {h: HostState() for h in hosts}
         self._bar = Progress(
             TextColumn("[bold]{task.fields[host]}"), BarColumn(), MofNCompleteColumn(),
-            TextColumn("{task.description}"), TimeElapsedColumn(), console=self.console, disable=not self.live,
+            TextColumn("{task.description}"), TimeElapsedColumn(), EtaColumn(self._states),
+            console=self.console, disable=not self.live,
         )
         self._tasks = {h: self._bar.add_task("connect", total=None, host=h) for h in hosts}
 
@@ -32,28 +83,65 @@ class HostProgress:
             with self._lock:
                 print(f"[{host}] {text}", file=sys.stderr, flush=True)
 
+    def _announce(self, host: str, text: str) -> None:
+        """On a terminal too: above the bars."""
+        with self._lock:
+            self.console.print(f"[{host}] {text}", markup=False, highlight=False, soft_wrap=True)
+
+    def _eta(self, host: str) -> str:
+        eta = self._states[host].eta_s()
+        return "" if eta is None else f"ETA {describe_s(eta)}"
+
     def update(self, host: str, event: dict) -> None:
-        task, kind = self._tasks[host], event.get("event")
+        task, kind, state = self._tasks[host], event.get("event"), self._states[host]
         if kind == "plan":
+            state.estimates_s = dict(event.get("estimates_s") or {})
             self._bar.update(task, total=len(event["launches"]), description="planned")
-            self._say(host, f"{len(event['launches'])} launches planned")
-        elif kind in ("launch_start", "stage"):
-            what = event.get("id") or event.get("stage")
-            self._bar.update(task, description=what)
-            self._say(host, f"{what} ...")
+            self._announce(host, self._plan_text(event))
+        elif kind == "launch_start":
+            state.launch, state.launch_started = event["id"], time.monotonic()
+            self._bar.update(task, description=event["id"])
+            self._say(host, f"{event['id']} ...")
+        elif kind == "stage":
+            self._bar.update(task, description=event["stage"])
+            self._say(host, f"{event['stage']} ...")
+        elif kind == "run_end":
+            text = f"{event['id']} {event['done']}/{event['total']} {event['run']}"
+            self._bar.update(task, description=text)
+            self._say(host, f"{text} (elapsed {describe_s(time.monotonic() - state.started)}; {self._eta(host) or 'no ETA'})")
         elif kind in ("launch_end", "launch_skipped"):
+            state.finished.add(event["id"])
             self._bar.advance(task)
             detail = event.get("status", "skipped")
             if event.get("error"):
                 detail += f": {event['error']}"
+            if "duration_s" in event and event.get("status") != "skipped":
+                estimate = state.estimates_s.get(event["id"])
+                detail += f" ({describe_s(event['duration_s'])}" + (f"; estimated {describe_s(estimate)})" if estimate else ")")
             self._say(host, f"{event['id']} {detail}")
         elif kind == "warning":
-            with self._lock:
-                self.console.print(f"[{host}] warning: {event['message']}", markup=False, highlight=False)
+            self._announce(host, f"warning: {event['message']}")
         elif kind == "fingerprint":
             self._bar.update(task, description="fingerprint")
             self._say(host, "fingerprint")
 
+    @staticmethod
+    def _plan_text(event: dict) -> str:
+        estimates, points = event.get("estimates_s") or {}, event.get("configurations") or {}
+        measured = set(event.get("measured_before") or [])
+        parts = []
+        for launch in event["launches"]:
+            if launch in estimates:
+                count = points.get(launch, 0)
+                source = ", as measured before" if launch in measured else ""
+                parts.append(f"{launch} ({count} configuration{'' if count == 1 else 's'}, ~{describe_s(estimates[launch])}{source})")
+            else:
+                parts.append(f"{launch} (not run)")
+        total = sum(estimates.values())
+        head = f"{len(event['launches'])} launches" + (f", estimated {describe_s(total)} in all" if estimates else "")
+        return head + ": " + ", ".join(parts)
+
     def finish(self, host: str, error: "str | None") -> None:
+        self._states[host].ended = True
         self._bar.update(self._tasks[host], description=f"[red]failed: {error}" if error else "[green]done")
         self._say(host, f"failed: {error}" if error else "done")

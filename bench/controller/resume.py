@@ -1,7 +1,7 @@
 """Resuming a run folder: what finished before, which launches to skip, old and new merged.
 
 The previous state comes from the folder's bundle.json, or, when the controller never got
-to write one (killed, power cut), from run.json and each host's raw.json.
+to write one (kill -9, power cut), from run.json and each host's raw.json files.
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ from bench.controller import plans
 from bench.errors import UserError
 from bench.inputfile import read_json_text
 from bench.outputs import refuse_links
+
+RAW_GLOB = "raw*.json"  # raw.json of the agent now, raw.NNN.json of the runs it resumes (see keep_raw_files); oldest first by name
 
 
 @dataclass
@@ -43,17 +45,30 @@ def load_previous(run_dir: Path) -> Previous:
         raise UserError(f"{run_path}: damaged or not written by `ddpbench run` ({problem}); start a new run instead")
     run_id, started_at, plan = run["run_id"], run["started_at"], plans.check(run["plan"], str(run_path))
     entries = {}
-    for raw_path in sorted(run_dir.glob("hosts/*/raw.json")):
-        try:
-            raw = read_json_text(raw_path, "raw.json")
-        except UserError:
-            continue  # a file cut short: its launches run again
-        if agent_raw_problem(raw) is None:
-            entries[raw_path.parent.name] = {
-                "name": raw_path.parent.name, "status": "ok" if raw["complete"] else "partial", "error": None,
+    for host_dir in sorted(run_dir.glob("hosts/*/")):
+        for raw in filter(None, map(_read_raw, sorted(host_dir.glob(RAW_GLOB)))):  # older runs first
+            entry = {
+                "name": host_dir.name, "status": "ok" if raw["complete"] else "partial", "error": None,
                 "fingerprint": raw["fingerprint"], "launches": raw["launches"], "runs": raw["runs"],
             }
+            entries[host_dir.name] = merge_entry(entries[host_dir.name], entry) if host_dir.name in entries else entry
     return Previous(run_dir, run_id, started_at, plan, entries)
+
+
+def _read_raw(path: Path) -> "dict | None":
+    try:
+        raw = read_json_text(path, "raw.json")
+    except UserError:
+        return None  # a file cut short: its launches run again
+    return raw if agent_raw_problem(raw) is None else None
+
+
+def keep_raw_files(run_dir: Path) -> None:
+    """Before a resumed run's agents overwrite raw.json: the earlier ones move aside (raw.NNN.json)
+    and stay readable, so a resume killed in turn loses nothing that finished before it."""
+    for raw_path in run_dir.glob("hosts/*/raw.json"):
+        kept = len(list(raw_path.parent.glob(RAW_GLOB)))
+        raw_path.rename(raw_path.with_name(f"raw.{kept:03d}.json"))
 
 
 def finished_launch_ids(entries: list) -> frozenset:

@@ -1,7 +1,7 @@
 """`ddpbench run`: the plan on every host, in parallel, merged into one bundle and a report.
 
-A host that fails does not stop the others; Ctrl-C ends every agent and still writes the
-bundle of what finished, marked incomplete. A run folder can be resumed: launches that
+A host that fails does not stop the others; Ctrl-C, SIGTERM or SIGHUP ends every agent and
+still writes the bundle of what finished, marked incomplete with the signal's name. A run folder can be resumed: launches that
 finished are skipped, the new runs are merged with the old ones into the same folder.
 """
 
@@ -19,12 +19,13 @@ from pathlib import Path
 from bench import __version__
 from bench.analysis import derive_prediction, derive_scaling
 from bench.bundle import SCHEMA_VERSION, agent_raw_problem, write_bundle
+from bench.controller.earlier_runs import launch_history
 from bench.controller.groups import run_group
 from bench.controller.hosts import Group, Host, Inventory
 from bench.controller.progress import HostProgress
-from bench.controller.resume import Previous, finished_launch_ids, merge_entry
+from bench.controller.resume import Previous, finished_launch_ids, keep_raw_files, merge_entry
 from bench.controller.runtimes import RUNTIMES, AgentJob, HostError, Runtime
-from bench.controller.runtimes.base import INTERRUPTED
+from bench.controller import stop_signals
 from bench.errors import UserError
 from bench.outputs import new_folder, write_text
 
@@ -153,6 +154,7 @@ def execute(inventory: Inventory, plan: dict, out_root: Path, previous: "Previou
         runtimes[host.name].check_input(host, plan)
     if previous:
         run_id, started, run_dir = previous.run_id, previous.started_at, previous.run_dir
+        keep_raw_files(run_dir)
     else:
         run_id, started = new_run_id(), utc_now()
         run_dir = new_folder(out_root, run_id, "results folder")
@@ -166,6 +168,7 @@ def execute(inventory: Inventory, plan: dict, out_root: Path, previous: "Previou
             item.job = AgentJob(
                 host=host, plan=plan, result_dir=run_dir / "hosts" / host.name, run_id=run_id,
                 progress=lambda event, name=host.name: progress.update(name, event),
+                history=launch_history(out_root, plan, host.name, run_dir),
             )
             items[host.name] = item
         units = [[item] for item in items.values() if item.group is None]
@@ -188,9 +191,9 @@ def execute(inventory: Inventory, plan: dict, out_root: Path, previous: "Previou
     gather_group_runs(entries, inventory.groups)
     for name, entry in entries.items():
         if interrupted and not complete[name] and not entry["error"]:
-            entry["error"] = INTERRUPTED
+            entry["error"] = stop_signals.reason()
         settle(entry, complete[name])
-    bundle = new_bundle(run_id, started, plan, list(entries.values()), INTERRUPTED if interrupted else None)
+    bundle = new_bundle(run_id, started, plan, list(entries.values()), stop_signals.reason() if interrupted else None)
     if verification is not None:
         bundle["verification"] = verification
     path = run_dir / "bundle.json"
@@ -198,7 +201,8 @@ def execute(inventory: Inventory, plan: dict, out_root: Path, previous: "Previou
 
 
 def _run_units(units: list, progress: HostProgress) -> bool:
-    """Every unit (a host, or a group's members) in a thread of its own; True when Ctrl-C stopped them."""
+    """Every unit (a host, or a group's members) in a thread of its own; True when Ctrl-C (or
+    SIGTERM, SIGHUP: see stop_signals) stopped them."""
 
     def run_unit(unit: list) -> None:
         if len(unit) == 1:
@@ -220,7 +224,7 @@ def _run_units(units: list, progress: HostProgress) -> bool:
         interrupted = True
         for unit in units:
             for item in unit:
-                item.runtime.cancel(INTERRUPTED)
+                item.runtime.cancel(stop_signals.reason())
         for future in futures:
             future.exception()
     finally:

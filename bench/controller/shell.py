@@ -101,8 +101,9 @@ class LocalShell(Shell):
             with self._lock:
                 # A session of its own: Ctrl-C reaches the controller, which then ends the command
                 # cleanly (the docker client must not pass it on and stop a container mid-launch).
-                self._process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                                 env=self._environment(), start_new_session=True)
+                # stdin is a pipe nobody writes to: it closes when this process dies, whatever kills it.
+                self._process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                                 text=True, env=self._environment(), start_new_session=True)
         except FileNotFoundError as err:
             raise CommandNotFound(argv[0]) from err
         stderr: list[str] = []

@@ -26,6 +26,7 @@ class AgentJob:
     skip_launch_ids: frozenset = frozenset()
     agent_args: list = field(default_factory=list)  # multi-node placement, added by the group runner
     extra_env: dict = field(default_factory=dict)  # for the ranks, on top of the host's env (group interfaces)
+    history: "dict | None" = None  # launch durations of an earlier run of this plan here (bench/agent/history.py)
 
     def agent_command(self, entry: list[str], plan_path: str, out_dir: str, *flags: str) -> list[str]:
         """entry: how the host starts the agent, e.g. [python, "-m", "bench.agent"] or [python, "agent.pyz"]."""
@@ -33,6 +34,8 @@ class AgentJob:
         command = [*entry, "run", "--plan", plan_path, "--out", out_dir, "--env", json.dumps(env), *flags, *self.agent_args]
         if self.skip_launch_ids:
             command += ["--skip", ",".join(sorted(self.skip_launch_ids))]
+        if self.history:
+            command += ["--history", json.dumps(self.history)]
         return command
 
 

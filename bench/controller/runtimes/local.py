@@ -16,12 +16,15 @@ class LocalRuntime(Runtime):
     def __init__(self) -> None:
         pythonpath = os.pathsep.join(filter(None, [REPO_ROOT, os.environ.get("PYTHONPATH")]))
         self._shell = LocalShell({"PYTHONPATH": pythonpath})
+        self._cancelled = ""
 
     def run(self, job: AgentJob) -> dict:
         job.result_dir.mkdir(parents=True, exist_ok=True)
         plan_path = job.result_dir / "plan.json"
         plan_path.write_text(json.dumps(job.plan))
-        command = job.agent_command([sys.executable, "-m", "bench.agent"], str(plan_path), str(job.result_dir))
+        # The agent's stdin is a pipe from this process: when the controller is killed (kill -9),
+        # it closes and the agent ends its ranks instead of running on unseen.
+        command = job.agent_command([sys.executable, "-m", "bench.agent"], str(plan_path), str(job.result_dir), "--stop-on-stdin-eof")
         errors = []
         on_line = agent_output_listener(job, errors)
         done = self._shell.stream(command, on_line)
@@ -29,10 +32,13 @@ class LocalRuntime(Runtime):
         if errors:
             raise HostError(errors[0])
         if not raw_path.exists():
+            if self._cancelled:
+                raise HostError(f"the agent was ended: {self._cancelled}")
             last = done.stderr.strip().splitlines()[-1:] or ["no output"]
             raise HostError(f"the agent exited with status {done.code} before writing results: {last[0].strip()}")
         return json.loads(raw_path.read_text())
 
     def cancel(self, reason: str = INTERRUPTED) -> None:
         """End the agent (it ends its ranks); what it already wrote stays."""
+        self._cancelled = self._cancelled or reason
         self._shell.stop(reason)

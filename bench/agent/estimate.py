@@ -1,0 +1,163 @@
+"""How long a launch will take, before it runs: a cost model per suite, or the launch's own
+duration in an earlier run on the same machine.
+
+collectives: per point, (warm-up + timed + graph capture + check) calls of size x busbw factor /
+the transport's bus bandwidth, plus a fixed cost per point. ddp: start-up, compilation, then per
+configuration (warm-up + timed + profiled) steps of FLOPs / (the GPU's dense bf16 peak x an
+expected MFU) plus the gradient all-reduce. The figures below were fitted to the 2x H200 (NV18)
+runs of issue 13, 1-GPU runs on an H200 and this project's 2-core CI machine
+(benchmarks/results/plan_durations.md); they aim within 2x, which is what the run checks (an
+ETA off by more than that is said in the log).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bench.agent.gpu_peaks import dense_bf16_peak_tflops
+from bench.agent.models import gpt
+
+LAUNCH_START_S = {"gpu": 8.0, "cpu": 10.0}  # torchrun, imports, process group
+POINT_OVERHEAD_S = {"gpu": 0.05, "cpu": 0.01}  # buffers, graph capture, the check's comparison
+CALL_LATENCY_S = {"gpu": 20e-6, "cpu": 300e-6}
+# Bus bandwidth (GB/s) an all-reduce reaches on large messages, per transport preset.
+GPU_BUSBW_GBPS = {"p2p_off": {5: 25.0, 4: 12.0}, "socket": 3.5, "ib": 20.0, "gloo": 0.75}
+NVLINK_BUSBW_GBPS, PCIE_P2P_BUSBW_GBPS = 300.0, {5: 40.0, 4: 20.0}
+LOCAL_GBPS = {"gpu": 1000.0, "cpu": 5.0}  # one rank: a copy in memory
+CPU_GLOO_BUSBW_GBPS = 1.0
+
+DDP_START_S = {"gpu": 6.0, "cpu": 5.0}  # model built and wrapped, optimizer, data
+COMPILE_S_PER_LAYER, COMPILE_BASE_S = 0.9, 5.0  # torch.compile of a GPT, once per launch (H200: gpt2 30 s, gpt2-large 52 s with start-up)
+UNET_COMPILE_S = 240.0  # SDXL's UNet: recompiled per global batch (issue 13)
+GPT_MFU = 0.4  # gpt2 on one H200: 40.7% (attention FLOPs counted)
+FP32_OF_BF16_PEAK = 0.5  # TF32 tensor cores: half the bf16 rate on H100/H200 and RTX 3090
+UNKNOWN_PEAK_TFLOPS = 100.0
+UNET_TRAIN_FLOPS_PER_SAMPLE = {"sdxl-unet": 19e12, "tiny-unet": 2e9}  # forward, backward, recompute
+UNET_MFU = {"compiled": 0.13, "eager": 0.11}  # compiled: issue 13 (2.41 s at batch 16); eager: a guess, not measured
+UNET_PARAMS = {"sdxl-unet": 2.6e9, "tiny-unet": 2e6}
+UNET_BUILD_S = {"gpu": 20.0, "cpu": 2.0}  # 2.6B parameters made and moved to the GPU
+STEP_OVERHEAD_S = {"gpu": 0.01, "cpu": 0.08}  # Python, the optimizer's launches
+CPU_FLOPS_PER_CORE = 4e9  # what a training step reaches, Python's overhead included
+
+
+@dataclass(frozen=True)
+class Machine:
+    """What the cost model needs from the fingerprint."""
+
+    gpu_name: str
+    gpu_count: int
+    nvlink: bool
+    pcie_gen: int
+    logical_cpus: int
+
+    @classmethod
+    def of(cls, fingerprint: dict) -> "Machine":
+        gpus = fingerprint.get("gpus") or []
+        first = gpus[0] if gpus else {}
+        return cls(
+            gpu_name=first.get("name") or "",
+            gpu_count=len(gpus),
+            nvlink=any((g.get("nvlink") or {}).get("active_links") for g in gpus),
+            pcie_gen=min(((g.get("pcie") or {}).get("gen_max") or 4 for g in gpus), default=4),
+            logical_cpus=(fingerprint.get("cpu") or {}).get("logical_cpus") or 1,
+        )
+
+    @property
+    def kind(self) -> str:
+        return "gpu" if self.gpu_count else "cpu"
+
+
+def configurations(suite: str, params: dict, world_size: int) -> int:
+    """How many runs (configuration points) a launch records."""
+    if suite == "ddp":
+        return len(params.get("global_batches") or [None])
+    sizes = _sizes(params)
+    total = 0
+    for op in params["ops"]:
+        for _ in params["dtypes"]:
+            if op == "sendrecv":
+                total += len(params.get("p2p_sizes_bytes") or [params["end_bytes"]]) * world_size * (world_size - 1)
+            else:
+                total += len(sizes) * (len(set(params["in_place"])) if op in ("all_gather", "reduce_scatter") else 1)
+    return total
+
+
+def launch_seconds(suite: str, preset: str, params: dict, world_size: int, machine: Machine) -> float:
+    if suite == "collectives":
+        return LAUNCH_START_S[machine.kind] + _collectives_s(preset, params, world_size, machine)
+    return LAUNCH_START_S[machine.kind] + _ddp_s(preset, params, world_size, machine)
+
+
+def _sizes(params: dict) -> list[int]:
+    sizes, size = [], params["begin_bytes"]
+    while size <= params["end_bytes"]:
+        sizes.append(size)
+        size *= params["factor"]
+    return sizes
+
+
+def _busbw_gbps(preset: str, world_size: int, machine: Machine) -> float:
+    if world_size == 1:
+        return LOCAL_GBPS[machine.kind]
+    if machine.kind == "cpu":
+        return CPU_GLOO_BUSBW_GBPS
+    if preset == "default":
+        return NVLINK_BUSBW_GBPS if machine.nvlink else PCIE_P2P_BUSBW_GBPS.get(machine.pcie_gen, 10.0)
+    figure = GPU_BUSBW_GBPS.get(preset, 5.0)
+    return figure.get(machine.pcie_gen, 6.0) if isinstance(figure, dict) else figure
+
+
+def _collectives_s(preset: str, params: dict, world_size: int, machine: Machine) -> float:
+    kind = machine.kind
+    graph = kind == "gpu" and params.get("cuda_graph", True) and preset != "gloo"
+    calls = params["warmup_iters"] + params["repetitions"] * params["iters"] + 1 + (2 * params["iters"] if graph else 0)
+    busbw = _busbw_gbps(preset, world_size, machine) * 1e9
+    factor = 2 * (world_size - 1) / world_size if world_size > 1 else 1.0
+    total = 0.0
+    for op in params["ops"]:
+        for _ in params["dtypes"]:
+            if op == "sendrecv":
+                for size in params.get("p2p_sizes_bytes") or [params["end_bytes"]]:
+                    pairs = world_size * (world_size - 1)
+                    total += pairs * (calls * (CALL_LATENCY_S[kind] + size / busbw) + POINT_OVERHEAD_S[kind])
+                continue
+            placements = len(set(params["in_place"])) if op in ("all_gather", "reduce_scatter") else 1
+            for size in _sizes(params):
+                per_call = CALL_LATENCY_S[kind] + size * factor / busbw
+                total += placements * (calls * per_call + POINT_OVERHEAD_S[kind])
+    return total
+
+
+def _ddp_s(preset: str, params: dict, world_size: int, machine: Machine) -> float:
+    kind, model = machine.kind, params["model"]
+    compiled = kind == "gpu" and params.get("compile", True)
+    steps = params.get("warmup_steps", 0) + params["steps"] + (params.get("profile_steps", 3) if kind == "gpu" else 0)
+    batches = params.get("global_batches") or [params["micro_batch"] * params.get("grad_accum", 1) * world_size]
+    if kind == "gpu":
+        peak = (dense_bf16_peak_tflops(machine.gpu_name) or UNKNOWN_PEAK_TFLOPS) * 1e12
+    else:
+        peak = CPU_FLOPS_PER_CORE * machine.logical_cpus / world_size
+    total = DDP_START_S[kind]
+    if model in gpt.PRESETS:
+        cfg = gpt.PRESETS[model]
+        n_params = 12 * cfg.n_layer * cfg.n_embd ** 2 + cfg.vocab_size * cfg.n_embd
+        flops_per_sample = (6 * n_params + 12 * cfg.n_layer * cfg.n_embd * params["seq_len"]) * params["seq_len"]
+        precision = params.get("precision", "bf16")
+        rate = peak if kind == "cpu" else peak * GPT_MFU * (1.0 if precision == "bf16" else FP32_OF_BF16_PEAK)
+        if compiled:
+            total += COMPILE_BASE_S + COMPILE_S_PER_LAYER * cfg.n_layer
+    else:
+        n_params = UNET_PARAMS.get(model, 2.6e9)
+        flops_per_sample = UNET_TRAIN_FLOPS_PER_SAMPLE.get(model, 19e12)
+        rate = peak * UNET_MFU["compiled" if compiled else "eager"] if kind == "gpu" else peak
+        total += UNET_BUILD_S[kind]
+        if compiled:
+            total += UNET_COMPILE_S * len(batches)
+    half = params.get("weights_dtype") == "bfloat16" or params.get("grad_reduce_dtype") == "bf16"
+    grad_bytes = n_params * (2 if half else 4)
+    allreduce_s = 0.0 if world_size == 1 else grad_bytes * 2 * (world_size - 1) / world_size / (_busbw_gbps(preset, world_size, machine) * 1e9)
+    for batch in batches:
+        step_s = batch / world_size * flops_per_sample / rate + allreduce_s + STEP_OVERHEAD_S[kind]
+        total += steps * step_s
+    return total
+

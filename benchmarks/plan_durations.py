@@ -1,0 +1,63 @@
+"""Each shipped plan's estimated duration (bench/agent/estimate.py) on the machines its
+description names: 2x H200 (NVLink NV18, PCIe 5) and 2x RTX 3090 (no NVLink, PCIe 4), plus
+this machine when it has a GPU or not. Start-up of the controller and the report (a few
+seconds) are not in it.
+
+    python benchmarks/plan_durations.py [PLAN ...]
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.agent import estimate  # noqa: E402
+from bench.agent.runner import Hardware, plan_launches  # noqa: E402
+from bench.controller.plans import load_plan, plan_names  # noqa: E402
+from bench.controller.progress import describe_s  # noqa: E402
+
+GIB = 1 << 30
+
+
+def gpus(name: str, count: int, memory_gib: int, nvlink_links: int, pcie_gen: int) -> dict:
+    gpu = {"name": name, "memory_total_bytes": memory_gib * GIB, "nvlink": {"active_links": nvlink_links},
+           "pcie": {"gen_max": pcie_gen}}
+    return {"gpus": [dict(gpu, index=i) for i in range(count)], "cpu": {"logical_cpus": 32}, "network": {}}
+
+
+MACHINES = {
+    "2x H200 (NV18)": gpus("NVIDIA H200", 2, 141, 18, 5),
+    "2x RTX 3090 (PCIe 4)": gpus("NVIDIA GeForce RTX 3090", 2, 24, 0, 4),
+    "CPU, 2 cores": {"gpus": [], "cpu": {"logical_cpus": 2}, "network": {}},
+}
+
+
+def plan_seconds(plan: dict, fingerprint: dict) -> tuple[float, int, int]:
+    """(estimated seconds, launches run, configurations) of the plan on that machine."""
+    machine = estimate.Machine.of(fingerprint)
+    total, launches, points = 0.0, 0, 0
+    for launch in plan_launches(plan, Hardware.of(fingerprint)):
+        if launch.skipped_reason:
+            continue
+        total += estimate.launch_seconds(launch.suite, launch.preset, launch.params, launch.world_size, machine)
+        launches += 1
+        points += estimate.configurations(launch.suite, launch.params, launch.world_size)
+    return total, launches, points
+
+
+def main(names: list[str]) -> None:
+    print("| plan | timeout_s | " + " | ".join(MACHINES) + " |")
+    print("|---|---|" + "---|" * len(MACHINES))
+    for name in names or plan_names():
+        plan = load_plan(name)
+        cells = []
+        for fingerprint in MACHINES.values():
+            seconds, launches, points = plan_seconds(plan, fingerprint)
+            cells.append(f"{describe_s(seconds)} ({launches} launches, {points} configurations)")
+        print(f"| {name} | {plan['timeout_s']:g} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,80 @@
+"""Say it before, show it during: the launches and their estimated duration before the first
+one (an earlier run of the plan here, else the cost model), one line per finished configuration
+with the elapsed time and an ETA, a plan that cannot finish within its own timeout_s refused
+before anything runs, and the shipped plans' budgets."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import yaml
+
+from bench.agent import estimate
+from bench.agent.runner import eta_off
+from bench.bundle import read_bundle
+from bench.controller.plans import load_plan
+from bench.controller.progress import describe_s
+from benchmarks import plan_durations
+from tests.conftest import TEST_PLANS, bundle_path_from, cli
+
+
+def test_the_run_announces_its_launches_and_reports_each_configuration(quick_run, quick_bundle):
+    stderr = quick_run[0].stderr
+    assert re.search(r"^\[local\] 3 launches, estimated (\d+ min )?\d+ s in all: "
+                     r"00-collectives-default-ws2 \(7 configurations, ~\d+ s\), 01-ddp-default-ws1 \(1 configuration, ~", stderr, re.M)
+    points = [line for line in stderr.splitlines() if line.startswith("[local] 00-collectives-default-ws2 ") and "/7 " in line]
+    runs = [r for r in quick_bundle["hosts"][0]["runs"] if r["launch_id"] == "00-collectives-default-ws2"]
+    assert len(points) == len(runs) == 7
+    assert points[0].startswith("[local] 00-collectives-default-ws2 1/7 all_reduce float32 4096 bytes (elapsed ")
+    assert all(re.search(r"\(elapsed (\d+ min )?\d+ s; ETA (\d+ min )?\d+ s\)$", line) for line in points)
+    assert re.search(r"^\[local\] 01-ddp-default-ws2 ok \((\d+ min )?\d+ s; estimated (\d+ min )?\d+ s\)$", stderr, re.M)
+
+
+def test_a_plan_estimated_past_its_timeout_is_refused_before_anything_runs(tmp_path):
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(yaml.safe_dump({"name": "too-long", "timeout_s": 5, "suites": [{
+        "suite": "ddp", "world_sizes": [2],
+        "params": {"model": "tiny", "micro_batch": 2, "seq_len": 32, "steps": 1000, "warmup_steps": 1, "precision": "fp32"}}]}))
+    done = cli("run", "--plan", str(plan), "--out", str(tmp_path / "results"))
+    assert done.returncode == 1
+    assert re.search(r"error: host local: failed: launch 00-ddp-default-ws2 is estimated at \d+ s on this host, "
+                     r"longer than the plan's timeout_s 5: raise timeout_s, or trim the entry", done.stderr)
+    assert not list(tmp_path.glob("results/*/hosts/local/launches"))
+
+
+@pytest.mark.parametrize("duration_s, estimate_s, said", [
+    (100, 40, "more than 2x the estimate"), (100, 250, "less than 1/2 of the estimate"), (100, 60, ""), (100, 190, ""),
+])
+def test_an_eta_off_by_more_than_2x_is_said(duration_s, estimate_s, said):
+    assert (said in eta_off(duration_s, estimate_s)) and bool(said) == bool(eta_off(duration_s, estimate_s))
+
+
+# Issue 13's budgets on 2x H200, start-up and compilation included.
+BUDGETS_S = {"quick": 90, "seed001": 240, "seed002": 480, "seed000": 600, "collectives-sweep": 360}
+
+
+@pytest.mark.parametrize("name", sorted(BUDGETS_S))
+def test_each_shipped_plan_fits_its_budget_on_2x_h200_by_the_cost_model(name):
+    seconds, _, points = plan_durations.plan_seconds(load_plan(name), plan_durations.MACHINES["2x H200 (NV18)"])
+    assert seconds <= BUDGETS_S[name] and points > 0
+
+
+def test_configurations_count_the_sendrecv_matrix_and_both_placements():
+    params = {"ops": ["all_gather", "sendrecv"], "dtypes": ["float32"], "in_place": [False, True],
+              "begin_bytes": 1024, "end_bytes": 4096, "factor": 2, "p2p_sizes_bytes": [1024]}
+    assert estimate.configurations("collectives", params, 4) == 3 * 2 + 4 * 3
+
+
+def test_an_earlier_run_of_the_plan_here_gives_the_estimate(tmp_path):
+    out = tmp_path / "results"
+    plan = str(TEST_PLANS / "short-second-launch.yaml")
+    first = cli("run", "--plan", plan, "--out", str(out))
+    assert first.returncode == 0, first.stderr
+    durations = {l["id"]: l["duration_s"] for l in read_bundle(bundle_path_from(first.stdout))["hosts"][0]["launches"]}
+    second = cli("run", "--plan", plan, "--out", str(out))
+    assert second.returncode == 0, second.stderr
+    announced = next(line for line in second.stderr.splitlines() if " launches, estimated " in line)
+    for launch, seconds in durations.items():
+        seconds_said = re.escape(describe_s(round(seconds, 1)))  # the agent keeps 0.1 s
+        assert re.search(re.escape(launch) + r" \(\d+ configurations?, ~" + seconds_said + r", as measured before\)", announced)
