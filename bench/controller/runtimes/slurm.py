@@ -264,8 +264,10 @@ class SlurmRuntime(NativeRuntime):
                     job.progress({"event": "stage", "stage": f"job {self.job_id} running on {','.join(self.scheduler_job['nodes'])}"})
                 events.read(self._connection, host, on_line)
             if state not in ACTIVE:
-                events.read(self._connection, host, on_line)
-                return self._end_state(job)
+                ended = self._end_state(job)
+                if ended["state"].split("+")[0] not in ACTIVE:  # squeue can miss a job scontrol still shows running
+                    events.read(self._connection, host, on_line)
+                    return ended
             time.sleep(poll_s)
 
     def _cancel_job(self, job: AgentJob, on_line, events: "_Tail", reason: str) -> NoReturn:
