@@ -12,7 +12,8 @@ from dataclasses import replace
 from bench.report.document import Table
 from bench.report.merge import Comparison, HostEntry, RunEntry, configuration
 from bench.report.units import human_bytes
-from bench.report.series import Bar, Prediction, Spread, group_label, workload
+from bench.report.series import Bar, Prediction, group_label, pooled, workload
+from bench.stats import LEVEL_LABEL, Spread
 
 
 def spread(value: Spread, factor: float = 1.0, fmt: str = ".3g") -> str:
@@ -26,7 +27,7 @@ def _percent(value: Spread) -> str:
 
 
 def _pooled(entries: list[RunEntry], metric: str) -> "Spread | None":
-    samples = [s for entry in entries for s in entry.samples(metric)]
+    samples = pooled(entries, metric)
     return Spread.of(samples) if samples else None
 
 
@@ -162,7 +163,7 @@ def ddp_table(comparison: Comparison, bars: list[Bar], predictions: list[Predict
     if not rows:
         return None
     return Table(["host", "GPUs and link", "transport", "model", "recipe", "GPUs", "global batch", "accum",
-                  "step ms median [p5, p95]", "per-sample × GPUs ms", "samples/s", "scaling % [90% CI]",
+                  "step ms median [p5, p95]", "per-sample × GPUs ms", "samples/s", f"scaling % [{LEVEL_LABEL}]",
                   "predicted step ms", "MFU %", "peak memory", "bundles"], rows)
 
 

@@ -13,11 +13,11 @@ from dataclasses import asdict, dataclass, field, replace
 
 from bench.errors import UserError
 from bench.verify.machines import differences
-from bench.verify.ratio import ratio_of_medians
+from bench.stats import LEVEL, Spread, cv, ratio_of_medians
 
 HEADLINE = {"collectives": "busbw_gbps", "ddp": "step_time_s"}
 DEFAULT_TOLERANCE = 0.05
-VERDICTS = ("reproduced", "faster", "slower", "not comparable", "failed")
+VERDICTS = ("reproduced", "inconclusive", "faster", "slower", "not comparable", "failed")
 
 
 def higher_is_better(metric: str) -> bool:
@@ -99,11 +99,33 @@ class RunVerdict:
         return asdict(self)
 
 
-def verdict_of(ratio: float, tolerance: float, metric: str) -> str:
-    """Within a factor 1+tolerance either way is reproduced; otherwise the metric's direction decides."""
-    if ratio > 0 and max(ratio, 1 / ratio) <= 1 + tolerance:
+def band(tolerance: float) -> tuple[float, float]:
+    """The ratios that count as the same: within a factor 1 + tolerance either way."""
+    return 1 / (1 + tolerance), 1 + tolerance
+
+
+def verdict_of(ratio: Spread, tolerance: float, metric: str) -> str:
+    """"reproduced" when the ratio's whole interval lies inside the band, "faster"/"slower" when it
+    lies wholly outside (the metric's direction decides which), "inconclusive" when it straddles an edge."""
+    low, high = band(tolerance)
+    if ratio.low is None:
+        return "inconclusive"
+    if low <= ratio.low and ratio.high <= high:
         return "reproduced"
-    return "faster" if (ratio > 1) == higher_is_better(metric) else "slower"
+    if ratio.high < low or ratio.low > high:
+        return "faster" if (ratio.median > 1) == higher_is_better(metric) else "slower"
+    return "inconclusive"
+
+
+def why_inconclusive(ratio: Spread, tolerance: float, original: list, new: list) -> str:
+    """Why the interval is too wide to judge, and what would settle it."""
+    if ratio.low is None:
+        return "the original's samples hold a non-positive value: no interval"
+    return (
+        f"the {LEVEL:.0%} interval straddles the band +-{tolerance:.3g} (CV original {cv(original):.1%} n={len(original)}, "
+        f"new {cv(new):.1%} n={len(new)}); more samples settle it: raise the entry's repetitions or steps, "
+        f"or rerun on a quieter machine"
+    )
 
 
 def _compare_run(base: RunVerdict, run: dict, new_run: "dict | None", machine_differs: list, tolerances: dict, new_error: "str | None") -> RunVerdict:
@@ -128,11 +150,13 @@ def _compare_run(base: RunVerdict, run: dict, new_run: "dict | None", machine_di
     if base.original_median <= 0:
         return replace(base, verdict="not comparable", reason=f"the original median of {base.metric} is not positive")
     new_samples = new_run["metrics"][base.metric]["samples"]
-    ratio = ratio_of_medians(samples, new_samples)
+    ratio = ratio_of_medians(new_samples, samples)
     tolerance = tolerances[base.metric]
+    verdict = verdict_of(ratio, tolerance, base.metric)
     return replace(
-        base, new_median=statistics.median(new_samples), ratio=ratio.value, ci_low=ratio.low, ci_high=ratio.high,
-        tolerance=tolerance, verdict=verdict_of(ratio.value, tolerance, base.metric),
+        base, new_median=statistics.median(new_samples), ratio=ratio.median, ci_low=ratio.low, ci_high=ratio.high,
+        tolerance=tolerance, verdict=verdict,
+        reason=why_inconclusive(ratio, tolerance, samples, new_samples) if verdict == "inconclusive" else None,
     )
 
 
@@ -168,7 +192,28 @@ def compare_bundles(original: dict, new: dict, tolerances: dict, pairs: "list[tu
     return verdicts
 
 
-def passed(verdicts: "list[RunVerdict]") -> bool:
-    """True when some run was compared and every compared run reproduced; a run the rerun lost counts against."""
-    compared = [v for v in verdicts if v.verdict != "not comparable"]
-    return bool(compared) and all(v.verdict == "reproduced" for v in compared)
+def plan_differences(original: dict, new: dict) -> list[str]:
+    """What differs between two bundles' plans, beyond name and description; [] when they are one plan."""
+    ignored = ("name", "description")
+    a = {k: v for k, v in original["plan"].items() if k not in ignored}
+    b = {k: v for k, v in new["plan"].items() if k not in ignored}
+    differ = [k for k in sorted({*a, *b}) if k != "suites" and a.get(k) != b.get(k)]
+    suites_a, suites_b = a.get("suites", []), b.get("suites", [])
+    if len(suites_a) != len(suites_b):
+        differ.append(f"suites ({len(suites_a)} entries against {len(suites_b)})")
+    else:
+        differ += [f"suites[{i}] ({x.get('suite')})" for i, (x, y) in enumerate(zip(suites_a, suites_b)) if x != y]
+    return differ
+
+
+OUTCOMES = ("passed", "failed", "inconclusive", "not comparable")
+
+
+def outcome(verdicts: "list[RunVerdict]") -> str:
+    """passed: some run compared and every compared run reproduced; failed: a run was slower,
+    faster or lost by the rerun, or none could be compared; inconclusive: none failed but some
+    interval was too wide to judge."""
+    compared = [v.verdict for v in verdicts if v.verdict != "not comparable"]
+    if not compared or any(v in ("faster", "slower", "failed") for v in compared):
+        return "failed"
+    return "inconclusive" if "inconclusive" in compared else "passed"

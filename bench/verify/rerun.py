@@ -55,8 +55,8 @@ def plan_rerun(original: dict, signature: Signature, inventory: Inventory, pairs
 
 
 def verify(bundle_path: Path, hosts_path: Path, out_root: Path, *, image: "str | None", tolerances: dict,
-           host_map: dict, allowed_signers: "Path | None", require_signature: bool) -> tuple[bool, str, Path, dict, tuple[Path, Path]]:
-    """(passed, verdict markdown, new bundle path, new bundle, verdict paths)."""
+           host_map: dict, allowed_signers: "Path | None", require_signature: bool) -> tuple[str, str, Path, dict, tuple[Path, Path]]:
+    """(outcome, verdict markdown, new bundle path, new bundle, verdict paths)."""
     original = read_bundle(bundle_path)
     signature = check_signature(bundle_path, allowed_signers, require_signature)
     plan = plans.check(original["plan"], f"{bundle_path}: plan")
@@ -64,5 +64,5 @@ def verify(bundle_path: Path, hosts_path: Path, out_root: Path, *, image: "str |
     pairs, rule = match_hosts([h["name"] for h in original["hosts"]], [h.name for h in inventory.hosts], host_map)
     inventory, verification = plan_rerun(original, signature, inventory, pairs, rule, image)
     path, new = execute(inventory, plan, out_root, verification=verification)
-    ok, text, verdict_paths = judge(original, signature, new, Signature("unsigned"), tolerances, host_map, path.parent)
-    return ok, text, path, new, verdict_paths
+    result, text, verdict_paths = judge(original, signature, new, Signature("unsigned"), tolerances, host_map, path.parent)
+    return result, text, path, new, verdict_paths

@@ -86,7 +86,7 @@ def test_tables_give_median_spread_and_n_and_flag_the_transport_mismatch(report,
     assert any(r[2] == "p2p_off via P2P ⚠ transport mismatch" for r in collectives)
     assert "Transport mismatch in" in md
     ddp_header = next(line for line in md.splitlines() if "step ms median [p5, p95]" in line)
-    assert "scaling % [90% CI]" in ddp_header and "predicted step ms" in ddp_header
+    assert "scaling % [95% CI]" in ddp_header and "predicted step ms" in ddp_header
     assert re.search(r"\| rig-3090 \| 2x RTX 3090, NVLink NV4 \| default via P2P \| tiny \| fp32 \| 2 \| 8 \| \d+ \| "
                      r"[\d.]+ \[[\d.]+, [\d.]+\] n=4 \|", md)
     assert "| 95.2% [" in md  # rig-3090 scales at 1 / 1.05
