@@ -21,6 +21,7 @@ from matplotlib.ticker import FuncFormatter
 
 from bench.report.merge import Series
 from bench.report.series import Bar, Line, P2PMatrix, Prediction, Workload
+from bench.stats import METHOD
 from bench.report.units import human_bytes, time_unit
 
 WIDTH_IN = 8.0
@@ -30,7 +31,7 @@ PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e
 SPREAD_CAPTION = "Error bars: p5-p95 of the samples (pooled over the bundles of one series)."
 EFFICIENCY_CAPTION = (
     "Scaling efficiency = per-sample time x #GPUs on 1 GPU / the same on N GPUs (seed 000's metric; 100% is "
-    "perfect scaling). Error bars: 90% bootstrap confidence interval of that ratio of medians (1,000 resamples)."
+    f"perfect scaling). Error bars: {METHOD}."
 )
 PREDICTION_CAPTION = (
     "Seed 002's model: predicted step time = the step's compute (1-GPU step time at this global batch / #GPUs) "
