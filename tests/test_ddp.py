@@ -98,6 +98,27 @@ def test_sweep_reaches_each_global_batch_by_accumulation(sweep):
     assert sweep["hosts"][0]["status"] == "ok"
 
 
+def test_cpu_baseline_gets_the_threads_and_cores_per_rank_of_the_n_rank_runs(sweep):
+    # Planned without a hosts-file override: 2 cores, 2 ranks at most, so 1 thread per rank for
+    # the 1-rank baseline too (torchrun alone would give it every core).
+    plan = {"suites": [{"suite": "ddp", "world_sizes": [1, 2], "params": TINY_GPT},
+                       {"suite": "ddp", "world_sizes": [1], "params": TINY_GPT}]}
+    launches = plan_launches(plan, CPU_HOST)
+    assert {(l.world_size, l.env["OMP_NUM_THREADS"], l.threads_per_rank) for l in launches} == {(1, "1", 1), (2, "1", 1)}
+    # And as the sweep recorded it: the same threads per rank, each rank on cores of its own.
+    resources = {l["world_size"]: l["resources"] for l in sweep["hosts"][0]["launches"]}
+    assert resources[1]["threads_per_rank"] == resources[2]["threads_per_rank"] == 1
+    if len(os.sched_getaffinity(0)) >= 2:
+        first, second = resources[2]["cpus_of_local_ranks"]
+        assert resources[1]["cpus_of_local_ranks"] == [first] and not set(first) & set(second)
+
+
+def test_warm_up_runs_until_steady_and_says_how_many_steps(sweep):
+    for run in ddp_runs(sweep):
+        count = run["metrics"]["warmup_steps_count"]["samples"]
+        assert len(count) == 1 and TINY_GPT["warmup_steps"] <= count[0] <= 20  # the plan's least and the default cap
+
+
 def test_metrics_arithmetic(sweep):
     for (world_size, global_batch), run in by_shape(sweep).items():
         steps = run["metrics"]["step_time_s"]["samples"]

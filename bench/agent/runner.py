@@ -89,6 +89,7 @@ class Launch:
     timeout_s: float
     skipped_reason: str = ""
     env: dict = field(default_factory=dict)
+    threads_per_rank: "int | None" = None  # CPU hosts: the same for every world size of an entry
 
     @property
     def world_size(self) -> int:
@@ -151,6 +152,10 @@ def _check_ddp(params: dict, world_size: int, preset_name: str, cuda: bool, node
 def plan_launches(plan: dict, hw: Hardware, nodes: Nodes = Nodes(), host_env: "dict | None" = None) -> list[Launch]:
     """Every launch the plan asks of this host, or a PlanError naming the first problem."""
     cuda = hw.gpu_count > 0
+    # On the CPU every rank of the plan gets the threads (and cores) the largest world size leaves
+    # each rank: a 1-rank baseline with all the cores would compare unlike resources.
+    largest = max((max(_resolve_world_sizes(e.get("world_sizes", ["all"]), hw)) for e in plan["suites"]), default=1)
+    threads_per_rank = max(1, hw.logical_cpus // largest)
     launches = []
     for index, entry in enumerate(plan["suites"]):
         suite = entry["suite"]
@@ -177,11 +182,12 @@ def plan_launches(plan: dict, hw: Hardware, nodes: Nodes = Nodes(), host_env: "d
                     skipped = f"one rank uses no link: its run is the one under {transports[0]!r}"
                 env = {**(BASE_NCCL_ENV if backend == "nccl" else {}), **preset.env, **entry.get("env", {}), **(host_env or {})}
                 if not cuda:
-                    env.setdefault("OMP_NUM_THREADS", str(max(1, hw.logical_cpus // per_node)))
+                    env.setdefault("OMP_NUM_THREADS", str(threads_per_rank))
                 launches.append(Launch(
                     id=f"{index:02d}-{suite}-{preset_name}-ws{world_size}",
                     suite=suite, preset=preset_name, backend=backend, nproc_per_node=per_node, nodes=nodes,
                     params=params, timeout_s=plan.get("timeout_s", 600), skipped_reason=skipped, env=env,
+                    threads_per_rank=None if cuda else int(env["OMP_NUM_THREADS"]),
                 ))
     return launches
 
@@ -190,6 +196,15 @@ def _tail(path: Path, lines: int = LOG_TAIL_LINES) -> list[str]:
     if not path.exists():
         return []
     return path.read_text(errors="replace").splitlines()[-lines:]
+
+
+def cpus_of_local_ranks(allowed: "set[int]", threads_per_rank: "int | None", nproc: int) -> "list[list[int]] | None":
+    """The cores each local rank is pinned to (a share of those this process may use, one core per
+    thread), or None where they do not divide: then the ranks share them as the kernel schedules."""
+    cores = sorted(allowed)
+    if threads_per_rank is None or threads_per_rank * nproc > len(cores):
+        return None
+    return [cores[r * threads_per_rank:(r + 1) * threads_per_rank] for r in range(nproc)]
 
 
 def run_launch(launch: Launch, out_dir: Path) -> tuple[dict, list[dict]]:
@@ -202,9 +217,12 @@ def run_launch(launch: Launch, out_dir: Path) -> tuple[dict, list[dict]]:
     work.mkdir(parents=True, exist_ok=True)
     spec_path, result_path, log_path = (work / f"{launch.id}{ext}" for ext in (".json", ".jsonl", ".log"))
     result_path.unlink(missing_ok=True)
+    cpus = cpus_of_local_ranks(os.sched_getaffinity(0), launch.threads_per_rank, launch.nproc_per_node)
+    summary["resources"] = {"threads_per_rank": launch.threads_per_rank, "cpus_of_local_ranks": cpus}
     spec_path.write_text(json.dumps({
         "suite": launch.suite, "params": launch.params, "backend": launch.backend,
         "timeout_s": launch.timeout_s, "result_path": str(result_path),
+        "threads_per_rank": launch.threads_per_rank, "cpus_of_local_ranks": cpus,
     }))
     command = [
         sys.executable, "-m", "torch.distributed.run", *launch.nodes.torchrun_args(),

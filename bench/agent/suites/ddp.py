@@ -142,9 +142,7 @@ def run_config(ctx: Context, params: dict, global_batch: int, build: Callable = 
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 
-    for _ in range(params["warmup_steps"]):
-        step()
-    ctx.sync()
+    warmup_count = warm_up(ctx, step, params)
     if ctx.is_cuda:
         torch.cuda.reset_peak_memory_stats(ctx.device)
     calls_before = calls[0] if calls else 0
@@ -157,6 +155,7 @@ def run_config(ctx: Context, params: dict, global_batch: int, build: Callable = 
     if ctx.world_size > 1:
         dist.all_reduce(memory, op=dist.ReduceOp.MAX)
     metrics["peak_memory_bytes"] = metric([memory.item()])
+    metrics["warmup_steps_count"] = metric([float(warmup_count)])
     # DDP reduces gradients in the weights' dtype (fp32 under autocast over fp32 weights) unless
     # the bf16 hook compresses them; one rank has no link to cross.
     reduced_element_bytes = 2 if params["grad_reduce_dtype"] == "bf16" else None
@@ -174,6 +173,37 @@ def run_config(ctx: Context, params: dict, global_batch: int, build: Callable = 
         "status": "ok",
         "metrics": metrics,
     }
+
+
+WARMUP_WINDOW = 3  # consecutive warm-up steps that must agree before timing starts
+
+
+def warm_up(ctx: Context, step: Callable[[], None], params: dict) -> int:
+    """Untimed steps until the last WARMUP_WINDOW step times lie within warmup_tolerance of their
+    median on every rank: at least warmup_steps, at most warmup_max_steps. The count run.
+
+    The first steps of a fresh process are several times slower (allocator, caches, lazy
+    initialisation); a fixed count that is too short leaves them among the timed samples."""
+    least, most = params["warmup_steps"], max(params["warmup_steps"], params["warmup_max_steps"])
+    times: list[float] = []
+    while len(times) < most:
+        begin = time.perf_counter()
+        step()
+        ctx.sync()
+        times.append(time.perf_counter() - begin)
+        if len(times) >= least and _steady_everywhere(ctx, times[-WARMUP_WINDOW:], params["warmup_tolerance"]):
+            break
+    return len(times)
+
+
+def _steady_everywhere(ctx: Context, window: list[float], tolerance: float) -> bool:
+    median = sorted(window)[len(window) // 2]
+    steady = len(window) == WARMUP_WINDOW and all(abs(t / median - 1) <= tolerance for t in window)
+    if ctx.world_size == 1:
+        return steady
+    agreed = torch.tensor([int(steady)], dtype=torch.int32, device=ctx.device)
+    dist.all_reduce(agreed, op=dist.ReduceOp.MIN)  # every rank stops warming up at the same step
+    return bool(agreed.item())
 
 
 def profiled_breakdown(ctx: Context, step: Callable[[], None], steps: int) -> dict:
