@@ -31,6 +31,12 @@ def _pooled(entries: list[RunEntry], metric: str) -> "Spread | None":
     return Spread.of(samples) if samples else None
 
 
+def _flags(entries: list[RunEntry]) -> str:
+    """" ⚠ code, ..." for the warnings of a row's runs (the warnings table below says why), else ""."""
+    codes = sorted({w["code"] for e in entries for w in e.run.get("warnings", [])})
+    return f" ⚠ {', '.join(codes)}" if codes else ""
+
+
 def _series_cells(entries: list[RunEntry]) -> list[str]:
     series = entries[0].series
     hosts = sorted({e.host.name for e in entries})
@@ -109,7 +115,7 @@ def collectives_table(comparison: Comparison) -> "Table | None":
         _, op, dtype, in_place, ws, size = key
         time = _pooled(group, "time_s")
         rows.append([*_series_cells(group), op, dtype, "in" if in_place else "out", str(ws), human_bytes(size),
-                     spread(_pooled(group, "busbw_gbps")), spread(_pooled(group, "algbw_gbps")),
+                     spread(_pooled(group, "busbw_gbps")) + _flags(group), spread(_pooled(group, "algbw_gbps")),
                      spread(time, 1e6, ".4g") if time else "-", _bundles(group)])
     if not rows:
         return None
@@ -154,7 +160,7 @@ def ddp_table(comparison: Comparison, bars: list[Bar], predictions: list[Predict
             spread(_pooled(group, "step_time_s"), 1e3, ".4g"),
             spread(_pooled(group, "per_sample_gpu_time_s"), 1e3, ".4g"),
             spread(_pooled(group, "samples_per_s"), 1, ".4g"),
-            _percent(eff) if eff else ("100% (baseline)" if ws == 1 else "-"),
+            (_percent(eff) if eff else ("100% (baseline)" if ws == 1 else "-")) + _flags(group),
             f"{predicted[(series, label)] * 1e3:.4g}" if (series, label) in predicted else "-",
             _percent(mfu) if mfu else "-",
             human_bytes(memory) if memory is not None else "-",
@@ -165,6 +171,17 @@ def ddp_table(comparison: Comparison, bars: list[Bar], predictions: list[Predict
     return Table(["host", "GPUs and link", "transport", "model", "recipe", "GPUs", "global batch", "accum",
                   "step ms median [p5, p95]", "per-sample × GPUs ms", "samples/s", f"scaling % [{LEVEL_LABEL}]",
                   "predicted step ms", "MFU %", "peak memory", "bundles"], rows)
+
+
+# --- Implausible figures ------------------------------------------------------------------
+
+def warnings_table(comparison: Comparison, suite: str) -> "Table | None":
+    """Every flagged figure of a suite's runs, with what is wrong and its likely cause."""
+    rows = [[e.host.name, e.host.run_id, _what(e.run), e.series.transport_label, w["code"], w["message"], w["likely_cause"]]
+            for e in comparison.runs if e.run["suite"] == suite for w in e.run.get("warnings", [])]
+    if not rows:
+        return None
+    return Table(["host", "bundle", "what", "transport", "warning", "figure", "likely cause"], rows)
 
 
 # --- What failed ----------------------------------------------------------------------------
