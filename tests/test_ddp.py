@@ -571,3 +571,15 @@ def test_seed_plans_are_shipped():
     assert {"seed000", "seed001", "seed002"} <= set(plan_names())
     for name in ("seed000", "seed001", "seed002"):
         assert f"Seed {name[-3:]}" in (PLANS_DIR / f"{name}.yaml").read_text()
+
+
+def test_samples_until_the_cv_target_or_the_time_cap(tmp_path):
+    # A CV no CPU reaches: sampling goes on, in batches of `steps`, until the 2 s cap.
+    plan = {"name": "steady", "suites": [{"suite": "ddp", "world_sizes": [2], "params": {
+        **TINY_GPT, "cv_target": 1e-9, "sampling_cap_s": 2}}]}
+    done, bundle = run_plan_on_cpu(tmp_path, plan)
+    assert done.returncode == 0, done.stderr
+    (run,) = ddp_runs(bundle)
+    samples = run["metrics"]["step_time_s"]["samples"]
+    assert len(samples) > TINY_GPT["steps"] and len(samples) % TINY_GPT["steps"] == 0
+    assert sum(samples) < 2 + 5 * max(samples)  # stopped at the cap, not much after

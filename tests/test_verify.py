@@ -17,7 +17,7 @@ from bench.controller.hosts import Host, Inventory
 from bench.errors import UserError
 from bench.stats import Spread, ratio_of_medians
 from bench.verify.compare import verdict_of
-from bench.verify.rerun import plan_rerun
+from bench.verify.rerun import as_tight_as_the_original, plan_rerun
 from bench.verify.signing import Signature
 
 REPO = Path(__file__).resolve().parents[1]
@@ -185,6 +185,21 @@ def test_bundles_of_different_plans_are_one_not_comparable_line(steady, tmp_path
     done = ddpbench("compare", steady, other, check_rc=4)
     assert "**NOT COMPARABLE: the plans differ (suites[1] (ddp)); compare bundles of one plan**" in done.stdout
     assert verdicts(other.parent) == [] and "| host |" not in done.stdout
+
+
+def test_a_rerun_samples_until_as_steady_as_the_original_and_is_still_the_same_plan(steady, original, tmp_path):
+    doc = load(original)
+    plan, deviations = as_tight_as_the_original(doc, doc["plan"])
+    targets = [entry["params"]["cv_target"] for entry in plan["suites"]]
+    assert all(0 < t < 1 for t in targets) and [d["field"] for d in deviations] == ["cv_target", "cv_target"]
+    assert doc["plan"]["suites"][0]["params"]["cv_target"] is None  # the original's plan is left as it was
+
+    def sampled_longer(doc: dict) -> None:
+        doc["plan"] = plan
+        for run in doc["hosts"][0]["runs"]:
+            run["params"]["cv_target"] = 0.01
+    rerun = derive(steady, tmp_path, "sampled-longer", sampled_longer)
+    ddpbench("compare", steady, rerun, check_rc=0)  # how long it sampled is not what it measured
 
 
 def test_a_run_the_rerun_lost_fails_the_verification(steady, tmp_path):

@@ -72,8 +72,16 @@ def match_hosts(original: "list[str]", new: "list[str]", explicit: dict) -> tupl
     return [(n, paired.get(n)) for n in original], (rule + " and --host-map" if explicit else rule)
 
 
+# How long a run sampled and warmed up, not what it measured: a rerun may set them otherwise.
+SAMPLING_PARAMS = frozenset({"cv_target", "sampling_cap_s", "warmup_max_steps", "warmup_tolerance"})
+
+
+def measured(params: dict) -> dict:
+    return {k: v for k, v in params.items() if k not in SAMPLING_PARAMS}
+
+
 def run_key(run: dict) -> tuple:
-    return (run["suite"], json.dumps(run["params"], sort_keys=True), run["transport"]["preset"], run["world_size"])
+    return (run["suite"], json.dumps(measured(run["params"]), sort_keys=True), run["transport"]["preset"], run["world_size"])
 
 
 @dataclass
@@ -193,12 +201,12 @@ def compare_bundles(original: dict, new: dict, tolerances: dict, pairs: "list[tu
 
 
 def plan_differences(original: dict, new: dict) -> list[str]:
-    """What differs between two bundles' plans, beyond name and description; [] when they are one plan."""
+    """What differs between two bundles' plans, beyond name, description and sampling; [] when they are one plan."""
     ignored = ("name", "description")
     a = {k: v for k, v in original["plan"].items() if k not in ignored}
     b = {k: v for k, v in new["plan"].items() if k not in ignored}
     differ = [k for k in sorted({*a, *b}) if k != "suites" and a.get(k) != b.get(k)]
-    suites_a, suites_b = a.get("suites", []), b.get("suites", [])
+    suites_a, suites_b = ([{**e, "params": measured(e.get("params", {}))} for e in p.get("suites", [])] for p in (a, b))
     if len(suites_a) != len(suites_b):
         differ.append(f"suites ({len(suites_a)} entries against {len(suites_b)})")
     else:

@@ -20,7 +20,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from bench.agent import copy_engine_allreduce, kernel_time, models, rank_errors
 from bench.agent.gpu_peaks import dense_bf16_peak_tflops
-from bench.agent.harness import Context, reduce_over_ranks
+from bench.agent.harness import Context, Sampling, reduce_over_ranks, sample_until_steady
 from bench.agent.stats import metric
 
 
@@ -146,7 +146,7 @@ def run_config(ctx: Context, params: dict, global_batch: int, build: Callable = 
     if ctx.is_cuda:
         torch.cuda.reset_peak_memory_stats(ctx.device)
     calls_before = calls[0] if calls else 0
-    local = time_steps(ctx, step, params["steps"])
+    local = sample_until_steady(ctx, lambda n: time_steps(ctx, step, n), params["steps"], Sampling.of(params))
     _, step_s = reduce_over_ranks(ctx, local)  # a step ends when its slowest rank does
 
     peak = dense_bf16_peak_tflops(torch.cuda.get_device_name(ctx.device)) if ctx.is_cuda else None
@@ -162,7 +162,7 @@ def run_config(ctx: Context, params: dict, global_batch: int, build: Callable = 
     grad_bytes = sum(p.numel() * (reduced_element_bytes or p.element_size()) for p in work.module.parameters() if p.requires_grad)
     metrics["grad_allreduce_bytes"] = metric([float(grad_bytes if ctx.world_size > 1 else 0)])
     if calls is not None:
-        metrics["allreduce_calls_per_step_count"] = metric([(calls[0] - calls_before) / params["steps"]])
+        metrics["allreduce_calls_per_step_count"] = metric([(calls[0] - calls_before) / len(local)])
     metrics.update(profiled_breakdown(ctx, step, params["profile_steps"]))  # after the counts: its steps are extra
     num_params = sum(p.numel() for p in work.module.parameters())
     return {
