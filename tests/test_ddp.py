@@ -553,7 +553,9 @@ def test_shipped_plan_runs_on_cpu(name, tmp_path):
     done, bundle = run_plan_on_cpu(tmp_path, name)
     assert done.returncode == 0, done.stderr
     host = bundle["hosts"][0]
-    assert host["status"] == "ok" and all(l["status"] == "ok" for l in host["launches"])
+    # Launches a CPU override makes identical to an earlier one are skipped, naming it.
+    assert host["status"] == "ok" and all(l["status"] == "ok" or l["error"].startswith("the same configuration as launch")
+                                          for l in host["launches"])
     assert host["runs"] and all(r["status"] == "ok" for r in host["runs"])
     has_allreduce = any(r["suite"] == "collectives" and r["params"]["op"] == "all_reduce" for r in host["runs"])
     for run in ddp_runs(bundle):
@@ -583,3 +585,12 @@ def test_samples_until_the_cv_target_or_the_time_cap(tmp_path):
     samples = run["metrics"]["step_time_s"]["samples"]
     assert len(samples) > TINY_GPT["steps"] and len(samples) % TINY_GPT["steps"] == 0
     assert sum(samples) < 2 + 5 * max(samples)  # stopped at the cap, not much after
+
+
+def test_entries_the_cpu_override_makes_one_configuration_run_once():
+    launches = plan_launches(load_plan("seed002"), CPU_HOST)
+    ran = [l.id for l in launches if not l.skipped_reason]
+    assert [l.id for l in launches if l.suite == "ddp"] == ["01-ddp-default-ws1", "01-ddp-default-ws2", "02-ddp-default-ws1", "02-ddp-default-ws2"]
+    assert ran == [l.id for l in launches if l.suite == "collectives"] + ["01-ddp-default-ws1", "01-ddp-default-ws2"]
+    second = {l.id: l.skipped_reason for l in launches}["02-ddp-default-ws1"]
+    assert second == "the same configuration as launch 01-ddp-default-ws1 (this host's cpu override makes them one)"

@@ -157,6 +157,7 @@ def plan_launches(plan: dict, hw: Hardware, nodes: Nodes = Nodes(), host_env: "d
     largest = max((max(_resolve_world_sizes(e.get("world_sizes", ["all"]), hw)) for e in plan["suites"]), default=1)
     threads_per_rank = max(1, hw.logical_cpus // largest)
     launches = []
+    first_of: dict = {}  # configuration -> the launch that runs it
     for index, entry in enumerate(plan["suites"]):
         suite = entry["suite"]
         override = dict(entry.get("gpu" if cuda else "cpu", {}))
@@ -183,8 +184,15 @@ def plan_launches(plan: dict, hw: Hardware, nodes: Nodes = Nodes(), host_env: "d
                 env = {**(BASE_NCCL_ENV if backend == "nccl" else {}), **preset.env, **entry.get("env", {}), **(host_env or {})}
                 if not cuda:
                     env.setdefault("OMP_NUM_THREADS", str(threads_per_rank))
+                # Overrides may map two entries onto one configuration (the CPU's tiny model for
+                # gpt2 and gpt2-large): it runs once, or its baseline would be counted twice.
+                configuration = json.dumps([suite, preset_name, per_node, params, env], sort_keys=True)
+                if not skipped and configuration in first_of:
+                    skipped = f"the same configuration as launch {first_of[configuration]} (this host's {'gpu' if cuda else 'cpu'} override makes them one)"
+                launch_id = f"{index:02d}-{suite}-{preset_name}-ws{world_size}"
+                first_of.setdefault(configuration, launch_id)
                 launches.append(Launch(
-                    id=f"{index:02d}-{suite}-{preset_name}-ws{world_size}",
+                    id=launch_id,
                     suite=suite, preset=preset_name, backend=backend, nproc_per_node=per_node, nodes=nodes,
                     params=params, timeout_s=plan.get("timeout_s", 600), skipped_reason=skipped, env=env,
                     threads_per_rank=None if cuda else int(env["OMP_NUM_THREADS"]),
