@@ -56,10 +56,13 @@ def original(hosts_file, tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def steady(original, tmp_path_factory) -> Path:
-    """The original with every metric's samples replaced by values within 0.5% of its median: the
-    verdicts of copies derived from it depend on the change made, not on this machine's noise."""
+    """The original with every metric's samples replaced by values within 0.5% of its median, as if
+    measured on an otherwise idle machine: the verdicts of copies derived from it depend on the
+    change made, not on this machine's noise."""
     def tighten(doc: dict) -> None:
         for host in doc["hosts"]:
+            for launch in host["launches"]:
+                launch["cpu_taken_by_others_fraction"] = 0.0
             for run in host["runs"]:
                 for metric in run["metrics"].values():
                     n, median = len(metric["samples"]), metric["summary"]["median"]
@@ -176,6 +179,18 @@ def test_inconclusive_rerun_says_why_and_exits_3(steady, tmp_path):
     assert [r["verdict"] for r in verdicts(noisy.parent)] == ["reproduced", "reproduced", "inconclusive"]
     assert "inconclusive: the 95% interval straddles the band +-0.05 (CV original 0.4% n=12, new" in done.stdout
     assert "INCONCLUSIVE: 1 of 3 compared runs could not be judged, none differed" in done.stdout
+
+
+def test_a_difference_measured_while_others_used_the_machine_is_inconclusive(steady, tmp_path):
+    def slower_on_a_busy_machine(doc: dict) -> None:
+        scale(1.25)(doc)
+        for launch in doc["hosts"][0]["launches"]:
+            launch["cpu_taken_by_others_fraction"] = 0.4
+    busy = derive(steady, tmp_path, "busy", slower_on_a_busy_machine)
+    done = ddpbench("compare", steady, busy, check_rc=3)
+    assert [r["verdict"] for r in verdicts(busy.parent)] == ["inconclusive"] * 3
+    assert ("slower beyond its interval, but other processes took new 40% of the machine's CPU while it ran "
+            "(above 10%): the difference may be theirs; rerun on an otherwise idle machine to settle it") in done.stdout
 
 
 def test_bundles_of_different_plans_are_one_not_comparable_line(steady, tmp_path):

@@ -12,6 +12,7 @@ import datetime
 import importlib.util
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -206,6 +207,38 @@ def _tail(path: Path, lines: int = LOG_TAIL_LINES) -> list[str]:
     return path.read_text(errors="replace").splitlines()[-lines:]
 
 
+def _machine_busy_s() -> "float | None":
+    """CPU-seconds the whole machine has been busy (all cores, every process), from /proc/stat."""
+    try:
+        with open("/proc/stat") as stat:
+            fields = [int(x) for x in stat.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return None
+    user, nice, system, _idle, _iowait, irq, softirq, steal = fields
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+def _own_cpu_s() -> float:
+    """CPU-seconds of this process and the children it has waited for (torchrun and its ranks)."""
+    return sum(getattr(resource.getrusage(who), f) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+               for f in ("ru_utime", "ru_stime"))
+
+
+class OthersShare:
+    """The share of the machine's CPU that other processes took while a launch ran: a rerun on a
+    machine others were using measures them too, whatever its samples' spread says."""
+
+    def __init__(self):
+        self.wall, self.busy, self.own = time.monotonic(), _machine_busy_s(), _own_cpu_s()
+
+    def fraction(self) -> "float | None":
+        wall, busy = time.monotonic() - self.wall, _machine_busy_s()
+        if self.busy is None or busy is None or wall <= 0:
+            return None
+        others = (busy - self.busy) - (_own_cpu_s() - self.own)
+        return round(min(1.0, max(0.0, others / (wall * (os.cpu_count() or 1)))), 4)
+
+
 def cpus_of_local_ranks(allowed: "set[int]", threads_per_rank: "int | None", nproc: int) -> "list[list[int]] | None":
     """The cores each local rank is pinned to (a share of those this process may use, one core per
     thread), or None where they do not divide: then the ranks share them as the kernel schedules."""
@@ -238,6 +271,7 @@ def run_launch(launch: Launch, out_dir: Path) -> tuple[dict, list[dict]]:
     ]
     env = {**os.environ, **launch.env, "PYTHONPATH": os.pathsep.join(filter(None, [str(AGENT_ROOT), os.environ.get("PYTHONPATH")]))}
     status, error = "ok", None
+    others = OthersShare()
     with open(log_path, "w") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         try:
@@ -260,6 +294,7 @@ def run_launch(launch: Launch, out_dir: Path) -> tuple[dict, list[dict]]:
         error = f"transport preset {launch.preset!r} asked for {sorted(PRESETS[launch.preset].accepts)}, NCCL used {transport['nccl_used']}"
     record = {
         **summary, "status": status, "error": error, "duration_s": round(time.time() - started, 3),
+        "cpu_taken_by_others_fraction": others.fraction(),
         "transport": transport, "log_tail": _tail(log_path) if status != "ok" else [],
     }
     return record, runs

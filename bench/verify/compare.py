@@ -136,7 +136,22 @@ def why_inconclusive(ratio: Spread, tolerance: float, original: list, new: list)
     )
 
 
-def _compare_run(base: RunVerdict, run: dict, new_run: "dict | None", machine_differs: list, tolerances: dict, new_error: "str | None") -> RunVerdict:
+# Above this share of the machine's CPU taken by other processes during either run, a difference
+# outside the band may be theirs: the verdict says so instead of "slower" or "faster".
+BUSY_MACHINE_FRACTION = 0.10
+
+
+def _busy(shares: tuple) -> "str | None":
+    """Why a difference cannot be put down to the machine, if others used it during either run."""
+    sides = [f"{name} {share:.0%}" for name, share in zip(("original", "new"), shares) if share is not None and share > BUSY_MACHINE_FRACTION]
+    if not sides:
+        return None
+    return (f"other processes took {' and '.join(sides)} of the machine's CPU while it ran (above {BUSY_MACHINE_FRACTION:.0%}): "
+            f"the difference may be theirs; rerun on an otherwise idle machine to settle it")
+
+
+def _compare_run(base: RunVerdict, run: dict, new_run: "dict | None", machine_differs: list, tolerances: dict,
+                 new_error: "str | None", shares: tuple = (None, None)) -> RunVerdict:
     """The verdict of one original run; medians come from the samples, which the ratio's interval resamples."""
     if run["status"] != "ok":
         return replace(base, verdict="not comparable", reason=f"the original run did not succeed ({run['status']}: {run.get('error')})")
@@ -161,11 +176,21 @@ def _compare_run(base: RunVerdict, run: dict, new_run: "dict | None", machine_di
     ratio = ratio_of_medians(new_samples, samples)
     tolerance = tolerances[base.metric]
     verdict = verdict_of(ratio, tolerance, base.metric)
+    reason = why_inconclusive(ratio, tolerance, samples, new_samples) if verdict == "inconclusive" else None
+    if verdict in ("slower", "faster") and _busy(shares):
+        verdict, reason = "inconclusive", f"{verdict} beyond its interval, but {_busy(shares)}"
     return replace(
         base, new_median=statistics.median(new_samples), ratio=ratio.median, ci_low=ratio.low, ci_high=ratio.high,
-        tolerance=tolerance, verdict=verdict,
-        reason=why_inconclusive(ratio, tolerance, samples, new_samples) if verdict == "inconclusive" else None,
+        tolerance=tolerance, verdict=verdict, reason=reason,
     )
+
+
+def _others_share(host: "dict | None", run: "dict | None") -> "float | None":
+    """The CPU share other processes took during the launch that measured run (None: not recorded)."""
+    if host is None or run is None:
+        return None
+    launch = next((l for l in host["launches"] if l["id"] == run["launch_id"]), {})
+    return launch.get("cpu_taken_by_others_fraction")
 
 
 def compare_bundles(original: dict, new: dict, tolerances: dict, pairs: "list[tuple]", ignore: "frozenset[str]" = frozenset()) -> list[RunVerdict]:
@@ -196,7 +221,8 @@ def compare_bundles(original: dict, new: dict, tolerances: dict, pairs: "list[tu
             queue = new_runs.get(run_key(run), [])
             new_run = queue.pop(0) if queue else None
             new_error = None if new_host is None else new_host.get("error")
-            verdicts.append(_compare_run(base, run, new_run, machine_differs, tolerances, new_error))
+            shares = (_others_share(host, run), _others_share(new_host, new_run))
+            verdicts.append(_compare_run(base, run, new_run, machine_differs, tolerances, new_error, shares))
     return verdicts
 
 
