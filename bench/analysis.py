@@ -162,7 +162,15 @@ UNLIKE_BASELINE = ("the 1-GPU baseline did not get the resources per rank the N-
                    "or was not warmed up; or the machine was busy while it ran")
 
 
-def _ddp_warnings(run: dict, baseline: "dict | None") -> list[dict]:
+def _unlike_baseline(run: dict, baseline: "dict | None", others_share: dict) -> str:
+    """The likely cause, with the CPU share other processes took during either run where recorded."""
+    busy = [f"{others_share[r['launch_id']]:.0%} of the machine's CPU during the {r['world_size']}-rank run"
+            for r in (baseline, run) if r is not None and (others_share.get(r["launch_id"]) or 0) > 0.1]
+    return UNLIKE_BASELINE + (f" (other processes took {' and '.join(busy)})" if busy else "")
+
+
+def _ddp_warnings(run: dict, baseline: "dict | None", others_share: dict) -> list[dict]:
+    cause = _unlike_baseline(run, baseline, others_share)
     found = []
     if baseline is not None:
         efficiency = ratio_of_medians(baseline["metrics"]["per_sample_gpu_time_s"]["samples"],
@@ -171,14 +179,14 @@ def _ddp_warnings(run: dict, baseline: "dict | None") -> list[dict]:
             found.append(_warning(
                 "scaling_above_perfect",
                 f"scaling efficiency {efficiency.median:.0%} (its {LEVEL:.0%} interval [{efficiency.low:.0%}, {efficiency.high:.0%}] "
-                f"lies above 100%): {run['world_size']} ranks did more than {run['world_size']} times the work of one", UNLIKE_BASELINE))
+                f"lies above 100%): {run['world_size']} ranks did more than {run['world_size']} times the work of one", cause))
     exposed = (run.get("derived") or {}).get("exposed_comm_s")
     if exposed is not None and exposed < 0:
         step = _median(run, "step_time_s")
         found.append(_warning(
             "negative_exposed_comm",
             f"exposed communication {exposed * 1e3:.4g} ms is negative: the 1-GPU step for the same work per rank "
-            f"({(step - exposed) * 1e3:.4g} ms) is slower than this {run['world_size']}-GPU step ({step * 1e3:.4g} ms)", UNLIKE_BASELINE))
+            f"({(step - exposed) * 1e3:.4g} ms) is slower than this {run['world_size']}-GPU step ({step * 1e3:.4g} ms)", cause))
     return found
 
 
@@ -193,15 +201,16 @@ def _busbw_warnings(run: dict, peak_gbps: "float | None") -> list[dict]:
         "or a transport that bypassed the link (all ranks on one GPU)")]
 
 
-def derive_warnings(runs: list[dict], fingerprint: "dict | None") -> None:
+def derive_warnings(runs: list[dict], fingerprint: "dict | None", launches: list[dict]) -> None:
     """Set `warnings` on every ok run with an implausible figure (and take stale ones off the others)."""
     peak = link_summary(fingerprint)["link_peak_gbps"] if fingerprint else None
+    others_share = {launch["id"]: launch.get("cpu_taken_by_others_fraction") for launch in launches}
     found = baselines(runs)
     for run in runs:
         if run["status"] != "ok":
             continue
         if run["suite"] == "ddp":
-            warnings = _ddp_warnings(run, found.get(id(run))) if run["world_size"] > 1 else []
+            warnings = _ddp_warnings(run, found.get(id(run)), others_share) if run["world_size"] > 1 else []
         else:
             warnings = _busbw_warnings(run, peak)
         if warnings:

@@ -98,7 +98,7 @@ def settle(entry: dict, complete: bool) -> dict:
     """Status and error of an entry from its launches and runs; scaling and predicted figures for its runs."""
     derive_scaling(entry["runs"])
     derive_prediction(entry["runs"], entry["launches"])
-    derive_warnings(entry["runs"], entry["fingerprint"])
+    derive_warnings(entry["runs"], entry["fingerprint"], entry["launches"])
     troubles = [l for l in entry["launches"] if l["status"] not in ("ok", "skipped")] + [r for r in entry["runs"] if r["status"] != "ok"]
     error = entry["error"]
     if error and not entry["launches"]:

@@ -226,7 +226,9 @@ def test_implausible_figures_are_flagged_beside_them_with_their_likely_cause(rea
     doc = make_variant(real_bundle, "too-good", hardware="3090-nvlink", bandwidth=1000, exposed=-0.5)
     host = doc["hosts"][0]
     derive_prediction(host["runs"], host["launches"])
-    derive_warnings(host["runs"], host["fingerprint"])
+    for launch in host["launches"]:
+        launch["cpu_taken_by_others_fraction"] = 0.0 if launch["world_size"] > 1 else 0.45
+    derive_warnings(host["runs"], host["fingerprint"], host["launches"])
     path = write(tmp_path / "too-good.json", seal(doc))
     assert main(["report", str(path), "--out", str(tmp_path / "out")]) == 0
     md = (tmp_path / "out" / "report.md").read_text()
@@ -238,5 +240,6 @@ def test_implausible_figures_are_flagged_beside_them_with_their_likely_cause(rea
     flagged = {row[4]: row for row in rows if len(row) == 7}  # the warnings tables: host, bundle, what, transport, warning, figure, cause
     assert set(flagged) >= {"scaling_above_perfect", "negative_exposed_comm", "busbw_above_link_peak"}
     assert "did not get the resources per rank" in flagged["scaling_above_perfect"][6]
+    assert flagged["scaling_above_perfect"][6].endswith("(other processes took 45% of the machine's CPU during the 1-rank run)")
     assert "above the link's theoretical peak of 56.25 GB/s" in flagged["busbw_above_link_peak"][5]
     assert "implausible figure(s), marked ⚠ in the table above" in md
