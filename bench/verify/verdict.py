@@ -7,6 +7,8 @@ import os
 from collections import Counter
 from pathlib import Path
 
+from bench.report import markdown as markdown_renderer
+from bench.report.document import Table
 from bench.report.units import human_bytes
 from bench.stats import LEVEL_LABEL, METHOD
 from bench.verify.compare import VERDICTS, RunVerdict, higher_is_better
@@ -50,19 +52,14 @@ def _verdict(v: RunVerdict) -> str:
     return v.verdict + (f": {v.reason}" if v.reason else "")
 
 
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
-def table(verdicts: "list[RunVerdict]") -> list[str]:
+def table(verdicts: "list[RunVerdict]") -> Table:
     header = ["host", "suite", "params", "transport", "ranks", "metric", "original", "new", f"ratio [{LEVEL_LABEL}]", "verdict"]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    rows = []
     for v, params in zip(verdicts, params_labels(verdicts)):
         host = v.host if v.new_host in (v.host, None) else f"{v.host} -> {v.new_host}"
-        cells = [host, v.suite, params, v.transport, str(v.world_size), v.metric,
-                 _num(v.original_median), _num(v.new_median), _ratio(v), _verdict(v)]
-        lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
-    return lines
+        rows.append([host, v.suite, params, v.transport, str(v.world_size), v.metric,
+                     _num(v.original_median), _num(v.new_median), _ratio(v), _verdict(v)])
+    return Table(header, rows)
 
 
 def summary(verdicts: "list[RunVerdict]", result: str, plans_differ: "list[str]") -> str:
@@ -107,7 +104,7 @@ def markdown(doc: dict, verdicts: "list[RunVerdict]") -> str:
         f"- method: {doc['method']}",
         f"- tolerance: reproduced when the ratio's whole interval lies within a factor 1 + tolerance either way, "
         f"slower or faster when it lies wholly outside, inconclusive otherwise; {tolerances}",
-        "", *(table(verdicts) if verdicts else []), "", f"**{doc['summary']}**", "",
+        "", *([markdown_renderer.render([table(verdicts)])] if verdicts else []), f"**{doc['summary']}**", "",
     ]
     return "\n".join(lines)
 
