@@ -90,7 +90,7 @@ class Launch:
     timeout_s: float
     skipped_reason: str = ""
     env: dict = field(default_factory=dict)
-    threads_per_rank: "int | None" = None  # CPU hosts: the same for every world size of an entry
+    threads_per_rank: "int | None" = None  # CPU hosts: the same for every launch of the plan
 
     @property
     def world_size(self) -> int:
@@ -189,7 +189,7 @@ def plan_launches(plan: dict, hw: Hardware, nodes: Nodes = Nodes(), host_env: "d
                 # gpt2 and gpt2-large): it runs once, or its baseline would be counted twice.
                 configuration = json.dumps([suite, preset_name, per_node, params, env], sort_keys=True)
                 if not skipped and configuration in first_of:
-                    skipped = f"the same configuration as launch {first_of[configuration]} (this host's {'gpu' if cuda else 'cpu'} override makes them one)"
+                    skipped = f"the same configuration as launch {first_of[configuration]}, which runs it once"
                 launch_id = f"{index:02d}-{suite}-{preset_name}-ws{world_size}"
                 first_of.setdefault(configuration, launch_id)
                 launches.append(Launch(

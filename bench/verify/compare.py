@@ -177,8 +177,9 @@ def _compare_run(base: RunVerdict, run: dict, new_run: "dict | None", machine_di
     tolerance = tolerances[base.metric]
     verdict = verdict_of(ratio, tolerance, base.metric)
     reason = why_inconclusive(ratio, tolerance, samples, new_samples) if verdict == "inconclusive" else None
-    if verdict in ("slower", "faster") and _busy(shares):
-        verdict, reason = "inconclusive", f"{verdict} beyond its interval, but {_busy(shares)}"
+    busy = _busy(shares)
+    if verdict in ("slower", "faster") and busy:
+        verdict, reason = "inconclusive", f"{verdict} beyond its interval, but {busy}"
     return replace(
         base, new_median=statistics.median(new_samples), ratio=ratio.median, ci_low=ratio.low, ci_high=ratio.high,
         tolerance=tolerance, verdict=verdict, reason=reason,
