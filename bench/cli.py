@@ -39,6 +39,10 @@ def cmd_run(args) -> int:
     for host in bundle["hosts"]:
         for mismatch in host.get("pin_mismatches", []):
             print(f"warning: host {host['name']}: {mismatch}", file=sys.stderr)
+        for run in host["runs"]:
+            for warning in run.get("warnings", []):
+                print(f"warning: host {host['name']}: {run['launch_id']}: {warning['code']}: {warning['message']} "
+                      f"(likely: {warning['likely_cause']})", file=sys.stderr)
     for host in failed:
         print(f"error: host {host['name']}: {host['status']}: {host['error']}", file=sys.stderr)
     print(f"bundle: {path}\nreport: {report}")
