@@ -39,6 +39,10 @@ def cmd_run(args) -> int:
     for host in bundle["hosts"]:
         for mismatch in host.get("pin_mismatches", []):
             print(f"warning: host {host['name']}: {mismatch}", file=sys.stderr)
+        for run in host["runs"]:
+            for warning in run.get("warnings", []):
+                print(f"warning: host {host['name']}: {run['launch_id']}: {warning['code']}: {warning['message']} "
+                      f"(likely: {warning['likely_cause']})", file=sys.stderr)
     for host in failed:
         print(f"error: host {host['name']}: {host['status']}: {host['error']}", file=sys.stderr)
     print(f"bundle: {path}\nreport: {report}")
@@ -87,13 +91,14 @@ def cmd_report(args) -> int:
     return 0
 
 
-EXIT_NOT_REPRODUCED = 1
+# verify/compare: one exit status per outcome (README, "What the verdicts mean").
+EXIT_OF_OUTCOME = {"passed": 0, "failed": 1, "inconclusive": 3, "not comparable": 4}
 
 
-def _finish_verdict(ok: bool, text: str, paths) -> int:
+def _finish_verdict(outcome: str, text: str, paths) -> int:
     print(text)
     print(f"verdict: {paths[0]} and {paths[1].name}")
-    return 0 if ok else EXIT_NOT_REPRODUCED
+    return EXIT_OF_OUTCOME[outcome]
 
 
 def cmd_verify(args) -> int:
@@ -101,13 +106,13 @@ def cmd_verify(args) -> int:
     from bench.verify.rerun import verify
 
     stop_signals.install()
-    ok, text, path, bundle, paths = verify(
+    outcome, text, path, bundle, paths = verify(
         args.bundle, args.hosts, args.out, image=args.image, tolerances=parse_tolerances(args.tolerance),
         host_map=parse_host_map(args.host_map), allowed_signers=args.allowed_signers,
         require_signature=args.require_signature,
     )
     print(f"bundle: {path}")
-    status = _finish_verdict(ok, text, paths)
+    status = _finish_verdict(outcome, text, paths)
     if not bundle["complete"]:
         print(f"{stop_signals.reason()}: the new bundle holds what finished; the verdict covers it", file=sys.stderr)
         return stop_signals.exit_status()
@@ -118,11 +123,11 @@ def cmd_compare(args) -> int:
     from bench.verify import compare_files
     from bench.verify.compare import parse_host_map, parse_tolerances
 
-    ok, text, paths = compare_files(
+    outcome, text, paths = compare_files(
         args.original, args.new, tolerances=parse_tolerances(args.tolerance), host_map=parse_host_map(args.host_map),
         allowed_signers=args.allowed_signers, require_signature=args.require_signature, out_dir=args.out,
     )
-    return _finish_verdict(ok, text, paths)
+    return _finish_verdict(outcome, text, paths)
 
 
 def cmd_sign(args) -> int:

@@ -35,7 +35,7 @@ def entry(transport: str, begin: int, end: int, timing: dict) -> dict:
     return {
         "suite": "collectives", "transports": [transport], "world_sizes": ["all"],
         "params": {"ops": ["all_reduce"], "dtypes": ["float32"], "in_place": [True], "begin_bytes": begin,
-                   "end_bytes": end, "factor": 4, "cuda_graph": True, **timing},
+                   "end_bytes": end, "factor": 4, "cuda_graph": True, "cv_target": None, "sampling_cap_s": 30, **timing},
     }
 
 

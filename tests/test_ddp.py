@@ -98,6 +98,27 @@ def test_sweep_reaches_each_global_batch_by_accumulation(sweep):
     assert sweep["hosts"][0]["status"] == "ok"
 
 
+def test_cpu_baseline_gets_the_threads_and_cores_per_rank_of_the_n_rank_runs(sweep):
+    # Planned without a hosts-file override: 2 cores, 2 ranks at most, so 1 thread per rank for
+    # the 1-rank baseline too (torchrun alone would give it every core).
+    plan = {"suites": [{"suite": "ddp", "world_sizes": [1, 2], "params": TINY_GPT},
+                       {"suite": "ddp", "world_sizes": [1], "params": TINY_GPT}]}
+    launches = plan_launches(plan, CPU_HOST)
+    assert {(l.world_size, l.env["OMP_NUM_THREADS"], l.threads_per_rank) for l in launches} == {(1, "1", 1), (2, "1", 1)}
+    # And as the sweep recorded it: the same threads per rank, each rank on cores of its own.
+    resources = {l["world_size"]: l["resources"] for l in sweep["hosts"][0]["launches"]}
+    assert resources[1]["threads_per_rank"] == resources[2]["threads_per_rank"] == 1
+    if len(os.sched_getaffinity(0)) >= 2:
+        first, second = resources[2]["cpus_of_local_ranks"]
+        assert resources[1]["cpus_of_local_ranks"] == [first] and not set(first) & set(second)
+
+
+def test_warm_up_runs_until_steady_and_says_how_many_steps(sweep):
+    for run in ddp_runs(sweep):
+        count = run["metrics"]["warmup_steps_count"]["samples"]
+        assert len(count) == 1 and TINY_GPT["warmup_steps"] <= count[0] <= 20  # the plan's least and the default cap
+
+
 def test_metrics_arithmetic(sweep):
     for (world_size, global_batch), run in by_shape(sweep).items():
         steps = run["metrics"]["step_time_s"]["samples"]
@@ -532,7 +553,9 @@ def test_shipped_plan_runs_on_cpu(name, tmp_path):
     done, bundle = run_plan_on_cpu(tmp_path, name)
     assert done.returncode == 0, done.stderr
     host = bundle["hosts"][0]
-    assert host["status"] == "ok" and all(l["status"] == "ok" for l in host["launches"])
+    # Launches a CPU override makes identical to an earlier one are skipped, naming it.
+    assert host["status"] == "ok" and all(l["status"] == "ok" or l["error"].startswith("the same configuration as launch")
+                                          for l in host["launches"])
     assert host["runs"] and all(r["status"] == "ok" for r in host["runs"])
     has_allreduce = any(r["suite"] == "collectives" and r["params"]["op"] == "all_reduce" for r in host["runs"])
     for run in ddp_runs(bundle):
@@ -550,3 +573,24 @@ def test_seed_plans_are_shipped():
     assert {"seed000", "seed001", "seed002"} <= set(plan_names())
     for name in ("seed000", "seed001", "seed002"):
         assert f"Seed {name[-3:]}" in (PLANS_DIR / f"{name}.yaml").read_text()
+
+
+def test_samples_until_the_cv_target_or_the_time_cap(tmp_path):
+    # A CV no CPU reaches: sampling goes on, in batches of `steps`, until the 2 s cap.
+    plan = {"name": "steady", "suites": [{"suite": "ddp", "world_sizes": [2], "params": {
+        **TINY_GPT, "cv_target": 1e-9, "sampling_cap_s": 2}}]}
+    done, bundle = run_plan_on_cpu(tmp_path, plan)
+    assert done.returncode == 0, done.stderr
+    (run,) = ddp_runs(bundle)
+    samples = run["metrics"]["step_time_s"]["samples"]
+    assert len(samples) > TINY_GPT["steps"] and len(samples) % TINY_GPT["steps"] == 0
+    assert sum(samples) < 2 + 5 * max(samples)  # stopped at the cap, not much after
+
+
+def test_entries_the_cpu_override_makes_one_configuration_run_once():
+    launches = plan_launches(load_plan("seed002"), CPU_HOST)
+    ran = [l.id for l in launches if not l.skipped_reason]
+    assert [l.id for l in launches if l.suite == "ddp"] == ["01-ddp-default-ws1", "01-ddp-default-ws2", "02-ddp-default-ws1", "02-ddp-default-ws2"]
+    assert ran == [l.id for l in launches if l.suite == "collectives"] + ["01-ddp-default-ws1", "01-ddp-default-ws2"]
+    second = {l.id: l.skipped_reason for l in launches}["02-ddp-default-ws1"]
+    assert second == "the same configuration as launch 01-ddp-default-ws1, which runs it once"

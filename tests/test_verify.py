@@ -15,8 +15,9 @@ from bench.agent.stats import summarize
 from bench.bundle import read_bundle, seal
 from bench.controller.hosts import Host, Inventory
 from bench.errors import UserError
+from bench.stats import Spread, ratio_of_medians
 from bench.verify.compare import verdict_of
-from bench.verify.rerun import plan_rerun
+from bench.verify.rerun import as_tight_as_the_original, plan_rerun
 from bench.verify.signing import Signature
 
 REPO = Path(__file__).resolve().parents[1]
@@ -51,6 +52,23 @@ def original(hosts_file, tmp_path_factory) -> Path:
     ddpbench("run", "--hosts", hosts_file, "--plan", PLAN, "--out", out, check_rc=0)
     (path,) = out.glob("*/bundle.json")
     return path
+
+
+@pytest.fixture(scope="session")
+def steady(original, tmp_path_factory) -> Path:
+    """The original with every metric's samples replaced by values within 0.5% of its median, as if
+    measured on an otherwise idle machine: the verdicts of copies derived from it depend on the
+    change made, not on this machine's noise."""
+    def tighten(doc: dict) -> None:
+        for host in doc["hosts"]:
+            for launch in host["launches"]:
+                launch["cpu_taken_by_others_fraction"] = 0.0
+            for run in host["runs"]:
+                for metric in run["metrics"].values():
+                    n, median = len(metric["samples"]), metric["summary"]["median"]
+                    metric["samples"] = [median * (1 + 0.001 * (i - n // 2)) for i in range(n)]
+                    metric["summary"] = summarize(metric["samples"])
+    return derive(original, tmp_path_factory.mktemp("steady"), "steady", tighten)
 
 
 def load(path: Path) -> dict:
@@ -107,25 +125,25 @@ def scale(factor: float):
     return change
 
 
-def test_slower_samples_are_reported_slower_run_by_run(original, tmp_path):
-    slow = derive(original, tmp_path, "slow", scale(1.25))
-    done = ddpbench("compare", original, slow, check_rc=1)
+def test_slower_samples_are_reported_slower_run_by_run(steady, tmp_path):
+    slow = derive(steady, tmp_path, "slow", scale(1.25))
+    done = ddpbench("compare", steady, slow, check_rc=1)
     runs = verdicts(slow.parent)
     assert [r["verdict"] for r in runs] == ["slower"] * 3
     expected = {"busbw_gbps": 0.8, "step_time_s": 1.25}
     assert all(r["ratio"] == pytest.approx(expected[r["metric"]]) for r in runs)
     assert "FAIL: 3 of 3 compared runs did not reproduce (3 slower)" in done.stdout
     # The same pair the other way round: the original is the faster one.
-    ddpbench("compare", slow, original, "--out", tmp_path / "back", check_rc=1)
+    ddpbench("compare", slow, steady, "--out", tmp_path / "back", check_rc=1)
     assert [r["verdict"] for r in verdicts(tmp_path / "back")] == ["faster"] * 3
 
 
-def test_tolerance_per_metric_decides(original, tmp_path):
-    slow = derive(original, tmp_path, "slow", scale(1.25))
-    ddpbench("compare", original, slow, "--tolerance", "step_time_s=30%", check_rc=1)
+def test_tolerance_per_metric_decides(steady, tmp_path):
+    slow = derive(steady, tmp_path, "slow", scale(1.25))
+    ddpbench("compare", steady, slow, "--tolerance", "step_time_s=30%", check_rc=1)
     by_metric = {r["metric"]: r["verdict"] for r in verdicts(slow.parent)}
     assert by_metric == {"busbw_gbps": "slower", "step_time_s": "reproduced"}
-    ddpbench("compare", original, slow, "--tolerance", "0.3", check_rc=0)
+    ddpbench("compare", steady, slow, "--tolerance", "0.3", check_rc=0)
 
 
 @pytest.mark.parametrize("ratio, metric, verdict", [
@@ -134,15 +152,77 @@ def test_tolerance_per_metric_decides(original, tmp_path):
     (0.8, "busbw_gbps", "slower"), (1.25, "busbw_gbps", "faster"),
 ])
 def test_direction_of_time_and_bandwidth(ratio, metric, verdict):
-    assert verdict_of(ratio, 0.05, metric) == verdict
+    assert verdict_of(Spread(ratio, ratio * 0.995, ratio * 1.005, 10), 0.05, metric) == verdict
 
 
-def test_a_run_the_rerun_lost_fails_the_verification(original, tmp_path):
+@pytest.mark.parametrize("shift, noise, verdict", [
+    (1.00, 0.01, "reproduced"),    # interval inside the +-5% band
+    (1.30, 0.01, "slower"),        # interval wholly above it
+    (0.70, 0.01, "faster"),        # wholly below it
+    (1.00, 0.60, "inconclusive"),  # wide interval reaching past both edges
+    (1.06, 0.05, "inconclusive"),  # ratio just outside the band, interval straddling its edge
+])
+def test_verdict_uses_the_interval_of_constructed_samples(shift, noise, verdict):
+    original = [1.0 + noise * ((7 * i) % 10 - 4.5) / 4.5 for i in range(10)]
+    new = [x * shift for x in original[3:] + original[:3]]
+    ratio = ratio_of_medians(new, original)
+    assert verdict_of(ratio, 0.05, "step_time_s") == verdict, ratio
+
+
+def test_inconclusive_rerun_says_why_and_exits_3(steady, tmp_path):
+    def widen(doc: dict) -> None:
+        run = doc["hosts"][0]["runs"][-1]
+        samples = run["metrics"]["step_time_s"]["samples"]
+        run["metrics"]["step_time_s"]["samples"] = [x * (0.5 + i % 3 * 0.5) for i, x in enumerate(samples)]
+    noisy = derive(steady, tmp_path, "noisy", widen)
+    done = ddpbench("compare", steady, noisy, check_rc=3)
+    assert [r["verdict"] for r in verdicts(noisy.parent)] == ["reproduced", "reproduced", "inconclusive"]
+    assert "inconclusive: the 95% interval straddles the band +-0.05 (CV original 0.4% n=12, new" in done.stdout
+    assert "INCONCLUSIVE: 1 of 3 compared runs could not be judged, none differed" in done.stdout
+
+
+def test_a_difference_measured_while_others_used_the_machine_is_inconclusive(steady, tmp_path):
+    def slower_on_a_busy_machine(doc: dict) -> None:
+        scale(1.25)(doc)
+        for launch in doc["hosts"][0]["launches"]:
+            launch["cpu_taken_by_others_fraction"] = 0.4
+    busy = derive(steady, tmp_path, "busy", slower_on_a_busy_machine)
+    done = ddpbench("compare", steady, busy, check_rc=3)
+    assert [r["verdict"] for r in verdicts(busy.parent)] == ["inconclusive"] * 3
+    assert ("slower beyond its interval, but other processes took new 40% of the machine's CPU while it ran "
+            "(above 10%): the difference may be theirs; rerun on an otherwise idle machine to settle it") in done.stdout
+
+
+def test_bundles_of_different_plans_are_one_not_comparable_line(steady, tmp_path):
+    def longer(doc: dict) -> None:
+        doc["plan"]["suites"][1]["params"]["steps"] = 20
+    other = derive(steady, tmp_path, "other-plan", longer)
+    done = ddpbench("compare", steady, other, check_rc=4)
+    assert "**NOT COMPARABLE: the plans differ (suites[1] (ddp)); compare bundles of one plan**" in done.stdout
+    assert verdicts(other.parent) == [] and "| host |" not in done.stdout
+
+
+def test_a_rerun_samples_until_as_steady_as_the_original_and_is_still_the_same_plan(steady, original, tmp_path):
+    doc = load(original)
+    plan, deviations = as_tight_as_the_original(doc, doc["plan"])
+    targets = [entry["params"]["cv_target"] for entry in plan["suites"]]
+    assert all(0 < t < 1 for t in targets) and [d["field"] for d in deviations] == ["cv_target", "cv_target"]
+    assert doc["plan"]["suites"][0]["params"]["cv_target"] is None  # the original's plan is left as it was
+
+    def sampled_longer(doc: dict) -> None:
+        doc["plan"] = plan
+        for run in doc["hosts"][0]["runs"]:
+            run["params"]["cv_target"] = 0.01
+    rerun = derive(steady, tmp_path, "sampled-longer", sampled_longer)
+    ddpbench("compare", steady, rerun, check_rc=0)  # how long it sampled is not what it measured
+
+
+def test_a_run_the_rerun_lost_fails_the_verification(steady, tmp_path):
     def lose_ddp(doc: dict) -> None:
         run = doc["hosts"][0]["runs"][-1]
         run.update(status="failed", error="torchrun exited with status 1", metrics={})
-    lost = derive(original, tmp_path, "lost", lose_ddp)
-    done = ddpbench("compare", original, lost, check_rc=1)
+    lost = derive(steady, tmp_path, "lost", lose_ddp)
+    done = ddpbench("compare", steady, lost, check_rc=1)
     assert [r["verdict"] for r in verdicts(lost.parent)] == ["reproduced", "reproduced", "failed"]
     assert "failed: failed: torchrun exited with status 1" in done.stdout
 
@@ -178,15 +258,15 @@ def test_other_machine_is_not_comparable_and_names_the_fields(original, tmp_path
     assert "FAIL: no run could be compared (3 not comparable)" in done.stdout
 
 
-def test_hosts_pair_by_order_or_host_map(original, tmp_path):
+def test_hosts_pair_by_order_or_host_map(steady, tmp_path):
     def rename(doc: dict) -> None:
         doc["hosts"][0]["name"] = "box1"
-    renamed = derive(original, tmp_path, "renamed", rename)
-    done = ddpbench("compare", original, renamed, check_rc=0)
+    renamed = derive(steady, tmp_path, "renamed", rename)
+    done = ddpbench("compare", steady, renamed, check_rc=0)
     assert "hosts paired by order in the plan's hosts: local -> box1" in done.stdout
     assert {r["new_host"] for r in verdicts(renamed.parent)} == {"box1"}
-    ddpbench("compare", original, renamed, "--host-map", "local=box1", check_rc=0)
-    one_line_error(ddpbench("compare", original, renamed, "--host-map", "local=box9"), "--host-map", "box9", "box1")
+    ddpbench("compare", steady, renamed, "--host-map", "local=box1", check_rc=0)
+    one_line_error(ddpbench("compare", steady, renamed, "--host-map", "local=box9"), "--host-map", "box9", "box1")
 
 
 def test_image_is_pinned_by_digest_and_an_override_is_a_deviation(original):
@@ -203,8 +283,8 @@ def test_image_is_pinned_by_digest_and_an_override_is_a_deviation(original):
     assert {"field": "image", "host": "gpu1", "original": pinned.hosts[0].image, "used": "mine:latest", "note": "--image"} in record["deviations"]
 
 
-def test_another_image_is_not_comparable_unless_asked_for_with_image(original, tmp_path):
-    sha256 = load(original)["sha256"]
+def test_another_image_is_not_comparable_unless_asked_for_with_image(steady, tmp_path):
+    sha256 = load(steady)["sha256"]
 
     def other_image(asked: bool):
         def change(doc: dict) -> None:
@@ -218,11 +298,11 @@ def test_another_image_is_not_comparable_unless_asked_for_with_image(original, t
             }
         return change
 
-    asked = derive(original, tmp_path, "asked", other_image(True))
-    done = ddpbench("compare", original, asked, check_rc=0)
+    asked = derive(steady, tmp_path, "asked", other_image(True))
+    done = ddpbench("compare", steady, asked, check_rc=0)
     assert "deviation: image on local: None -> mine:latest (--image)" in done.stdout
-    unasked = derive(original, tmp_path, "unasked", other_image(False))
-    ddpbench("compare", original, unasked, check_rc=1)
+    unasked = derive(steady, tmp_path, "unasked", other_image(False))
+    ddpbench("compare", steady, unasked, check_rc=1)
     assert {d["field"] for r in verdicts(unasked.parent) for d in r["differs"]} == {"image_digest"}
 
 
@@ -266,13 +346,13 @@ def published(original: Path, tmp_path: Path, signer: "Path | None") -> Path:
     return path
 
 
-def test_signed_bundle_reports_its_signer(original, keys, tmp_path):
-    bundle = published(original, tmp_path, keys["alice"])
+def test_signed_bundle_reports_its_signer(steady, keys, tmp_path):
+    bundle = published(steady, tmp_path, keys["alice"])
     assert bundle.with_name("bundle.json.sig").read_text().startswith("-----BEGIN SSH SIGNATURE-----")
-    done = ddpbench("compare", bundle, original, "--require-signature", "--allowed-signers", keys["allowed"], "--out", tmp_path / "checked", check_rc=0)
+    done = ddpbench("compare", bundle, steady, "--require-signature", "--allowed-signers", keys["allowed"], "--out", tmp_path / "checked", check_rc=0)
     assert "signed by alice@example.org (ED25519 SHA256:" in done.stdout
     assert load(tmp_path / "checked" / "verdict.json")["original"]["signature"]["principal"] == "alice@example.org"
-    done = ddpbench("compare", original, bundle, "--out", tmp_path / "unchecked", check_rc=0)
+    done = ddpbench("compare", steady, bundle, "--out", tmp_path / "unchecked", check_rc=0)
     assert "unsigned" in done.stdout.splitlines()[2] and "signed with ED25519 SHA256:" in done.stdout.splitlines()[3]
 
 

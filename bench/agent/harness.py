@@ -70,7 +70,46 @@ def capture_graph(ctx: Context, fn: Callable[[], None], iters: int) -> "torch.cu
     return graph
 
 
-def repeat(ctx: Context, fn: Callable[[], None], *, warmup_iters: int, iters: int, repetitions: int, use_graph: bool) -> tuple[list[float], list[float]]:
+MAX_SAMPLES = 10000  # a metric's most samples in a bundle (schema/bundle.schema.json): sampling toward a CV stops there
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """How long to keep taking samples: past the first batch, more batches of the same size while the
+    samples' CV is above cv_target (None: never) and cap_s has not passed, as Phoronix repeats a
+    test until its standard deviation is low enough."""
+
+    cv_target: "float | None"
+    cap_s: float
+
+    @classmethod
+    def of(cls, params: dict) -> "Sampling":
+        return cls(params["cv_target"], params["sampling_cap_s"])
+
+
+def sample_until_steady(ctx: Context, take: Callable[[int], list[float]], count: int, sampling: Sampling) -> list[float]:
+    """This rank's samples, `take(count)` at a time until steady; every rank takes as many batches."""
+    began = time.monotonic()
+    samples = take(count)
+    while (sampling.cv_target is not None and len(samples) + count <= MAX_SAMPLES
+           and _go_on(ctx, samples, sampling, time.monotonic() - began)):
+        samples += take(count)
+    return samples
+
+
+def _go_on(ctx: Context, samples: list[float], sampling: Sampling, elapsed_s: float) -> bool:
+    mean = sum(samples) / len(samples)
+    variance = sum((x - mean) ** 2 for x in samples) / (len(samples) - 1) if len(samples) > 1 else 0.0
+    wants_more = elapsed_s < sampling.cap_s and mean > 0 and variance ** 0.5 / mean > sampling.cv_target
+    if ctx.world_size == 1:
+        return wants_more
+    flag = torch.tensor([int(wants_more)], dtype=torch.int32, device=ctx.device)
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX)  # the ranks' sample lists must stay one length
+    return bool(flag.item())
+
+
+def repeat(ctx: Context, fn: Callable[[], None], *, warmup_iters: int, iters: int, repetitions: int, use_graph: bool,
+           sampling: Sampling) -> tuple[list[float], list[float]]:
     """Per-repetition seconds per call: (mean over ranks, max over ranks)."""
     for _ in range(warmup_iters):
         fn()
@@ -79,7 +118,7 @@ def repeat(ctx: Context, fn: Callable[[], None], *, warmup_iters: int, iters: in
     if graph is not None:
         graph.replay()  # one untimed replay: the first replay pays for uploading the graph
         ctx.sync()
-    local = [time_per_call(ctx, fn, iters, graph) for _ in range(repetitions)]
+    local = sample_until_steady(ctx, lambda n: [time_per_call(ctx, fn, iters, graph) for _ in range(n)], repetitions, sampling)
     return reduce_over_ranks(ctx, local)
 
 

@@ -12,6 +12,7 @@ import datetime
 import importlib.util
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -97,6 +98,7 @@ class Launch:
     skipped_reason: str = ""
     env: dict = field(default_factory=dict)
     estimate_s: float = 0.0  # seconds, set by run_plan: an earlier run here (bench.agent.history), else the cost model
+    threads_per_rank: "int | None" = None  # CPU hosts: the same for every launch of the plan
 
     @property
     def world_size(self) -> int:
@@ -178,7 +180,12 @@ def _check_ddp(params: dict, world_size: int, preset_name: str, cuda: bool, node
 def plan_launches(plan: dict, hw: Hardware, nodes: Nodes = Nodes(), host_env: "dict | None" = None) -> list[Launch]:
     """Every launch the plan asks of this host, or a PlanError naming the first problem."""
     cuda = hw.gpu_count > 0
+    # On the CPU every rank of the plan gets the threads (and cores) the largest world size leaves
+    # each rank: a 1-rank baseline with all the cores would compare unlike resources.
+    largest = max((max(_resolve_world_sizes(e.get("world_sizes", ["all"]), hw)) for e in plan["suites"]), default=1)
+    threads_per_rank = max(1, hw.logical_cpus // largest)
     launches = []
+    first_of: dict = {}  # configuration -> the launch that runs it
     for index, entry in enumerate(plan["suites"]):
         suite = entry["suite"]
         override = dict(entry.get("gpu" if cuda else "cpu", {}))
@@ -209,11 +216,19 @@ def plan_launches(plan: dict, hw: Hardware, nodes: Nodes = Nodes(), host_env: "d
                     skipped = f"one rank uses no link: its run is the one under {transports[0]!r}"
                 env = {**(BASE_NCCL_ENV if backend == "nccl" else {}), **preset.env, **entry.get("env", {}), **(host_env or {})}
                 if not cuda:
-                    env.setdefault("OMP_NUM_THREADS", str(max(1, hw.logical_cpus // per_node)))
+                    env.setdefault("OMP_NUM_THREADS", str(threads_per_rank))
+                # Overrides may map two entries onto one configuration (the CPU's tiny model for
+                # gpt2 and gpt2-large): it runs once, or its baseline would be counted twice.
+                configuration = json.dumps([suite, preset_name, per_node, params, env], sort_keys=True)
+                if not skipped and configuration in first_of:
+                    skipped = f"the same configuration as launch {first_of[configuration]}, which runs it once"
+                launch_id = f"{index:02d}-{suite}-{preset_name}-ws{world_size}"
+                first_of.setdefault(configuration, launch_id)
                 launches.append(Launch(
-                    id=f"{index:02d}-{suite}-{preset_name}-ws{world_size}",
+                    id=launch_id,
                     suite=suite, preset=preset_name, backend=backend, nproc_per_node=per_node, nodes=nodes,
                     params=params, timeout_s=plan.get("timeout_s", 600), skipped_reason=skipped, env=env,
+                    threads_per_rank=None if cuda else int(env["OMP_NUM_THREADS"]),
                 ))
     return launches
 
@@ -233,6 +248,47 @@ def _run_description(record: dict) -> str:
     return f"{params.get('op')}{pair} {params.get('dtype')} {params.get('size_bytes')} bytes"
 
 
+def _machine_busy_s() -> "float | None":
+    """CPU-seconds the whole machine has been busy (all cores, every process), from /proc/stat."""
+    try:
+        with open("/proc/stat") as stat:
+            fields = [int(x) for x in stat.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return None
+    user, nice, system, _idle, _iowait, irq, softirq, steal = fields
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+def _own_cpu_s() -> float:
+    """CPU-seconds of this process and the children it has waited for (torchrun and its ranks)."""
+    return sum(getattr(resource.getrusage(who), f) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+               for f in ("ru_utime", "ru_stime"))
+
+
+class OthersShare:
+    """The share of the machine's CPU that other processes took while a launch ran: a rerun on a
+    machine others were using measures them too, whatever its samples' spread says."""
+
+    def __init__(self):
+        self.wall, self.busy, self.own = time.monotonic(), _machine_busy_s(), _own_cpu_s()
+
+    def fraction(self) -> "float | None":
+        wall, busy = time.monotonic() - self.wall, _machine_busy_s()
+        if self.busy is None or busy is None or wall <= 0:
+            return None
+        others = (busy - self.busy) - (_own_cpu_s() - self.own)
+        return round(min(1.0, max(0.0, others / (wall * (os.cpu_count() or 1)))), 4)
+
+
+def cpus_of_local_ranks(allowed: "set[int]", threads_per_rank: "int | None", nproc: int) -> "list[list[int]] | None":
+    """The cores each local rank is pinned to (a share of those this process may use, one core per
+    thread), or None where they do not divide: then the ranks share them as the kernel schedules."""
+    cores = sorted(allowed)
+    if threads_per_rank is None or threads_per_rank * nproc > len(cores):
+        return None
+    return [cores[r * threads_per_rank:(r + 1) * threads_per_rank] for r in range(nproc)]
+
+
 def run_launch(launch: Launch, out_dir: Path, progress: Callable[[dict], None] = lambda event: None) -> tuple[dict, list[dict]]:
     """Run one torchrun job; return its launch record and the run records it produced. Each
     configuration the ranks finish is reported as a `run_end` event while the launch runs."""
@@ -244,9 +300,12 @@ def run_launch(launch: Launch, out_dir: Path, progress: Callable[[dict], None] =
     work.mkdir(parents=True, exist_ok=True)
     spec_path, result_path, log_path = (work / f"{launch.id}{ext}" for ext in (".json", ".jsonl", ".log"))
     result_path.unlink(missing_ok=True)
+    cpus = cpus_of_local_ranks(os.sched_getaffinity(0), launch.threads_per_rank, launch.nproc_per_node)
+    summary["resources"] = {"threads_per_rank": launch.threads_per_rank, "cpus_of_local_ranks": cpus}
     spec_path.write_text(json.dumps({
         "suite": launch.suite, "params": launch.params, "backend": launch.backend,
         "timeout_s": launch.timeout_s, "result_path": str(result_path),
+        "threads_per_rank": launch.threads_per_rank, "cpus_of_local_ranks": cpus,
     }))
     command = [
         sys.executable, "-m", "torch.distributed.run", *launch.nodes.torchrun_args(),
@@ -254,6 +313,7 @@ def run_launch(launch: Launch, out_dir: Path, progress: Callable[[dict], None] =
     ]
     env = {**os.environ, **launch.env, "PYTHONPATH": os.pathsep.join(filter(None, [str(AGENT_ROOT), os.environ.get("PYTHONPATH")]))}
     status, error = "ok", None
+    others = OthersShare()
     total = estimate.configurations(launch.suite, launch.params, launch.world_size)
     reported = 0
 
@@ -292,6 +352,7 @@ def run_launch(launch: Launch, out_dir: Path, progress: Callable[[dict], None] =
         error = f"transport preset {launch.preset!r} asked for {sorted(PRESETS[launch.preset].accepts)}, NCCL used {transport['nccl_used']}"
     record = {
         **summary, "status": status, "error": error, "duration_s": round(time.time() - started, 3),
+        "cpu_taken_by_others_fraction": others.fraction(),
         "transport": transport, "log_tail": _tail(log_path) if status != "ok" else [],
         "gpu_counters": sampler.summary(),
     }

@@ -18,6 +18,15 @@ from bench.agent.harness import Context
 from bench.agent.suites import SUITES
 
 
+def pin_cpu_rank(spec: dict, local_rank: int) -> None:
+    """On the CPU every rank gets the threads, and the cores, the launch planned for it: the same
+    share whatever the world size, so that a 1-rank baseline is comparable with N ranks."""
+    if spec.get("threads_per_rank"):
+        torch.set_num_threads(spec["threads_per_rank"])
+    if spec.get("cpus_of_local_ranks"):
+        os.sched_setaffinity(0, spec["cpus_of_local_ranks"][local_rank])
+
+
 def main(spec_path: str) -> None:
     with open(spec_path) as f:
         spec = json.load(f)
@@ -28,6 +37,7 @@ def main(spec_path: str) -> None:
         device = torch.device("cuda", local_rank)
     else:
         device = torch.device("cpu")
+        pin_cpu_rank(spec, local_rank)
     dist.init_process_group(
         spec["backend"],
         timeout=datetime.timedelta(seconds=spec["timeout_s"]),

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench import __version__
-from bench.analysis import derive_prediction, derive_scaling
+from bench.analysis import derive_prediction, derive_scaling, derive_warnings
 from bench.bundle import SCHEMA_VERSION, agent_raw_problem, write_bundle
 from bench.controller.earlier_runs import launch_history
 from bench.controller.groups import run_group
@@ -101,6 +101,7 @@ def settle(entry: dict, complete: bool) -> dict:
     """Status and error of an entry from its launches and runs; scaling and predicted figures for its runs."""
     derive_scaling(entry["runs"])
     derive_prediction(entry["runs"], entry["launches"])
+    derive_warnings(entry["runs"], entry["fingerprint"], entry["launches"])
     troubles = [l for l in entry["launches"] if l["status"] not in ("ok", "skipped")] + [r for r in entry["runs"] if r["status"] != "ok"]
     error = entry["error"]
     if error and not entry["launches"]:

@@ -114,7 +114,7 @@ def _collectives(comparison: Comparison, plot: _Plots, colours: dict) -> list:
                    plot(P.busbw_figure, (lines, peaks, colours), "busbw", "Bus bandwidth against message size",
                         "busbw as nccl-tests defines it (algbw x 2(n-1)/n for all-reduce). " + P.SPREAD_CAPTION + note)]
     if table:
-        blocks.append(table)
+        blocks += [table, *_warnings(comparison, "collectives")]
     largest = {}  # a figure per machine kind, transport, ranks and dtype: its largest message; the table has all
     for matrix in S.p2p_matrices(comparison):
         largest[(matrix.series, matrix.world_size, matrix.dtype)] = matrix
@@ -150,8 +150,18 @@ def _ddp(comparison: Comparison, plot: _Plots, colours: dict) -> list:
     else:
         blocks.append(Paragraph("No prediction in these bundles (derived.predicted_step_time_s): nothing to set the "
                                 "measured step times against."))
-    blocks += [Heading(3, "Step times"), table]
+    blocks += [Heading(3, "Step times"), table, *_warnings(comparison, "ddp")]
     return blocks
+
+
+def _warnings(comparison: Comparison, suite: str) -> list:
+    """The implausible figures of a suite's runs, right after the table that marks them ⚠."""
+    table = T.warnings_table(comparison, suite)
+    if table is None:
+        return []
+    return [Paragraph(f"{len(table.rows)} implausible figure(s), marked ⚠ in the table above: no correct measurement "
+                      "gives them. Read them with their likely cause before trusting the figures around them.", warning=True),
+            table]
 
 
 def build(comparison: Comparison, out_dir: Path, skipped: list[str]) -> list:

@@ -21,6 +21,7 @@ from matplotlib.ticker import FuncFormatter
 
 from bench.report.merge import Series
 from bench.report.series import Bar, Line, P2PMatrix, Prediction, Workload
+from bench.stats import METHOD
 from bench.report.units import human_bytes, time_unit
 
 WIDTH_IN = 8.0
@@ -30,7 +31,7 @@ PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e
 SPREAD_CAPTION = "Error bars: p5-p95 of the samples (pooled over the bundles of one series)."
 EFFICIENCY_CAPTION = (
     "Scaling efficiency = per-sample time x #GPUs on 1 GPU / the same on N GPUs (seed 000's metric; 100% is "
-    "perfect scaling). Error bars: 90% bootstrap confidence interval of that ratio of medians (1,000 resamples)."
+    f"perfect scaling). Error bars: {METHOD}."
 )
 PREDICTION_CAPTION = (
     "Seed 002's model: predicted step time = the step's compute (1-GPU step time at this global batch / #GPUs) "
@@ -68,13 +69,18 @@ def _legend_height(entries: int) -> float:
     return 0.19 * entries + 0.25
 
 
-def _errorbar(ax, line: Line, factor: float, colour: str, shift: float, in_legend: bool = True) -> None:
+BASELINE_COLOUR = "#404040"  # a lone 1-GPU baseline: never the colour of the N-GPU line beside it
+MARKERS = ["o", "s", "^", "v", "D", "P", "X", "*", "<", ">"]
+
+
+def _errorbar(ax, line: Line, factor: float, colour: str, shift: float, in_legend: bool = True, marker: str = "o") -> None:
     """Median with p5-p95 bars; x is shifted by `shift` octaves so that bars at one x do not hide each other."""
     xs = [x * 2**shift for x, _ in line.points]
     med = np.array([s.median for _, s in line.points]) * factor
     low = np.array([s.low for _, s in line.points]) * factor
     high = np.array([s.high for _, s in line.points]) * factor
-    style = {"color": colour, "marker": "o", "markersize": 4, "linewidth": 1.6, "linestyle": "--" if line.baseline else "-"}
+    style = {"color": colour, "marker": marker, "markersize": 4 if marker == "o" else 5, "linewidth": 1.6,
+             "linestyle": "--" if line.baseline else "-"}
     ax.errorbar(xs, med, yerr=[med - low, high - med], capsize=3, **style)
     if in_legend:
         ax.plot([], [], label=line.label, **style)  # a plain line in the legend: an error-bar entry is slow to draw
@@ -93,17 +99,23 @@ def _log2_ticks(ax, values: list, label) -> None:
 
 
 def per_sample_figure(workload: Workload, lines: list[Line], colours: dict) -> Figure:
-    """Seed 000's figure: per-sample time x #GPUs against global batch; 1-GPU baselines dashed."""
+    """Seed 000's figure: per-sample time x #GPUs against global batch; 1-GPU baselines dashed, as
+    reference lines across the plot where a baseline has one batch size (nothing to join)."""
     fig = _figure(4.4 + _legend_height(len([line for line in lines if not line.baseline]) + 1))
     ax = fig.add_subplot()
     factor, unit = time_unit([s.high for line in lines for _, s in line.points])
     # Several machines: one legend entry stands for all their baselines, each in its machine's colour.
     baselines = sum(line.baseline for line in lines)
     for line, shift in zip(lines, _shifts(len(lines))):
-        colour = colours[line.series.machine if line.baseline else line.series]
-        _errorbar(ax, line, factor, colour, shift, in_legend=baselines == 1 or not line.baseline)
+        if line.baseline:
+            colour = BASELINE_COLOUR if baselines == 1 else colours[line.series.machine]
+            _errorbar(ax, line, factor, colour, shift, in_legend=baselines == 1, marker="s")
+            if len(line.points) == 1:
+                ax.axhline(line.points[0][1].median * factor, color=colour, linestyle="--", linewidth=1.2, alpha=0.8)
+        else:
+            _errorbar(ax, line, factor, colours[line.series], shift)
     if baselines > 1:
-        ax.plot([], [], color="grey", linestyle="--", marker="o", markersize=4, linewidth=1.6,
+        ax.plot([], [], color="grey", linestyle="--", marker="s", markersize=5, linewidth=1.6,
                 label="1 GPU (baseline) of each machine, in the colour of its first line")
     ax.set_xscale("log", base=2)
     _log2_ticks(ax, [x for line in lines for x, _ in line.points], lambda b: f"{b:g}")
@@ -121,8 +133,13 @@ def busbw_figure(lines: list[Line], peaks: dict, colours: dict) -> Figure:
     """busbw against message size, log x; the links' theoretical peaks as horizontal lines."""
     fig = _figure(4.4 + _legend_height(len(lines) + len(peaks)))
     ax = fig.add_subplot()
+    # Lines of one series differ only in op, dtype, placement or ranks: one colour, a marker each.
+    markers: dict = {}
+    for line in lines:
+        mine = markers.setdefault(line.series, {})
+        mine.setdefault(line.detail, MARKERS[len(mine) % len(MARKERS)])
     for line, shift in zip(lines, _shifts(len(lines))):
-        _errorbar(ax, line, 1.0, colours[line.series], shift)
+        _errorbar(ax, line, 1.0, colours[line.series], shift, marker=markers[line.series][line.detail])
     for hardware, peak in sorted(peaks.items()):
         colour = next(colours[line.series] for line in lines if line.series.hardware == hardware)
         ax.axhline(peak, color=colour, linestyle=":", linewidth=1.8,

@@ -12,45 +12,12 @@ import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-import numpy as np
-
-from bench.agent.stats import percentile
 from bench.report.merge import Comparison, RunEntry, Series, training_recipe
-
-BOOTSTRAP_RESAMPLES = 1000
-CONFIDENCE = 0.90
+from bench.stats import Spread, ratio_of_medians
 
 
-@dataclass(frozen=True)
-class Spread:
-    median: float
-    low: float  # p5 of the samples, or the lower confidence bound
-    high: float  # p95 of the samples, or the upper confidence bound
-    n: int
-
-    @classmethod
-    def of(cls, samples: list) -> "Spread":
-        ordered = sorted(samples)
-        return cls(statistics.median(ordered), percentile(ordered, 5), percentile(ordered, 95), len(ordered))
-
-    def scaled(self, factor: float) -> "Spread":
-        return Spread(self.median * factor, self.low * factor, self.high * factor, self.n)
-
-
-def ratio_of_medians(numerator: list, denominator: list) -> Spread:
-    """median(numerator) / median(denominator) with a bootstrap CI (seeded: the same report every time)."""
-    rng = np.random.default_rng(0)
-    top, bottom = np.asarray(numerator, dtype=float), np.asarray(denominator, dtype=float)
-    top_medians = np.median(rng.choice(top, (BOOTSTRAP_RESAMPLES, top.size)), axis=1)
-    bottom_medians = np.median(rng.choice(bottom, (BOOTSTRAP_RESAMPLES, bottom.size)), axis=1)
-    with np.errstate(divide="ignore", invalid="ignore"):  # a zero median (a foreign bundle's) shows as inf or nan
-        ratios = top_medians / bottom_medians
-        tail = (1 - CONFIDENCE) / 2 * 100
-        low, high = np.percentile(ratios, [tail, 100 - tail])
-        return Spread(float(np.median(top) / np.median(bottom)), float(low), float(high), int(bottom.size))
-
-
-def _pooled(entries: list[RunEntry], metric: str) -> list:
+def pooled(entries: list[RunEntry], metric: str) -> list:
+    """The samples of one metric over the runs of a series: its spread is taken from these."""
     return [s for entry in entries for s in entry.samples(metric)]
 
 
@@ -149,9 +116,9 @@ def efficiency_bars(comparison: Comparison) -> list[Bar]:
     bars = []
     for (key, series), entries in sorted(groups.items()):
         # Efficiency = baseline per-sample time / this run's: the baseline is the numerator.
-        base, pooled = _baseline_samples(entries, "per_sample_gpu_time_s"), _pooled(entries, "per_sample_gpu_time_s")
-        if base and pooled:
-            bars.append(Bar(series, group_label(key), ratio_of_medians(base, pooled)))
+        base, samples = _baseline_samples(entries, "per_sample_gpu_time_s"), pooled(entries, "per_sample_gpu_time_s")
+        if base and samples:
+            bars.append(Bar(series, group_label(key), ratio_of_medians(base, samples)))
     return bars
 
 
@@ -176,7 +143,7 @@ def predictions(comparison: Comparison) -> list[Prediction]:
         _, batch, ws = key
         base = _baseline_samples(entries, "per_sample_gpu_time_s")
         found.append(Prediction(
-            series, group_label(key), Spread.of(_pooled(entries, "step_time_s")),
+            series, group_label(key), Spread.of(pooled(entries, "step_time_s")),
             statistics.median(e.run["derived"]["predicted_step_time_s"] for e in entries),
             statistics.median(base) * batch / ws if base else None,
         ))

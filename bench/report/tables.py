@@ -13,7 +13,8 @@ from bench.agent.concerns import pcie_links
 from bench.report.document import Table
 from bench.report.merge import Comparison, HostEntry, RunEntry, configuration
 from bench.report.units import human_bytes
-from bench.report.series import Bar, Prediction, Spread, group_label, workload
+from bench.report.series import Bar, Prediction, group_label, pooled, workload
+from bench.stats import LEVEL_LABEL, Spread
 
 
 def spread(value: "Spread | None", factor: float = 1.0, fmt: str = ".3g") -> str:
@@ -29,8 +30,14 @@ def _percent(value: Spread) -> str:
 
 
 def _pooled(entries: list[RunEntry], metric: str) -> "Spread | None":
-    samples = [s for entry in entries for s in entry.samples(metric)]
+    samples = pooled(entries, metric)
     return Spread.of(samples) if samples else None
+
+
+def _flags(entries: list[RunEntry]) -> str:
+    """" ⚠ code, ..." for the warnings of a row's runs (the warnings table below says why), else ""."""
+    codes = sorted({w["code"] for e in entries for w in e.run.get("warnings", [])})
+    return f" ⚠ {', '.join(codes)}" if codes else ""
 
 
 def _series_cells(entries: list[RunEntry]) -> list[str]:
@@ -112,7 +119,7 @@ def collectives_table(comparison: Comparison) -> "Table | None":
         _, op, dtype, in_place, ws, size = key
         time = _pooled(group, "time_s")
         rows.append([*_series_cells(group), op, dtype, "in" if in_place else "out", str(ws), human_bytes(size),
-                     spread(_pooled(group, "busbw_gbps")), spread(_pooled(group, "algbw_gbps")),
+                     spread(_pooled(group, "busbw_gbps")) + _flags(group), spread(_pooled(group, "algbw_gbps")),
                      spread(time, 1e6, ".4g") if time else "-", _bundles(group)])
     if not rows:
         return None
@@ -157,7 +164,7 @@ def ddp_table(comparison: Comparison, bars: list[Bar], predictions: list[Predict
             spread(_pooled(group, "step_time_s"), 1e3, ".4g"),
             spread(_pooled(group, "per_sample_gpu_time_s"), 1e3, ".4g"),
             spread(_pooled(group, "samples_per_s"), 1, ".4g"),
-            _percent(eff) if eff else ("100% (baseline)" if ws == 1 else "-"),
+            (_percent(eff) if eff else ("100% (baseline)" if ws == 1 else "-")) + _flags(group),
             f"{predicted[(series, label)] * 1e3:.4g}" if (series, label) in predicted else "-",
             _percent(mfu) if mfu else "-",
             human_bytes(memory) if memory is not None else "-",
@@ -166,8 +173,19 @@ def ddp_table(comparison: Comparison, bars: list[Bar], predictions: list[Predict
     if not rows:
         return None
     return Table(["host", "GPUs and link", "transport", "model", "recipe", "GPUs", "global batch", "accum",
-                  "step ms median [p5, p95]", "per-sample × GPUs ms", "samples/s", "scaling % [90% CI]",
+                  "step ms median [p5, p95]", "per-sample × GPUs ms", "samples/s", f"scaling % [{LEVEL_LABEL}]",
                   "predicted step ms", "MFU %", "peak memory", "bundles"], rows)
+
+
+# --- Implausible figures ------------------------------------------------------------------
+
+def warnings_table(comparison: Comparison, suite: str) -> "Table | None":
+    """Every flagged figure of a suite's runs, with what is wrong and its likely cause."""
+    rows = [[e.host.name, e.host.run_id, _what(e.run), e.series.transport_label, w["code"], w["message"], w["likely_cause"]]
+            for e in comparison.runs if e.run["suite"] == suite for w in e.run.get("warnings", [])]
+    if not rows:
+        return None
+    return Table(["host", "bundle", "what", "transport", "warning", "figure", "likely cause"], rows)
 
 
 # --- What failed ----------------------------------------------------------------------------

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bench.bundle import read_bundle
-from bench.verify.compare import compare_bundles, match_hosts, passed
+from bench.verify.compare import compare_bundles, match_hosts, outcome, plan_differences
 from bench.verify.signing import Signature, check_signature
 from bench.verify import verdict
 
@@ -21,8 +21,10 @@ def _pairs_fit(pairs: list, original_names: list, new_names: list) -> bool:
 
 
 def judge(original: dict, original_signature: Signature, new: dict, new_signature: Signature,
-          tolerances: dict, host_map: dict, out_dir: Path) -> tuple[bool, str, tuple[Path, Path]]:
-    """Compare, write verdict.md and verdict.json into out_dir; (passed, markdown, paths).
+          tolerances: dict, host_map: dict, out_dir: Path) -> tuple[str, str, tuple[Path, Path]]:
+    """Compare, write verdict.md and verdict.json into out_dir; (outcome, markdown, paths).
+
+    Bundles of two different plans are not compared run by run: the outcome is "not comparable".
 
     When the new bundle records that it verifies this very original (same sha256), its host
     pairs are the default and its deviations are reported; an image deviation (--image) takes
@@ -37,19 +39,21 @@ def judge(original: dict, original_signature: Signature, new: dict, new_signatur
     else:
         pairs, rule = match_hosts(original_names, new_names, host_map)
     ignore = frozenset({"image_digest"}) if any(d["field"] == "image" for d in deviations) else frozenset()
-    verdicts = compare_bundles(original, new, tolerances, pairs, ignore)
-    ok = passed(verdicts)
+    plans_differ = plan_differences(original, new)
+    verdicts = [] if plans_differ else compare_bundles(original, new, tolerances, pairs, ignore)
+    result = "not comparable" if plans_differ else outcome(verdicts)
     context = {
         "original": _bundle_info(original, original_signature), "new": _bundle_info(new, new_signature),
         "hosts_paired": rule, "host_pairs": [{"original": a, "new": b} for a, b in pairs], "deviations": deviations, "tolerances": tolerances,
+        "plans_differ": plans_differ,
     }
-    doc = verdict.document(context, verdicts, ok)
+    doc = verdict.document(context, verdicts, result)
     text = verdict.markdown(doc, verdicts)
-    return ok, text, verdict.write(out_dir, doc, text)
+    return result, text, verdict.write(out_dir, doc, text)
 
 
 def compare_files(original_path: Path, new_path: Path, *, tolerances: dict, host_map: dict,
-                  allowed_signers: "Path | None", require_signature: bool, out_dir: "Path | None") -> tuple[bool, str, tuple[Path, Path]]:
+                  allowed_signers: "Path | None", require_signature: bool, out_dir: "Path | None") -> tuple[str, str, tuple[Path, Path]]:
     """`ddpbench compare A B`: both bundles checked (sha256, schema, signatures), no rerun."""
     original = read_bundle(original_path)
     original_signature = check_signature(original_path, allowed_signers, require_signature)

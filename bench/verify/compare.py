@@ -14,11 +14,11 @@ from dataclasses import asdict, dataclass, field, replace
 
 from bench.errors import UserError
 from bench.verify.machines import differences
-from bench.verify.ratio import ratio_of_medians
+from bench.stats import LEVEL, Spread, cv, ratio_of_medians
 
 HEADLINE = {"collectives": "busbw_gbps", "copy": "copy_gbps", "ddp": "step_time_s"}
 DEFAULT_TOLERANCE = 0.05
-VERDICTS = ("reproduced", "faster", "slower", "not comparable", "failed")
+VERDICTS = ("reproduced", "inconclusive", "faster", "slower", "not comparable", "failed")
 
 
 def higher_is_better(metric: str) -> bool:
@@ -73,8 +73,16 @@ def match_hosts(original: "list[str]", new: "list[str]", explicit: dict) -> tupl
     return [(n, paired.get(n)) for n in original], (rule + " and --host-map" if explicit else rule)
 
 
+# How long a run sampled and warmed up, not what it measured: a rerun may set them otherwise.
+SAMPLING_PARAMS = frozenset({"cv_target", "sampling_cap_s", "warmup_max_steps", "warmup_tolerance"})
+
+
+def measured(params: dict) -> dict:
+    return {k: v for k, v in params.items() if k not in SAMPLING_PARAMS}
+
+
 def run_key(run: dict) -> tuple:
-    return (run["suite"], json.dumps(run["params"], sort_keys=True), run["transport"]["preset"], run["world_size"])
+    return (run["suite"], json.dumps(measured(run["params"]), sort_keys=True), run["transport"]["preset"], run["world_size"])
 
 
 @dataclass
@@ -100,14 +108,51 @@ class RunVerdict:
         return asdict(self)
 
 
-def verdict_of(ratio: float, tolerance: float, metric: str) -> str:
-    """Within a factor 1+tolerance either way is reproduced; otherwise the metric's direction decides."""
-    if ratio > 0 and max(ratio, 1 / ratio) <= 1 + tolerance:
+def band(tolerance: float) -> tuple[float, float]:
+    """The ratios that count as the same: within a factor 1 + tolerance either way."""
+    return 1 / (1 + tolerance), 1 + tolerance
+
+
+def verdict_of(ratio: Spread, tolerance: float, metric: str) -> str:
+    """"reproduced" when the ratio's whole interval lies inside the band, "faster"/"slower" when it
+    lies wholly outside (the metric's direction decides which), "inconclusive" when it straddles an edge."""
+    low, high = band(tolerance)
+    if ratio.low is None:
+        return "inconclusive"
+    if low <= ratio.low and ratio.high <= high:
         return "reproduced"
-    return "faster" if (ratio > 1) == higher_is_better(metric) else "slower"
+    if ratio.high < low or ratio.low > high:
+        return "faster" if (ratio.median > 1) == higher_is_better(metric) else "slower"
+    return "inconclusive"
 
 
-def _compare_run(base: RunVerdict, run: dict, new_run: "dict | None", machine_differs: list, tolerances: dict, new_error: "str | None") -> RunVerdict:
+def why_inconclusive(ratio: Spread, tolerance: float, original: list, new: list) -> str:
+    """Why the interval is too wide to judge, and what would settle it."""
+    if ratio.low is None:
+        return "the original's samples hold a non-positive value: no interval"
+    return (
+        f"the {LEVEL:.0%} interval straddles the band +-{tolerance:.3g} (CV original {cv(original):.1%} n={len(original)}, "
+        f"new {cv(new):.1%} n={len(new)}); more samples settle it: raise the entry's repetitions or steps, "
+        f"or rerun on a quieter machine"
+    )
+
+
+# Above this share of the machine's CPU taken by other processes during either run, a difference
+# outside the band may be theirs: the verdict says so instead of "slower" or "faster".
+BUSY_MACHINE_FRACTION = 0.10
+
+
+def _busy(shares: tuple) -> "str | None":
+    """Why a difference cannot be put down to the machine, if others used it during either run."""
+    sides = [f"{name} {share:.0%}" for name, share in zip(("original", "new"), shares) if share is not None and share > BUSY_MACHINE_FRACTION]
+    if not sides:
+        return None
+    return (f"other processes took {' and '.join(sides)} of the machine's CPU while it ran (above {BUSY_MACHINE_FRACTION:.0%}): "
+            f"the difference may be theirs; rerun on an otherwise idle machine to settle it")
+
+
+def _compare_run(base: RunVerdict, run: dict, new_run: "dict | None", machine_differs: list, tolerances: dict,
+                 new_error: "str | None", shares: tuple = (None, None)) -> RunVerdict:
     """The verdict of one original run; medians come from the samples, which the ratio's interval resamples."""
     if run["status"] != "ok":
         return replace(base, verdict="not comparable", reason=f"the original run did not succeed ({run['status']}: {run.get('error')})")
@@ -129,12 +174,25 @@ def _compare_run(base: RunVerdict, run: dict, new_run: "dict | None", machine_di
     if base.original_median <= 0:
         return replace(base, verdict="not comparable", reason=f"the original median of {base.metric} is not positive")
     new_samples = new_run["metrics"][base.metric]["samples"]
-    ratio = ratio_of_medians(samples, new_samples)
+    ratio = ratio_of_medians(new_samples, samples)
     tolerance = tolerances[base.metric]
+    verdict = verdict_of(ratio, tolerance, base.metric)
+    reason = why_inconclusive(ratio, tolerance, samples, new_samples) if verdict == "inconclusive" else None
+    busy = _busy(shares)
+    if verdict in ("slower", "faster") and busy:
+        verdict, reason = "inconclusive", f"{verdict} beyond its interval, but {busy}"
     return replace(
-        base, new_median=statistics.median(new_samples), ratio=ratio.value, ci_low=ratio.low, ci_high=ratio.high,
-        tolerance=tolerance, verdict=verdict_of(ratio.value, tolerance, base.metric),
+        base, new_median=statistics.median(new_samples), ratio=ratio.median, ci_low=ratio.low, ci_high=ratio.high,
+        tolerance=tolerance, verdict=verdict, reason=reason,
     )
+
+
+def _others_share(host: "dict | None", run: "dict | None") -> "float | None":
+    """The CPU share other processes took during the launch that measured run (None: not recorded)."""
+    if host is None or run is None:
+        return None
+    launch = next((l for l in host["launches"] if l["id"] == run["launch_id"]), {})
+    return launch.get("cpu_taken_by_others_fraction")
 
 
 def compare_bundles(original: dict, new: dict, tolerances: dict, pairs: "list[tuple]", ignore: "frozenset[str]" = frozenset()) -> list[RunVerdict]:
@@ -165,11 +223,33 @@ def compare_bundles(original: dict, new: dict, tolerances: dict, pairs: "list[tu
             queue = new_runs.get(run_key(run), [])
             new_run = queue.pop(0) if queue else None
             new_error = None if new_host is None else new_host.get("error")
-            verdicts.append(_compare_run(base, run, new_run, machine_differs, tolerances, new_error))
+            shares = (_others_share(host, run), _others_share(new_host, new_run))
+            verdicts.append(_compare_run(base, run, new_run, machine_differs, tolerances, new_error, shares))
     return verdicts
 
 
-def passed(verdicts: "list[RunVerdict]") -> bool:
-    """True when some run was compared and every compared run reproduced; a run the rerun lost counts against."""
-    compared = [v for v in verdicts if v.verdict != "not comparable"]
-    return bool(compared) and all(v.verdict == "reproduced" for v in compared)
+def plan_differences(original: dict, new: dict) -> list[str]:
+    """What differs between two bundles' plans, beyond name, description and sampling; [] when they are one plan."""
+    ignored = ("name", "description")
+    a = {k: v for k, v in original["plan"].items() if k not in ignored}
+    b = {k: v for k, v in new["plan"].items() if k not in ignored}
+    differ = [k for k in sorted({*a, *b}) if k != "suites" and a.get(k) != b.get(k)]
+    suites_a, suites_b = ([{**e, "params": measured(e.get("params", {}))} for e in p.get("suites", [])] for p in (a, b))
+    if len(suites_a) != len(suites_b):
+        differ.append(f"suites ({len(suites_a)} entries against {len(suites_b)})")
+    else:
+        differ += [f"suites[{i}] ({x.get('suite')})" for i, (x, y) in enumerate(zip(suites_a, suites_b)) if x != y]
+    return differ
+
+
+OUTCOMES = ("passed", "failed", "inconclusive", "not comparable")
+
+
+def outcome(verdicts: "list[RunVerdict]") -> str:
+    """passed: some run compared and every compared run reproduced; failed: a run was slower,
+    faster or lost by the rerun, or none could be compared; inconclusive: none failed but some
+    interval was too wide to judge."""
+    compared = [v.verdict for v in verdicts if v.verdict != "not comparable"]
+    if not compared or any(v in ("faster", "slower", "failed") for v in compared):
+        return "failed"
+    return "inconclusive" if "inconclusive" in compared else "passed"

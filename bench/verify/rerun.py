@@ -16,7 +16,8 @@ from bench.controller import plans
 from bench.controller.hosts import Inventory, load_hosts
 from bench.controller.run import execute, tool_info
 from bench.verify import judge
-from bench.verify.compare import match_hosts
+from bench.stats import cv
+from bench.verify.compare import HEADLINE, match_hosts
 from bench.verify.machines import image_ref
 from bench.verify.signing import Signature, check_signature
 
@@ -55,10 +56,31 @@ def plan_rerun(original: dict, signature: Signature, inventory: Inventory, pairs
     return dataclasses.replace(inventory, hosts=tuple(hosts)), verification
 
 
+def as_tight_as_the_original(original: dict, plan: dict) -> "tuple[dict, list[dict]]":
+    """The plan to rerun: each entry without a cv_target of its own samples until its CV is down to
+    the original's (the median over the entry's runs), within sampling_cap_s: a rerun noisier than
+    the original takes more samples, so its interval can be as narrow. The deviations it records."""
+    cvs: dict = {}
+    for host in original["hosts"]:
+        for run in host["runs"]:
+            samples = (run["metrics"].get(HEADLINE[run["suite"]]) or {}).get("samples") or []
+            if run["status"] == "ok" and len(samples) > 1:
+                cvs.setdefault(int(run["launch_id"].split("-")[0]), []).append(cv(samples))
+    plan = {**plan, "suites": [dict(e, params=dict(e["params"])) for e in plan["suites"]]}
+    deviations = []
+    for index, entry in enumerate(plan["suites"]):
+        if entry["params"].get("cv_target") is None and cvs.get(index):
+            target = round(max(sorted(cvs[index])[len(cvs[index]) // 2], 0.001), 4)
+            entry["params"]["cv_target"] = target
+            deviations.append({"field": "cv_target", "original": None, "used": f"suites[{index}]: {target:g}",
+                               "note": "sample until as steady as the original"})
+    return plan, deviations
+
+
 def verify(bundle_path: Path, hosts_path: Path, out_root: Path, *, image: "str | None", tolerances: dict,
            host_map: dict, allowed_signers: "Path | None", require_signature: bool,
-           announce: Callable[[str], None] = print) -> tuple[bool, str, Path, dict, tuple[Path, Path]]:
-    """(passed, verdict markdown, new bundle path, new bundle, verdict paths). `announce` gets
+           announce: Callable[[str], None] = print) -> tuple[str, str, Path, dict, tuple[Path, Path]]:
+    """(outcome, verdict markdown, new bundle path, new bundle, verdict paths). `announce` gets
     what the bundle's plan will run (its environment included) before anything runs."""
     original = read_bundle(bundle_path)
     signature = check_signature(bundle_path, allowed_signers, require_signature)
@@ -66,8 +88,10 @@ def verify(bundle_path: Path, hosts_path: Path, out_root: Path, *, image: "str |
     inventory = load_hosts(hosts_path)
     pairs, rule = match_hosts([h["name"] for h in original["hosts"]], [h.name for h in inventory.hosts], host_map)
     inventory, verification = plan_rerun(original, signature, inventory, pairs, rule, image)
-    for line in plans.describe(plan):
-        announce(line)
+           host_map: dict, allowed_signers: "Path | None", require_signature: bool,
+           announce: Callable[[str], None] = print) -> tuple[str, str, Path, dict, tuple[Path, Path]]:
+    """(outcome, verdict markdown, new bundle path, new bundle, verdict paths). `announce` gets
+    what the bundle's plan will run (its environment included) before anything runs."""
     path, new = execute(inventory, plan, out_root, verification=verification)
-    ok, text, verdict_paths = judge(original, signature, new, Signature("unsigned"), tolerances, host_map, path.parent)
-    return ok, text, path, new, verdict_paths
+    result, text, verdict_paths = judge(original, signature, new, Signature("unsigned"), tolerances, host_map, path.parent)
+    return result, text, path, new, verdict_paths

@@ -7,10 +7,11 @@ from collections import Counter
 from pathlib import Path
 
 from bench.outputs import prepare_folder, write_text
-
+from bench.report import markdown as markdown_renderer
+from bench.report.document import Table
 from bench.report.units import human_bytes
+from bench.stats import LEVEL_LABEL, METHOD
 from bench.verify.compare import VERDICTS, RunVerdict, higher_is_better
-from bench.verify.ratio import METHOD
 
 # Shown for every run of a suite, whether or not it varies across the bundle's runs.
 IDENTITY_PARAMS = {"collectives": ("op", "size_bytes"), "copy": ("direction", "engine", "src", "dst", "size_bytes"),
@@ -57,37 +58,39 @@ def _text(text: str) -> str:
     return text.replace("<", "&lt;")
 
 
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
-def table(verdicts: "list[RunVerdict]") -> list[str]:
-    header = ["host", "suite", "params", "transport", "ranks", "metric", "original", "new", "ratio [95% CI]", "verdict"]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+def table(verdicts: "list[RunVerdict]") -> Table:
+    header = ["host", "suite", "params", "transport", "ranks", "metric", "original", "new", f"ratio [{LEVEL_LABEL}]", "verdict"]
+    rows = []
     for v, params in zip(verdicts, params_labels(verdicts)):
         host = v.host if v.new_host in (v.host, None) else f"{v.host} -> {v.new_host}"
-        cells = [host, v.suite, params, v.transport, str(v.world_size), v.metric,
-                 _num(v.original_median), _num(v.new_median), _ratio(v), _verdict(v)]
-        lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
-    return lines
+        rows.append([host, v.suite, params, v.transport, str(v.world_size), v.metric,
+                     _num(v.original_median), _num(v.new_median), _ratio(v), _verdict(v)])
+    return Table(header, rows)
 
 
-def summary(verdicts: "list[RunVerdict]", ok: bool) -> str:
+def summary(verdicts: "list[RunVerdict]", result: str, plans_differ: "list[str]") -> str:
+    if result == "not comparable":
+        return f"NOT COMPARABLE: the plans differ ({', '.join(plans_differ)}); compare bundles of one plan"
     counts = Counter(v.verdict for v in verdicts)
     figures = ", ".join(f"{counts[name]} {name}" for name in VERDICTS if counts[name])
     compared = sum(counts[name] for name in VERDICTS if name != "not comparable")
-    if ok:
+    if result == "passed":
         return f"PASS: every compared run reproduced ({figures})"
+    if result == "inconclusive":
+        return (f"INCONCLUSIVE: {counts['inconclusive']} of {compared} compared runs could not be judged, none differed "
+                f"({figures}); their intervals are too wide for the tolerance: more samples settle it")
     if not compared:
         return f"FAIL: no run could be compared ({figures})"
-    return f"FAIL: {compared - counts['reproduced']} of {compared} compared runs did not reproduce ({figures})"
+    differed = compared - counts["reproduced"] - counts["inconclusive"]
+    return f"FAIL: {differed} of {compared} compared runs did not reproduce ({figures})"
 
 
-def document(context: dict, verdicts: "list[RunVerdict]", ok: bool) -> dict:
+def document(context: dict, verdicts: "list[RunVerdict]", result: str) -> dict:
     """verdict.json: the context (bundles, signatures, host pairs, deviations, tolerances), the method and each run."""
     return {
-        "kind": "ddpbench.verdict", **context, "method": METHOD,
-        "passed": ok, "summary": summary(verdicts, ok), "runs": [v.to_json() for v in verdicts],
+        "kind": "ddpbench.verdict", **context, "method": "ratio = new median / original median; " + METHOD,
+        "outcome": result, "passed": result == "passed",
+        "summary": summary(verdicts, result, context["plans_differ"]), "runs": [v.to_json() for v in verdicts],
     }
 
 
@@ -105,10 +108,11 @@ def markdown(doc: dict, verdicts: "list[RunVerdict]") -> str:
     lines += [f"- deviation: {d['field']}{' on ' + d['host'] if d.get('host') else ''}: {d['original']} -> {d['used']} ({d['note']})" for d in doc["deviations"]]
     lines += [
         f"- method: {doc['method']}",
-        f"- tolerance: reproduced when the ratio is within a factor 1 + tolerance either way; {tolerances}",
-        "", *table(verdicts), "", f"**{doc['summary']}**", "",
+        f"- tolerance: reproduced when the ratio's whole interval lies within a factor 1 + tolerance either way, "
+        f"slower or faster when it lies wholly outside, inconclusive otherwise; {tolerances}", "",
     ]
-    return "\n".join(_text(line) for line in lines)
+    table_text = [markdown_renderer.render([table(verdicts)])] if verdicts else []  # the renderer escapes its cells
+    return "\n".join([*map(_text, lines), *table_text, _text(f"**{doc['summary']}**"), ""])
 
 
 def write(out_dir: Path, doc: dict, text: str) -> tuple[Path, Path]:

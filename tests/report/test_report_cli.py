@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from bench.analysis import derive_prediction, derive_warnings
+from bench.bundle import seal
 from bench.cli import main
 from report_variants import make_variant, write
 
@@ -56,7 +58,7 @@ def test_every_plot_is_written_as_png_and_svg_and_embedded(report):
         assert b"<svg" in (report / name).with_suffix(".svg").read_bytes()[:2000]
         assert f"[SVG]({Path(name).stem}.svg)" in md
     assert "Error bars: p5-p95 of the samples" in md
-    assert "90% bootstrap confidence interval" in md
+    assert "95% interval from a bootstrap of the ratio of medians" in md
 
 
 def test_html_is_self_contained(report):
@@ -86,7 +88,7 @@ def test_tables_give_median_spread_and_n_and_flag_the_transport_mismatch(report,
     assert any(r[2] == "p2p_off via P2P ⚠ transport mismatch" for r in collectives)
     assert "Transport mismatch in" in md
     ddp_header = next(line for line in md.splitlines() if "step ms median [p5, p95]" in line)
-    assert "scaling % [90% CI]" in ddp_header and "predicted step ms" in ddp_header
+    assert "scaling % [95% CI]" in ddp_header and "predicted step ms" in ddp_header
     assert re.search(r"\| rig-3090 \| 2x RTX 3090, NVLink NV4 \| default via P2P \| tiny \| fp32 \| 2 \| 8 \| \d+ \| "
                      r"[\d.]+ \[[\d.]+, [\d.]+\] n=4 \|", md)
     assert "| 95.2% [" in md  # rig-3090 scales at 1 / 1.05
@@ -217,3 +219,27 @@ def test_failed_hosts_runs_and_launches_are_listed_beside_what_did_finish(real_b
         ["collectives", "launch 00-collectives-default-ws2", "default", "timeout", "ran past 300 s"],
     ]
     assert "| tiny | fp32 | 2 | 4 |" in md  # the batch-4 run that finished is still reported
+
+
+def test_implausible_figures_are_flagged_beside_them_with_their_likely_cause(real_bundle, tmp_path):
+    # Two ranks at twice the speed of one each, and a busbw 1000 times a CPU's over a 56 GB/s NVLink.
+    doc = make_variant(real_bundle, "too-good", hardware="3090-nvlink", bandwidth=1000, exposed=-0.5)
+    host = doc["hosts"][0]
+    derive_prediction(host["runs"], host["launches"])
+    for launch in host["launches"]:
+        launch["cpu_taken_by_others_fraction"] = 0.0 if launch["world_size"] > 1 else 0.45
+    derive_warnings(host["runs"], host["fingerprint"], host["launches"])
+    path = write(tmp_path / "too-good.json", seal(doc))
+    assert main(["report", str(path), "--out", str(tmp_path / "out")]) == 0
+    md = (tmp_path / "out" / "report.md").read_text()
+    rows = [[cell.strip() for cell in line.strip("|").split(" | ")] for line in md.splitlines() if line.startswith("| too-good |")]
+    ddp_rows = [row for row in rows if row[3] == "tiny" and row[5] == "2"]
+    assert ddp_rows and all(row[11].startswith("200.0% [") and row[11].endswith(" ⚠ negative_exposed_comm, scaling_above_perfect")
+                            for row in ddp_rows)
+    assert any(row[3] == "all_reduce" and row[8].endswith(" ⚠ busbw_above_link_peak") for row in rows)
+    flagged = {row[4]: row for row in rows if len(row) == 7}  # the warnings tables: host, bundle, what, transport, warning, figure, cause
+    assert set(flagged) >= {"scaling_above_perfect", "negative_exposed_comm", "busbw_above_link_peak"}
+    assert "did not get the resources per rank" in flagged["scaling_above_perfect"][6]
+    assert flagged["scaling_above_perfect"][6].endswith("(other processes took 45% of the machine's CPU during the 1-rank run)")
+    assert "above the link's theoretical peak of 56.25 GB/s" in flagged["busbw_above_link_peak"][5]
+    assert "implausible figure(s), marked ⚠ in the table above" in md

@@ -162,3 +162,29 @@ def test_every_plot_saves_as_png_and_svg(tmp_path, comparison, colours):
     P.save(P.busbw_figure(lines, S.link_peaks(comparison, lines), colours), png, svg)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert b"<svg" in svg.read_bytes()[:2000]
+
+
+def test_a_one_batch_baseline_is_a_dashed_line_across_the_plot_in_its_own_colour(comparison, colours):
+    # One global batch per rank count (quick, seed001, seed002): each line is a single point.
+    ((workload, lines),) = S.per_sample_lines(comparison).items()
+    local = [dataclasses.replace(line, points=line.points[:1]) for line in lines if line.series.host in ("local", "")]
+    assert len(local) == 2 and sum(line.baseline for line in local) == 1
+    fig = P.per_sample_figure(workload, local, colours)
+    ax = fig.axes[0]
+    baseline = next(line for line in local if line.baseline)
+    level = baseline.points[0][1].median * (1e3 if "(ms)" in ax.get_ylabel() else 1)
+    across = [l for l in ax.lines if l.get_linestyle() == "--" and list(l.get_xdata()) == [0, 1]]
+    assert [tuple(l.get_ydata()) for l in across] == [pytest.approx((level, level))]
+    points = {l.get_label(): l for l in ax.lines if l.get_label() in {line.label for line in local}}
+    assert len(points) == 2
+    one, two = (points[line.label] for line in sorted(local, key=lambda line: not line.baseline))
+    assert one.get_color() != two.get_color() and one.get_marker() != two.get_marker()
+
+
+def test_busbw_lines_of_one_series_are_told_apart_by_marker(comparison, colours):
+    lines = [line for line in S.busbw_lines(comparison) if line.series.host == "local"]
+    ops = [dataclasses.replace(lines[0], label=f"{lines[0].label} · {op}", detail=(op, *lines[0].detail[1:]))
+           for op in ("all_reduce", "all_gather", "reduce_scatter")]
+    fig = P.busbw_figure(ops, {}, colours)
+    drawn = [l for l in fig.axes[0].lines if l.get_label() in {line.label for line in ops}]
+    assert len({l.get_color() for l in drawn}) == 1 and len({l.get_marker() for l in drawn}) == 3

@@ -16,7 +16,7 @@ from typing import Callable
 import torch
 import torch.distributed as dist
 
-from bench.agent.harness import Context, repeat
+from bench.agent.harness import Context, Sampling, repeat
 from bench.agent.stats import metric
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -165,6 +165,7 @@ def run(ctx: Context, params: dict, emit: Callable[[dict], None]) -> None:
     """Every (op, dtype, placement, size) of the plan entry; one record per point through `emit`."""
     timing = {k: params[k] for k in ("warmup_iters", "iters", "repetitions")}
     use_graph = bool(params.get("cuda_graph", True))
+    sampling = Sampling.of(params)
     sizes = sweep_sizes(params["begin_bytes"], params["end_bytes"], params["factor"])
     for op in params["ops"]:
         for dtype_name in params["dtypes"]:
@@ -183,7 +184,7 @@ def run(ctx: Context, params: dict, emit: Callable[[dict], None]) -> None:
                     point = {"dtype": dtype_name, "in_place": in_place, **timing, "cuda_graph": use_graph and ctx.is_cuda}
                     buffers = collective.make(ctx, count, dtype, in_place)
                     buffers.reset()
-                    mean_s, max_s = repeat(ctx, buffers.run, use_graph=use_graph, **timing)
+                    mean_s, max_s = repeat(ctx, buffers.run, use_graph=use_graph, sampling=sampling, **timing)
                     complaint = check_result(ctx, buffers, dtype, f"{op} {dtype_name} {size_bytes} bytes")
                     del buffers
                     if complaint:
@@ -213,7 +214,7 @@ def _sendrecv_matrix(ctx, params, dtype_name, dtype, timing, use_graph, emit) ->
                 buf.copy_(pattern(ctx, count, dtype, ctx.rank + 1))
                 dist.barrier()
                 # Idle ranks time nothing; the pair's time is the slower of its two ends.
-                _, max_s = repeat(ctx, call, use_graph=use_graph and role is not None, **timing)
+                _, max_s = repeat(ctx, call, use_graph=use_graph and role is not None, sampling=Sampling.of(params), **timing)
                 point = {"dtype": dtype_name, "in_place": False, **timing, "cuda_graph": use_graph and ctx.is_cuda, "src_rank": src, "dst_rank": dst}
                 buf.copy_(pattern(ctx, count, dtype, ctx.rank + 1))
                 call()

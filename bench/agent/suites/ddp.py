@@ -20,7 +20,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from bench.agent import copy_engine_allreduce, kernel_time, models, rank_errors
 from bench.agent.gpu_peaks import dense_bf16_peak_tflops
-from bench.agent.harness import Context, reduce_over_ranks
+from bench.agent.harness import Context, Sampling, reduce_over_ranks, sample_until_steady
 from bench.agent.stats import metric
 
 
@@ -142,13 +142,11 @@ def run_config(ctx: Context, params: dict, global_batch: int, build: Callable = 
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 
-    for _ in range(params["warmup_steps"]):
-        step()
-    ctx.sync()
+    warmup_count = warm_up(ctx, step, params)
     if ctx.is_cuda:
         torch.cuda.reset_peak_memory_stats(ctx.device)
     calls_before = calls[0] if calls else 0
-    local = time_steps(ctx, step, params["steps"])
+    local = sample_until_steady(ctx, lambda n: time_steps(ctx, step, n), params["steps"], Sampling.of(params))
     _, step_s = reduce_over_ranks(ctx, local)  # a step ends when its slowest rank does
 
     peak = dense_bf16_peak_tflops(torch.cuda.get_device_name(ctx.device)) if ctx.is_cuda else None
@@ -157,13 +155,14 @@ def run_config(ctx: Context, params: dict, global_batch: int, build: Callable = 
     if ctx.world_size > 1:
         dist.all_reduce(memory, op=dist.ReduceOp.MAX)
     metrics["peak_memory_bytes"] = metric([memory.item()])
+    metrics["warmup_steps_count"] = metric([float(warmup_count)])
     # DDP reduces gradients in the weights' dtype (fp32 under autocast over fp32 weights) unless
     # the bf16 hook compresses them; one rank has no link to cross.
     reduced_element_bytes = 2 if params["grad_reduce_dtype"] == "bf16" else None
     grad_bytes = sum(p.numel() * (reduced_element_bytes or p.element_size()) for p in work.module.parameters() if p.requires_grad)
     metrics["grad_allreduce_bytes"] = metric([float(grad_bytes if ctx.world_size > 1 else 0)])
     if calls is not None:
-        metrics["allreduce_calls_per_step_count"] = metric([(calls[0] - calls_before) / params["steps"]])
+        metrics["allreduce_calls_per_step_count"] = metric([(calls[0] - calls_before) / len(local)])
     metrics.update(profiled_breakdown(ctx, step, params["profile_steps"]))  # after the counts: its steps are extra
     num_params = sum(p.numel() for p in work.module.parameters())
     return {
@@ -174,6 +173,37 @@ def run_config(ctx: Context, params: dict, global_batch: int, build: Callable = 
         "status": "ok",
         "metrics": metrics,
     }
+
+
+WARMUP_WINDOW = 3  # consecutive warm-up steps that must agree before timing starts
+
+
+def warm_up(ctx: Context, step: Callable[[], None], params: dict) -> int:
+    """Untimed steps until the last WARMUP_WINDOW step times lie within warmup_tolerance of their
+    median on every rank: at least warmup_steps, at most warmup_max_steps. The count run.
+
+    The first steps of a fresh process are several times slower (allocator, caches, lazy
+    initialisation); a fixed count that is too short leaves them among the timed samples."""
+    least, most = params["warmup_steps"], max(params["warmup_steps"], params["warmup_max_steps"])
+    times: list[float] = []
+    while len(times) < most:
+        begin = time.perf_counter()
+        step()
+        ctx.sync()
+        times.append(time.perf_counter() - begin)
+        if len(times) >= least and _steady_everywhere(ctx, times[-WARMUP_WINDOW:], params["warmup_tolerance"]):
+            break
+    return len(times)
+
+
+def _steady_everywhere(ctx: Context, window: list[float], tolerance: float) -> bool:
+    median = sorted(window)[len(window) // 2]
+    steady = len(window) == WARMUP_WINDOW and all(abs(t / median - 1) <= tolerance for t in window)
+    if ctx.world_size == 1:
+        return steady
+    agreed = torch.tensor([int(steady)], dtype=torch.int32, device=ctx.device)
+    dist.all_reduce(agreed, op=dist.ReduceOp.MIN)  # every rank stops warming up at the same step
+    return bool(agreed.item())
 
 
 def profiled_breakdown(ctx: Context, step: Callable[[], None], steps: int) -> dict:
