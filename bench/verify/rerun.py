@@ -88,10 +88,10 @@ def verify(bundle_path: Path, hosts_path: Path, out_root: Path, *, image: "str |
     inventory = load_hosts(hosts_path)
     pairs, rule = match_hosts([h["name"] for h in original["hosts"]], [h.name for h in inventory.hosts], host_map)
     inventory, verification = plan_rerun(original, signature, inventory, pairs, rule, image)
-           host_map: dict, allowed_signers: "Path | None", require_signature: bool,
-           announce: Callable[[str], None] = print) -> tuple[str, str, Path, dict, tuple[Path, Path]]:
-    """(outcome, verdict markdown, new bundle path, new bundle, verdict paths). `announce` gets
-    what the bundle's plan will run (its environment included) before anything runs."""
+    plan, sampling = as_tight_as_the_original(original, plan)
+    verification["deviations"] += sampling
+    for line in plans.describe(plan):
+        announce(line)
     path, new = execute(inventory, plan, out_root, verification=verification)
     result, text, verdict_paths = judge(original, signature, new, Signature("unsigned"), tolerances, host_map, path.parent)
     return result, text, path, new, verdict_paths
