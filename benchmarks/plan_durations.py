@@ -43,7 +43,7 @@ def plan_seconds(plan: dict, fingerprint: dict) -> tuple[float, int, int]:
             continue
         total += estimate.launch_seconds(launch.suite, launch.preset, launch.params, launch.world_size, machine)
         launches += 1
-        points += estimate.configurations(launch.suite, launch.params, launch.world_size)
+        points += estimate.configurations(launch.suite, launch.params, launch.world_size, machine)
     return total, launches, points
 
 

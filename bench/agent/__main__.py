@@ -32,7 +32,7 @@ def _stop_when_stdin_closes() -> None:
     then nobody can read our results or end our ranks, so end them ourselves."""
 
     def watch() -> None:
-        while sys.stdin.buffer.read(65536):
+        while os.read(sys.stdin.fileno(), 65536):  # the fd, not sys.stdin: its buffer's lock aborts the interpreter at exit
             pass
         os.kill(os.getpid(), signal.SIGTERM)
 

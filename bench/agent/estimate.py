@@ -2,7 +2,8 @@
 duration in an earlier run on the same machine.
 
 collectives: per point, (warm-up + timed + graph capture + check) calls of size x busbw factor /
-the transport's bus bandwidth, plus a fixed cost per point. ddp: start-up, compilation, then per
+the transport's bus bandwidth, plus a fixed cost per point. copy: the same per point, at the
+link's copy bandwidth. ddp: start-up, compilation, then per
 configuration (warm-up + timed + profiled) steps of FLOPs / (the GPU's dense bf16 peak x an
 expected MFU) plus the gradient all-reduce. The figures below were fitted to the 2x H200 (NV18)
 runs of issue 13, 1-GPU runs on an H200 and this project's 2-core CI machine
@@ -24,6 +25,7 @@ CALL_LATENCY_S = {"gpu": 20e-6, "cpu": 300e-6}
 GPU_BUSBW_GBPS = {"p2p_off": {5: 25.0, 4: 12.0}, "socket": 3.5, "ib": 20.0, "gloo": 0.75}
 NVLINK_BUSBW_GBPS, PCIE_P2P_BUSBW_GBPS = 300.0, {5: 40.0, 4: 20.0}
 LOCAL_GBPS = {"gpu": 1000.0, "cpu": 5.0}  # one rank: a copy in memory
+PCIE_COPY_GBPS = {5: 55.0, 4: 25.0}  # one-way host<->device copies (copy suite on one H200: 55.4 GB/s)
 CPU_GLOO_BUSBW_GBPS = 1.0
 
 DDP_START_S = {"gpu": 6.0, "cpu": 5.0}  # model built and wrapped, optimizer, data
@@ -67,10 +69,13 @@ class Machine:
         return "gpu" if self.gpu_count else "cpu"
 
 
-def configurations(suite: str, params: dict, world_size: int) -> int:
-    """How many runs (configuration points) a launch records."""
+def configurations(suite: str, params: dict, world_size: int, machine: "Machine | None" = None) -> int:
+    """How many runs (configuration points) a launch records; the copy suite's depend on the
+    machine's GPUs (one process drives them all)."""
     if suite == "ddp":
         return len(params.get("global_batches") or [None])
+    if suite == "copy":
+        return sum(count for _, count in _copy_points(params, machine))
     sizes = _sizes(params)
     total = 0
     for op in params["ops"]:
@@ -85,6 +90,8 @@ def configurations(suite: str, params: dict, world_size: int) -> int:
 def launch_seconds(suite: str, preset: str, params: dict, world_size: int, machine: Machine) -> float:
     if suite == "collectives":
         return LAUNCH_START_S[machine.kind] + _collectives_s(preset, params, world_size, machine)
+    if suite == "copy":
+        return LAUNCH_START_S[machine.kind] + _copy_s(params, machine)
     return LAUNCH_START_S[machine.kind] + _ddp_s(preset, params, world_size, machine)
 
 
@@ -125,6 +132,31 @@ def _collectives_s(preset: str, params: dict, world_size: int, machine: Machine)
             for size in _sizes(params):
                 per_call = CALL_LATENCY_S[kind] + size * factor / busbw
                 total += placements * (calls * per_call + POINT_OVERHEAD_S[kind])
+    return total
+
+
+def _copy_points(params: dict, machine: "Machine | None") -> list[tuple[float, int]]:
+    """(GB/s a copy reaches, how many sizes) per (direction, engine, way, GPU or pair) the suite
+    measures here: one host-to-host sweep without a GPU (bench/agent/suites/copy.py)."""
+    sizes = len(_sizes(params))
+    gpus = machine.gpu_count if machine else 0
+    if not gpus:
+        return [(LOCAL_GBPS["cpu"], sizes)]
+    points = []
+    for direction in params["directions"]:
+        targets = gpus * (gpus - 1) if direction == "d2d" else gpus
+        link_gbps = (NVLINK_BUSBW_GBPS if machine.nvlink else PCIE_P2P_BUSBW_GBPS.get(machine.pcie_gen, 10.0)) \
+            if direction == "d2d" else PCIE_COPY_GBPS.get(machine.pcie_gen, 10.0)
+        points += [(link_gbps, sizes)] * (targets * len(params["engines"]) * len(params["bidirectional"]))
+    return points
+
+
+def _copy_s(params: dict, machine: Machine) -> float:
+    calls = params["warmup_iters"] + params["repetitions"] * params["iters"] + 1
+    kind, total = machine.kind, 0.0
+    for gbps, count in _copy_points(params, machine):
+        for size in _sizes(params)[:count]:
+            total += calls * (CALL_LATENCY_S[kind] + size / (gbps * 1e9)) + POINT_OVERHEAD_S[kind]
     return total
 
 

@@ -98,6 +98,7 @@ class Launch:
     skipped_reason: str = ""
     env: dict = field(default_factory=dict)
     estimate_s: float = 0.0  # seconds, set by run_plan: an earlier run here (bench.agent.history), else the cost model
+    configurations: int = 0  # runs it will record, set by run_plan with estimate_s
     threads_per_rank: "int | None" = None  # CPU hosts: the same for every launch of the plan
 
     @property
@@ -314,7 +315,7 @@ def run_launch(launch: Launch, out_dir: Path, progress: Callable[[dict], None] =
     env = {**os.environ, **launch.env, "PYTHONPATH": os.pathsep.join(filter(None, [str(AGENT_ROOT), os.environ.get("PYTHONPATH")]))}
     status, error = "ok", None
     others = OthersShare()
-    total = estimate.configurations(launch.suite, launch.params, launch.world_size)
+    total = launch.configurations
     reported = 0
 
     def report_new_runs() -> None:
@@ -409,6 +410,7 @@ def run_plan(
             continue
         launch.estimate_s = round(measured.get(launch.id) or estimate.launch_seconds(
             launch.suite, launch.preset, launch.params, launch.world_size, machine), 1)
+        launch.configurations = estimate.configurations(launch.suite, launch.params, launch.world_size, machine)
         if launch.estimate_s > launch.timeout_s:
             raise PlanError(
                 f"launch {launch.id} is estimated at {launch.estimate_s:.0f} s on this host, longer than the plan's "
@@ -423,7 +425,7 @@ def run_plan(
     progress({
         "event": "plan", "launches": [l.id for l in launches],
         "estimates_s": {l.id: l.estimate_s for l in launches if l.estimate_s},
-        "configurations": {l.id: estimate.configurations(l.suite, l.params, l.world_size) for l in launches if l.estimate_s},
+        "configurations": {l.id: l.configurations for l in launches if l.estimate_s},
         "measured_before": sorted(l.id for l in launches if l.estimate_s and l.id in measured),
     })
     for launch in launches:

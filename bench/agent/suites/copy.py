@@ -26,7 +26,7 @@ from typing import Callable
 
 import torch
 
-from bench.agent.harness import Context, repeat
+from bench.agent.harness import Context, Sampling, repeat
 from bench.agent.stats import metric
 from bench.agent.suites.collectives import sweep_sizes
 
@@ -81,6 +81,7 @@ def _time_copies(ctx: Context, copies: list, params: dict) -> list[float]:
     """Seconds per call where one call runs every (stream, dst, src, copy) of `copies` at once,
     each on its own stream, joined back to the timing stream before the next call."""
     timing = {k: params[k] for k in ("warmup_iters", "iters", "repetitions")}
+    timing["sampling"] = Sampling.of(params)  # params: the point, which carries the entry's timing and sampling
     if not ctx.is_cuda:
         (_, dst, src, copy), = copies
         mean_s, _ = repeat(ctx, lambda: copy(dst, src), use_graph=False, **timing)
@@ -180,7 +181,7 @@ def _targets(ctx: Context, direction: str) -> list[tuple]:
 def run(ctx: Context, params: dict, emit: Callable[[dict], None]) -> None:
     """Every (direction, engine, bidirectional, GPU or GPU pair, size) the plan entry asks for
     and this machine has; one record per point through `emit`."""
-    timing = {k: params[k] for k in ("warmup_iters", "iters", "repetitions")}
+    timing = {k: params[k] for k in ("warmup_iters", "iters", "repetitions", "cv_target", "sampling_cap_s")}
     sizes = sweep_sizes(params["begin_bytes"], params["end_bytes"], params["factor"])
     element = torch.tensor([], dtype=ELEMENT).element_size()
     directions = params["directions"] if ctx.is_cuda else ["h2h"]
