@@ -590,7 +590,7 @@ def test_samples_until_the_cv_target_or_the_time_cap(tmp_path):
 def test_entries_the_cpu_override_makes_one_configuration_run_once():
     launches = plan_launches(load_plan("seed002"), CPU_HOST)
     ran = [l.id for l in launches if not l.skipped_reason]
-    assert [l.id for l in launches if l.suite == "ddp"] == ["01-ddp-default-ws1", "01-ddp-default-ws2", "02-ddp-default-ws1", "02-ddp-default-ws2"]
-    assert ran == [l.id for l in launches if l.suite == "collectives"] + ["01-ddp-default-ws1", "01-ddp-default-ws2"]
-    second = {l.id: l.skipped_reason for l in launches}["02-ddp-default-ws1"]
-    assert second == "the same configuration as launch 01-ddp-default-ws1, which runs it once"
+    assert [l.id for l in launches if l.suite == "ddp"] == ["02-ddp-default-ws1", "02-ddp-default-ws2", "03-ddp-default-ws1", "03-ddp-default-ws2"]
+    assert ran == [l.id for l in launches if l.suite == "collectives"] + ["02-ddp-default-ws1", "02-ddp-default-ws2"]
+    second = {l.id: l.skipped_reason for l in launches}["03-ddp-default-ws1"]
+    assert second == "the same configuration as launch 02-ddp-default-ws1, which runs it once"

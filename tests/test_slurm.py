@@ -125,8 +125,8 @@ def test_sigterm_of_the_controller_cancels_the_job_and_keeps_what_finished(login
         stdout, stderr = process.communicate(timeout=120)
     finally:
         process.kill()
-    assert process.returncode == 130, "\n".join(seen) + stderr
-    assert error_line(stderr) == f"error: host cluster: partial: interrupted (Ctrl-C): slurm job {job_id} was cancelled (scancel)"
+    assert process.returncode == 143, "\n".join(seen) + stderr
+    assert error_line(stderr) == f"error: host cluster: partial: interrupted (SIGTERM): slurm job {job_id} was cancelled (scancel)"
     assert slurm_cluster.scontrol_job(job_id)["JobState"] == "CANCELLED"
     bundle = read_bundle(bundle_path(stdout))
     assert bundle["complete"] is False

@@ -277,7 +277,8 @@ def run(ctx: Context, params: dict, emit: Callable[[dict], None], build: Callabl
                     "configurations did not run; lower micro_batch")
             emit({
                 "suite": "ddp",
-                "params": {**base, "global_batch": global_batch},
+                "params": {**base, "global_batch": global_batch,
+                           "grad_accum": grad_accum_for(global_batch, ctx.world_size, params["micro_batch"])},
                 "world_size": ctx.world_size,
                 "status": "oom",
                 "error": f"out of memory at micro_batch {params['micro_batch']} (global batch {global_batch}): "
