@@ -118,14 +118,8 @@ def test_job_killed_by_its_time_limit_keeps_what_finished_and_says_so(login_node
 def test_sigterm_of_the_controller_cancels_the_job_and_keeps_what_finished(login_node, slurm_cluster, tmp_path):
     hosts = write_hosts(tmp_path / "hosts.yaml", login_node)
     process = start_run(hosts, PLANS / "slow-second-launch.yaml", tmp_path / "results")
-    seen = []
-    try:
-        job_id = read_until(process, "[cluster] 01-ddp-default-ws2 ...", seen)
-        process.send_signal(signal.SIGTERM)
-        stdout, stderr = process.communicate(timeout=120)
-    finally:
-        process.kill()
-    assert process.returncode == 143, "\n".join(seen) + stderr
+    job_id, stdout, stderr = act_during_the_ddp_launch(process, lambda: process.send_signal(signal.SIGTERM))
+    assert process.returncode == 143, stderr
     assert error_line(stderr) == f"error: host cluster: partial: interrupted (SIGTERM): slurm job {job_id} was cancelled (scancel)"
     assert slurm_cluster.scontrol_job(job_id)["JobState"] == "CANCELLED"
     bundle = read_bundle(bundle_path(stdout))
@@ -140,6 +134,18 @@ def start_run(hosts: Path, plan: Path, out: Path) -> subprocess.Popen:
                             text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
 
 
+def act_during_the_ddp_launch(process: subprocess.Popen, action) -> tuple[str, str, str]:
+    """Once the job runs the plan's DDP launch, `action`; then (job id, stdout, the progress seen + stderr)."""
+    seen = []
+    try:
+        job_id = read_until(process, "[cluster] 01-ddp-default-ws2 ...", seen)
+        action()
+        stdout, stderr = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    return job_id, stdout, "\n".join(seen) + "\n" + stderr
+
+
 def read_until(process: subprocess.Popen, wanted: str, seen: list) -> str:
     """Progress lines until `wanted`; returns the job id the controller announced."""
     while wanted not in seen:
@@ -152,14 +158,11 @@ def read_until(process: subprocess.Popen, wanted: str, seen: list) -> str:
 def test_login_node_lost_during_the_job_names_the_job_left_running(login_node, slurm_cluster, tmp_path):
     hosts = write_hosts(tmp_path / "hosts.yaml", login_node)
     process = start_run(hosts, PLANS / "slow-second-launch.yaml", tmp_path / "results")
-    seen = []
     try:
-        job_id = read_until(process, "[cluster] 01-ddp-default-ws2 ...", seen)
-        stop_host(login_node.hosts[0], sessions_too=True)
-        stdout, stderr = process.communicate(timeout=120)
+        job_id, stdout, stderr = act_during_the_ddp_launch(process, lambda: stop_host(login_node.hosts[0], sessions_too=True))
     finally:
-        process.kill()
-        subprocess.run(["scancel", job_id], env=slurm_cluster.env)
+        for left_running in slurm_cluster.active_jobs():
+            subprocess.run(["scancel", left_running], env=slurm_cluster.env)
         login_node.restart(login_node.hosts[0])
     assert process.returncode == 1, stderr
     assert error_line(stderr).endswith(
