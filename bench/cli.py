@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -58,8 +57,6 @@ def cmd_fingerprint(args) -> int:
 
 
 def cmd_validate(args) -> int:
-    from bench import schemas
-
     for path in args.files:
         if path.suffix == ".json":
             bundle = read_bundle(path)

@@ -20,7 +20,8 @@ import statistics
 import threading
 import time
 
-from bench.agent.fingerprint.health import BENIGN_REASONS, clock_reasons, reason_names
+from bench.agent.concerns import BENIGN_REASONS
+from bench.agent.fingerprint.health import clock_reasons, reason_names
 
 try:
     import pynvml

@@ -75,7 +75,7 @@ def configurations(suite: str, params: dict, world_size: int, machine: "Machine 
     if suite == "ddp":
         return len(params.get("global_batches") or [None])
     if suite == "copy":
-        return sum(count for _, count in _copy_points(params, machine))
+        return len(_copy_sweeps(params, machine)) * len(_sizes(params))
     sizes = _sizes(params)
     total = 0
     for op in params["ops"]:
@@ -135,27 +135,26 @@ def _collectives_s(preset: str, params: dict, world_size: int, machine: Machine)
     return total
 
 
-def _copy_points(params: dict, machine: "Machine | None") -> list[tuple[float, int]]:
-    """(GB/s a copy reaches, how many sizes) per (direction, engine, way, GPU or pair) the suite
-    measures here: one host-to-host sweep without a GPU (bench/agent/suites/copy.py)."""
-    sizes = len(_sizes(params))
+def _copy_sweeps(params: dict, machine: "Machine | None") -> list[float]:
+    """The GB/s a copy reaches, one entry per size sweep (direction, engine, way, GPU or pair) the
+    suite runs here: one host-to-host sweep without a GPU (bench/agent/suites/copy.py)."""
     gpus = machine.gpu_count if machine else 0
     if not gpus:
-        return [(LOCAL_GBPS["cpu"], sizes)]
-    points = []
+        return [LOCAL_GBPS["cpu"]]
+    sweeps = []
     for direction in params["directions"]:
         targets = gpus * (gpus - 1) if direction == "d2d" else gpus
         link_gbps = (NVLINK_BUSBW_GBPS if machine.nvlink else PCIE_P2P_BUSBW_GBPS.get(machine.pcie_gen, 10.0)) \
             if direction == "d2d" else PCIE_COPY_GBPS.get(machine.pcie_gen, 10.0)
-        points += [(link_gbps, sizes)] * (targets * len(params["engines"]) * len(params["bidirectional"]))
-    return points
+        sweeps += [link_gbps] * (targets * len(params["engines"]) * len(params["bidirectional"]))
+    return sweeps
 
 
 def _copy_s(params: dict, machine: Machine) -> float:
     calls = params["warmup_iters"] + params["repetitions"] * params["iters"] + 1
     kind, total = machine.kind, 0.0
-    for gbps, count in _copy_points(params, machine):
-        for size in _sizes(params)[:count]:
+    for gbps in _copy_sweeps(params, machine):
+        for size in _sizes(params):
             total += calls * (CALL_LATENCY_S[kind] + size / (gbps * 1e9)) + POINT_OVERHEAD_S[kind]
     return total
 

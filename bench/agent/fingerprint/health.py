@@ -3,7 +3,6 @@ errors, power limits and clocks held back at idle. Every field is null where NVM
 bindings) cannot tell: "not measured", never a failed fingerprint."""
 from __future__ import annotations
 
-from bench.agent.concerns import BENIGN_REASONS  # noqa: F401 - re-exported for the sampler
 
 # NVML's clock event (throttle) reason bits, named as nvidia-smi -q names them.
 CLOCK_REASONS = {

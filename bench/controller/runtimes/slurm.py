@@ -345,7 +345,7 @@ class SlurmRuntime(NativeRuntime):
         return self._connection is not None and self._connection.transport is not None and self._connection.transport.is_active()
 
     def _last_words(self, job: AgentJob) -> str:
-        for name in (f"node0/agent.err", f"job-{self.job_id}.out"):
+        for name in ("node0/agent.err", f"job-{self.job_id}.out"):
             path = job.result_dir / name
             lines = [l.strip() for l in path.read_text(errors="replace").splitlines() if l.strip()] if path.exists() else []
             if lines:
