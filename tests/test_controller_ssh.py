@@ -269,7 +269,7 @@ def test_fault_python_without_torch(faults):
 def test_fault_command_that_hangs_is_ended_after_its_timeout(faults):
     python = faults["root"] / "python-that-hangs"
     assert_failed(faults, "hangs", f"checking {python} did not finish within 3 s (command_timeout_s) and was ended")
-    assert wait_until_gone(lambda: processes_running(faults["hang"]), 10) == []
+    assert wait_until_gone(lambda: processes_running(faults["hang"]), 30) == []  # 10 s was missed once on a loaded 2-core machine
 
 
 def test_hosts_file_values_are_never_run_as_shell(faults):
