@@ -55,10 +55,10 @@ test: $(VENV)/.test-installed
 # Real SSH hosts on this machine (sshd on 127.0.0.2, 127.0.0.3, ...) for `make bench HOSTS=hosts/loopback.yaml`.
 test-hosts: $(VENV)/.test-installed
 	bash tests/system-deps.sh
-	$(PY) tests/loopback_hosts.py start --count $(or $(COUNT),2) --python $(abspath $(PY))
+	$(PY) tests/support/loopback_hosts.py start --count $(or $(COUNT),2) --python $(abspath $(PY))
 
 test-hosts-stop: $(VENV)/.test-installed
-	$(PY) tests/loopback_hosts.py stop
+	$(PY) tests/support/loopback_hosts.py stop
 
 # `make report BUNDLES='results/*/bundle.json downloaded/*.json' OUT=report/`: every word of BUNDLES
 # reaches the CLI quoted, so the CLI expands the globs itself and names one that matches nothing.

@@ -2,7 +2,7 @@
 
     python benchmarks/controller_overhead.py [--repeats 3] [--plan tests/plans/ssh-tiny.yaml]
 
-Starts real sshd hosts on 127.0.0.2.. (tests/loopback_hosts.py), runs `python -m bench run`
+Starts real sshd hosts on 127.0.0.2.. (tests/support/loopback_hosts.py), runs `python -m bench run`
 against the first N of them (runtime native, this machine's Python) and prints, as medians
 over the repeats:
 
@@ -39,10 +39,9 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "tests"))
 
 from bench.bundle import read_bundle  # noqa: E402
-from loopback_hosts import LoopbackHosts  # noqa: E402
+from tests.support.loopback_hosts import LoopbackHosts  # noqa: E402
 
 
 def children_cpu_s() -> float:

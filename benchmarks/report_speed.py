@@ -24,9 +24,9 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests" / "report"))
+sys.path.insert(0, str(REPO))
 
-from report_variants import PLAN, make_variant, write  # noqa: E402
+from tests.support.report_variants import PLAN, make_variant, write  # noqa: E402
 
 MACHINES = [  # (hardware, preset, bandwidth factor, exposed communication / compute of a multi-GPU step)
     (None, "default", 1.0, None),

@@ -2,7 +2,7 @@
 
     python benchmarks/slurm_overhead.py [--repeats 3] [--plan tests/plans/ssh-tiny.yaml] [--poll-s 0.5]
 
-Starts the tests' Slurm cluster (tests/slurm_cluster.py: munged, slurmctld, two slurmd on this
+Starts the tests' Slurm cluster (tests/support/slurm_cluster.py: munged, slurmctld, two slurmd on this
 machine) and a loopback sshd as its login node, runs `python -m bench run` with runtime slurm
 on 1 and on 2 nodes, and prints, as medians over the repeats:
 
@@ -35,11 +35,10 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "tests"))
 
 from bench.bundle import read_bundle  # noqa: E402
-from loopback_hosts import LoopbackHosts  # noqa: E402
-from slurm_cluster import SlurmCluster  # noqa: E402
+from tests.support.loopback_hosts import LoopbackHosts  # noqa: E402
+from tests.support.slurm_cluster import SlurmCluster  # noqa: E402
 
 
 def seconds(stamp: str) -> float:

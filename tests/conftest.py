@@ -7,7 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -18,20 +18,13 @@ FIXTURES = SHARED / "fixtures" / "h200x2"
 TEST_PLANS = Path(__file__).resolve().parent / "plans"
 
 
-@dataclass
-class Result:
-    returncode: int
-    stdout: str
-    stderr: str
-
-
-def cli(*args: str, cwd: Path = REPO, timeout: float = 600, env: "dict | None" = None) -> Result:
-    """`python -m bench ARGS` in a child process, as a user would run it."""
-    done = subprocess.run(
-        [sys.executable, "-m", "bench", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout,
-        env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
+def cli(*args, cwd: Path = REPO, timeout: float = 600, env: "dict | None" = None,
+        preexec_fn: "Callable[[], None] | None" = None) -> subprocess.CompletedProcess:
+    """`python -m bench ARGS` in a child process, as a user would run it, with this checkout first on the path."""
+    return subprocess.run(
+        [sys.executable, "-m", "bench", *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=timeout,
+        env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})}, preexec_fn=preexec_fn,
     )
-    return Result(done.returncode, done.stdout, done.stderr)
 
 
 def bundle_path_from(stdout: str) -> Path:
@@ -40,7 +33,7 @@ def bundle_path_from(stdout: str) -> Path:
 
 
 @pytest.fixture(scope="session")
-def quick_run(tmp_path_factory) -> tuple[Result, Path]:
+def quick_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
     """The default `run` (plan quick, hosts/local.yaml) on this CPU machine, once per session."""
     out = tmp_path_factory.mktemp("quick")
     result = cli("run", "--out", str(out))
@@ -56,7 +49,7 @@ def quick_bundle(quick_run) -> dict:
 @pytest.fixture(scope="session")
 def loopback_hosts(tmp_path_factory):
     """Four real sshd hosts (host1..host4 on 127.0.0.2..5), started once for the whole session."""
-    from loopback_hosts import SSHD, LoopbackHosts
+    from tests.support.loopback_hosts import SSHD, LoopbackHosts
 
     if not Path(SSHD).exists() or shutil.which("ssh-keygen") is None:
         pytest.fail("sshd and ssh-keygen are missing: `bash tests/system-deps.sh` installs them (openssh-server)")
@@ -66,4 +59,4 @@ def loopback_hosts(tmp_path_factory):
 
 
 # The Docker engine and images, shared by every module that uses them (started once per session).
-from docker_fixtures import docker_base_image, docker_cpu_image, docker_engine, docker_registry  # noqa: E402,F401
+from tests.support.docker_fixtures import docker_base_image, docker_cpu_image, docker_engine, docker_registry  # noqa: E402,F401

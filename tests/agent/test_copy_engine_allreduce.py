@@ -6,15 +6,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
 
 from bench.agent.kernel_time import kernel_class
 from bench.agent.runner import Hardware, Nodes, PlanError, plan_launches
+from tests.conftest import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 TINY_GPT = {"model": "tiny", "micro_batch": 2, "seq_len": 32, "steps": 4, "warmup_steps": 1, "precision": "fp32",
             "compile": False, "allreduce": "copy_engine"}
 CPU_HOST = Hardware(gpu_count=0, gpu_memory_bytes=0, infiniband=False, logical_cpus=2)

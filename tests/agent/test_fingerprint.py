@@ -7,7 +7,6 @@ import os
 import stat
 import subprocess
 import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -15,9 +14,8 @@ from jsonschema import Draft202012Validator
 
 from bench.agent.fingerprint import collect, environment, nvidia_smi, nvml
 from bench.bundle.links import link_summary
+from tests.conftest import FIXTURES, REPO
 
-REPO = Path(__file__).resolve().parents[1]
-FIXTURES = REPO.parent / "shared" / "fixtures" / "h200x2"
 SCHEMA = json.loads((REPO / "schema" / "fingerprint.schema.json").read_text())
 VALIDATOR = Draft202012Validator(SCHEMA)
 GPU_VALIDATOR = Draft202012Validator({**SCHEMA["$defs"]["gpu"], "$defs": SCHEMA["$defs"]})

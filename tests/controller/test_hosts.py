@@ -1,25 +1,16 @@
-"""Hosts files (schema and loader), the agent zipapp, remote command lines and version pins:
-the parts of the controller that need no SSH server."""
+"""Hosts files: the schema and the loader."""
 
 from __future__ import annotations
 
-import io
 import re
-import subprocess
-import sys
-import zipfile
 from pathlib import Path
 
 import pytest
 import yaml
 
-from bench.controller.agent_package import agent_zipapp
 from bench.controller.hosts import load_hosts
-from bench.controller.pins import mismatches
-from bench.controller.ssh import PID_MARK, command_line
 from bench.errors import UserError
-
-REPO = Path(__file__).resolve().parents[1]
+from tests.conftest import REPO
 
 
 def hosts_file(tmp_path: Path, document: dict) -> Path:
@@ -104,38 +95,3 @@ def test_groups_are_checked(tmp_path, groups, complaint):
                           {"name": "here", "runtime": "local"}], "groups": groups}
     with pytest.raises(UserError, match=complaint.replace("(", r"\(")):
         load_hosts(hosts_file(tmp_path, document))
-
-
-def test_agent_zipapp_holds_the_agent_and_nothing_else():
-    archive = zipfile.ZipFile(io.BytesIO(agent_zipapp()))
-    names = archive.namelist()
-    assert names[0] == "__main__.py" and "bench/__init__.py" in names
-    assert all(n == "__main__.py" or n == "bench/__init__.py" or n.startswith("bench/agent/") for n in names)
-    assert "bench/agent/worker.py" in names and not any("__pycache__" in n for n in names)
-    assert agent_zipapp.__wrapped__() == agent_zipapp()  # the same checkout ships the same bytes
-
-
-def test_agent_zipapp_runs_alone(tmp_path):
-    """Without the checkout on the path, the zipapp still starts: it needs nothing else of ours."""
-    pyz = tmp_path / "agent.pyz"
-    pyz.write_bytes(agent_zipapp())
-    done = subprocess.run([sys.executable, "-I", str(pyz), "run", "--help"], capture_output=True, text=True, cwd=tmp_path)
-    assert done.returncode == 0 and "--stop-on-stdin-eof" in done.stdout
-
-
-def test_remote_command_line_passes_every_argument_as_plain_text(tmp_path):
-    pwned = tmp_path / "pwned"
-    argv = ["printf", "[%s]\\n", f"$(touch {pwned})", "a b", "it's", '"q"', "x;y", "line1\nline2", "`id`", "*"]
-    done = subprocess.run(["sh", "-c", command_line(argv, cwd=str(tmp_path))], capture_output=True, text=True)
-    assert done.returncode == 0
-    assert done.stdout == "".join(f"[{a}]\n" for a in argv[2:])
-    assert done.stderr.startswith(PID_MARK)
-    assert not pwned.exists()
-
-
-def test_pin_mismatches_compare_leading_version_components():
-    facts = {"torch": "2.11.0+cu130", "cuda": "13.0", "nccl": "2.28.9"}
-    assert mismatches({"torch": "2.11", "cuda": "13.0", "nccl": "2.28", "fatal": True}, facts) == []
-    assert mismatches({"torch": "2.1"}, facts) == ["torch 2.11.0+cu130, the plan pins 2.1"]
-    assert mismatches({"nccl": "2.28"}, {"torch": "2.13.0+cpu", "cuda": None, "nccl": None}) == [
-        "nccl none (a CPU build of torch), the plan pins 2.28"]

@@ -14,7 +14,7 @@ import pytest
 
 from bench import schemas
 from bench.bundle import read_bundle
-from tests.conftest import REPO, TEST_PLANS, bundle_path_from
+from tests.conftest import REPO, TEST_PLANS, bundle_path_from, cli
 
 
 def test_quick_run_names_bundle_and_report(quick_run):
@@ -149,10 +149,7 @@ def test_resume_after_kill_9_makes_the_bundle_from_what_is_on_disk(tmp_path):
     while _agent_processes(str(out)):
         assert time.time() < deadline, "the agent outlived its killed controller"
         time.sleep(0.2)
-    resumed = subprocess.run(
-        [sys.executable, "-m", "bench", "run", "--resume", str(run_dir), "--out", str(out)],
-        cwd=REPO, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=300,
-    )
+    resumed = cli("run", "--resume", run_dir, "--out", out, timeout=300)
     assert resumed.returncode == 0, resumed.stderr
     assert bundle_path_from(resumed.stdout) == run_dir / "bundle.json"
     bundle = read_bundle(run_dir / "bundle.json")

@@ -1,7 +1,8 @@
 """The controller over real SSH: sshd hosts on loopback addresses, runtime native with this
 machine's Python, the real agent and torchrun (gloo on the CPU). Each test runs `python -m
 bench run` as a user would and judges what the user sees: the exit status, one line per
-failed host, the bundle, the files fetched, and that nothing is left running on the hosts."""
+failed host, the bundle, the files fetched, and that nothing is left running on the hosts.
+The remote command line itself is checked with a local sh."""
 
 from __future__ import annotations
 
@@ -24,8 +25,9 @@ from bench.bundle import read_bundle
 from bench.controller import ssh
 from bench.controller.hosts import Host
 from bench.controller.runtimes import HostError
-from loopback_hosts import free_port, stop_host
-from tests.conftest import REPO, TEST_PLANS as PLANS, Result, bundle_path_from as bundle_path, cli
+from bench.controller.ssh import PID_MARK, command_line
+from tests.conftest import REPO, TEST_PLANS as PLANS, bundle_path_from as bundle_path, cli
+from tests.support.loopback_hosts import free_port, stop_host
 
 PYTHON = sys.executable
 
@@ -52,7 +54,7 @@ def bench_args(hosts: Path, plan: "Path | None", out: Path, *extra: str) -> list
     return args + (["--plan", str(plan)] if plan else [])
 
 
-def ddpbench(hosts: Path, plan: "Path | None", out: Path, *extra: str) -> Result:
+def ddpbench(hosts: Path, plan: "Path | None", out: Path, *extra: str) -> subprocess.CompletedProcess:
     return cli(*bench_args(hosts, plan, out, *extra), timeout=240)
 
 
@@ -408,3 +410,13 @@ def test_group_member_that_fails_stops_its_group_not_the_other_hosts(loopback_ho
     entries = {h["name"]: h for h in read_bundle(bundle_path(done.stdout))["hosts"]}
     assert entries["host1"]["status"] == "ok"
     assert not (tmp_path / "work" / "host2").exists() or not any((tmp_path / "work" / "host2").iterdir())
+
+
+def test_remote_command_line_passes_every_argument_as_plain_text(tmp_path):
+    pwned = tmp_path / "pwned"
+    argv = ["printf", "[%s]\\n", f"$(touch {pwned})", "a b", "it's", '"q"', "x;y", "line1\nline2", "`id`", "*"]
+    done = subprocess.run(["sh", "-c", command_line(argv, cwd=str(tmp_path))], capture_output=True, text=True)
+    assert done.returncode == 0
+    assert done.stdout == "".join(f"[{a}]\n" for a in argv[2:])
+    assert done.stderr.startswith(PID_MARK)
+    assert not pwned.exists()

@@ -21,16 +21,10 @@ from bench.controller.shell import LocalShell
 from bench.docker import image
 from bench.docker.compose import compose_command
 from bench.docker.engine import Docker
-from docker_fixtures import CPU_IMAGE, REPO, TINY_PLAN, assert_ran_in_cpu_image, docker, failed_launch_logs
+from tests.conftest import REPO, cli
+from tests.support.docker_fixtures import CPU_IMAGE, TINY_PLAN, assert_ran_in_cpu_image, docker, failed_launch_logs
 
 NO_ID = "sha256:" + "0" * 64
-
-
-def cli(*args: str, env: "dict | None" = None, timeout: float = 300) -> subprocess.CompletedProcess:
-    """`python -m bench ...` as a user runs it, with this checkout first on the path."""
-    environment = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
-    return subprocess.run([sys.executable, "-m", "bench", *args], capture_output=True, text=True,
-                          timeout=timeout, env=environment, cwd=REPO)
 
 
 def one_error_line(done: subprocess.CompletedProcess) -> str:

@@ -14,14 +14,12 @@ import copy
 import json
 import os
 import resource
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from bench.bundle import seal
-from tests.conftest import REPO, bundle_path_from
+from tests.conftest import REPO, bundle_path_from, cli
 
 CASE_TIMEOUT_S = 30
 LOCAL_HOSTS = REPO / "hosts" / "local.yaml"
@@ -50,10 +48,7 @@ def run_cli(*args: str, cwd: Path, limit_fsize: "int | None" = None):
         if limit_fsize is not None:
             resource.setrlimit(resource.RLIMIT_FSIZE, (limit_fsize, limit_fsize))
 
-    return subprocess.run(
-        [sys.executable, "-m", "bench", *args], cwd=cwd, capture_output=True, text=True, timeout=CASE_TIMEOUT_S,
-        env={**os.environ, "PYTHONPATH": str(REPO)}, preexec_fn=limit,
-    )
+    return cli(*args, cwd=cwd, timeout=CASE_TIMEOUT_S, preexec_fn=limit)
 
 
 @pytest.fixture

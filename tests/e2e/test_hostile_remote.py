@@ -5,15 +5,13 @@ work folder and the user is told where, in one line per problem and without a tr
 from __future__ import annotations
 
 import json
-import os
 import resource
-import subprocess
 import sys
 from pathlib import Path
 
 import yaml
 
-from tests.conftest import REPO, TEST_PLANS
+from tests.conftest import TEST_PLANS, cli
 
 LIMIT_BYTES = 4096  # run.json fits; the agent's raw.json (fingerprint, samples) does not
 
@@ -25,9 +23,8 @@ def test_results_stay_on_the_host_when_they_cannot_be_fetched(loopback_hosts, tm
     hosts = tmp_path / "hosts.yaml"
     hosts.write_text(yaml.safe_dump(document, sort_keys=False))
     out = tmp_path / "out"
-    done = subprocess.run(
-        [sys.executable, "-m", "bench", "run", "--hosts", str(hosts), "--plan", str(TEST_PLANS / "ssh-tiny.yaml"), "--out", str(out)],
-        cwd=REPO, capture_output=True, text=True, timeout=240, env={**os.environ, "PYTHONPATH": str(REPO)},
+    done = cli(
+        "run", "--hosts", hosts, "--plan", TEST_PLANS / "ssh-tiny.yaml", "--out", out, timeout=240,
         preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (LIMIT_BYTES, LIMIT_BYTES)),
     )
     assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr

@@ -20,8 +20,8 @@ from bench.controller.plans import check
 from bench.report import write_report
 from bench.verify.machines import differences
 from bench import schemas
-from tests.nvml_capture import FIXTURES, fake_pynvml, load
 from tests.conftest import REPO
+from tests.support.nvml_capture import FIXTURES, fake_pynvml, load
 
 import yaml
 

@@ -1,5 +1,5 @@
 """Print, as JSON, every NVML value ddpbench reads (fingerprint, health, link, counters), raw, per
-GPU: the fixture that tests/test_link_truth.py's NVML stand-in answers with. Errors are kept as
+GPU: the fixture that tests/e2e/test_link_truth.py's NVML stand-in answers with. Errors are kept as
 their NVML error names, so a fixture also records what a GPU does not support.
 Run on a GPU host: python tests/helpers/capture_nvml.py > nvml.json"""
 import json

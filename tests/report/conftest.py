@@ -1,28 +1,21 @@
 """Real bundles for the report tests: the CPU plan runs once per session (a real torchrun with gloo);
-the other "hosts" are edited, re-sealed copies of its bundle (tests/report/report_variants.py)."""
+the other "hosts" are edited, re-sealed copies of its bundle (tests/support/report_variants.py)."""
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-from report_variants import PLAN, make_variant, write
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.conftest import cli
+from tests.support.report_variants import PLAN, make_variant, write
 
 
 @pytest.fixture(scope="session")
 def real_bundle(tmp_path_factory) -> dict:
     """The bundle of one real CPU run of tests/report/plan.yaml (gloo, 2 ranks, the tiny GPT)."""
     out = tmp_path_factory.mktemp("real-run")
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    done = subprocess.run([sys.executable, "-m", "bench", "run", "--plan", str(PLAN), "--out", str(out)],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    done = cli("run", "--plan", PLAN, "--out", out)
     assert done.returncode == 0, done.stdout + done.stderr
     (path,) = out.glob("*/bundle.json")
     return json.loads(path.read_text())

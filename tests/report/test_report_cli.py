@@ -4,10 +4,8 @@ plot as PNG and SVG out; bad bundles named and skipped (or, --strict, stopping t
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,14 +13,8 @@ import pytest
 from bench.analysis import derive_prediction, derive_warnings
 from bench.bundle import seal
 from bench.cli import main
-from report_variants import make_variant, write
-
-REPO = Path(__file__).resolve().parents[2]
-
-
-def ddpbench(*args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run([sys.executable, "-m", "bench", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+from tests.conftest import REPO, cli as ddpbench
+from tests.support.report_variants import make_variant, write
 
 
 @pytest.fixture(scope="module")

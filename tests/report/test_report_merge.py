@@ -10,7 +10,7 @@ from bench.bundle import MIGRATIONS, read_bundle, seal
 from bench.errors import UserError
 from bench.report.merge import configuration, merge
 from bench.report.series import workload
-from report_variants import make_variant, write
+from tests.support.report_variants import make_variant, write
 
 
 def version_0(bundle: dict) -> dict:

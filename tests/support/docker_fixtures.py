@@ -40,7 +40,7 @@ from bench.controller.shell import LocalShell
 from bench.docker import image
 from bench.docker.engine import Docker
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 CACHE = REPO / ".cache" / "docker-test"
 BASE_PACKAGES = ("python3", "python3-venv")
 BASE_TARBALL = CACHE / f"bookworm-minbase-{'-'.join(BASE_PACKAGES)}.tar"

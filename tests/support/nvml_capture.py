@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from types import SimpleNamespace
 
-FIXTURES = Path(__file__).resolve().parent / "data" / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "data" / "fixtures"
 FIELD_NAMES = {197: "pcie_tx_bytes", 198: "pcie_rx_bytes", 138: "nvlink_tx_kib", 139: "nvlink_rx_kib"}
 ERROR_CODES = {"NVMLError_NotSupported": 3}
 

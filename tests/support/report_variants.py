@@ -16,7 +16,7 @@ from bench.analysis import baselines, derive_scaling
 from bench.bundle import seal
 from bench import schemas
 
-PLAN = Path(__file__).with_name("plan.yaml")
+PLAN = Path(__file__).resolve().parents[1] / "report" / "plan.yaml"
 
 
 def _gpu(index: int, name: str, capability: str, pcie: tuple, nvlink: tuple) -> dict:

@@ -16,7 +16,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from loopback_hosts import free_port
+from tests.support.loopback_hosts import free_port
 
 ACCOUNTS = ("physics", "chemistry")
 NODES = ("node1", "node2")

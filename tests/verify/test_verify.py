@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,8 +17,8 @@ from bench.stats import Spread, ratio_of_medians
 from bench.verify.compare import verdict_of
 from bench.verify.rerun import as_tight_as_the_original, plan_rerun
 from bench.verify.signing import Signature
+from tests.conftest import REPO, cli
 
-REPO = Path(__file__).resolve().parents[1]
 PLAN = REPO / "tests" / "data" / "verify-plan.yaml"
 # Run-to-run spread of this plan's medians, measured on the shared 2-core development machine
 # (19 runs of the collectives, 6 of this DDP step, load average 1 to 8 from other engineers'
@@ -33,8 +31,7 @@ HOSTS_FILES = [REPO / "hosts" / "local.yaml"]
 
 
 def ddpbench(*args, check_rc: "int | None" = None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
-    done = subprocess.run([sys.executable, "-m", "bench", *map(str, args)], capture_output=True, text=True, env=env, cwd=REPO, timeout=600)
+    done = cli(*args)
     if check_rc is not None:
         assert done.returncode == check_rc, done.stdout + done.stderr
     return done

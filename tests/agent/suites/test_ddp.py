@@ -28,8 +28,8 @@ from bench.agent.suites import ddp
 from bench.analysis import allreduce_time, derive_prediction, derive_scaling
 from bench.bundle import read_bundle
 from bench.controller.plans import PLANS_DIR, load_plan, plan_names, with_defaults
+from tests.conftest import REPO, cli as ddpbench
 
-REPO = Path(__file__).resolve().parents[1]
 CPU_HOST = Hardware(gpu_count=0, gpu_memory_bytes=0, infiniband=False, logical_cpus=2)
 HAS_DIFFUSERS = importlib.util.find_spec("diffusers") is not None
 # One OpenMP thread per rank: two ranks on two cores, and no spinning threads fighting the
@@ -42,11 +42,6 @@ TINY_GPT = {"model": "tiny", "micro_batch": 2, "seq_len": 32, "steps": 4, "warmu
 def write(path: Path, document) -> Path:
     path.write_text(yaml.safe_dump(document) if path.suffix == ".yaml" else json.dumps(document))
     return path
-
-
-def ddpbench(*args: str, env: "dict | None" = None, timeout: float = 400) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
-    return subprocess.run([sys.executable, "-m", "bench", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
 
 
 def run_plan_on_cpu(tmp: Path, plan: "dict | str") -> tuple[subprocess.CompletedProcess, "dict | None"]:

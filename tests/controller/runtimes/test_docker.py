@@ -16,8 +16,8 @@ from pathlib import Path
 import yaml
 
 from bench.bundle import read_bundle
-from docker_fixtures import CPU_IMAGE, TINY_PLAN, assert_ran_in_cpu_image, docker, failed_launch_logs
 from tests.conftest import REPO, cli
+from tests.support.docker_fixtures import CPU_IMAGE, TINY_PLAN, assert_ran_in_cpu_image, docker, failed_launch_logs
 
 NO_ID = "sha256:" + "0" * 64
 

@@ -1,4 +1,4 @@
-"""Runtime slurm against a real Slurm (tests/slurm_cluster.py: munged, slurmctld, two slurmd on
+"""Runtime slurm against a real Slurm (tests/support/slurm_cluster.py: munged, slurmctld, two slurmd on
 this machine) reached through a loopback sshd as its login node. Each test runs `python -m bench
 run` as a user would and judges the exit status, the one error line, the bundle, and the queue."""
 
@@ -21,9 +21,9 @@ from bench.bundle import read_bundle
 from bench.controller.hosts import Host
 from bench.controller.runtimes.base import AgentJob
 from bench.controller.runtimes.slurm import batch_script, state_from_job_output
-from loopback_hosts import SSHD, LoopbackHosts, stop_host
-from slurm_cluster import SlurmCluster, missing_daemons
 from tests.conftest import REPO, TEST_PLANS as PLANS, bundle_path_from as bundle_path, cli
+from tests.support.loopback_hosts import SSHD, LoopbackHosts, stop_host
+from tests.support.slurm_cluster import SlurmCluster, missing_daemons
 
 PYTHON = sys.executable
 

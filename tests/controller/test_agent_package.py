@@ -1,0 +1,27 @@
+"""The agent zipapp: what it holds, and that it starts without the checkout."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+import zipfile
+
+from bench.controller.agent_package import agent_zipapp
+
+
+def test_agent_zipapp_holds_the_agent_and_nothing_else():
+    archive = zipfile.ZipFile(io.BytesIO(agent_zipapp()))
+    names = archive.namelist()
+    assert names[0] == "__main__.py" and "bench/__init__.py" in names
+    assert all(n == "__main__.py" or n == "bench/__init__.py" or n.startswith("bench/agent/") for n in names)
+    assert "bench/agent/worker.py" in names and not any("__pycache__" in n for n in names)
+    assert agent_zipapp.__wrapped__() == agent_zipapp()  # the same checkout ships the same bytes
+
+
+def test_agent_zipapp_runs_alone(tmp_path):
+    """Without the checkout on the path, the zipapp still starts: it needs nothing else of ours."""
+    pyz = tmp_path / "agent.pyz"
+    pyz.write_bytes(agent_zipapp())
+    done = subprocess.run([sys.executable, "-I", str(pyz), "run", "--help"], capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0 and "--stop-on-stdin-eof" in done.stdout
