@@ -21,10 +21,22 @@ TEST_PLANS = Path(__file__).resolve().parent / "plans"
 def cli(*args, cwd: Path = REPO, timeout: float = 600, env: "dict | None" = None,
         preexec_fn: "Callable[[], None] | None" = None) -> subprocess.CompletedProcess:
     """`python -m bench ARGS` in a child process, as a user would run it, with this checkout first on the path."""
-    return subprocess.run(
-        [sys.executable, "-m", "bench", *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=timeout,
-        env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})}, preexec_fn=preexec_fn,
-    )
+    return subprocess.run(_bench_argv(args), cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                          env=_bench_env(env), preexec_fn=preexec_fn)
+
+
+def start_cli(*args) -> subprocess.Popen:
+    """cli() for a test that stops or signals the command while it runs: started, stdout and stderr piped."""
+    return subprocess.Popen(_bench_argv(args), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=_bench_env(None))
+
+
+def _bench_argv(args) -> list[str]:
+    return [sys.executable, "-m", "bench", *map(str, args)]
+
+
+def _bench_env(env: "dict | None") -> dict:
+    return {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
 
 
 def bundle_path_from(stdout: str) -> Path:

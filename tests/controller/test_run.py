@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
 import time
 
 import jsonschema
@@ -14,7 +12,7 @@ import pytest
 
 from bench import schemas
 from bench.bundle import read_bundle
-from tests.conftest import REPO, TEST_PLANS, bundle_path_from, cli
+from tests.conftest import TEST_PLANS, bundle_path_from, cli, start_cli
 
 
 def test_quick_run_names_bundle_and_report(quick_run):
@@ -74,10 +72,7 @@ def _agent_processes(marker: str) -> list[str]:
 
 
 def _start_run(plan: str, out, *args: str) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "bench", "run", "--plan", str(TEST_PLANS / plan), "--out", str(out), *args],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)},
-    )
+    return start_cli("run", "--plan", TEST_PLANS / plan, "--out", out, *args)
 
 
 def _finished_launches(out) -> list[dict]:

@@ -26,7 +26,7 @@ from bench.controller import ssh
 from bench.controller.hosts import Host
 from bench.controller.runtimes import HostError
 from bench.controller.ssh import PID_MARK, command_line
-from tests.conftest import REPO, TEST_PLANS as PLANS, bundle_path_from as bundle_path, cli
+from tests.conftest import TEST_PLANS as PLANS, bundle_path_from as bundle_path, cli, start_cli
 from tests.support.loopback_hosts import free_port, stop_host
 
 PYTHON = sys.executable
@@ -307,8 +307,7 @@ def test_fatal_pin_mismatch_stops_the_host_before_it_runs(loopback_hosts, tmp_pa
 
 
 def start_run(hosts: Path, plan: Path, out: Path) -> subprocess.Popen:
-    return subprocess.Popen([PYTHON, "-m", "bench", *bench_args(hosts, plan, out)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    return start_cli(*bench_args(hosts, plan, out))
 
 
 def read_until(process: subprocess.Popen, wanted: set, seen: list) -> None:

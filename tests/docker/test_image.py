@@ -21,7 +21,7 @@ from bench.controller.shell import LocalShell
 from bench.docker import image
 from bench.docker.compose import compose_command
 from bench.docker.engine import Docker
-from tests.conftest import REPO, cli
+from tests.conftest import REPO, cli, start_cli
 from tests.support.docker_fixtures import CPU_IMAGE, TINY_PLAN, assert_ran_in_cpu_image, docker, failed_launch_logs
 
 NO_ID = "sha256:" + "0" * 64
@@ -149,11 +149,7 @@ def test_compose_cpu_file_runs_the_plan(docker_cpu_image, tmp_path):
 
 def test_container_killed_mid_run_keeps_what_finished(docker_cpu_image, tmp_path):
     results = tmp_path / "results"
-    run = subprocess.Popen(
-        [sys.executable, "-m", "bench", "run", "--hosts", str(write_hosts(tmp_path, image=CPU_IMAGE)),
-         "--plan", str(write_plan(tmp_path)), "--out", str(results)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
-    )
+    run = start_cli("run", "--hosts", write_hosts(tmp_path, image=CPU_IMAGE), "--plan", write_plan(tmp_path), "--out", results)
     output = {}
     reader = threading.Thread(target=lambda: output.update(zip(("out", "err"), run.communicate())), daemon=True)
     reader.start()

@@ -28,7 +28,7 @@ from bench.agent.suites import ddp
 from bench.analysis import allreduce_time, derive_prediction, derive_scaling
 from bench.bundle import read_bundle
 from bench.controller.plans import PLANS_DIR, load_plan, plan_names, with_defaults
-from tests.conftest import REPO, cli as ddpbench
+from tests.conftest import REPO, cli as ddpbench, start_cli
 
 CPU_HOST = Hardware(gpu_count=0, gpu_memory_bytes=0, infiniband=False, logical_cpus=2)
 HAS_DIFFUSERS = importlib.util.find_spec("diffusers") is not None
@@ -472,11 +472,7 @@ def test_hung_rank_times_out_and_keeps_what_finished(tmp_path):
         ],
     }
     hosts = write(tmp_path / "hosts.yaml", yaml.safe_load(HOSTS_YAML))
-    cli = subprocess.Popen(
-        [sys.executable, "-m", "bench", "run", "--hosts", str(hosts), "--plan", str(write(tmp_path / "plan.yaml", plan)),
-         "--out", str(tmp_path / "results")],
-        cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
+    cli = start_cli("run", "--hosts", hosts, "--plan", write(tmp_path / "plan.yaml", plan), "--out", tmp_path / "results")
     stopped = None
     try:
         deadline = time.monotonic() + 60

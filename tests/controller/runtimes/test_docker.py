@@ -16,7 +16,7 @@ from pathlib import Path
 import yaml
 
 from bench.bundle import read_bundle
-from tests.conftest import REPO, cli
+from tests.conftest import cli, start_cli
 from tests.support.docker_fixtures import CPU_IMAGE, TINY_PLAN, assert_ran_in_cpu_image, docker, failed_launch_logs
 
 NO_ID = "sha256:" + "0" * 64
@@ -128,10 +128,7 @@ def test_full_disk_on_the_host_names_it(loopback_hosts, docker_engine, tmp_path)
 def test_container_killed_mid_run_keeps_what_finished(loopback_hosts, docker_engine, docker_cpu_image, tmp_path):
     results = tmp_path / "results"
     hosts = write_hosts(tmp_path, loopback_hosts, docker_engine, {"host1": {}})
-    run = subprocess.Popen(
-        [sys.executable, "-m", "bench", "run", "--hosts", str(hosts), "--plan", str(write_plan(tmp_path)), "--out", str(results)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
-    )
+    run = start_cli("run", "--hosts", hosts, "--plan", write_plan(tmp_path), "--out", results)
     output = {}
     reader = threading.Thread(target=lambda: output.update(zip(("out", "err"), run.communicate())), daemon=True)
     reader.start()

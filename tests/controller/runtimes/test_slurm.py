@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import getpass
 import json
-import os
 import signal
 import stat
 import subprocess
@@ -21,7 +20,7 @@ from bench.bundle import read_bundle
 from bench.controller.hosts import Host
 from bench.controller.runtimes.base import AgentJob
 from bench.controller.runtimes.slurm import batch_script, state_from_job_output
-from tests.conftest import REPO, TEST_PLANS as PLANS, bundle_path_from as bundle_path, cli
+from tests.conftest import TEST_PLANS as PLANS, bundle_path_from as bundle_path, cli, start_cli
 from tests.support.loopback_hosts import SSHD, LoopbackHosts, stop_host
 from tests.support.slurm_cluster import SlurmCluster, missing_daemons
 
@@ -130,8 +129,7 @@ def test_sigterm_of_the_controller_cancels_the_job_and_keeps_what_finished(login
 
 
 def start_run(hosts: Path, plan: Path, out: Path) -> subprocess.Popen:
-    return subprocess.Popen([PYTHON, "-m", "bench", *run_args(hosts, plan, out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    return start_cli(*run_args(hosts, plan, out))
 
 
 def act_during_the_ddp_launch(process: subprocess.Popen, action) -> tuple[str, str, str]:
