@@ -97,8 +97,8 @@ class SampledParams:
     def of(cls: "type[P]", entry: dict) -> P:
         missing = [f.name for f in fields(cls) if f.default is MISSING and f.name not in entry]
         if missing:
-            raise PlanError(f"the plan entry's params lack {', '.join(missing)}: the agent takes a plan as "
-                            "`ddpbench` resolves it, with the schema's defaults written out")
+            raise PlanError(f"a suite entry's params lack {', '.join(missing)}: the agent takes the plan as "
+                            "`ddpbench run` resolves it, with the schema's defaults written out")
         return cls(**{f.name: entry[f.name] for f in fields(cls) if f.name in entry})
 
 
