@@ -123,6 +123,8 @@ def plan_launches(plan: dict, hw: Hardware, nodes: Nodes = Nodes(), host_env: "d
 
 @dataclass
 class _Planner:
+    """What planning one entry needs from the plan and the host, and the configurations planned so far."""
+
     hw: Hardware
     nodes: Nodes
     host_env: dict
