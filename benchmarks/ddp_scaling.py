@@ -75,7 +75,7 @@ def main() -> None:
     base = {"model": args.model, "micro_batch": args.micro_batch, "seq_len": args.seq_len, "grad_accum": 1,
             "steps": args.steps, "warmup_steps": 10, "warmup_max_steps": 10, "warmup_tolerance": 0.1,
             "cv_target": None, "sampling_cap_s": 30, "precision": "bf16", "count_allreduce": False, "profile_steps": 3, "optimizer": "adamw", "grad_reduce_dtype": "fp32", "allreduce": "nccl",
-            "seed": 0, **defaults}
+            "weights_dtype": "float32", "activation_checkpointing": False, "seed": 0, **defaults}
     suites = [entry(base, ["default"], [1]), entry(base, args.transports.split(","), [2])]
     variants = list(filter(None, args.knobs.split(",")))
     suites += [variant(base, KNOBS[name]) for name in variants]

@@ -1,4 +1,5 @@
-"""The one timing harness every suite shares: warm-up, timing, repetitions, rank reduction.
+"""The one harness every suite shares: typed parameters, warm-up, timing, repetitions, rank
+reduction, and the run record.
 
 On the GPU a repetition is timed with a CUDA event pair around `iters` calls (optionally
 replayed from a CUDA graph, so that Python's launch cost does not hide a fast link); on
@@ -9,11 +10,15 @@ nccl-tests does by default (`-a 1`), and the maximum over ranks is kept too.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
-from typing import Callable
+from dataclasses import MISSING, dataclass, fields
+from typing import Callable, TypeVar
 
 import torch
 import torch.distributed as dist
+
+
+class PlanError(Exception):
+    """The plan asks for something this host cannot do; raised before anything is launched."""
 
 
 @dataclass
@@ -72,22 +77,42 @@ def capture_graph(ctx: Context, fn: Callable[[], None], iters: int) -> "torch.cu
 
 MAX_SAMPLES = 10000  # a metric's most samples in a bundle (schema/bundle.schema.json): sampling toward a CV stops there
 
+P = TypeVar("P", bound="SampledParams")
+
 
 @dataclass(frozen=True)
-class Sampling:
-    """How long to keep taking samples: past the first batch, more batches of the same size while the
-    samples' CV is above cv_target (None: never) and cap_s has not passed, as Phoronix repeats a
-    test until its standard deviation is low enough."""
+class SampledParams:
+    """A suite's parameters, typed, built once from its plan entry as the schema defaulted it
+    (bench/controller/plans.py writes every default out; none is repeated here). A field with
+    a default here is one the schema leaves optional: None stands for absent.
+
+    Every suite samples the same way: past the first batch, more batches of the same size while
+    the samples' CV is above cv_target (None: never) and sampling_cap_s has not passed, as
+    Phoronix repeats a test until its standard deviation is low enough."""
 
     cv_target: "float | None"
-    cap_s: float
+    sampling_cap_s: float
 
     @classmethod
-    def of(cls, params: dict) -> "Sampling":
-        return cls(params["cv_target"], params["sampling_cap_s"])
+    def of(cls: "type[P]", entry: dict) -> P:
+        missing = [f.name for f in fields(cls) if f.default is MISSING and f.name not in entry]
+        if missing:
+            raise PlanError(f"a suite entry's params lack {', '.join(missing)}: the agent takes the plan as "
+                            "`ddpbench run` resolves it, with the schema's defaults written out")
+        return cls(**{f.name: entry[f.name] for f in fields(cls) if f.name in entry})
 
 
-def sample_until_steady(ctx: Context, take: Callable[[int], list[float]], count: int, sampling: Sampling) -> list[float]:
+@dataclass(frozen=True)
+class RepeatedParams(SampledParams):
+    """Parameters of a suite that times a call repeated: nccl-tests' warm-up (-w), calls per
+    repetition (-n) and repetitions (-N)."""
+
+    warmup_iters: int
+    iters: int
+    repetitions: int
+
+
+def sample_until_steady(ctx: Context, take: Callable[[int], list[float]], count: int, sampling: SampledParams) -> list[float]:
     """This rank's samples, `take(count)` at a time until steady; every rank takes as many batches."""
     began = time.monotonic()
     samples = take(count)
@@ -97,29 +122,43 @@ def sample_until_steady(ctx: Context, take: Callable[[int], list[float]], count:
     return samples
 
 
-def _go_on(ctx: Context, samples: list[float], sampling: Sampling, elapsed_s: float) -> bool:
+def _go_on(ctx: Context, samples: list[float], sampling: SampledParams, elapsed_s: float) -> bool:
     mean = sum(samples) / len(samples)
     variance = sum((x - mean) ** 2 for x in samples) / (len(samples) - 1) if len(samples) > 1 else 0.0
-    wants_more = elapsed_s < sampling.cap_s and mean > 0 and variance ** 0.5 / mean > sampling.cv_target
-    if ctx.world_size == 1:
-        return wants_more
-    flag = torch.tensor([int(wants_more)], dtype=torch.int32, device=ctx.device)
-    dist.all_reduce(flag, op=dist.ReduceOp.MAX)  # the ranks' sample lists must stay one length
-    return bool(flag.item())
+    wants_more = elapsed_s < sampling.sampling_cap_s and mean > 0 and variance ** 0.5 / mean > sampling.cv_target
+    return any_rank(ctx, wants_more)  # the ranks' sample lists must stay one length
 
 
-def repeat(ctx: Context, fn: Callable[[], None], *, warmup_iters: int, iters: int, repetitions: int, use_graph: bool,
-           sampling: Sampling) -> tuple[list[float], list[float]]:
+def repeat(ctx: Context, fn: Callable[[], None], timing: RepeatedParams, use_graph: bool) -> tuple[list[float], list[float]]:
     """Per-repetition seconds per call: (mean over ranks, max over ranks)."""
-    for _ in range(warmup_iters):
+    for _ in range(timing.warmup_iters):
         fn()
     ctx.sync()
-    graph = capture_graph(ctx, fn, iters) if use_graph and ctx.is_cuda else None
+    graph = capture_graph(ctx, fn, timing.iters) if use_graph and ctx.is_cuda else None
     if graph is not None:
         graph.replay()  # one untimed replay: the first replay pays for uploading the graph
         ctx.sync()
-    local = sample_until_steady(ctx, lambda n: [time_per_call(ctx, fn, iters, graph) for _ in range(n)], repetitions, sampling)
+    local = sample_until_steady(
+        ctx, lambda n: [time_per_call(ctx, fn, timing.iters, graph) for _ in range(n)], timing.repetitions, timing)
     return reduce_over_ranks(ctx, local)
+
+
+def time_each_call(ctx: Context, fn: Callable[[], None], count: int) -> list[float]:
+    """Seconds of each of `count` back-to-back calls of `fn` (a training step each)."""
+    if ctx.is_cuda:
+        events = [torch.cuda.Event(enable_timing=True) for _ in range(count + 1)]
+        events[0].record()
+        for i in range(count):
+            fn()
+            events[i + 1].record()
+        events[-1].synchronize()
+        return [a.elapsed_time(b) / 1e3 for a, b in zip(events, events[1:])]
+    times = []
+    for _ in range(count):
+        begin = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - begin)
+    return times
 
 
 def reduce_over_ranks(ctx: Context, local: list[float]) -> tuple[list[float], list[float]]:
@@ -127,7 +166,45 @@ def reduce_over_ranks(ctx: Context, local: list[float]) -> tuple[list[float], li
     if ctx.world_size == 1:
         return list(local), list(local)
     values = torch.tensor(local, dtype=torch.float64, device=ctx.device)
-    total, peak = values.clone(), values.clone()
+    total = values.clone()
     dist.all_reduce(total, op=dist.ReduceOp.SUM)
-    dist.all_reduce(peak, op=dist.ReduceOp.MAX)
-    return (total / ctx.world_size).tolist(), peak.tolist()
+    return (total / ctx.world_size).tolist(), max_over_ranks(ctx, local)
+
+
+def max_over_ranks(ctx: Context, local: list[float]) -> list[float]:
+    """Element-wise max of each rank's list, as floats (all ranks pass lists of one length)."""
+    if ctx.world_size == 1:
+        return [float(x) for x in local]
+    values = torch.tensor(local, dtype=torch.float64, device=ctx.device)
+    dist.all_reduce(values, op=dist.ReduceOp.MAX)
+    return values.tolist()
+
+
+def any_rank(ctx: Context, flag: bool) -> bool:
+    """Whether the flag is set on some rank; every rank gets the same answer."""
+    return max_over_ranks(ctx, [float(flag)])[0] > 0
+
+
+def every_rank(ctx: Context, flag: bool) -> bool:
+    """Whether the flag is set on every rank; every rank gets the same answer."""
+    return not any_rank(ctx, not flag)
+
+
+def first_complaint(ctx: Context, complaint: "str | None") -> "str | None":
+    """The first rank's complaint, if any, on every rank."""
+    if ctx.world_size == 1:
+        return complaint
+    complaints = [None] * ctx.world_size
+    dist.all_gather_object(complaints, complaint)
+    return next((c for c in complaints if c), None)
+
+
+def run_record(suite: str, params: dict, world_size: int, metrics: dict, *, status: str = "ok",
+               error: "str | None" = None, error_when_ok: bool = False) -> dict:
+    """One configuration's record, as schema/bundle.schema.json's `run` holds it (the controller adds
+    transport and launch_id): `error` where the run did not go well, or, with error_when_ok, always."""
+    record = {"suite": suite, "params": params, "world_size": world_size, "status": status}
+    if error is not None or error_when_ok:
+        record["error"] = error
+    record["metrics"] = metrics
+    return record

@@ -1,15 +1,15 @@
 """Turn a plan into torchrun launches on this host, run them, and keep every result.
 
-The plan arrives already validated against its schema (by the controller); what only this
-host can judge (GPU count, memory, InfiniBand, batch divisibility) is checked here, before
-anything is launched. raw.json is written before the first launch (the fingerprint) and after
-every launch, so an interruption loses at most the launch in flight.
+The plan arrives already validated against its schema, its defaults written out (by the
+controller); what only this host can judge (GPU count, InfiniBand, and each suite's own checks,
+beside the suite: memory, batch divisibility) is checked here, before anything is launched.
+raw.json is written before the first launch (the fingerprint) and after every launch, so an
+interruption loses at most the launch in flight.
 """
 
 from __future__ import annotations
 
 import datetime
-import importlib.util
 import json
 import os
 import resource
@@ -23,7 +23,8 @@ from typing import Callable
 
 from bench import __version__
 from bench.agent import counters, estimate, history as earlier, proctree, rank_errors
-from bench.agent.models import gpt, unet
+from bench.agent.harness import PlanError
+from bench.agent.suites import SUITES
 from bench.agent.transports import BASE_NCCL_ENV, PRESETS, backend_for, transport_record
 
 CPU_WORLD_SIZE = 2  # "all" on a machine without a GPU: two processes, gloo
@@ -31,10 +32,6 @@ AGENT_ROOT = Path(__file__).resolve().parents[2]  # the folder (or zipapp) that 
 LOG_TAIL_LINES = 20
 POLL_S = 0.5  # how often a running launch's results are looked at, for progress
 ETA_OFF_FACTOR = 2.0  # a launch this much longer or shorter than its estimate is said in the log
-
-
-class PlanError(Exception):
-    """The plan asks for something this host cannot do; raised before anything is launched."""
 
 
 @dataclass(frozen=True)
@@ -111,127 +108,87 @@ def _resolve_world_sizes(requested: list, hw: Hardware) -> list[int]:
     return sorted({devices if w == "all" else int(w) for w in requested})
 
 
-def _check_collectives(params: dict, hw: Hardware, cuda: bool) -> None:
-    if params["begin_bytes"] > params["end_bytes"]:
-        raise PlanError(
-            f"collectives: begin_bytes {params['begin_bytes']} is larger than end_bytes {params['end_bytes']}; sizes must increase"
-        )
-    if cuda:
-        # out, in and the check's temporaries: about three buffers of the largest size
-        need = 3 * max([params["end_bytes"], *params.get("p2p_sizes_bytes", [])])
-        if need > hw.gpu_memory_bytes:
-            raise PlanError(
-                f"collectives: end_bytes {params['end_bytes']} needs about {need} bytes of GPU memory, "
-                f"the GPU has {hw.gpu_memory_bytes}; lower end_bytes"
-            )
-
-
-# Per GPU, a copy point holds at most two buffers (a bidirectional pair's source and
-# destination) and its check two more temporaries; the host holds two pinned buffers.
-COPY_GPU_BUFFERS, COPY_HOST_BUFFERS = 4, 2
-
-
-def _check_copy(params: dict, hw: Hardware, cuda: bool) -> None:
-    if params["begin_bytes"] > params["end_bytes"]:
-        raise PlanError(f"copy: begin_bytes {params['begin_bytes']} is larger than end_bytes {params['end_bytes']}; sizes must increase")
-    if cuda and COPY_GPU_BUFFERS * params["end_bytes"] > hw.gpu_memory_free_bytes:
-        raise PlanError(
-            f"copy: end_bytes {params['end_bytes']} needs about {COPY_GPU_BUFFERS * params['end_bytes']} bytes of GPU memory, "
-            f"the GPU has {hw.gpu_memory_free_bytes} free; lower end_bytes")
-    host_need = COPY_HOST_BUFFERS * params["end_bytes"]
-    if hw.host_memory_bytes and host_need > hw.host_memory_bytes // 2:
-        raise PlanError(
-            f"copy: end_bytes {params['end_bytes']} needs about {host_need} bytes of pinned host memory, more than half of "
-            f"this host's {hw.host_memory_bytes}; lower end_bytes")
-
-
-def _check_ddp(params: dict, world_size: int, preset_name: str, cuda: bool, nodes: int) -> None:
-    model = params["model"]
-    if params.get("allreduce") == "copy_engine":
-        if not cuda:
-            raise PlanError("ddp: allreduce copy_engine moves gradients between GPUs, this host has none; use allreduce: nccl")
-        if preset_name != "default":
-            raise PlanError(f"ddp: allreduce copy_engine bypasses NCCL's transports, so it cannot measure transport {preset_name!r}; "
-                            "run that transport with allreduce: nccl")
-        if nodes > 1:
-            raise PlanError(f"ddp: allreduce copy_engine runs within one host, not across {nodes}; use allreduce: nccl")
-        if params.get("grad_reduce_dtype") == "bf16":
-            raise PlanError("ddp: allreduce copy_engine reduces the gradients in their own dtype; drop grad_reduce_dtype bf16 or use allreduce: nccl")
-    if model in unet.CONFIGS and importlib.util.find_spec("diffusers") is None:
-        raise PlanError(
-            f"ddp: model {model!r} needs diffusers, which is not installed for {sys.executable}; "
-            f"install the '{unet.EXTRA}' extra (pip install 'ddpbench[{unet.EXTRA}]', or pip install diffusers) or choose a GPT model"
-        )
-    if params.get("weights_dtype") == "bfloat16" and params.get("precision") != "bf16":
-        raise PlanError("ddp: weights_dtype bfloat16 needs precision bf16 (fp32 compute over bf16 weights is not a recipe anyone trains with); set precision: bf16")
-    if model in gpt.PRESETS:
-        block_size = gpt.PRESETS[model].block_size
-        if "seq_len" not in params:
-            raise PlanError(f"ddp: model {model!r} needs seq_len (tokens per sample); add it to the entry's params")
-        if params["seq_len"] > block_size:
-            raise PlanError(f"ddp: seq_len {params['seq_len']} is longer than model {model!r} allows ({block_size}); lower seq_len")
-    for global_batch in params.get("global_batches") or []:
-        if global_batch % (world_size * params["micro_batch"]):
-            raise PlanError(
-                f"ddp: global batch {global_batch} is not divisible by world size {world_size} x micro_batch "
-                f"{params['micro_batch']}; choose a multiple of {world_size * params['micro_batch']}"
-            )
+def _threads_per_rank(plan: dict, hw: Hardware) -> int:
+    """On the CPU every rank of the plan gets the threads (and cores) the largest world size leaves
+    each rank: a 1-rank baseline with all the cores would compare unlike resources."""
+    largest = max((max(_resolve_world_sizes(e["world_sizes"], hw)) for e in plan["suites"]), default=1)
+    return max(1, hw.logical_cpus // largest)
 
 
 def plan_launches(plan: dict, hw: Hardware, nodes: Nodes = Nodes(), host_env: "dict | None" = None) -> list[Launch]:
     """Every launch the plan asks of this host, or a PlanError naming the first problem."""
-    cuda = hw.gpu_count > 0
-    # On the CPU every rank of the plan gets the threads (and cores) the largest world size leaves
-    # each rank: a 1-rank baseline with all the cores would compare unlike resources.
-    largest = max((max(_resolve_world_sizes(e.get("world_sizes", ["all"]), hw)) for e in plan["suites"]), default=1)
-    threads_per_rank = max(1, hw.logical_cpus // largest)
-    launches = []
-    first_of: dict = {}  # configuration -> the launch that runs it
-    for index, entry in enumerate(plan["suites"]):
-        suite = entry["suite"]
-        override = dict(entry.get("gpu" if cuda else "cpu", {}))
-        transports = override.pop("transports", entry.get("transports", ["default"]))
-        params = {**entry.get("params", {}), **override}
+    planner = _Planner(hw, nodes, host_env or {}, plan["timeout_s"], _threads_per_rank(plan, hw))
+    return [launch for index, entry in enumerate(plan["suites"]) for launch in planner.entry_launches(index, entry)]
+
+
+@dataclass
+class _Planner:
+    """What planning one entry needs from the plan and the host, and the configurations planned so far."""
+
+    hw: Hardware
+    nodes: Nodes
+    host_env: dict
+    timeout_s: float
+    threads_per_rank: int  # on the CPU
+    first_of: dict = field(default_factory=dict)  # configuration -> the launch that runs it
+
+    @property
+    def cuda(self) -> bool:
+        return self.hw.gpu_count > 0
+
+    def entry_launches(self, index: int, entry: dict) -> list[Launch]:
+        """The entry's launches, a transport preset and world size each, checked before any is run."""
+        override = dict(entry.get("gpu" if self.cuda else "cpu", {}))
+        transports = override.pop("transports", entry["transports"])
+        params = {**entry["params"], **override}
+        suite = SUITES[entry["suite"]]
+        typed = suite.Params.of(params)
+        launches = []
         for preset_name in transports:
-            preset = PRESETS[preset_name]
-            if preset.backend == "nccl" and preset_name != "default" and not cuda:
-                raise PlanError(f"{suite}: transport preset {preset_name!r} needs NCCL and a GPU, this host has none; use 'gloo' or 'default'")
-            if preset.needs_infiniband and not hw.infiniband:
-                raise PlanError(f"{suite}: transport preset 'ib' needs an active InfiniBand port, this host has none; remove 'ib' from the plan")
-            for per_node in _resolve_world_sizes(entry.get("world_sizes", ["all"]), hw):
-                world_size = per_node * nodes.count
-                if not cuda and per_node > hw.logical_cpus:
-                    raise PlanError(f"{suite}: world size {per_node} needs {per_node} processes on this host, which has "
-                                    f"{hw.logical_cpus} cores and no GPU; lower world_sizes to at most {hw.logical_cpus}")
-                if suite == "collectives":
-                    _check_collectives(params, hw, cuda)
-                elif suite == "copy":
-                    _check_copy(params, hw, cuda)
-                else:
-                    _check_ddp(params, world_size, preset_name, cuda, nodes.count)
-                backend = backend_for(preset_name, cuda)
-                skipped = ""
-                if cuda and per_node > hw.gpu_count:
-                    skipped = f"needs {per_node} GPUs per node, this host has {hw.gpu_count}"
-                elif world_size == 1 and preset_name != transports[0]:
-                    skipped = f"one rank uses no link: its run is the one under {transports[0]!r}"
-                env = {**(BASE_NCCL_ENV if backend == "nccl" else {}), **preset.env, **entry.get("env", {}), **(host_env or {})}
-                if not cuda:
-                    env.setdefault("OMP_NUM_THREADS", str(threads_per_rank))
-                # Overrides may map two entries onto one configuration (the CPU's tiny model for
-                # gpt2 and gpt2-large): it runs once, or its baseline would be counted twice.
-                configuration = json.dumps([suite, preset_name, per_node, params, env], sort_keys=True)
-                if not skipped and configuration in first_of:
-                    skipped = f"the same configuration as launch {first_of[configuration]}, which runs it once"
-                launch_id = f"{index:02d}-{suite}-{preset_name}-ws{world_size}"
-                first_of.setdefault(configuration, launch_id)
-                launches.append(Launch(
-                    id=launch_id,
-                    suite=suite, preset=preset_name, backend=backend, nproc_per_node=per_node, nodes=nodes,
-                    params=params, timeout_s=plan.get("timeout_s", 600), skipped_reason=skipped, env=env,
-                    threads_per_rank=None if cuda else int(env["OMP_NUM_THREADS"]),
-                ))
-    return launches
+            self._check_transport(entry["suite"], preset_name)
+            for per_node in _resolve_world_sizes(entry["world_sizes"], self.hw):
+                self._check_processes(entry["suite"], per_node)
+                suite.check_plan(typed, self.hw, world_size=per_node * self.nodes.count, transport=preset_name,
+                                 nodes=self.nodes.count)
+                launches.append(self._launch(index, entry, preset_name, transports, per_node, params))
+        return launches
+
+    def _check_transport(self, suite: str, preset_name: str) -> None:
+        preset = PRESETS[preset_name]
+        if preset.backend == "nccl" and preset_name != "default" and not self.cuda:
+            raise PlanError(f"{suite}: transport preset {preset_name!r} needs NCCL and a GPU, this host has none; use 'gloo' or 'default'")
+        if preset.needs_infiniband and not self.hw.infiniband:
+            raise PlanError(f"{suite}: transport preset 'ib' needs an active InfiniBand port, this host has none; remove 'ib' from the plan")
+
+    def _check_processes(self, suite: str, per_node: int) -> None:
+        if not self.cuda and per_node > self.hw.logical_cpus:
+            raise PlanError(f"{suite}: world size {per_node} needs {per_node} processes on this host, which has "
+                            f"{self.hw.logical_cpus} cores and no GPU; lower world_sizes to at most {self.hw.logical_cpus}")
+
+    def _launch(self, index: int, entry: dict, preset_name: str, transports: list, per_node: int, params: dict) -> Launch:
+        suite, world_size = entry["suite"], per_node * self.nodes.count
+        backend = backend_for(preset_name, self.cuda)
+        skipped = ""
+        if self.cuda and per_node > self.hw.gpu_count:
+            skipped = f"needs {per_node} GPUs per node, this host has {self.hw.gpu_count}"
+        elif world_size == 1 and preset_name != transports[0]:
+            skipped = f"one rank uses no link: its run is the one under {transports[0]!r}"
+        env = {**(BASE_NCCL_ENV if backend == "nccl" else {}), **PRESETS[preset_name].env, **entry.get("env", {}), **self.host_env}
+        if not self.cuda:
+            env.setdefault("OMP_NUM_THREADS", str(self.threads_per_rank))
+        # Overrides may map two entries onto one configuration (the CPU's tiny model for
+        # gpt2 and gpt2-large): it runs once, or its baseline would be counted twice.
+        configuration = json.dumps([suite, preset_name, per_node, params, env], sort_keys=True)
+        if not skipped and configuration in self.first_of:
+            skipped = f"the same configuration as launch {self.first_of[configuration]}, which runs it once"
+        launch_id = f"{index:02d}-{suite}-{preset_name}-ws{world_size}"
+        self.first_of.setdefault(configuration, launch_id)
+        return Launch(
+            id=launch_id,
+            suite=suite, preset=preset_name, backend=backend, nproc_per_node=per_node, nodes=self.nodes,
+            params=params, timeout_s=self.timeout_s, skipped_reason=skipped, env=env,
+            threads_per_rank=None if self.cuda else int(env["OMP_NUM_THREADS"]),
+        )
 
 
 def _tail(path: Path, lines: int = LOG_TAIL_LINES) -> list[str]:

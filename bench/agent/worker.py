@@ -51,7 +51,7 @@ def main(spec_path: str) -> None:
                 out.write(json.dumps(record) + "\n")
 
     try:
-        SUITES[spec["suite"]](ctx, spec["params"], emit)
+        SUITES[spec["suite"]].run(ctx, spec["params"], emit)
     finally:
         dist.destroy_process_group()
 

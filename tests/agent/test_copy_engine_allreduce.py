@@ -12,6 +12,7 @@ import torch
 
 from bench.agent.kernel_time import kernel_class
 from bench.agent.runner import Hardware, Nodes, PlanError, plan_launches
+from bench.controller.plans import with_defaults
 from tests.conftest import REPO
 
 TINY_GPT = {"model": "tiny", "micro_batch": 2, "seq_len": 32, "steps": 4, "warmup_steps": 1, "precision": "fp32",
@@ -21,7 +22,7 @@ GPU_HOST = Hardware(gpu_count=2, gpu_memory_bytes=80 << 30, infiniband=False, lo
 
 
 def entry(transports: list[str], **params) -> dict:
-    return {"suites": [{"suite": "ddp", "transports": transports, "world_sizes": [2], "params": {**TINY_GPT, **params}}]}
+    return with_defaults({"suites": [{"suite": "ddp", "transports": transports, "world_sizes": [2], "params": {**TINY_GPT, **params}}]})
 
 
 def test_default_transport_on_a_gpu_host_is_planned():

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import torch
 import torch.nn as nn
@@ -14,7 +14,9 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from bench.agent.models import gpt, unet
 
-GPT_PRESETS = tuple(gpt.PRESETS)
+if TYPE_CHECKING:
+    from bench.agent.suites.ddp import Params
+
 UNET_PRESETS = tuple(unet.CONFIGS)
 
 
@@ -56,19 +58,19 @@ def enable_checkpointing(module: nn.Module) -> None:
         module.unet.enable_gradient_checkpointing()  # diffusers' own, per resnet and transformer block
 
 
-def build(params: dict, accum: int, device: torch.device, rank: int) -> Workload:
+def build(params: "Params", accum: int, device: torch.device, rank: int) -> Workload:
     """The preset's model, seeded, and this rank's micro-batches of one step."""
-    name, size = params["model"], params["micro_batch"]
-    torch.manual_seed(params["seed"])
-    generator = torch.Generator(device=device).manual_seed(params["seed"] + rank)
+    name, size = params.model, params.micro_batch
+    torch.manual_seed(params.seed)
+    generator = torch.Generator(device=device).manual_seed(params.seed + rank)
     with device:  # initialised where it runs: billions of parameters are slow to initialise on a CPU
         module = gpt.GPT(gpt.PRESETS[name]) if name in gpt.PRESETS else unet.build_module(name)
-    weights = WEIGHTS_DTYPES[params.get("weights_dtype", "float32")]
+    weights = WEIGHTS_DTYPES[params.weights_dtype]
     module.to(device=device, dtype=weights)
-    if params.get("activation_checkpointing"):
+    if params.activation_checkpointing:
         enable_checkpointing(module)
     if name in gpt.PRESETS:
-        seq_len = params["seq_len"]
+        seq_len = params.seq_len
         tokens = torch.randint(module.cfg.vocab_size, (accum, size, seq_len + 1), device=device, generator=generator)
         batches = [(t[:, :-1].contiguous(), t[:, 1:].contiguous()) for t in tokens]
         return Workload(module, batches, seq_len, float(module.flops_per_token(seq_len) * seq_len))

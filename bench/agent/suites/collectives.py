@@ -11,18 +11,51 @@ recorded as in place; all_gather and reduce_scatter run both ways.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import torch
 import torch.distributed as dist
 
-from bench.agent.harness import Context, Sampling, repeat
+from bench.agent.harness import Context, PlanError, RepeatedParams, first_complaint, repeat, run_record
 from bench.agent.stats import metric
+
+if TYPE_CHECKING:
+    from bench.agent.runner import Hardware
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 # Results are small integers, exact in every dtype above; the tolerance is for an honest
 # rounding difference, not for a wrong answer.
 TOLERANCE = {torch.float32: 0.0, torch.bfloat16: 1e-2, torch.float16: 1e-3}
+
+
+@dataclass(frozen=True)
+class Params(RepeatedParams):
+    """schema/plan.schema.json's collectives_params."""
+
+    ops: list
+    dtypes: list
+    in_place: list
+    begin_bytes: int
+    end_bytes: int
+    factor: int
+    cuda_graph: bool
+    p2p_sizes_bytes: "list | None" = None
+
+
+def check_plan(params: Params, hw: "Hardware", *, world_size: int, transport: str, nodes: int) -> None:
+    """What only this host can judge, before anything is launched."""
+    if params.begin_bytes > params.end_bytes:
+        raise PlanError(
+            f"collectives: begin_bytes {params.begin_bytes} is larger than end_bytes {params.end_bytes}; sizes must increase"
+        )
+    if hw.gpu_count > 0:
+        # out, in and the check's temporaries: about three buffers of the largest size
+        need = 3 * max([params.end_bytes, *(params.p2p_sizes_bytes or [])])
+        if need > hw.gpu_memory_bytes:
+            raise PlanError(
+                f"collectives: end_bytes {params.end_bytes} needs about {need} bytes of GPU memory, "
+                f"the GPU has {hw.gpu_memory_bytes}; lower end_bytes"
+            )
 
 
 def pattern(ctx: Context, count: int, dtype: torch.dtype, value: int, start: int = 0) -> torch.Tensor:
@@ -123,81 +156,64 @@ def check_result(ctx: Context, buffers: Buffers, dtype: torch.dtype, what: str) 
         if not torch.allclose(got, expected, rtol=TOLERANCE[dtype], atol=0.0):
             bad = (got - expected).abs().argmax().item()
             complaint = f"{what}: wrong result on rank {ctx.rank}: element {bad} is {got[bad].item()}, expected {expected[bad].item()}"
-    return agree(ctx, complaint)
+    return first_complaint(ctx, complaint)
 
 
-def agree(ctx: Context, complaint: "str | None") -> "str | None":
-    if ctx.world_size == 1:
-        return complaint
-    complaints = [None] * ctx.world_size
-    dist.all_gather_object(complaints, complaint)
-    return next((c for c in complaints if c), None)
+def _point(ctx: Context, params: Params, dtype_name: str, in_place: bool) -> dict:
+    """A record's params before its op and size: what the point ran with."""
+    return {"dtype": dtype_name, "in_place": in_place, "warmup_iters": params.warmup_iters, "iters": params.iters,
+            "repetitions": params.repetitions, "cuda_graph": params.cuda_graph and ctx.is_cuda}
 
 
-def _record(op: str, params: dict, ctx: Context, size_bytes: int, factor: float, mean_s: list, max_s: list) -> dict:
+def _record(ctx: Context, op: str, point: dict, size_bytes: int, complaint: "str | None", busbw_factor: float,
+            mean_s: list, max_s: list) -> dict:
+    params = {**point, "op": op, "size_bytes": size_bytes}
+    if complaint:
+        return run_record("collectives", params, ctx.world_size, {}, status="failed", error=complaint)
     algbw = [size_bytes / t / 1e9 for t in mean_s]
-    return {
-        "suite": "collectives",
-        "params": {**params, "op": op, "size_bytes": size_bytes},
-        "world_size": ctx.world_size,
-        "status": "ok",
-        "metrics": {
-            "time_s": metric(mean_s),
-            "time_max_rank_s": metric(max_s),
-            "algbw_gbps": metric(algbw),
-            "busbw_gbps": metric([b * factor for b in algbw]),
-        },
-    }
+    return run_record("collectives", params, ctx.world_size, {
+        "time_s": metric(mean_s),
+        "time_max_rank_s": metric(max_s),
+        "algbw_gbps": metric(algbw),
+        "busbw_gbps": metric([b * busbw_factor for b in algbw]),
+    })
 
 
-def _failed(op: str, params: dict, ctx: Context, size_bytes: int, error: str) -> dict:
-    return {
-        "suite": "collectives",
-        "params": {**params, "op": op, "size_bytes": size_bytes},
-        "world_size": ctx.world_size,
-        "status": "failed",
-        "error": error,
-        "metrics": {},
-    }
-
-
-def run(ctx: Context, params: dict, emit: Callable[[dict], None]) -> None:
+def run(ctx: Context, entry: dict, emit: Callable[[dict], None]) -> None:
     """Every (op, dtype, placement, size) of the plan entry; one record per point through `emit`."""
-    timing = {k: params[k] for k in ("warmup_iters", "iters", "repetitions")}
-    use_graph = bool(params.get("cuda_graph", True))
-    sampling = Sampling.of(params)
-    sizes = sweep_sizes(params["begin_bytes"], params["end_bytes"], params["factor"])
-    for op in params["ops"]:
-        for dtype_name in params["dtypes"]:
-            dtype = DTYPES[dtype_name]
+    params = Params.of(entry)
+    for op in params.ops:
+        for dtype_name in params.dtypes:
             if op == "sendrecv":
-                _sendrecv_matrix(ctx, params, dtype_name, dtype, timing, use_graph, emit)
-                continue
-            collective = COLLECTIVES[op]
-            placements = sorted({p if collective.out_of_place else True for p in params["in_place"]})
-            for in_place in placements:
-                for requested in sizes:
-                    elem = torch.tensor([], dtype=dtype).element_size()
-                    multiple = collective.elements_multiple(ctx.world_size)
-                    count = max(multiple, requested // elem // multiple * multiple)
-                    size_bytes = count * elem
-                    point = {"dtype": dtype_name, "in_place": in_place, **timing, "cuda_graph": use_graph and ctx.is_cuda}
-                    buffers = collective.make(ctx, count, dtype, in_place)
-                    buffers.reset()
-                    mean_s, max_s = repeat(ctx, buffers.run, use_graph=use_graph, sampling=sampling, **timing)
-                    complaint = check_result(ctx, buffers, dtype, f"{op} {dtype_name} {size_bytes} bytes")
-                    del buffers
-                    if complaint:
-                        emit(_failed(op, point, ctx, size_bytes, complaint))
-                    else:
-                        emit(_record(op, point, ctx, size_bytes, collective.busbw_factor(ctx.world_size), mean_s, max_s))
+                _sendrecv_matrix(ctx, params, dtype_name, emit)
+            else:
+                _sweep(ctx, params, COLLECTIVES[op], dtype_name, emit)
 
 
-def _sendrecv_matrix(ctx, params, dtype_name, dtype, timing, use_graph, emit) -> None:
-    """One-way bandwidth from each rank to each other rank, one pair at a time (nvbandwidth-style)."""
-    sizes = params.get("p2p_sizes_bytes") or [params["end_bytes"]]
+def _sweep(ctx: Context, params: Params, collective: Collective, dtype_name: str, emit: Callable[[dict], None]) -> None:
+    """Every placement and size of one collective in one dtype."""
+    dtype = DTYPES[dtype_name]
     elem = torch.tensor([], dtype=dtype).element_size()
-    for size_requested in sizes:
+    multiple = collective.elements_multiple(ctx.world_size)
+    placements = sorted({p if collective.out_of_place else True for p in params.in_place})
+    for in_place in placements:
+        for requested in sweep_sizes(params.begin_bytes, params.end_bytes, params.factor):
+            count = max(multiple, requested // elem // multiple * multiple)
+            size_bytes = count * elem
+            buffers = collective.make(ctx, count, dtype, in_place)
+            buffers.reset()
+            mean_s, max_s = repeat(ctx, buffers.run, params, use_graph=params.cuda_graph)
+            complaint = check_result(ctx, buffers, dtype, f"{collective.name} {dtype_name} {size_bytes} bytes")
+            del buffers
+            emit(_record(ctx, collective.name, _point(ctx, params, dtype_name, in_place), size_bytes, complaint,
+                         collective.busbw_factor(ctx.world_size), mean_s, max_s))
+
+
+def _sendrecv_matrix(ctx: Context, params: Params, dtype_name: str, emit: Callable[[dict], None]) -> None:
+    """One-way bandwidth from each rank to each other rank, one pair at a time (nvbandwidth-style)."""
+    dtype = DTYPES[dtype_name]
+    elem = torch.tensor([], dtype=dtype).element_size()
+    for size_requested in params.p2p_sizes_bytes or [params.end_bytes]:
         count = max(1, size_requested // elem)
         size_bytes = count * elem
         buf = torch.empty(count, dtype=dtype, device=ctx.device)
@@ -214,14 +230,11 @@ def _sendrecv_matrix(ctx, params, dtype_name, dtype, timing, use_graph, emit) ->
                 buf.copy_(pattern(ctx, count, dtype, ctx.rank + 1))
                 dist.barrier()
                 # Idle ranks time nothing; the pair's time is the slower of its two ends.
-                _, max_s = repeat(ctx, call, use_graph=use_graph and role is not None, sampling=Sampling.of(params), **timing)
-                point = {"dtype": dtype_name, "in_place": False, **timing, "cuda_graph": use_graph and ctx.is_cuda, "src_rank": src, "dst_rank": dst}
+                _, max_s = repeat(ctx, call, params, use_graph=params.cuda_graph and role is not None)
+                point = {**_point(ctx, params, dtype_name, False), "src_rank": src, "dst_rank": dst}
                 buf.copy_(pattern(ctx, count, dtype, ctx.rank + 1))
                 call()
                 ctx.sync()
                 wrong = role == "recv" and not torch.equal(buf.float(), pattern(ctx, count, torch.float32, src + 1))
-                complaint = agree(ctx, f"sendrecv {src}->{dst}: wrong result on rank {dst}" if wrong else None)
-                if complaint:
-                    emit(_failed("sendrecv", point, ctx, size_bytes, complaint))
-                else:
-                    emit(_record("sendrecv", point, ctx, size_bytes, SENDRECV_BUSBW_FACTOR, max_s, max_s))
+                complaint = first_complaint(ctx, f"sendrecv {src}->{dst}: wrong result on rank {dst}" if wrong else None)
+                emit(_record(ctx, "sendrecv", point, size_bytes, complaint, SENDRECV_BUSBW_FACTOR, max_s, max_s))

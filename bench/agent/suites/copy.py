@@ -22,16 +22,50 @@ but the same sweep, check and statistics, so the suite runs for real on any mach
 from __future__ import annotations
 
 import contextlib
-from typing import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
 
 import torch
 
-from bench.agent.harness import Context, Sampling, repeat
+from bench.agent.harness import Context, PlanError, RepeatedParams, repeat, run_record
 from bench.agent.stats import metric
 from bench.agent.suites.collectives import sweep_sizes
 
+if TYPE_CHECKING:
+    from bench.agent.runner import Hardware
+
 ELEMENT = torch.float32
 _TYPESTR = "<f4"  # ELEMENT as __cuda_array_interface__ spells it
+# Per GPU, a copy point holds at most two buffers (a bidirectional pair's source and
+# destination) and its check two more temporaries; the host holds two pinned buffers.
+GPU_BUFFERS, HOST_BUFFERS = 4, 2
+
+
+@dataclass(frozen=True)
+class Params(RepeatedParams):
+    """schema/plan.schema.json's copy_params."""
+
+    directions: list
+    engines: list
+    bidirectional: list
+    begin_bytes: int
+    end_bytes: int
+    factor: int
+
+
+def check_plan(params: Params, hw: "Hardware", *, world_size: int, transport: str, nodes: int) -> None:
+    """What only this host can judge, before anything is launched."""
+    if params.begin_bytes > params.end_bytes:
+        raise PlanError(f"copy: begin_bytes {params.begin_bytes} is larger than end_bytes {params.end_bytes}; sizes must increase")
+    if hw.gpu_count > 0 and GPU_BUFFERS * params.end_bytes > hw.gpu_memory_free_bytes:
+        raise PlanError(
+            f"copy: end_bytes {params.end_bytes} needs about {GPU_BUFFERS * params.end_bytes} bytes of GPU memory, "
+            f"the GPU has {hw.gpu_memory_free_bytes} free; lower end_bytes")
+    host_need = HOST_BUFFERS * params.end_bytes
+    if hw.host_memory_bytes and host_need > hw.host_memory_bytes // 2:
+        raise PlanError(
+            f"copy: end_bytes {params.end_bytes} needs about {host_need} bytes of pinned host memory, more than half of "
+            f"this host's {hw.host_memory_bytes}; lower end_bytes")
 
 
 class _CudaView:
@@ -69,22 +103,22 @@ def _expected(engine: str, values: torch.Tensor) -> torch.Tensor:
 
 
 def _record(point: dict, status: str, *, error: "str | None" = None, times: "list[float] | None" = None, moved: int = 0) -> dict:
+    """One process drives every GPU: a copy record is always one rank's. Its records have always
+    said `error: null` when the copy went well."""
     metrics = {} if times is None else {"time_s": metric(times), "copy_gbps": metric([moved / t / 1e9 for t in times])}
-    return {"suite": "copy", "params": point, "world_size": 1, "status": status, "error": error, "metrics": metrics}
+    return run_record("copy", point, 1, metrics, status=status, error=error, error_when_ok=True)
 
 
 def _on(stream: "torch.cuda.Stream | None"):
     return torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext()
 
 
-def _time_copies(ctx: Context, copies: list, params: dict) -> list[float]:
+def _time_copies(ctx: Context, copies: list, params: Params) -> list[float]:
     """Seconds per call where one call runs every (stream, dst, src, copy) of `copies` at once,
     each on its own stream, joined back to the timing stream before the next call."""
-    timing = {k: params[k] for k in ("warmup_iters", "iters", "repetitions")}
-    timing["sampling"] = Sampling.of(params)  # params: the point, which carries the entry's timing and sampling
     if not ctx.is_cuda:
         (_, dst, src, copy), = copies
-        mean_s, _ = repeat(ctx, lambda: copy(dst, src), use_graph=False, **timing)
+        mean_s, _ = repeat(ctx, lambda: copy(dst, src), params, use_graph=False)
         return mean_s
     main = torch.cuda.current_stream(ctx.device)
 
@@ -97,7 +131,7 @@ def _time_copies(ctx: Context, copies: list, params: dict) -> list[float]:
             main.wait_stream(stream)
 
     with torch.cuda.device(ctx.device):
-        mean_s, _ = repeat(ctx, call, use_graph=False, **timing)
+        mean_s, _ = repeat(ctx, call, params, use_graph=False)
     return mean_s
 
 
@@ -178,15 +212,15 @@ def _targets(ctx: Context, direction: str) -> list[tuple]:
     return [(a, None) for a in gpus] if direction in ("h2d", "d2h") else []
 
 
-def run(ctx: Context, params: dict, emit: Callable[[dict], None]) -> None:
+def run(ctx: Context, entry: dict, emit: Callable[[dict], None]) -> None:
     """Every (direction, engine, bidirectional, GPU or GPU pair, size) the plan entry asks for
     and this machine has; one record per point through `emit`."""
-    timing = {k: params[k] for k in ("warmup_iters", "iters", "repetitions", "cv_target", "sampling_cap_s")}
-    sizes = sweep_sizes(params["begin_bytes"], params["end_bytes"], params["factor"])
+    params = Params.of(entry)
+    sizes = sweep_sizes(params.begin_bytes, params.end_bytes, params.factor)
     element = torch.tensor([], dtype=ELEMENT).element_size()
-    directions = params["directions"] if ctx.is_cuda else ["h2h"]
-    engines = params["engines"] if ctx.is_cuda else ["cpu"]
-    both_ways = params["bidirectional"] if ctx.is_cuda else [False]  # one host buffer pair has one way
+    directions = params.directions if ctx.is_cuda else ["h2h"]
+    engines = params.engines if ctx.is_cuda else ["cpu"]
+    both_ways = params.bidirectional if ctx.is_cuda else [False]  # one host buffer pair has one way
     for direction in directions:
         for engine in engines:
             for bidirectional in both_ways:
@@ -196,13 +230,14 @@ def run(ctx: Context, params: dict, emit: Callable[[dict], None]) -> None:
                         count = max(1, requested // element)
                         point = {
                             "direction": direction, "engine": engine, "bidirectional": bidirectional,
-                            "src": _endpoint(legs[0][0]), "dst": _endpoint(legs[0][1]),
-                            "size_bytes": count * element, **timing,
+                            "src": _endpoint(legs[0][0]), "dst": _endpoint(legs[0][1]), "size_bytes": count * element,
+                            "warmup_iters": params.warmup_iters, "iters": params.iters, "repetitions": params.repetitions,
+                            "cv_target": params.cv_target, "sampling_cap_s": params.sampling_cap_s,
                         }
-                        emit(_measure(ctx, point, legs, count, engine, a, b, direction))
+                        emit(_measure(ctx, params, point, legs, count, engine, a, b, direction))
 
 
-def _measure(ctx: Context, point: dict, legs: list, count: int, engine: str, a, b, direction: str) -> dict:
+def _measure(ctx: Context, params: Params, point: dict, legs: list, count: int, engine: str, a, b, direction: str) -> dict:
     if direction == "d2d" and engine == "sm":
         missing = _peer_missing(a, b)
         if missing:
@@ -210,7 +245,7 @@ def _measure(ctx: Context, point: dict, legs: list, count: int, engine: str, a, 
     point_ctx = Context(rank=0, local_rank=0, world_size=1, device=a, backend=ctx.backend)
     try:
         copies, seeds = _point_copies(point_ctx, legs, count, engine)
-        times = _time_copies(point_ctx, copies, point)
+        times = _time_copies(point_ctx, copies, params)
         complaint = _check(copies, seeds, engine)
     except _Unsupported as reason:
         return _record(point, "failed", error=f"{direction} {engine}: {reason}")

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import importlib.util
 import resource
+import sys
 import time
-from typing import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
 
 import torch
 import torch.distributed as dist
@@ -20,8 +23,80 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from bench.agent import copy_engine_allreduce, kernel_time, models, rank_errors
 from bench.agent.gpu_peaks import dense_bf16_peak_tflops
-from bench.agent.harness import Context, Sampling, reduce_over_ranks, sample_until_steady
+from bench.agent.harness import (
+    Context, PlanError, SampledParams, every_rank, max_over_ranks, reduce_over_ranks, run_record, sample_until_steady,
+    time_each_call,
+)
+from bench.agent.models import gpt, unet
 from bench.agent.stats import metric
+
+if TYPE_CHECKING:
+    from bench.agent.runner import Hardware
+
+
+@dataclass(frozen=True)
+class Params(SampledParams):
+    """schema/plan.schema.json's ddp_params."""
+
+    model: str
+    micro_batch: int
+    steps: int
+    warmup_steps: int
+    grad_accum: int
+    warmup_max_steps: int
+    warmup_tolerance: float
+    precision: str
+    weights_dtype: str
+    activation_checkpointing: bool
+    optimizer: str
+    bucket_cap_mb: float
+    gradient_as_bucket_view: bool
+    static_graph: bool
+    compile: bool
+    profile_steps: int
+    count_allreduce: bool
+    seed: int
+    allreduce: str
+    grad_reduce_dtype: str
+    seq_len: "int | None" = None
+    global_batches: "list | None" = None
+
+
+def check_plan(params: Params, hw: "Hardware", *, world_size: int, transport: str, nodes: int) -> None:
+    """What only this host can judge, before anything is launched."""
+    if params.allreduce == "copy_engine":
+        _check_copy_engine(params, hw, transport, nodes)
+    if params.model in unet.CONFIGS and importlib.util.find_spec("diffusers") is None:
+        raise PlanError(
+            f"ddp: model {params.model!r} needs diffusers, which is not installed for {sys.executable}; "
+            f"install the '{unet.EXTRA}' extra (pip install 'ddpbench[{unet.EXTRA}]', or pip install diffusers) or choose a GPT model"
+        )
+    if params.weights_dtype == "bfloat16" and params.precision != "bf16":
+        raise PlanError("ddp: weights_dtype bfloat16 needs precision bf16 (fp32 compute over bf16 weights is not a recipe anyone trains with); set precision: bf16")
+    if params.model in gpt.PRESETS:
+        block_size = gpt.PRESETS[params.model].block_size
+        if params.seq_len is None:
+            raise PlanError(f"ddp: model {params.model!r} needs seq_len (tokens per sample); add it to the entry's params")
+        if params.seq_len > block_size:
+            raise PlanError(f"ddp: seq_len {params.seq_len} is longer than model {params.model!r} allows ({block_size}); lower seq_len")
+    for global_batch in params.global_batches or []:
+        if global_batch % (world_size * params.micro_batch):
+            raise PlanError(
+                f"ddp: global batch {global_batch} is not divisible by world size {world_size} x micro_batch "
+                f"{params.micro_batch}; choose a multiple of {world_size * params.micro_batch}"
+            )
+
+
+def _check_copy_engine(params: Params, hw: "Hardware", transport: str, nodes: int) -> None:
+    if hw.gpu_count == 0:
+        raise PlanError("ddp: allreduce copy_engine moves gradients between GPUs, this host has none; use allreduce: nccl")
+    if transport != "default":
+        raise PlanError(f"ddp: allreduce copy_engine bypasses NCCL's transports, so it cannot measure transport {transport!r}; "
+                        "run that transport with allreduce: nccl")
+    if nodes > 1:
+        raise PlanError(f"ddp: allreduce copy_engine runs within one host, not across {nodes}; use allreduce: nccl")
+    if params.grad_reduce_dtype == "bf16":
+        raise PlanError("ddp: allreduce copy_engine reduces the gradients in their own dtype; drop grad_reduce_dtype bf16 or use allreduce: nccl")
 
 
 def grad_accum_for(global_batch: int, world_size: int, micro_batch: int) -> int:
@@ -29,7 +104,7 @@ def grad_accum_for(global_batch: int, world_size: int, micro_batch: int) -> int:
     return global_batch // (world_size * micro_batch)
 
 
-def wrap(ctx: Context, module: torch.nn.Module, params: dict) -> "DDP | None":
+def wrap(ctx: Context, module: torch.nn.Module, params: Params) -> "DDP | None":
     """The model in DDP when there is a peer: one rank trains as a plain single-GPU script
     would, so the baseline carries no communication machinery at all."""
     if ctx.world_size == 1:
@@ -37,25 +112,25 @@ def wrap(ctx: Context, module: torch.nn.Module, params: dict) -> "DDP | None":
     return DDP(
         module,
         device_ids=[ctx.device.index] if ctx.is_cuda else None,
-        bucket_cap_mb=params["bucket_cap_mb"],
-        gradient_as_bucket_view=params["gradient_as_bucket_view"],
-        static_graph=params["static_graph"],
+        bucket_cap_mb=params.bucket_cap_mb,
+        gradient_as_bucket_view=params.gradient_as_bucket_view,
+        static_graph=params.static_graph,
     )
 
 
-def gradient_reducer(ctx: Context, module: torch.nn.Module, params: dict) -> Callable:
+def gradient_reducer(ctx: Context, module: torch.nn.Module, params: Params) -> Callable:
     """The comm hook that reduces each bucket: NCCL's all-reduce (fp32, or bf16 through DDP's
     compress hook: half the bytes on the link, at bf16's precision) or the copy-engine one."""
     from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook, bf16_compress_hook
 
-    if params["allreduce"] != "copy_engine":
-        return bf16_compress_hook if params["grad_reduce_dtype"] == "bf16" else allreduce_hook
+    if params.allreduce != "copy_engine":
+        return bf16_compress_hook if params.grad_reduce_dtype == "bf16" else allreduce_hook
     missing = copy_engine_allreduce.peer_access_missing(ctx.device, ctx.world_size)
     if missing:
         rank_errors.end_launch(f"allreduce: copy_engine cannot run here: {missing}; use allreduce: nccl")
     try:
         reducer = copy_engine_allreduce.CopyEngineAllReduce(
-            dist.group.WORLD, ctx.device, copy_engine_allreduce.max_bucket_numel(module, params["bucket_cap_mb"]),
+            dist.group.WORLD, ctx.device, copy_engine_allreduce.max_bucket_numel(module, params.bucket_cap_mb),
             next(module.parameters()).dtype)
     except RuntimeError as err:
         rank_errors.end_launch(f"allreduce: copy_engine could not map its buffers between the GPUs "
@@ -63,13 +138,13 @@ def gradient_reducer(ctx: Context, module: torch.nn.Module, params: dict) -> Cal
     return reducer.hook
 
 
-def install_comm_hook(ctx: Context, ddp: DDP, module: torch.nn.Module, params: dict) -> "list[int] | None":
+def install_comm_hook(ctx: Context, ddp: DDP, module: torch.nn.Module, params: Params) -> "list[int] | None":
     """The gradient reducer as DDP's comm hook, optionally counting bucket all-reduces (it proves
     no_sync() skips communication)."""
     from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 
     reduce = gradient_reducer(ctx, module, params)
-    if not params["count_allreduce"] and reduce is allreduce_hook:
+    if not params.count_allreduce and reduce is allreduce_hook:
         return None  # DDP's built-in C++ all-reduce: no Python on the gradient path
     calls = [0]
 
@@ -78,7 +153,7 @@ def install_comm_hook(ctx: Context, ddp: DDP, module: torch.nn.Module, params: d
         return reduce(state, bucket)
 
     ddp.register_comm_hook(None, hook)
-    return calls if params["count_allreduce"] else None
+    return calls if params.count_allreduce else None
 
 
 def make_optimizer(name: str, module: torch.nn.Module, ctx: Context) -> torch.optim.Optimizer:
@@ -122,76 +197,93 @@ def throughput_metrics(
     return metrics
 
 
-def run_config(ctx: Context, params: dict, global_batch: int, build: Callable = models.build) -> dict:
-    accum = grad_accum_for(global_batch, ctx.world_size, params["micro_batch"])
+@dataclass
+class Training:
+    """One configuration set up to train: the model as stepped (in DDP and compiled where asked),
+    its optimizer, and the bucket all-reduces counted so far where they are counted."""
+
+    work: models.Workload
+    ddp: "DDP | None"
+    step_model: Callable
+    optimizer: torch.optim.Optimizer
+    precision: contextlib.AbstractContextManager
+    accum: int
+    allreduce_calls: "list[int] | None"
+
+    def step(self) -> None:
+        """One optimizer step over `accum` micro-batches; gradients cross the link on the last only."""
+        for m, micro_batch in enumerate(self.work.micro_batches):
+            with self.ddp.no_sync() if self.ddp is not None and m < self.accum - 1 else contextlib.nullcontext():
+                with self.precision:
+                    loss = self.step_model(*micro_batch) / self.accum
+                loss.backward()
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+
+
+def set_up(ctx: Context, params: Params, accum: int, build: Callable) -> Training:
     work = build(params, accum, ctx.device, ctx.rank)
-    precision = autocast_for(ctx, params["precision"])
+    precision = autocast_for(ctx, params.precision)
     ddp = wrap(ctx, work.module, params)
     calls = install_comm_hook(ctx, ddp, work.module, params) if ddp is not None else None
     # Compiling the DDP wrapper (not the inner model) lets dynamo split the graph at bucket
     # boundaries, so gradients are all-reduced while the backward pass goes on.
-    step_model = torch.compile(ddp or work.module) if params["compile"] else (ddp or work.module)
-    optimizer = make_optimizer(params["optimizer"], work.module, ctx)
+    step_model = torch.compile(ddp or work.module) if params.compile else (ddp or work.module)
+    optimizer = make_optimizer(params.optimizer, work.module, ctx)
+    return Training(work, ddp, step_model, optimizer, precision, accum, calls)
 
-    def step() -> None:
-        for m, micro_batch in enumerate(work.micro_batches):
-            with ddp.no_sync() if ddp is not None and m < accum - 1 else contextlib.nullcontext():
-                with precision:
-                    loss = step_model(*micro_batch) / accum
-                loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
 
-    warmup_count = warm_up(ctx, step, params)
+def run_config(ctx: Context, params: Params, point: dict, build: Callable) -> dict:
+    """One global batch size (`point`: its record's params so far): warm up, time the steps,
+    then count and profile; its record."""
+    global_batch = point["global_batch"]
+    training = set_up(ctx, params, point["grad_accum"], build)
+    warmup_count = warm_up(ctx, training.step, params)
     if ctx.is_cuda:
         torch.cuda.reset_peak_memory_stats(ctx.device)
-    calls_before = calls[0] if calls else 0
-    local = sample_until_steady(ctx, lambda n: time_steps(ctx, step, n), params["steps"], Sampling.of(params))
+    calls_before = training.allreduce_calls[0] if training.allreduce_calls else 0
+    local = sample_until_steady(ctx, lambda n: time_each_call(ctx, training.step, n), params.steps, params)
     _, step_s = reduce_over_ranks(ctx, local)  # a step ends when its slowest rank does
 
+    work = training.work
     peak = dense_bf16_peak_tflops(torch.cuda.get_device_name(ctx.device)) if ctx.is_cuda else None
     metrics = throughput_metrics(step_s, global_batch, ctx.world_size, work.tokens_per_sample, work.flops_per_sample, peak)
-    memory = torch.tensor([peak_memory_bytes(ctx)], dtype=torch.float64, device=ctx.device)
-    if ctx.world_size > 1:
-        dist.all_reduce(memory, op=dist.ReduceOp.MAX)
-    metrics["peak_memory_bytes"] = metric([memory.item()])
+    metrics["peak_memory_bytes"] = metric(max_over_ranks(ctx, [float(peak_memory_bytes(ctx))]))
     metrics["warmup_steps_count"] = metric([float(warmup_count)])
-    # DDP reduces gradients in the weights' dtype (fp32 under autocast over fp32 weights) unless
-    # the bf16 hook compresses them; one rank has no link to cross.
-    reduced_element_bytes = 2 if params["grad_reduce_dtype"] == "bf16" else None
-    grad_bytes = sum(p.numel() * (reduced_element_bytes or p.element_size()) for p in work.module.parameters() if p.requires_grad)
-    metrics["grad_allreduce_bytes"] = metric([float(grad_bytes if ctx.world_size > 1 else 0)])
-    if calls is not None:
-        metrics["allreduce_calls_per_step_count"] = metric([(calls[0] - calls_before) / len(local)])
-    metrics.update(profiled_breakdown(ctx, step, params["profile_steps"]))  # after the counts: its steps are extra
+    one_rank = ctx.world_size == 1  # no link to cross
+    metrics["grad_allreduce_bytes"] = metric([float(0 if one_rank else grad_allreduce_bytes(work.module, params))])
+    if training.allreduce_calls is not None:
+        metrics["allreduce_calls_per_step_count"] = metric([(training.allreduce_calls[0] - calls_before) / len(local)])
+    metrics.update(profiled_breakdown(ctx, training.step, params.profile_steps))  # after the counts: its steps are extra
     num_params = sum(p.numel() for p in work.module.parameters())
-    return {
-        "suite": "ddp",
-        "params": {**params, "global_batch": global_batch, "grad_accum": accum, "num_params": num_params,
-                   "train_flops_per_sample": work.flops_per_sample},
-        "world_size": ctx.world_size,
-        "status": "ok",
-        "metrics": metrics,
-    }
+    return run_record("ddp", {**point, "num_params": num_params, "train_flops_per_sample": work.flops_per_sample},
+                      ctx.world_size, metrics)
+
+
+def grad_allreduce_bytes(module: torch.nn.Module, params: Params) -> int:
+    """Bytes of one step's gradient all-reduce: DDP reduces gradients in the weights' dtype (fp32
+    under autocast over fp32 weights) unless the bf16 hook compresses them."""
+    reduced_element_bytes = 2 if params.grad_reduce_dtype == "bf16" else None
+    return sum(p.numel() * (reduced_element_bytes or p.element_size()) for p in module.parameters() if p.requires_grad)
 
 
 WARMUP_WINDOW = 3  # consecutive warm-up steps that must agree before timing starts
 
 
-def warm_up(ctx: Context, step: Callable[[], None], params: dict) -> int:
+def warm_up(ctx: Context, step: Callable[[], None], params: Params) -> int:
     """Untimed steps until the last WARMUP_WINDOW step times lie within warmup_tolerance of their
     median on every rank: at least warmup_steps, at most warmup_max_steps. The count run.
 
     The first steps of a fresh process are several times slower (allocator, caches, lazy
     initialisation); a fixed count that is too short leaves them among the timed samples."""
-    least, most = params["warmup_steps"], max(params["warmup_steps"], params["warmup_max_steps"])
+    least, most = params.warmup_steps, max(params.warmup_steps, params.warmup_max_steps)
     times: list[float] = []
     while len(times) < most:
         begin = time.perf_counter()
         step()
         ctx.sync()
         times.append(time.perf_counter() - begin)
-        if len(times) >= least and _steady_everywhere(ctx, times[-WARMUP_WINDOW:], params["warmup_tolerance"]):
+        if len(times) >= least and _steady_everywhere(ctx, times[-WARMUP_WINDOW:], params.warmup_tolerance):
             break
     return len(times)
 
@@ -199,11 +291,7 @@ def warm_up(ctx: Context, step: Callable[[], None], params: dict) -> int:
 def _steady_everywhere(ctx: Context, window: list[float], tolerance: float) -> bool:
     median = sorted(window)[len(window) // 2]
     steady = len(window) == WARMUP_WINDOW and all(abs(t / median - 1) <= tolerance for t in window)
-    if ctx.world_size == 1:
-        return steady
-    agreed = torch.tensor([int(steady)], dtype=torch.int32, device=ctx.device)
-    dist.all_reduce(agreed, op=dist.ReduceOp.MIN)  # every rank stops warming up at the same step
-    return bool(agreed.item())
+    return every_rank(ctx, steady)  # every rank stops warming up at the same step
 
 
 def profiled_breakdown(ctx: Context, step: Callable[[], None], steps: int) -> dict:
@@ -215,27 +303,8 @@ def profiled_breakdown(ctx: Context, step: Callable[[], None], steps: int) -> di
     if len(per_step) != steps:  # the profiler's trace did not carry the step marks: no figures rather than wrong ones
         return {}
     names = list(kernel_time.METRICS.values())
-    values = torch.tensor([[figures[name] for name in names] for figures in per_step], dtype=torch.float64, device=ctx.device)
-    if ctx.world_size > 1:
-        dist.all_reduce(values, op=dist.ReduceOp.MAX)
-    return {name: metric(values[:, i].tolist()) for i, name in enumerate(names)}
-
-
-def time_steps(ctx: Context, step: Callable[[], None], steps: int) -> list[float]:
-    if ctx.is_cuda:
-        events = [torch.cuda.Event(enable_timing=True) for _ in range(steps + 1)]
-        events[0].record()
-        for i in range(steps):
-            step()
-            events[i + 1].record()
-        events[-1].synchronize()
-        return [a.elapsed_time(b) / 1e3 for a, b in zip(events, events[1:])]
-    times = []
-    for _ in range(steps):
-        begin = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - begin)
-    return times
+    slowest = max_over_ranks(ctx, [float(figures[name]) for figures in per_step for name in names])  # step by step
+    return {name: metric(slowest[i::len(names)]) for i, name in enumerate(names)}
 
 
 OOM_AGREEMENT_S = 60.0  # a peer that also ran out of memory says so within a micro-batch or two
@@ -258,33 +327,27 @@ def every_rank_out_of_memory(ctx: Context, global_batch: int) -> bool:
     return True
 
 
-def run(ctx: Context, params: dict, emit: Callable[[dict], None], build: Callable = models.build) -> None:
+def run(ctx: Context, entry: dict, emit: Callable[[dict], None], build: Callable = models.build) -> None:
     """Every global batch size of the plan entry; `build` makes the workload (models.build)."""
+    params = Params.of(entry)
     if ctx.is_cuda:
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
-    global_batches = params.get("global_batches") or [params["micro_batch"] * params["grad_accum"] * ctx.world_size]
-    base = {k: v for k, v in params.items() if k != "grad_accum"}
-    for global_batch in global_batches:
+    echoed = {k: v for k, v in entry.items() if k != "grad_accum"}  # a record's grad_accum is its global batch's
+    for global_batch in params.global_batches or [params.micro_batch * params.grad_accum * ctx.world_size]:
+        point = {**echoed, "global_batch": global_batch, "grad_accum": grad_accum_for(global_batch, ctx.world_size, params.micro_batch)}
         try:
-            emit(run_config(ctx, base, global_batch, build))
+            emit(run_config(ctx, params, point, build))
         except torch.cuda.OutOfMemoryError as err:
             if ctx.world_size > 1 and not every_rank_out_of_memory(ctx, global_batch):
                 shared = f" (is another process using GPU {ctx.device.index}?)" if ctx.is_cuda else ""
                 rank_errors.end_launch(
-                    f"rank {ctx.rank} ran out of memory at micro_batch {params['micro_batch']} (global batch {global_batch}) "
+                    f"rank {ctx.rank} ran out of memory at micro_batch {params.micro_batch} (global batch {global_batch}) "
                     f"and its peers did not{shared}; the peers cannot go on without it, so this launch's later "
                     "configurations did not run; lower micro_batch")
-            emit({
-                "suite": "ddp",
-                "params": {**base, "global_batch": global_batch,
-                           "grad_accum": grad_accum_for(global_batch, ctx.world_size, params["micro_batch"])},
-                "world_size": ctx.world_size,
-                "status": "oom",
-                "error": f"out of memory at micro_batch {params['micro_batch']} (global batch {global_batch}): "
-                         f"{(str(err).splitlines() or ['CUDA out of memory'])[0]}; lower micro_batch",
-                "metrics": {},
-            })
+            emit(run_record("ddp", point, ctx.world_size, {}, status="oom",
+                            error=f"out of memory at micro_batch {params.micro_batch} (global batch {global_batch}): "
+                                  f"{(str(err).splitlines() or ['CUDA out of memory'])[0]}; lower micro_batch"))
         finally:
             # DDP, its reducer and the model hold one another in reference cycles: without a
             # collection this configuration's model, gradients and optimizer states would still

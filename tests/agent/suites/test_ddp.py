@@ -39,6 +39,11 @@ HOSTS_YAML = "hosts:\n  - name: local\n    runtime: local\n    env: {OMP_NUM_THR
 TINY_GPT = {"model": "tiny", "micro_batch": 2, "seq_len": 32, "steps": 4, "warmup_steps": 1, "precision": "fp32", "compile": False}
 
 
+def typed(params: dict) -> ddp.Params:
+    """An entry's parameters as a rank gets them: the schema's defaults written out, typed."""
+    return ddp.Params.of(with_defaults({"suites": [{"suite": "ddp", "params": params}]})["suites"][0]["params"])
+
+
 def write(path: Path, document) -> Path:
     path.write_text(yaml.safe_dump(document) if path.suffix == ".yaml" else json.dumps(document))
     return path
@@ -98,7 +103,7 @@ def test_cpu_baseline_gets_the_threads_and_cores_per_rank_of_the_n_rank_runs(swe
     # the 1-rank baseline too (torchrun alone would give it every core).
     plan = {"suites": [{"suite": "ddp", "world_sizes": [1, 2], "params": TINY_GPT},
                        {"suite": "ddp", "world_sizes": [1], "params": TINY_GPT}]}
-    launches = plan_launches(plan, CPU_HOST)
+    launches = plan_launches(with_defaults(plan), CPU_HOST)
     assert {(l.world_size, l.env["OMP_NUM_THREADS"], l.threads_per_rank) for l in launches} == {(1, "1", 1), (2, "1", 1)}
     # And as the sweep recorded it: the same threads per rank, each rank on cores of its own.
     resources = {l["world_size"]: l["resources"] for l in sweep["hosts"][0]["launches"]}
@@ -258,7 +263,7 @@ LEAN = {**TINY_GPT, "precision": "bf16", "weights_dtype": "bfloat16", "activatio
 
 
 def block_calls_and_grads(params: dict) -> tuple[list[int], dict]:
-    work = models.build(params, 1, torch.device("cpu"), 0)
+    work = models.build(typed(params), 1, torch.device("cpu"), 0)
     calls = [0] * len(work.module.blocks)
 
     def counted(i: int, forward):
@@ -288,13 +293,13 @@ def test_bf16_weights_make_bf16_gradients_and_half_the_bytes_on_the_link(tmp_pat
     (run,) = ddp_runs(bundle)
     assert run["status"] == "ok"
     assert run["metrics"]["grad_allreduce_bytes"]["summary"]["median"] == 2 * run["params"]["num_params"]
-    work = models.build(LEAN, 1, torch.device("cpu"), 0)
+    work = models.build(typed(LEAN), 1, torch.device("cpu"), 0)
     assert {p.dtype for p in work.module.parameters()} == {torch.bfloat16}
 
 
 def test_adafactor_keeps_far_less_state_than_adamw():
     def state_bytes(name: str) -> int:
-        work = models.build(TINY_GPT | {"seed": 0}, 1, torch.device("cpu"), 0)
+        work = models.build(typed(TINY_GPT), 1, torch.device("cpu"), 0)
         optimizer = ddp.make_optimizer(name, work.module, ONE_CPU_RANK)
         before = [p.detach().clone() for p in work.module.parameters()]
         work.module(*work.micro_batches[0]).backward()
@@ -434,7 +439,7 @@ def test_unknown_model_or_key_is_refused_by_the_schema(tmp_path, entry, message)
 def test_gpt_shapes_are_checked_before_launch(change, message):
     params = {k: v for k, v in {**TINY_GPT, **change}.items() if v is not None}
     with pytest.raises(PlanError, match=message.replace("(", r"\(").replace(")", r"\)")):
-        plan_launches({"suites": [{"suite": "ddp", "params": params}]}, CPU_HOST)
+        plan_launches(with_defaults({"suites": [{"suite": "ddp", "params": params}]}), CPU_HOST)
 
 
 def test_missing_diffusers_names_the_extra(tmp_path):
@@ -453,12 +458,12 @@ def test_missing_diffusers_names_the_extra(tmp_path):
 def test_cpu_override_picks_the_transports_a_cpu_can_run():
     entry = {"suite": "ddp", "transports": ["default", "p2p_off"], "world_sizes": [2], "params": TINY_GPT}
     with pytest.raises(PlanError, match="transport preset 'p2p_off' needs NCCL and a GPU"):
-        plan_launches({"suites": [entry]}, CPU_HOST)
-    launches = plan_launches({"suites": [{**entry, "cpu": {"transports": ["default"], "micro_batch": 1}}]}, CPU_HOST)
+        plan_launches(with_defaults({"suites": [entry]}), CPU_HOST)
+    launches = plan_launches(with_defaults({"suites": [{**entry, "cpu": {"transports": ["default"], "micro_batch": 1}}]}), CPU_HOST)
     assert [(l.id, l.backend, l.params["micro_batch"]) for l in launches] == [("00-ddp-default-ws2", "gloo", 1)]
     assert "transports" not in launches[0].params
     gpu = Hardware(gpu_count=2, gpu_memory_bytes=80 << 30, infiniband=False, logical_cpus=16)
-    assert [l.id for l in plan_launches({"suites": [{**entry, "cpu": {"transports": ["default"]}}]}, gpu)] == [
+    assert [l.id for l in plan_launches(with_defaults({"suites": [{**entry, "cpu": {"transports": ["default"]}}]}), gpu)] == [
         "00-ddp-default-ws2", "00-ddp-p2p_off-ws2"]
 
 

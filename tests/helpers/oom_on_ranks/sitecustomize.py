@@ -14,7 +14,7 @@ if os.environ.get("RANK") in os.environ.get("DDPBENCH_TEST_OOM_RANKS", "").split
 
     def build(params, accum, device, rank):
         work = real_build(params, accum, device, rank)
-        if accum * params["micro_batch"] * int(os.environ["WORLD_SIZE"]) == 4:
+        if accum * params.micro_batch * int(os.environ["WORLD_SIZE"]) == 4:
             def out_of_memory(*batch):
                 raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
             work.module.forward = out_of_memory
