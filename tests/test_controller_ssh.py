@@ -376,7 +376,7 @@ def test_jump_host_carries_the_connection(loopback_hosts):
     target = loopback_host(loopback_hosts, 1, jump=f"{getpass.getuser()}@{first.address}:{first.port}")
     connection = ssh.connect(target)
     try:
-        done = ssh.run(connection, target, ["sh", "-c", 'echo "$SSH_CONNECTION"'], "asking where we are")
+        done = ssh.SSHShell(connection, target).run(["sh", "-c", 'echo "$SSH_CONNECTION"'])
         assert done.stdout.split()[2:] == [target.address, str(target.port)]
         assert isinstance(connection.gateway, Connection) and connection.gateway.is_connected
     finally:

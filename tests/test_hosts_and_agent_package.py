@@ -16,7 +16,7 @@ import yaml
 from bench.controller.agent_package import agent_zipapp
 from bench.controller.hosts import load_hosts
 from bench.controller.pins import mismatches
-from bench.controller.ssh import PID_MARK, command_line
+from bench.controller.ssh.process import PID_MARK, command_line
 from bench.errors import UserError
 
 REPO = Path(__file__).resolve().parents[1]
