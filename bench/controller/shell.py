@@ -46,9 +46,10 @@ class CommandNotFound(Exception):
 class Shell:
     """run() runs a command to its end; stream() hands each stdout line to on_line while it runs
     (the Result's stdout is then empty) and stop() ends it from another thread. Both raise
-    CommandNotFound, and a HostError naming `what` (the program, unless given) when the command
-    runs past its time limit (timeout_name names the setting). `cwd`: the folder it runs in. `env`
-    goes into every command's environment."""
+    CommandNotFound; run() raises a HostError naming `what` (the program, unless given) and
+    timeout_name (the setting) when the command runs past its timeout, and so does an SSH host's
+    stream() when it sends nothing for idle_timeout_s. `cwd`: the folder the command runs in.
+    `env` goes into every command's environment."""
 
     where = ""  # for messages: "this machine", "127.0.0.2:22"
 

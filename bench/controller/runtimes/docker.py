@@ -208,10 +208,10 @@ class DockerRuntime(StagedRuntime):
                 self._container = ""
             self._fetched = shell.fetch_results(deployment.work_dir, job.result_dir, job.progress)
         if not errors:
-            self._check_container_end(job, result, container)
+            self._check_container_end(result, container)
         return read_raw(job, errors, lambda: self._no_results(result, deployment.reference, shell), self._kept_in())
 
-    def _check_container_end(self, job: AgentJob, result: Result, container: str) -> None:
+    def _check_container_end(self, result: Result, container: str) -> None:
         """A HostError when the container was cancelled, killed, or never ran the agent."""
         with self._lock:
             cancelled = self._cancelled
