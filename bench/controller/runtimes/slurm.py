@@ -235,7 +235,7 @@ class SlurmRuntime(NativeRuntime):
                 cancelled = self._cancelled
             if cancelled:
                 self._cancel_job(job, on_line, events, cancelled)
-            queued = self._squeue(job)
+            queued = self._squeue()
             if queued is False:  # squeue did not answer (a busy controller): ask again
                 time.sleep(poll_s)
                 continue
@@ -248,7 +248,7 @@ class SlurmRuntime(NativeRuntime):
                     job.progress({"event": "stage", "stage": note})
                     shown = note
                 if waited > patience_s:
-                    self._scancel(job)
+                    self._scancel()
                     self.scheduler_job.update(state="CANCELLED", reason=queued["reason"])
                     raise HostError(
                         f"slurm job {self.job_id} waited {waited:.0f} s in partition {settings['partition']} ({queued['reason']}), "
@@ -259,7 +259,7 @@ class SlurmRuntime(NativeRuntime):
                 if started is None:
                     started = time.monotonic()
                     self.scheduler_job["queued_s"] = round(started - submitted, 3)
-                    self.scheduler_job["nodes"] = self._hostnames(job, queued["nodelist"])
+                    self.scheduler_job["nodes"] = self._hostnames(queued["nodelist"])
                     job.progress({"event": "stage", "stage": f"job {self.job_id} running on {','.join(self.scheduler_job['nodes'])}"})
                 events.read(self._shell, on_line)
             if state not in ACTIVE:
@@ -271,10 +271,10 @@ class SlurmRuntime(NativeRuntime):
 
     def _cancel_job(self, job: AgentJob, on_line, events: "_Tail", reason: str) -> NoReturn:
         """scancel, wait for the job to leave (its agent ends its ranks on SIGTERM), keep its last events."""
-        self._scancel(job)
+        self._scancel()
         deadline = time.monotonic() + END_WAIT_S
         while time.monotonic() < deadline:
-            queued = self._squeue(job)
+            queued = self._squeue()
             if queued is None or (queued and queued["state"] not in ACTIVE):
                 break
             time.sleep(min(job.host.slurm.get("poll_s", DEFAULT_POLL_S), 2.0))
@@ -282,10 +282,10 @@ class SlurmRuntime(NativeRuntime):
         self.scheduler_job.update(self._end_state(job))
         raise HostError(f"{reason}: slurm job {self.job_id} was cancelled (scancel)")
 
-    def _scancel(self, job: AgentJob) -> None:
+    def _scancel(self) -> None:
         query(self._shell, ["scancel", self.job_id], f"scancel {self.job_id}")
 
-    def _squeue(self, job: AgentJob) -> "dict | None | bool":
+    def _squeue(self) -> "dict | None | bool":
         """The job's state, pending reason and node list; None when the queue no longer knows it,
         False when squeue could not answer."""
         done = query(self._shell, ["squeue", "--noheader", "--states=all", "--jobs", self.job_id, "--format=%T|%r|%N"], "squeue")
@@ -297,7 +297,7 @@ class SlurmRuntime(NativeRuntime):
         state, reason, nodelist = line.split("|")
         return {"state": state.strip(), "reason": reason.strip(), "nodelist": nodelist.strip()}
 
-    def _hostnames(self, job: AgentJob, nodelist: str) -> list:
+    def _hostnames(self, nodelist: str) -> list:
         if not nodelist or nodelist == "(null)":
             return []
         done = query(self._shell, ["scontrol", "show", "hostnames", nodelist], "scontrol show hostnames")
