@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.bundle import read_bundle
+from bench.controller.shell import last_line
 from bench.errors import UserError
 from bench.outputs import write_text
 
@@ -32,8 +33,7 @@ def _ssh_keygen(args: "list[str]", stdin: bytes = b"", timeout_s: "float | None"
 
 
 def _last_line(done: subprocess.CompletedProcess) -> str:
-    lines = [l.strip() for l in (done.stderr or b"").decode(errors="replace").splitlines() if l.strip()]
-    return lines[-1] if lines else f"ssh-keygen exited with status {done.returncode}"
+    return last_line((done.stderr or b"").decode(errors="replace")) or f"ssh-keygen exited with status {done.returncode}"
 
 
 def sign(bundle_path: Path, key: Path) -> Path:

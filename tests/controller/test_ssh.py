@@ -25,7 +25,7 @@ from bench.bundle import read_bundle
 from bench.controller import ssh
 from bench.controller.hosts import Host
 from bench.controller.runtimes import HostError
-from bench.controller.ssh import PID_MARK, command_line
+from bench.controller.ssh.process import PID_MARK, command_line
 from tests.conftest import TEST_PLANS as PLANS, bundle_path_from as bundle_path, cli, start_cli
 from tests.support.loopback_hosts import free_port, stop_host
 
@@ -377,7 +377,7 @@ def test_jump_host_carries_the_connection(loopback_hosts):
     target = loopback_host(loopback_hosts, 1, jump=f"{getpass.getuser()}@{first.address}:{first.port}")
     connection = ssh.connect(target)
     try:
-        done = ssh.run(connection, target, ["sh", "-c", 'echo "$SSH_CONNECTION"'], "asking where we are")
+        done = ssh.SSHShell(connection, target).run(["sh", "-c", 'echo "$SSH_CONNECTION"'])
         assert done.stdout.split()[2:] == [target.address, str(target.port)]
         assert isinstance(connection.gateway, Connection) and connection.gateway.is_connected
     finally:

@@ -1,8 +1,10 @@
-"""What every runtime shares: the job it is given, the error it raises, and its interface."""
+"""What every runtime shares: the job it is given, the error it raises, its interface, the
+run's folder on a host, how long the agent may stay silent, and reading its raw result."""
 
 from __future__ import annotations
 
 import json
+import posixpath
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -10,6 +12,8 @@ from typing import Callable
 
 from bench.controller.errors import HostError
 from bench.controller.hosts import Host
+from bench.controller.shell import Result, Shell, last_line
+from bench.controller.ssh import SSHShell
 
 INTERRUPTED = "interrupted (Ctrl-C)"
 # A host's work folder goes only after its results arrived intact (see Shell.fetch_results).
@@ -63,12 +67,33 @@ class Runtime:
 
 class StagedRuntime(Runtime):
     """A runtime that readies a host in named stages (connect, check, deploy ...) before the
-    agent starts, and always cleans up after it; cancel() between stages starts nothing more.
-    Subclasses give prepare(), _run_agent() and _close()."""
+    agent starts, and always cleans up after it, also when a stage fails; cancel() between
+    stages starts nothing more. Subclasses give _prepare(), _run_agent() and _close()."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._cancelled = ""
+        self._prepared = False
+        self._shell: "Shell | None" = None  # the host's, from the connect stage until _close()
+        self._remote_dir = ""  # the run's folder on the host (SSH hosts), removed by _close()
+        self._fetched = True  # False while the host holds results that did not arrive intact: its folder stays
+
+    def prepare(self, job: AgentJob) -> None:
+        if self._prepared:
+            return
+        try:
+            self._prepare(job)
+        except BaseException:
+            self._close(job)
+            raise
+        self._prepared = True
+
+    def _connect(self, job: AgentJob, env: "dict | None" = None) -> Shell:
+        self._stage(job, "connect")
+        shell = SSHShell.connect(job.host, env)
+        with self._lock:
+            self._shell = shell
+        return shell
 
     def _stage(self, job: AgentJob, stage: str) -> None:
         with self._lock:
@@ -83,11 +108,55 @@ class StagedRuntime(Runtime):
         finally:
             self._close(job)
 
+    def _kept_in(self) -> str:
+        """Where the host keeps results that did not arrive intact; "" when they did."""
+        return "" if self._fetched else self._remote_dir
+
+    def _prepare(self, job: AgentJob) -> None:
+        raise NotImplementedError
+
     def _run_agent(self, job: AgentJob) -> dict:
         raise NotImplementedError
 
     def _close(self, job: AgentJob) -> None:
         raise NotImplementedError
+
+
+def remote_workdir(host: Host) -> str:
+    """The host's workdir as the remote commands and SFTP take it: relative = from the home folder."""
+    return host.workdir[2:] if host.workdir.startswith("~/") else host.workdir
+
+
+def remote_run_dir(job: AgentJob) -> str:
+    """The run's own folder in the host's workdir."""
+    return posixpath.join(remote_workdir(job.host), f"{job.run_id}-{job.host.name}")
+
+
+def stream_agent(shell: Shell, job: AgentJob, argv: list[str], on_line: Callable[[str], None], *,
+                 cwd: str = "", what: str = "the agent") -> Result:
+    """Run the agent, handing its stdout lines to on_line; ended when it sends nothing for longer
+    than it may: it reports at least once per launch, and ends a launch after the plan's timeout_s."""
+    return shell.stream(argv, on_line, idle_timeout_s=job.plan["timeout_s"] + job.host.command_timeout_s,
+                        timeout_name="the plan's timeout_s + command_timeout_s", cwd=cwd, what=what)
+
+
+def exited_early(exited: Result, agent: str = "the agent", why: str = "") -> str:
+    """Why there is no raw.json when the agent ended without writing one."""
+    return f"{agent} exited with status {exited.code} before writing results: {why or last_line(exited.stderr) or 'no output'}"
+
+
+def read_raw(job: AgentJob, errors: list, why_none: Callable[[], str], kept_in: str = "") -> dict:
+    """The agent's raw result from job.result_dir, or a HostError saying why there is none: the
+    first error event it sent, the host keeping results that did not arrive intact (kept_in: where),
+    else why_none()."""
+    if errors:
+        raise HostError(errors[0])
+    if kept_in:
+        raise HostError(f"its results could not be fetched intact; they stay on the host in {kept_in}")
+    raw_path = job.result_dir / "raw.json"
+    if not raw_path.exists():
+        raise HostError(why_none())
+    return json.loads(raw_path.read_text())
 
 
 def read_event(line: str) -> "dict | None":

@@ -15,16 +15,20 @@ cancelling stops the container (`docker stop`) over a command of its own.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import posixpath
 import secrets
+from dataclasses import dataclass
 from pathlib import Path
 
 from bench import __version__
-from bench.controller import ssh
-from bench.controller.runtimes.base import INTERRUPTED, KEPT_RESULTS, AgentJob, HostError, StagedRuntime, agent_output_listener
-from bench.controller.shell import CommandNotFound, LocalShell, Shell
+from bench.controller.runtimes.base import (INTERRUPTED, KEPT_RESULTS, AgentJob, HostError, StagedRuntime, agent_output_listener,
+                                            exited_early, read_raw, remote_run_dir, remote_workdir, stream_agent)
+from bench.controller.shell import CommandNotFound, LocalShell, Result, Shell
+from bench.controller.ssh import SSHShell
+from bench.controller.ssh.files import put_file
 from bench.docker.engine import DOCKER, KILLED_STATUSES, Docker, DockerError, is_image_id
 
 MOUNT = "/ddpbench/out"  # the result folder inside the container
@@ -55,6 +59,26 @@ def needs_gpus(job: AgentJob, shell: Shell) -> bool:
     return bool({"cuda", "nccl"} & set(job.plan.get("pin") or {})) or gpus_present(shell)
 
 
+@contextlib.contextmanager
+def docker_errors_as_host_errors():
+    """A failed docker command fails this host, not the whole run."""
+    try:
+        yield
+    except DockerError as err:
+        raise HostError(str(err)) from None
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """What prepare() readied on the host: the image to run, whether with GPUs, and the folder
+    the container writes its results into."""
+
+    reference: str
+    image_id: str
+    gpus: bool
+    work_dir: str  # on the host, absolute (docker's bind mount needs it)
+
+
 def run_command(job: AgentJob, image_id: str, reference: str, container: str, out_dir: str, gpus: bool, user: str) -> list[str]:
     """`docker run` of the agent: host network and IPC (NCCL's sockets and shared memory as on
     the host itself: /dev/shm is the host's, so no --shm-size, which docker ignores with
@@ -75,56 +99,40 @@ def run_command(job: AgentJob, image_id: str, reference: str, container: str, ou
 class DockerRuntime(StagedRuntime):
     def __init__(self) -> None:
         super().__init__()
-        self._shell: "Shell | None" = None
-        self._docker: "Docker | None" = None
-        self._container = ""
-        self._work_dir = ""  # the bind-mounted results folder, on the host
-        self._remote_dir = ""  # what to remove afterwards (SSH hosts only)
-        self._fetched = True  # False while the host holds results that did not arrive intact: its folder stays
-        self._image: "tuple[str, str] | None" = None  # (reference, image id)
-        self._gpus = False
-        self._prepared = False
+        self._deployment: "Deployment | None" = None
+        self._container = ""  # while it runs: what cancel() stops
 
     def prepare(self, job: AgentJob) -> None:
         """Everything that can fail before the container starts (a group's members all get here first)."""
-        if self._prepared:
-            return
-        host = job.host
-        if host.address:
-            self._stage(job, "connect")
-            shell: Shell = ssh.SSHShell(ssh.connect(host), host, docker_env(job))
+        with docker_errors_as_host_errors():
+            super().prepare(job)
+
+    def _prepare(self, job: AgentJob) -> None:
+        if job.host.address:
+            shell = self._connect(job, docker_env(job))
         else:
             shell = LocalShell(docker_env(job))
-        with self._lock:
-            self._shell, self._docker = shell, Docker(shell)
-        try:
-            self._stage(job, "check docker")
-            self._check_engine(job)
-            self._stage(job, "image")
-            self._image = self._find_image(job)
-            self._stage(job, "deploy")
-            self._deploy(job)
-            self._prepared = True
-        except DockerError as err:
-            self._close(job)
-            raise HostError(str(err)) from None
-        except BaseException:
-            self._close(job)
-            raise
+            with self._lock:
+                self._shell = shell
+        docker = Docker(shell)
+        self._stage(job, "check docker")
+        gpus = self._check_engine(job, shell, docker)
+        self._stage(job, "image")
+        reference, image_id = self._find_image(job, shell, docker)
+        self._stage(job, "deploy")
+        self._deployment = Deployment(reference, image_id, gpus, self._deploy(job, shell))
 
     def run(self, job: AgentJob) -> dict:
-        try:
+        with docker_errors_as_host_errors():
             return super().run(job)
-        except DockerError as err:
-            raise HostError(str(err)) from None
 
     def cancel(self, reason: str = INTERRUPTED) -> None:
         """Stop the container (the agent ends its ranks); what it already wrote stays."""
         with self._lock:
             self._cancelled = self._cancelled or reason
-            container, docker = self._container, self._docker
+            container, shell = self._container, self._shell
         if container:
-            self._stop_container(docker, container)
+            self._stop_container(Docker(shell), container)
 
     @staticmethod
     def _stop_container(docker: Docker, container: str) -> None:
@@ -133,117 +141,80 @@ class DockerRuntime(StagedRuntime):
         except (DockerError, HostError):
             pass  # no engine or no connection: nothing left that could stop it
 
-    def _check_engine(self, job: AgentJob) -> None:
-        runtimes = self._docker.runtimes()
-        self._gpus = needs_gpus(job, self._shell)
-        if self._gpus and "nvidia" not in runtimes and not self._has_gpu_hook():
+    @staticmethod
+    def _check_engine(job: AgentJob, shell: Shell, docker: Docker) -> bool:
+        """The engine answers, with a way to give the container GPUs where they are wanted; whether they are."""
+        runtimes = docker.runtimes()
+        gpus = needs_gpus(job, shell)
+        if gpus and "nvidia" not in runtimes and not has_gpu_hook(shell):
             wanted = "the plan pins CUDA/NCCL" if {"cuda", "nccl"} & set(job.plan.get("pin") or {}) else "it has GPUs"
             raise HostError(
-                f"the Docker engine on {self._shell.where} has no NVIDIA container runtime (runtimes: "
+                f"the Docker engine on {shell.where} has no NVIDIA container runtime (runtimes: "
                 f"{', '.join(runtimes) or 'none'}) but {wanted}; {NVIDIA_FIX}"
             )
+        return gpus
 
-    def _has_gpu_hook(self) -> bool:
-        """`--gpus` works without an `nvidia` runtime where the toolkit's hook is installed."""
-        try:
-            return self._shell.run(["sh", "-c", "command -v nvidia-container-runtime-hook"], timeout=60).code == 0
-        except CommandNotFound:
-            return False
-
-    def _find_image(self, job: AgentJob) -> tuple[str, str]:
-        host, docker = job.host, self._docker
+    def _find_image(self, job: AgentJob, shell: Shell, docker: Docker) -> tuple[str, str]:
+        """The image's reference and id, loaded from image_tarball or pulled where it is not there yet."""
+        host = job.host
         reference = host.image or default_image()
         info = docker.inspect_image(reference)
         if info is None and host.image_tarball:
-            tarball = self._upload_tarball(job)
-            loaded = docker.load(tarball)
+            loaded = docker.load(upload_tarball(job, shell))
             info = docker.inspect_image(reference)
             if info is None:
                 raise HostError(f"{host.image_tarball} holds {', '.join(loaded) or 'no image'}, not {reference}; "
                                 "give the image that tarball holds, or the tarball of this image")
         if info is None and is_image_id(reference):
-            raise HostError(f"image {reference} is not on {self._shell.where} and an image id cannot be pulled; "
+            raise HostError(f"image {reference} is not on {shell.where} and an image id cannot be pulled; "
                             "load the tarball that holds it (image_tarball in the hosts file, or `ddpbench image load`)")
         if info is None:
             docker.pull(reference)
             info = docker.inspect_image(reference)
         return reference, info["Id"]
 
-    def _upload_tarball(self, job: AgentJob) -> str:
-        """The tarball's path on the host: copied by SFTP, named by its sha256, so that a copy
-        already there (from an earlier run) is used again and a cut one never is."""
-        local = Path(job.host.image_tarball).expanduser()
-        if not local.is_file():
-            raise HostError(f"image_tarball {local} does not exist on this machine; write it with `make image-save` or fix image_tarball")
-        if not isinstance(self._shell, ssh.SSHShell):
-            return str(local)
-        digest = hashlib.sha256()
-        with open(local, "rb") as source:
-            for block in iter(lambda: source.read(1 << 20), b""):
-                digest.update(block)
-        images = posixpath.join(self._workdir(job), IMAGES_DIR)
-        path = posixpath.join(images, f"{digest.hexdigest()}.tar")
-        check = self._shell.run(["sh", "-c", 'mkdir -p -- "$1" && test -f "$2" && sha256sum -- "$2"', "sh", images, path], timeout=None)
-        if check.code == 0 and check.stdout.split()[:1] == [digest.hexdigest()]:
-            return path
-        free = self._shell.run(["df", "-Pk", images], timeout=60)
-        size = local.stat().st_size
-        try:
-            free_bytes = int(free.stdout.splitlines()[-1].split()[3]) * 1024
-        except (IndexError, ValueError):
-            free_bytes = size  # df says nothing we can read: let the copy find out
-        if free_bytes < size:
-            raise HostError(f"no space left on the host's disk for {local} ({size / 2**20:.0f} MiB) in {images}: "
-                            f"{free_bytes / 2**20:.0f} MiB free; free space there or set workdir: to a bigger disk")
-        job.progress({"event": "stage", "stage": "upload image"})
-        ssh.put_file(self._shell.connection, job.host, local, path)
-        return path
-
-    @staticmethod
-    def _workdir(job: AgentJob) -> str:
-        workdir = job.host.workdir
-        return workdir[2:] if workdir.startswith("~/") else workdir  # relative = from the home folder
-
-    def _deploy(self, job: AgentJob) -> None:
-        plan = json.dumps(job.plan).encode()
-        if isinstance(self._shell, ssh.SSHShell):
-            self._remote_dir = posixpath.join(self._workdir(job), f"{job.run_id}-{job.host.name}")
+    def _deploy(self, job: AgentJob, shell: Shell) -> str:
+        """The plan, in the folder the container will write its results into; returns that folder."""
+        if isinstance(shell, SSHShell):
+            self._remote_dir = remote_run_dir(job)
             out = posixpath.join(self._remote_dir, "out")
-            done = self._shell.run(["sh", "-c", 'mkdir -p -- "$1" && cd -- "$1" && pwd', "sh", out], timeout=job.host.command_timeout_s)
+            done = shell.run(["sh", "-c", 'mkdir -p -- "$1" && cd -- "$1" && pwd', "sh", out], timeout=job.host.command_timeout_s)
             if done.code != 0:
                 raise HostError(f"creating the work folder {out} failed: {done.last_error_line()}; fix workdir in the hosts file")
-            self._work_dir = done.stdout.strip()  # absolute: docker's bind mount needs it
+            work_dir = done.stdout.strip()
         else:
             job.result_dir.mkdir(parents=True, exist_ok=True)
-            self._work_dir = str(job.result_dir.resolve())
-        self._shell.put(plan, posixpath.join(self._work_dir, "plan.json"))
+            work_dir = str(job.result_dir.resolve())
+        shell.put(json.dumps(job.plan).encode(), posixpath.join(work_dir, "plan.json"))
+        return work_dir
 
     def _run_agent(self, job: AgentJob) -> dict:
-        reference, image_id = self._image
+        deployment, shell = self._deployment, self._shell
         container = f"ddpbench-{job.host.name}-{secrets.token_hex(3)}"
-        command = run_command(job, image_id, reference, container, self._work_dir, self._gpus, self._user())
+        command = run_command(job, deployment.image_id, deployment.reference, container, deployment.work_dir,
+                              deployment.gpus, user_of(shell))
         errors: list[str] = []
-        on_line = agent_output_listener(job, errors)
         with self._lock:
             if self._cancelled:  # cancelled while the image was being found: start nothing
                 raise HostError(self._cancelled)
             self._container = container
         try:
-            # The agent reports at least once per launch, and ends a launch after the plan's timeout_s.
-            result = self._shell.stream(command, on_line, idle_timeout_s=job.plan["timeout_s"] + job.host.command_timeout_s,
-                                        timeout_name="the plan's timeout_s + command_timeout_s")
+            result = stream_agent(shell, job, command, agent_output_listener(job, errors), what=DOCKER)
         except HostError:
-            self._stop_container(self._docker, container)  # ending the docker client leaves the container running
+            self._stop_container(Docker(shell), container)  # ending the docker client leaves the container running
             raise
         finally:
             with self._lock:
                 self._container = ""
-            self._fetched = self._shell.fetch_results(self._work_dir, job.result_dir, job.progress)
+            self._fetched = shell.fetch_results(deployment.work_dir, job.result_dir, job.progress)
+        if not errors:
+            self._check_container_end(result, container)
+        return read_raw(job, errors, lambda: self._no_results(result, deployment.reference, shell), self._kept_in())
+
+    def _check_container_end(self, result: Result, container: str) -> None:
+        """A HostError when the container was cancelled, killed, or never ran the agent."""
         with self._lock:
             cancelled = self._cancelled
-        raw_path = job.result_dir / "raw.json"
-        if errors:
-            raise HostError(errors[0])
         if cancelled:
             raise HostError(cancelled)
         if result.code in KILLED_STATUSES:
@@ -251,17 +222,16 @@ class DockerRuntime(StagedRuntime):
                 f"container {container} on {self._shell.where} was stopped (status {result.code}, {KILLED_STATUSES[result.code]}); "
                 "the launches it finished are kept; run again with --resume to measure the rest"
             )
-        if result.code in DOCKER_RUN_FAILED or not raw_path.exists():
-            reason = result.last_error_line()
-            fix = f"; {NVIDIA_FIX}" if "could not select device driver" in reason else ""
-            self._docker.raise_common_failure(result)  # a full disk or a vanished engine says so in its own words
-            raise HostError(f"the agent in {reference} exited with status {result.code} before writing results: {reason}{fix}")
-        return json.loads(raw_path.read_text())  # status 1: some launches failed, as raw.json says
+        if result.code in DOCKER_RUN_FAILED:
+            raise HostError(self._no_results(result, self._deployment.reference, self._shell))
 
-    def _user(self) -> str:
-        """The shell's user, so that the results it reads back are its own; root stays root."""
-        ids = [self._shell.run(["id", flag], timeout=60).stdout.strip() for flag in ("-u", "-g")]
-        return "" if ids[0] in ("", "0") else ":".join(ids)
+    @staticmethod
+    def _no_results(result: Result, reference: str, shell: Shell) -> str:
+        """Why the container wrote no results (a full disk or a vanished engine raise in their own words)."""
+        reason = result.last_error_line()
+        fix = f"; {NVIDIA_FIX}" if "could not select device driver" in reason else ""
+        Docker(shell).raise_common_failure(result)
+        return exited_early(result, f"the agent in {reference}", reason + fix)
 
     def _close(self, job: AgentJob) -> None:
         """Remove the work folder (SSH hosts; uploaded images stay for the next run) and close the connection."""
@@ -279,3 +249,48 @@ class DockerRuntime(StagedRuntime):
             job.progress({"event": "warning", "message": str(err)})
         finally:
             shell.close()
+
+
+def has_gpu_hook(shell: Shell) -> bool:
+    """`--gpus` works without an `nvidia` runtime where the toolkit's hook is installed."""
+    try:
+        return shell.run(["sh", "-c", "command -v nvidia-container-runtime-hook"], timeout=60).code == 0
+    except CommandNotFound:
+        return False
+
+
+def user_of(shell: Shell) -> str:
+    """The shell's user, so that the results it reads back are its own; root stays root."""
+    ids = [shell.run(["id", flag], timeout=60).stdout.strip() for flag in ("-u", "-g")]
+    return "" if ids[0] in ("", "0") else ":".join(ids)
+
+
+def upload_tarball(job: AgentJob, shell: Shell) -> str:
+    """image_tarball's path where the shell runs: over SSH copied by SFTP, named by its sha256,
+    so that a copy already there (from an earlier run) is used again and a cut one never is."""
+    local = Path(job.host.image_tarball).expanduser()
+    if not local.is_file():
+        raise HostError(f"image_tarball {local} does not exist on this machine; write it with `make image-save` or fix image_tarball")
+    if not isinstance(shell, SSHShell):
+        return str(local)
+    digest = hashlib.sha256()
+    with open(local, "rb") as source:
+        for block in iter(lambda: source.read(1 << 20), b""):
+            digest.update(block)
+    images = posixpath.join(remote_workdir(job.host), IMAGES_DIR)
+    path = posixpath.join(images, f"{digest.hexdigest()}.tar")
+    check = shell.run(["sh", "-c", 'mkdir -p -- "$1" && test -f "$2" && sha256sum -- "$2"', "sh", images, path], timeout=None)
+    if check.code == 0 and check.stdout.split()[:1] == [digest.hexdigest()]:
+        return path
+    free = shell.run(["df", "-Pk", images], timeout=60)
+    size = local.stat().st_size
+    try:
+        free_bytes = int(free.stdout.splitlines()[-1].split()[3]) * 1024
+    except (IndexError, ValueError):
+        free_bytes = size  # df says nothing we can read: let the copy find out
+    if free_bytes < size:
+        raise HostError(f"no space left on the host's disk for {local} ({size / 2**20:.0f} MiB) in {images}: "
+                        f"{free_bytes / 2**20:.0f} MiB free; free space there or set workdir: to a bigger disk")
+    job.progress({"event": "stage", "stage": "upload image"})
+    put_file(shell.connection, job.host, local, path)
+    return path

@@ -6,7 +6,7 @@ import json
 import os
 import sys
 
-from bench.controller.runtimes.base import INTERRUPTED, AgentJob, HostError, Runtime, agent_output_listener
+from bench.controller.runtimes.base import INTERRUPTED, AgentJob, Runtime, agent_output_listener, exited_early, read_raw
 from bench.controller.shell import LocalShell
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -26,17 +26,8 @@ class LocalRuntime(Runtime):
         # it closes and the agent ends its ranks instead of running on unseen.
         command = job.agent_command([sys.executable, "-m", "bench.agent"], str(plan_path), str(job.result_dir), "--stop-on-stdin-eof")
         errors = []
-        on_line = agent_output_listener(job, errors)
-        done = self._shell.stream(command, on_line)
-        raw_path = job.result_dir / "raw.json"
-        if errors:
-            raise HostError(errors[0])
-        if not raw_path.exists():
-            if self._cancelled:
-                raise HostError(f"the agent was ended: {self._cancelled}")
-            last = done.stderr.strip().splitlines()[-1:] or ["no output"]
-            raise HostError(f"the agent exited with status {done.code} before writing results: {last[0].strip()}")
-        return json.loads(raw_path.read_text())
+        done = self._shell.stream(command, agent_output_listener(job, errors))
+        return read_raw(job, errors, lambda: f"the agent was ended: {self._cancelled}" if self._cancelled else exited_early(done))
 
     def cancel(self, reason: str = INTERRUPTED) -> None:
         """End the agent (it ends its ranks); what it already wrote stays."""

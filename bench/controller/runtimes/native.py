@@ -11,9 +11,14 @@ from __future__ import annotations
 import json
 import posixpath
 
-from bench.controller import pins, ssh
+from bench.controller import pins
 from bench.controller.agent_package import agent_zipapp
-from bench.controller.runtimes.base import INTERRUPTED, KEPT_RESULTS, AgentJob, HostError, StagedRuntime, agent_output_listener
+from bench.controller.runtimes.base import (INTERRUPTED, KEPT_RESULTS, AgentJob, HostError, StagedRuntime, agent_output_listener,
+                                            exited_early, read_raw, remote_run_dir, stream_agent)
+from bench.controller.hosts import Host
+from bench.controller.shell import CommandNotFound, Result, last_line
+from bench.controller.ssh import SSHShell
+from bench.controller.ssh.connection import where
 
 MIN_PYTHON = (3, 9)
 
@@ -39,62 +44,60 @@ print(json.dumps(facts))
 """
 
 
+def short_command(shell: SSHShell, argv: list[str], what: str, cwd: str = "") -> Result:
+    """A command on the host that must end within its command_timeout_s."""
+    return shell.run(argv, shell.host.command_timeout_s, cwd=cwd, what=what, timeout_name="command_timeout_s")
+
+
+def python_missing(host: Host, why: str) -> HostError:
+    return HostError(
+        f"python {host.python!r} was not found on the host or cannot run ({why}); "
+        "set python: in the hosts file to the host's Python with torch"
+    )
+
+
 class NativeRuntime(StagedRuntime):
     results_folder = "out"  # the agent's --out, in the work folder
 
     def __init__(self) -> None:
         super().__init__()
-        self._connection = None
-        self._process: "ssh.RemoteProcess | None" = None
-        self._remote_dir = ""
-        self._fetched = True  # False while the host holds results that did not arrive intact: its folder stays
         self.pin_mismatches = ()
 
-    def prepare(self, job: AgentJob) -> None:
-        if self._connection is not None:
-            return
-        host = job.host
-        self._stage(job, "connect")
-        connection = ssh.connect(host)
-        with self._lock:
-            self._connection = connection
-        try:
-            self._check(job)
-            self._stage(job, "deploy")
-            self._deploy(job)
-        except BaseException:
-            self._close(job)
-            raise
+    def _prepare(self, job: AgentJob) -> None:
+        shell = self._connect(job)
+        self._check(job, shell)
+        self._stage(job, "deploy")
+        self._deploy(job, shell)
 
     def cancel(self, reason: str = INTERRUPTED) -> None:
         with self._lock:
             self._cancelled = self._cancelled or reason
-            process = self._process
-        if process is not None:
-            process.stop(f"was ended: {reason}")
+            shell = self._shell
+        if shell is not None:
+            shell.stop(f"was ended: {reason}")
 
-    def _check(self, job: AgentJob) -> None:
+    def _check(self, job: AgentJob, shell: SSHShell) -> None:
         """What must hold on the host before the agent is copied there."""
         self._stage(job, "check python")
-        self._check_python(job)
+        self._check_python(job, shell)
 
-    def _check_python(self, job: AgentJob) -> None:
+    def _check_python(self, job: AgentJob, shell: SSHShell) -> None:
         host, pin = job.host, job.plan.get("pin") or {}
         argv = [host.python, "-c", CHECK_SCRIPT, *(["import"] if {"cuda", "nccl"} & set(pin) else [])]
-        done = ssh.run(self._connection, host, argv, f"checking {host.python}", check=False)
-        if done.exit_status in (126, 127):
-            raise HostError(
-                f"python {host.python!r} was not found on the host or cannot run ({done.last_error_line()}); "
-                "set python: in the hosts file to the host's Python with torch"
-            )
+        try:
+            done = short_command(shell, argv, f"checking {host.python}")
+        except CommandNotFound as err:
+            raise python_missing(host, str(err)) from None
+        if done.code in (126, 127):
+            raise python_missing(host, last_line(done.stderr))
         try:
             facts = json.loads(done.stdout.strip().splitlines()[-1])
         except (ValueError, IndexError):
             facts = None
         if not isinstance(facts, dict) or set(facts) != {"python", "torch", "cuda", "nccl", "error"}:
             raise HostError(
-                f"{host.python} did not answer like a Python (exit status {done.exit_status}: "
-                f"{done.last_error_line() or 'no output'}); set python: in the hosts file to the host's Python with torch"
+                f"{host.python} did not answer like a Python (exit status {done.code}: "
+                f"{last_line(done.stderr) or 'no output'}); set python: in the hosts file to the host's Python with torch"
             )
         if tuple(facts["python"]) < MIN_PYTHON:
             raise HostError(
@@ -111,60 +114,46 @@ class NativeRuntime(StagedRuntime):
         if self.pin_mismatches and pin.get("fatal"):
             raise HostError(f"{'; '.join(self.pin_mismatches)}; the plan's pin is fatal: use a host with these versions, or relax the pin")
 
-    def _deploy(self, job: AgentJob) -> None:
+    def _deploy(self, job: AgentJob, shell: SSHShell) -> None:
         host = job.host
-        workdir = host.workdir[2:] if host.workdir.startswith("~/") else host.workdir  # relative = from the home folder
-        self._remote_dir = posixpath.join(workdir, f"{job.run_id}-{host.name}")
-        ssh.run(self._connection, host, ["mkdir", "-p", "--", posixpath.join(self._remote_dir, "out")], "creating the work folder")
-        ssh.put_bytes(self._connection, host, agent_zipapp(), posixpath.join(self._remote_dir, "agent.pyz"))
-        ssh.put_bytes(self._connection, host, json.dumps(job.plan).encode(), posixpath.join(self._remote_dir, "plan.json"))
+        self._remote_dir = remote_run_dir(job)
+        done = short_command(shell, ["mkdir", "-p", "--", posixpath.join(self._remote_dir, "out")], "creating the work folder")
+        if done.code != 0:
+            raise HostError(f"creating the work folder failed on {where(host)}: {last_line(done.stderr) or f'exit status {done.code}'}")
+        shell.put(agent_zipapp(), posixpath.join(self._remote_dir, "agent.pyz"))
+        shell.put(json.dumps(job.plan).encode(), posixpath.join(self._remote_dir, "plan.json"))
 
     def _run_agent(self, job: AgentJob) -> dict:
-        host, errors = job.host, []
-        on_line = agent_output_listener(job, errors)
-        argv = job.agent_command([host.python, "agent.pyz"], "plan.json", "out", "--stop-on-stdin-eof")
+        errors: list = []
+        argv = job.agent_command([job.host.python, "agent.pyz"], "plan.json", "out", "--stop-on-stdin-eof")
         with self._lock:
             if self._cancelled:
                 raise HostError(self._cancelled)
-            self._process = ssh.RemoteProcess(self._connection, host, argv, "the agent", cwd=self._remote_dir)
         try:
-            # The agent reports at least once per launch, and ends a launch after the plan's timeout_s.
-            done = self._process.wait(
-                on_line, idle_timeout_s=job.plan["timeout_s"] + host.command_timeout_s,
-                timeout_name="the plan's timeout_s + command_timeout_s",
-            )
+            done = stream_agent(self._shell, job, argv, agent_output_listener(job, errors), cwd=self._remote_dir)
         finally:
             self._fetch(job)
-        if errors:
-            raise HostError(errors[0])
-        raw_path = job.result_dir / "raw.json"
-        if not self._fetched:
-            raise HostError(f"its results could not be fetched intact; they stay on the host in {self._remote_dir}")
-        if not raw_path.exists():
-            raise HostError(
-                f"the agent exited with status {done.exit_status} before writing results: {done.last_error_line() or 'no output'}"
-            )
-        return json.loads(raw_path.read_text())
+        return read_raw(job, errors, lambda: exited_early(done), self._kept_in())
 
     def _fetch(self, job: AgentJob) -> None:
-        self._fetched = ssh.fetch_results(self._connection, posixpath.join(self._remote_dir, self.results_folder), job.result_dir, job.progress)
+        self._fetched = self._shell.fetch_results(posixpath.join(self._remote_dir, self.results_folder), job.result_dir, job.progress)
 
     def _close(self, job: AgentJob) -> None:
         """Remove what was copied and close the connection."""
         with self._lock:
-            connection, self._connection = self._connection, None
-        if connection is None:
+            shell, self._shell = self._shell, None
+        if shell is None:
             return
         try:
             if self._remote_dir and not self._fetched:
                 job.progress({"event": "warning", "message": KEPT_RESULTS.format(where=f"{job.host.address}:{self._remote_dir}")})
-            elif self._remote_dir and connection.transport is not None and connection.transport.is_active():
+            elif self._remote_dir and shell.is_open():
                 job.progress({"event": "stage", "stage": "clean up"})
                 workdir = posixpath.dirname(self._remote_dir)
                 # Paths go in as arguments; the workdir goes only when nothing else is in it.
-                ssh.run(connection, job.host, ["sh", "-c", 'rm -rf -- "$1"; rmdir -- "$2" 2>/dev/null; true',
-                                               "sh", self._remote_dir, workdir], "removing the work folder", check=False)
-        except HostError as err:
+                short_command(shell, ["sh", "-c", 'rm -rf -- "$1"; rmdir -- "$2" 2>/dev/null; true', "sh", self._remote_dir, workdir],
+                        "removing the work folder")
+        except (HostError, CommandNotFound) as err:
             job.progress({"event": "warning", "message": str(err)})
         finally:
-            ssh.close(connection)
+            shell.close()

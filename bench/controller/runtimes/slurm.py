@@ -8,7 +8,7 @@ keeps no accounting) and fetch the results -> remove the work folder.
 
 The script starts the agent once per node (srun, one task per node); with several nodes the
 agents meet at a c10d rendezvous on the job's first node. Every value from the hosts file
-reaches the login node as an argv element (shlex-quoted by ssh.command_line) or is shlex-quoted
+reaches the login node as an argv element (shlex-quoted by ssh.process.command_line) or is shlex-quoted
 into the script: none is ever read as shell syntax.
 """
 
@@ -23,11 +23,13 @@ import shlex
 import time
 from typing import NoReturn
 
-from bench.controller import ssh
 from bench.controller.errors import HostError
 from bench.controller.hosts import Host
 from bench.controller.runtimes.base import INTERRUPTED, AgentJob, agent_output_listener
-from bench.controller.runtimes.native import NativeRuntime
+from bench.controller.runtimes.native import NativeRuntime, short_command
+from bench.controller.shell import CommandNotFound, Result
+from bench.controller.ssh import SSHShell
+from bench.controller.ssh.connection import where
 from bench.errors import UserError
 
 SCRIPT = "job.sh"
@@ -147,25 +149,23 @@ class SlurmRuntime(NativeRuntime):
                     "within one node; set slurm.nodes: 1 or use allreduce: nccl"
                 )
         try:
-            connection = ssh.connect(host)
+            shell = SSHShell.connect(host)
         except HostError:
             return  # the run reports an unreachable login node as this host's failure
         try:
-            done = ssh.run(connection, host, ["sbatch", "--test-only", *sbatch_options(host, plan), "--wrap", "true"],
-                           "sbatch --test-only", check=False)
+            done = query(shell, ["sbatch", "--test-only", *sbatch_options(host, plan), "--wrap", "true"], "sbatch --test-only")
         except HostError:
             return
         finally:
-            ssh.close(connection)
-        if done.exit_status == 127:
-            raise UserError(f"host {host.name!r}: sbatch was not found on {ssh.where(host)}; set address: to the cluster's login node")
-        refused = " ".join(done.stderr_lines)
+            shell.close()
+        if done.code == 127:
+            raise UserError(f"host {host.name!r}: sbatch was not found on {where(host)}; set address: to the cluster's login node")
         # --test-only also says this when the partition's nodes are down or drained for now: a job
         # submitted there waits for them, as long as pending_patience_s allows.
-        if done.exit_status != 0 and "Requested node configuration is not available" not in refused:
-            raise UserError(f"host {host.name!r}: the cluster refuses the job: {rejection(done.stderr_lines, settings)}")
+        if done.code != 0 and "Requested node configuration is not available" not in done.stderr:
+            raise UserError(f"host {host.name!r}: the cluster refuses the job: {rejection(done.stderr, settings)}")
 
-    def _check(self, job: AgentJob) -> None:
+    def _check(self, job: AgentJob, shell: SSHShell) -> None:
         """The compute nodes' Python is checked by the job itself (a login node may have another)."""
 
     # -- the job --------------------------------------------------------------------------------
@@ -179,11 +179,10 @@ class SlurmRuntime(NativeRuntime):
         errors: list = []
         on_line = agent_output_listener(job, errors)
         self._stage(job, "submit")
-        ssh.put_bytes(self._connection, host, batch_script(job).encode(), posixpath.join(self._remote_dir, SCRIPT))
-        done = ssh.run(self._connection, host, ["sbatch", "--parsable", *sbatch_options(host, plan=job.plan), SCRIPT],
-                       "sbatch", cwd=self._remote_dir, check=False)
-        if done.exit_status != 0:
-            raise HostError(f"sbatch refused the job: {rejection(done.stderr_lines, settings)}")
+        self._shell.put(batch_script(job).encode(), posixpath.join(self._remote_dir, SCRIPT))
+        done = query(self._shell, ["sbatch", "--parsable", *sbatch_options(host, plan=job.plan), SCRIPT], "sbatch", cwd=self._remote_dir)
+        if done.code != 0:
+            raise HostError(f"sbatch refused the job: {rejection(done.stderr, settings)}")
         self.job_id = done.stdout.strip().splitlines()[-1].split(";")[0]
         submitted = time.monotonic()
         self.scheduler_job = {"scheduler": "slurm", "job_id": self.job_id, "partition": settings["partition"],
@@ -226,7 +225,7 @@ class SlurmRuntime(NativeRuntime):
     def _follow(self, job: AgentJob, on_line, submitted: float) -> dict:
         """Poll the job until it leaves the queue, streaming node 0's events; cancel it when asked,
         or when it waits past the patience. Returns its end state."""
-        host, settings = job.host, job.host.slurm
+        settings = job.host.slurm
         poll_s = settings.get("poll_s", DEFAULT_POLL_S)
         patience_s = settings.get("pending_patience_s", DEFAULT_PATIENCE_S)
         events = _Tail(posixpath.join(self._remote_dir, "node0", EVENTS))
@@ -236,7 +235,7 @@ class SlurmRuntime(NativeRuntime):
                 cancelled = self._cancelled
             if cancelled:
                 self._cancel_job(job, on_line, events, cancelled)
-            queued = self._squeue(job)
+            queued = self._squeue()
             if queued is False:  # squeue did not answer (a busy controller): ask again
                 time.sleep(poll_s)
                 continue
@@ -249,7 +248,7 @@ class SlurmRuntime(NativeRuntime):
                     job.progress({"event": "stage", "stage": note})
                     shown = note
                 if waited > patience_s:
-                    self._scancel(job)
+                    self._scancel()
                     self.scheduler_job.update(state="CANCELLED", reason=queued["reason"])
                     raise HostError(
                         f"slurm job {self.job_id} waited {waited:.0f} s in partition {settings['partition']} ({queued['reason']}), "
@@ -260,63 +259,62 @@ class SlurmRuntime(NativeRuntime):
                 if started is None:
                     started = time.monotonic()
                     self.scheduler_job["queued_s"] = round(started - submitted, 3)
-                    self.scheduler_job["nodes"] = self._hostnames(job, queued["nodelist"])
+                    self.scheduler_job["nodes"] = self._hostnames(queued["nodelist"])
                     job.progress({"event": "stage", "stage": f"job {self.job_id} running on {','.join(self.scheduler_job['nodes'])}"})
-                events.read(self._connection, host, on_line)
+                events.read(self._shell, on_line)
             if state not in ACTIVE:
                 ended = self._end_state(job)
                 if ended["state"].split("+")[0] not in ACTIVE:  # squeue can miss a job scontrol still shows running
-                    events.read(self._connection, host, on_line)
+                    events.read(self._shell, on_line)
                     return ended
             time.sleep(poll_s)
 
     def _cancel_job(self, job: AgentJob, on_line, events: "_Tail", reason: str) -> NoReturn:
         """scancel, wait for the job to leave (its agent ends its ranks on SIGTERM), keep its last events."""
-        self._scancel(job)
+        self._scancel()
         deadline = time.monotonic() + END_WAIT_S
         while time.monotonic() < deadline:
-            queued = self._squeue(job)
+            queued = self._squeue()
             if queued is None or (queued and queued["state"] not in ACTIVE):
                 break
             time.sleep(min(job.host.slurm.get("poll_s", DEFAULT_POLL_S), 2.0))
-        events.read(self._connection, job.host, on_line)
+        events.read(self._shell, on_line)
         self.scheduler_job.update(self._end_state(job))
         raise HostError(f"{reason}: slurm job {self.job_id} was cancelled (scancel)")
 
-    def _scancel(self, job: AgentJob) -> None:
-        ssh.run(self._connection, job.host, ["scancel", self.job_id], f"scancel {self.job_id}", check=False)
+    def _scancel(self) -> None:
+        query(self._shell, ["scancel", self.job_id], f"scancel {self.job_id}")
 
-    def _squeue(self, job: AgentJob) -> "dict | None | bool":
+    def _squeue(self) -> "dict | None | bool":
         """The job's state, pending reason and node list; None when the queue no longer knows it,
         False when squeue could not answer."""
-        done = ssh.run(self._connection, job.host, ["squeue", "--noheader", "--states=all", "--jobs", self.job_id,
-                                                    "--format=%T|%r|%N"], "squeue", check=False)
+        done = query(self._shell, ["squeue", "--noheader", "--states=all", "--jobs", self.job_id, "--format=%T|%r|%N"], "squeue")
         line = next((l for l in done.stdout.splitlines() if l.count("|") == 2), "")
-        if done.exit_status != 0:
-            return None if "Invalid job id" in " ".join(done.stderr_lines) else False
+        if done.code != 0:
+            return None if "Invalid job id" in done.stderr else False
         if not line:
             return None
         state, reason, nodelist = line.split("|")
         return {"state": state.strip(), "reason": reason.strip(), "nodelist": nodelist.strip()}
 
-    def _hostnames(self, job: AgentJob, nodelist: str) -> list:
+    def _hostnames(self, nodelist: str) -> list:
         if not nodelist or nodelist == "(null)":
             return []
-        done = ssh.run(self._connection, job.host, ["scontrol", "show", "hostnames", nodelist], "scontrol show hostnames", check=False)
+        done = query(self._shell, ["scontrol", "show", "hostnames", nodelist], "scontrol show hostnames")
         return done.stdout.split() or [nodelist]
 
     def _end_state(self, job: AgentJob) -> dict:
         """How the job ended: sacct's state and reason, scontrol's where the cluster keeps no
         accounting, the job's output where it has forgotten the job too."""
-        done = ssh.run(self._connection, job.host, ["sacct", "--noheader", "--parsable2", "--allocations", "--jobs", self.job_id,
-                                                    "--format=State,Reason,ExitCode"], "sacct", check=False)
+        done = query(self._shell, ["sacct", "--noheader", "--parsable2", "--allocations", "--jobs", self.job_id,
+                                   "--format=State,Reason,ExitCode"], "sacct")
         line = next((l for l in done.stdout.splitlines() if l.count("|") == 2), "")
-        if done.exit_status == 0 and line:
+        if done.code == 0 and line:
             state, reason, exit_code = line.split("|")
             return {"state": state.split()[0], "reason": reason or None, "exit_code": exit_code, "source": "sacct"}
-        done = ssh.run(self._connection, job.host, ["scontrol", "show", "job", "--oneliner", self.job_id], "scontrol show job", check=False)
+        done = query(self._shell, ["scontrol", "show", "job", "--oneliner", self.job_id], "scontrol show job")
         fields = dict(part.split("=", 1) for part in done.stdout.split() if "=" in part)
-        if done.exit_status == 0 and "JobState" in fields:
+        if done.code == 0 and "JobState" in fields:
             reason = fields.get("Reason")
             return {"state": fields["JobState"], "reason": None if reason in (None, "None") else reason,
                     "exit_code": fields.get("ExitCode"), "source": "scontrol"}
@@ -342,7 +340,7 @@ class SlurmRuntime(NativeRuntime):
         return path.read_text(errors="replace") if path.exists() else ""
 
     def _connected(self) -> bool:
-        return self._connection is not None and self._connection.transport is not None and self._connection.transport.is_active()
+        return self._shell is not None and self._shell.is_open()
 
     def _last_words(self, job: AgentJob) -> str:
         for name in ("node0/agent.err", f"job-{self.job_id}.out"):
@@ -359,7 +357,7 @@ class SlurmRuntime(NativeRuntime):
         if not self.job_id or not self._connected():
             return
         try:
-            sftp = self._connection.sftp()
+            sftp = self._shell.sftp()
             wanted = [SCRIPT, f"job-{self.job_id}.out"]
             nodes = self.scheduler_job["nodes"] if self.scheduler_job else []
             for rank in range(max(1, len(nodes))):
@@ -395,9 +393,17 @@ def state_from_job_output(text: str) -> "dict | None":
     return {"state": state, "reason": due.capitalize() if due else None, "exit_code": None, "source": "job output"}
 
 
-def rejection(stderr_lines: list, settings: dict) -> str:
+def query(shell: SSHShell, argv: list[str], what: str, cwd: str = "") -> Result:
+    """A Slurm command on the login node; one that is not installed there fails as a shell's does (exit 127)."""
+    try:
+        return short_command(shell, argv, what, cwd)
+    except CommandNotFound as err:
+        return Result(127, "", str(err))
+
+
+def rejection(stderr: str, settings: dict) -> str:
     """sbatch's refusal in one line, with the hosts-file field that fixes it."""
-    lines = [l.strip() for l in stderr_lines if l.strip()]
+    lines = [l.strip() for l in stderr.splitlines() if l.strip()]
     message = next((l for l in lines if l.startswith("sbatch: error: ")), lines[-1] if lines else "no reason given")
     message = re.sub(r"^(sbatch: error: |allocation failure: )", "", message)
     lowered = message.lower()
@@ -421,9 +427,9 @@ class _Tail:
     def __init__(self, path: str) -> None:
         self.path, self.offset, self.partial = path, 0, b""
 
-    def read(self, connection, host: Host, on_line) -> None:
+    def read(self, shell: SSHShell, on_line) -> None:
         try:
-            with ssh.sftp_of(connection, host).open(self.path, "rb") as remote:
+            with shell.sftp().open(self.path, "rb") as remote:
                 remote.seek(self.offset)
                 data = remote.read()
         except FileNotFoundError:
