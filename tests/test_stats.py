@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.agent.stats import summarize
+from bench.common.stats import ratio_of_medians, summarize
 
 
 def test_summary_of_known_samples():
@@ -14,3 +14,18 @@ def test_summary_of_known_samples():
 
 def test_one_sample_has_no_spread():
     assert summarize([2.5]) == {"n": 1, "median": 2.5, "mean": 2.5, "stdev": 0.0, "cv": 0.0, "p5": 2.5, "p95": 2.5, "min": 2.5, "max": 2.5}
+
+
+def test_ratio_interval_is_the_same_every_time_and_holds_the_ratio():
+    slower = [1.2 + 0.01 * (i % 5) for i in range(12)]
+    baseline = [1.0 + 0.01 * (i % 4) for i in range(10)]
+    ratio = ratio_of_medians(slower, baseline)
+    assert ratio == ratio_of_medians(slower, baseline)  # seeded: a report or verdict never changes on rerun
+    assert ratio.n == 10 and ratio.low < ratio.median < ratio.high
+    assert ratio.median == pytest.approx(1.215 / 1.01)
+    assert ratio_of_medians(baseline, baseline).low <= 1.0 <= ratio_of_medians(baseline, baseline).high
+
+
+def test_ratio_over_a_non_positive_sample_has_no_interval():
+    ratio = ratio_of_medians([1.0, 2.0], [1.0, 0.0, 3.0])
+    assert (ratio.median, ratio.low, ratio.high) == (1.5, None, None)

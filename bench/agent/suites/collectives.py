@@ -17,7 +17,7 @@ import torch
 import torch.distributed as dist
 
 from bench.agent.harness import Context, Sampling, repeat
-from bench.agent.stats import metric
+from bench.common.stats import metric
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 # Results are small integers, exact in every dtype above; the tolerance is for an honest

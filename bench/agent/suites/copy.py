@@ -27,8 +27,8 @@ from typing import Callable
 import torch
 
 from bench.agent.harness import Context, Sampling, repeat
-from bench.agent.stats import metric
 from bench.agent.suites.collectives import sweep_sizes
+from bench.common.stats import metric
 
 ELEMENT = torch.float32
 _TYPESTR = "<f4"  # ELEMENT as __cuda_array_interface__ spells it

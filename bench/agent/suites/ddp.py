@@ -21,7 +21,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from bench.agent import copy_engine_allreduce, kernel_time, models, rank_errors
 from bench.agent.gpu_peaks import dense_bf16_peak_tflops
 from bench.agent.harness import Context, Sampling, reduce_over_ranks, sample_until_steady
-from bench.agent.stats import metric
+from bench.common.stats import metric
 
 
 def grad_accum_for(global_batch: int, world_size: int, micro_batch: int) -> int:
