@@ -27,6 +27,7 @@ from bench.agent.transports import BASE_NCCL_ENV, PRESETS, backend_for, transpor
 from bench.common import history as earlier
 from bench.common.files import write_text
 from bench.common.paths import SOURCE_ROOT
+from bench.common.polling import wait_until
 from bench.common.timestamps import utc_timestamp
 
 CPU_WORLD_SIZE = 2  # "all" on a machine without a GPU: two processes, gloo
@@ -376,17 +377,8 @@ def _end_process_group(process: subprocess.Popen) -> None:
             pass
         for rank in ranks:
             rank.signal(sig)
-        if _ended(process, ranks, within_s=5):
+        if wait_until(lambda: process.poll() is not None and not any(rank.alive() for rank in ranks), within_s=5):
             return
-
-
-def _ended(process: subprocess.Popen, ranks: list, within_s: float) -> bool:
-    deadline = time.monotonic() + within_s
-    while process.poll() is None or any(rank.alive() for rank in ranks):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
 
 
 def run_plan(

@@ -21,6 +21,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from bench.agent import copy_engine_allreduce, kernel_time, models, rank_errors
 from bench.agent.gpu_peaks import dense_bf16_peak_tflops
 from bench.agent.harness import Context, Sampling, reduce_over_ranks, sample_until_steady
+from bench.common.polling import wait_until
 from bench.common.stats import metric
 
 
@@ -250,12 +251,7 @@ def every_rank_out_of_memory(ctx: Context, global_batch: int) -> bool:
     store = dist.distributed_c10d._get_default_store()
     key = f"ddpbench/oom/{global_batch}"
     store.add(key, 1)
-    deadline = time.monotonic() + OOM_AGREEMENT_S
-    while store.add(key, 0) < ctx.world_size:
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
+    return wait_until(lambda: store.add(key, 0) >= ctx.world_size, OOM_AGREEMENT_S)
 
 
 def run(ctx: Context, params: dict, emit: Callable[[dict], None], build: Callable = models.build) -> None:
