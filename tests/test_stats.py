@@ -1,7 +1,11 @@
 from __future__ import annotations
 
+import random
+import statistics
+
 import pytest
 
+from bench.common import stats
 from bench.common.stats import ratio_of_medians, summarize
 
 
@@ -29,3 +33,19 @@ def test_ratio_interval_is_the_same_every_time_and_holds_the_ratio():
 def test_ratio_over_a_non_positive_sample_has_no_interval():
     ratio = ratio_of_medians([1.0, 2.0], [1.0, 0.0, 3.0])
     assert (ratio.median, ratio.low, ratio.high) == (1.5, None, None)
+
+
+@pytest.mark.parametrize("n", [51, 200, 201])
+def test_many_samples_get_the_interval_a_drawn_bootstrap_gives(n):
+    """Past DRAWN_RESAMPLE_MAX each resample's median comes from its order statistics: the same
+    distribution as drawing the resample, so the same interval up to resampling noise."""
+    rng = random.Random(n)
+    top, bottom = [rng.lognormvariate(0.1, 0.2) for _ in range(n)], [rng.lognormvariate(0, 0.2) for _ in range(n)]
+    assert n > stats.DRAWN_RESAMPLE_MAX
+    drawn_rng = random.Random(1)
+    drawn = sorted(statistics.median(drawn_rng.choices(top, k=n)) / statistics.median(drawn_rng.choices(bottom, k=n))
+                   for _ in range(5000))
+    ratio = ratio_of_medians(top, bottom)
+    width = ratio.high - ratio.low
+    assert ratio.low == pytest.approx(stats.percentile(drawn, 2.5), abs=0.1 * width)
+    assert ratio.high == pytest.approx(stats.percentile(drawn, 97.5), abs=0.1 * width)
