@@ -1,4 +1,4 @@
-# The pinned ddpbench agent image: bench/agent on the torch + NCCL of a hashed lock file.
+# The pinned ddpbench agent image: bench/agent (with bench/common) on the torch + NCCL of a hashed lock file.
 # `make image` builds it, `make image-lock` pins the base by digest; README "The pinned image".
 ARG BASE_IMAGE=nvidia/cuda:13.0.1-runtime-ubuntu24.04
 
@@ -52,6 +52,7 @@ COPY --from=pin /tmp/pin.json /etc/ddpbench/pin.json
 # Only the agent: the image needs nothing of the controller.
 COPY bench/__init__.py /opt/ddpbench-agent/bench/__init__.py
 COPY bench/agent /opt/ddpbench-agent/bench/agent
+COPY bench/common /opt/ddpbench-agent/bench/common
 ENV PATH=/opt/ddpbench/bin:${PATH} \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1

@@ -28,7 +28,7 @@ import math
 import statistics
 
 from bench.bundle.links import link_summary
-from bench.stats import LEVEL, ratio_of_medians
+from bench.common.stats import LEVEL, ratio_of_medians
 
 VARYING = ("global_batch", "grad_accum", "num_params", "train_flops_per_sample")
 # The all_reduce dtype of a ddp run's gradients: the weights' own (fp32 under autocast too; bf16 weights

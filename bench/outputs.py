@@ -1,15 +1,14 @@
 """Writing into the folders the user names (--out), which may hold what a stranger planted.
 
 A folder is used only if it is one (not a file); a symbolic link inside it is refused, never
-written through; files are written whole through a fresh temporary file (O_EXCL | O_NOFOLLOW)
-renamed into place; a full or read-only disk is named in one line (see cli.main).
+written through (files are written by bench.common.files, never through a link either); a full
+or read-only disk is named in one line (see cli.main).
 """
 
 from __future__ import annotations
 
 import errno
 import os
-import secrets
 from pathlib import Path
 
 from bench.errors import UserError
@@ -58,19 +57,6 @@ def new_folder(parent: Path, name: str, what: str) -> Path:
     except FileExistsError:
         raise UserError(f"{path}: already exists; ddpbench writes a new run into a new folder: choose another --out") from None
     return path
-
-
-def write_text(path: Path, text: str) -> None:
-    """path's content replaced whole by text, never through a link planted at path or beside it."""
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o644)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as file:
-            file.write(text)
-        os.replace(tmp, path)  # replaces a link at path itself, never what it points to
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def disk_problem(err: OSError) -> "str | None":

@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.agent.transports import link_name  # noqa: E402
+from bench.common.transports import link_name  # noqa: E402
 from benchmarks._agent import median, run_plan, table  # noqa: E402
 
 # The naive loop's figures on the same machine kind (DESIGN.md), for the table's last column.

@@ -14,9 +14,9 @@ import sys
 import threading
 from pathlib import Path
 
-from bench.agent.concerns import health_warnings
 from bench.agent.fingerprint import collect
 from bench.agent.runner import Nodes, PlanError, run_plan
+from bench.common.concerns import health_warnings
 
 
 def _emit(event: dict) -> None:
@@ -51,7 +51,7 @@ def main(argv: "list[str] | None" = None) -> int:
     run.add_argument("--rendezvous", default="", help="HOST:PORT of the c10d rendezvous (multi-node)")
     run.add_argument("--job-id", default="ddpbench")
     run.add_argument("--skip", default="", help="comma-separated launch ids already finished (resume)")
-    run.add_argument("--history", default="null", help="JSON: launch durations of an earlier run of this plan (bench/agent/history.py)")
+    run.add_argument("--history", default="null", help="JSON: launch durations of an earlier run of this plan (bench/common/history.py)")
     run.add_argument("--stop-on-stdin-eof", action="store_true", help="end the run when stdin closes (the SSH connection is gone)")
     sub.add_parser("fingerprint", help="print this machine's fingerprint as JSON")
     args = parser.parse_args(argv)

@@ -20,8 +20,8 @@ import statistics
 import threading
 import time
 
-from bench.agent.concerns import BENIGN_REASONS
 from bench.agent.fingerprint.health import clock_reasons, reason_names
+from bench.common.concerns import BENIGN_REASONS
 
 try:
     import pynvml

@@ -9,7 +9,6 @@ interruption loses at most the launch in flight.
 
 from __future__ import annotations
 
-import datetime
 import json
 import os
 import resource
@@ -22,13 +21,17 @@ from pathlib import Path
 from typing import Callable
 
 from bench import __version__
-from bench.agent import counters, estimate, history as earlier, proctree, rank_errors
+from bench.agent import counters, estimate, proctree, rank_errors
 from bench.agent.harness import PlanError
 from bench.agent.suites import SUITES
 from bench.agent.transports import BASE_NCCL_ENV, PRESETS, backend_for, transport_record
+from bench.common import history as earlier
+from bench.common.files import write_text
+from bench.common.paths import SOURCE_ROOT
+from bench.common.polling import wait_until
+from bench.common.timestamps import utc_timestamp
 
 CPU_WORLD_SIZE = 2  # "all" on a machine without a GPU: two processes, gloo
-AGENT_ROOT = Path(__file__).resolve().parents[2]  # the folder (or zipapp) that holds `bench`
 LOG_TAIL_LINES = 20
 POLL_S = 0.5  # how often a running launch's results are looked at, for progress
 ETA_OFF_FACTOR = 2.0  # a launch this much longer or shorter than its estimate is said in the log
@@ -94,7 +97,7 @@ class Launch:
     timeout_s: float
     skipped_reason: str = ""
     env: dict = field(default_factory=dict)
-    estimate_s: float = 0.0  # seconds, set by run_plan: an earlier run here (bench.agent.history), else the cost model
+    estimate_s: float = 0.0  # seconds, set by run_plan: an earlier run here (bench.common.history), else the cost model
     configurations: int = 0  # runs it will record, set by run_plan with estimate_s
     threads_per_rank: "int | None" = None  # CPU hosts: the same for every launch of the plan
 
@@ -269,7 +272,7 @@ def run_launch(launch: Launch, out_dir: Path, progress: Callable[[dict], None] =
         sys.executable, "-m", "torch.distributed.run", *launch.nodes.torchrun_args(),
         f"--nproc-per-node={launch.nproc_per_node}", "-m", "bench.agent.worker", str(spec_path),
     ]
-    env = {**os.environ, **launch.env, "PYTHONPATH": os.pathsep.join(filter(None, [str(AGENT_ROOT), os.environ.get("PYTHONPATH")]))}
+    env = {**os.environ, **launch.env, "PYTHONPATH": os.pathsep.join(filter(None, [str(SOURCE_ROOT), os.environ.get("PYTHONPATH")]))}
     status, error = "ok", None
     others = OthersShare()
     total = launch.configurations
@@ -331,21 +334,8 @@ def _end_process_group(process: subprocess.Popen) -> None:
             pass
         for rank in ranks:
             rank.signal(sig)
-        if _ended(process, ranks, within_s=5):
+        if wait_until(lambda: process.poll() is not None and not any(rank.alive() for rank in ranks), within_s=5):
             return
-
-
-def _ended(process: subprocess.Popen, ranks: list, within_s: float) -> bool:
-    deadline = time.monotonic() + within_s
-    while process.poll() is None or any(rank.alive() for rank in ranks):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
-
-
-def now_utc() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def run_plan(
@@ -374,7 +364,7 @@ def run_plan(
                 f"timeout_s {launch.timeout_s:g}: raise timeout_s, or trim the entry (fewer sizes, transports, steps or batches)"
             )
     raw = {
-        "agent_version": __version__, "started_at": now_utc(), "finished_at": None, "complete": False,
+        "agent_version": __version__, "started_at": utc_timestamp(microseconds=True), "finished_at": None, "complete": False,
         "fingerprint": fingerprint, "launches": [], "runs": [],
     }
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -399,7 +389,7 @@ def run_plan(
         off = eta_off(record["duration_s"], launch.estimate_s)
         if off and record["status"] == "ok":
             progress({"event": "warning", "message": f"{launch.id} took {record['duration_s']:.0f} s, estimated {launch.estimate_s:.0f} s: {off}"})
-    raw["complete"], raw["finished_at"] = True, now_utc()
+    raw["complete"], raw["finished_at"] = True, utc_timestamp(microseconds=True)
     write_raw(out_dir, raw)
     return raw
 
@@ -416,6 +406,4 @@ def eta_off(duration_s: float, estimate_s: float) -> str:
 
 
 def write_raw(out_dir: Path, raw: dict) -> None:
-    tmp = out_dir / "raw.json.tmp"
-    tmp.write_text(json.dumps(raw, indent=1))
-    os.replace(tmp, out_dir / "raw.json")
+    write_text(out_dir / "raw.json", json.dumps(raw, indent=1))

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Callable
 
 from bench import schemas
+from bench.common.files import write_text
 from bench.errors import UserError
 from bench.inputfile import finite_float, lone_surrogate, read_input, reject_constant
-from bench.outputs import write_text
 
 SCHEMA_VERSION = 1
 # Reading an older bundle: MIGRATIONS[v] turns a version-v document into a version-(v+1) one.

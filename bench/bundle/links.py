@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 
-from bench.agent.concerns import pcie_links
+from bench.common.concerns import pcie_links
 
 # Per-lane, per-direction PCIe payload rate in GB/s after line encoding (8b/10b for gen 1-2,
 # 128b/130b for gen 3-5, FLIT for gen 6).

@@ -1,4 +1,5 @@
-"""The agent as one file: a zipapp of `bench/__init__.py` and `bench/agent/**` only.
+"""The agent as one file: a zipapp of `bench/__init__.py`, `bench/agent/**` and `bench/common/**`
+(the standard-library code the agent shares with the controller) only.
 
 Shipping nothing else proves the agent needs nothing else: a host's python3 with torch runs
 `python3 agent.pyz run ...`. The archive is byte-for-byte reproducible (fixed timestamps,
@@ -8,18 +9,20 @@ sorted entries), so the same checkout always ships the same file.
 from __future__ import annotations
 
 import functools
-import hashlib
 import io
 import zipfile
 from pathlib import Path
 
-BENCH_DIR = Path(__file__).resolve().parents[1]
+from bench.common.paths import SOURCE_ROOT
+
+AGENT_PACKAGES = ("agent", "common")
 ENTRY = "import sys\n\nfrom bench.agent.__main__ import main\n\nsys.exit(main())\n"
 FIXED_TIME = (1980, 1, 1, 0, 0, 0)
 
 
 def agent_sources() -> list[Path]:
-    sources = [BENCH_DIR / "__init__.py", *sorted((BENCH_DIR / "agent").rglob("*.py"))]
+    bench = SOURCE_ROOT / "bench"
+    sources = [bench / "__init__.py", *(p for package in AGENT_PACKAGES for p in sorted((bench / package).rglob("*.py")))]
     return [p for p in sources if "__pycache__" not in p.parts]
 
 
@@ -37,14 +40,5 @@ def agent_zipapp() -> bytes:
     with zipfile.ZipFile(buffer, "w") as archive:
         _entry(archive, "__main__.py", ENTRY.encode())
         for source in agent_sources():
-            _entry(archive, source.relative_to(BENCH_DIR.parent).as_posix(), source.read_bytes())
+            _entry(archive, source.relative_to(SOURCE_ROOT).as_posix(), source.read_bytes())
     return buffer.getvalue()
-
-
-def agent_digest() -> str:
-    return hashlib.sha256(agent_zipapp()).hexdigest()
-
-
-def write_agent_zipapp(path: Path) -> Path:
-    path.write_bytes(agent_zipapp())
-    return path

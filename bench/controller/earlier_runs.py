@@ -1,12 +1,12 @@
 """The newest earlier bundle in the results folder with the same plan and host: its launch
-durations refine the next run's estimate (bench/agent/history.py)."""
+durations refine the next run's estimate (bench/common/history.py)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from bench.agent.history import machine_key
+from bench.common.history import machine_key
 
 NEWEST_LOOKED_AT = 20  # run folders are named by UTC start time: the newest first, a few only
 

@@ -50,9 +50,6 @@ class Inventory:
     hosts: tuple
     groups: tuple = ()
 
-    def host(self, name: str) -> Host:
-        return next(h for h in self.hosts if h.name == name)
-
     def group_of(self, name: str) -> "Group | None":
         return next((g for g in self.groups if name in g.hosts), None)
 

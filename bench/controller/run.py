@@ -19,6 +19,9 @@ from pathlib import Path
 from bench import __version__
 from bench.analysis import derive_prediction, derive_scaling, derive_warnings
 from bench.bundle import SCHEMA_VERSION, agent_raw_problem, write_bundle
+from bench.common.files import write_text
+from bench.common.paths import SOURCE_ROOT
+from bench.common.timestamps import utc_timestamp
 from bench.controller.earlier_runs import launch_history
 from bench.controller.groups import run_group
 from bench.controller.hosts import Group, Host, Inventory
@@ -27,14 +30,9 @@ from bench.controller.resume import Previous, finished_launch_ids, keep_raw_file
 from bench.controller.runtimes import RUNTIMES, AgentJob, HostError, Runtime
 from bench.controller import stop_signals
 from bench.errors import UserError
-from bench.outputs import new_folder, write_text
+from bench.outputs import new_folder
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 RUN_FILE = "run.json"  # the run's id, start and plan, written first: what a resume needs when no bundle was written
-
-
-def utc_now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def new_run_id() -> str:
@@ -44,7 +42,7 @@ def new_run_id() -> str:
 def tool_info() -> dict:
     def git(*args: str) -> "str | None":
         try:
-            done = subprocess.run(["git", "-C", str(REPO_ROOT), *args], capture_output=True, text=True, timeout=10)
+            done = subprocess.run(["git", "-C", str(SOURCE_ROOT), *args], capture_output=True, text=True, timeout=10)
         except (OSError, subprocess.TimeoutExpired):
             return None
         return done.stdout.strip() if done.returncode == 0 else None
@@ -97,23 +95,29 @@ def host_entry(item: HostRun) -> dict:
     }
 
 
-def settle(entry: dict, complete: bool) -> dict:
-    """Status and error of an entry from its launches and runs; scaling and predicted figures for its runs."""
+def settle(entry: dict, complete: bool) -> None:
+    """Fills in an entry's scaling and predicted figures and warnings for its runs, then its
+    status and error from its launches and runs."""
     derive_scaling(entry["runs"])
     derive_prediction(entry["runs"], entry["launches"])
     derive_warnings(entry["runs"], entry["fingerprint"], entry["launches"])
+    entry["status"], entry["error"] = _status(entry, complete)
+
+
+def _status(entry: dict, complete: bool) -> tuple[str, "str | None"]:
+    """failed (nothing ran), partial (a failure, or the agent stopped early) or ok, and the error that says why."""
     troubles = [l for l in entry["launches"] if l["status"] not in ("ok", "skipped")] + [r for r in entry["runs"] if r["status"] != "ok"]
     error = entry["error"]
     if error and not entry["launches"]:
-        entry["status"] = "failed"
+        status = "failed"
     elif error or troubles or not complete:
-        entry["status"] = "partial"
+        status = "partial"
     else:
-        entry["status"] = "ok"
-    entry["error"] = error or next((t.get("error") for t in troubles if t.get("error")), None)
-    if entry["status"] == "partial" and not entry["error"]:
-        entry["error"] = "the agent stopped before every launch had run"
-    return entry
+        status = "ok"
+    error = error or next((t.get("error") for t in troubles if t.get("error")), None)
+    if status == "partial" and not error:
+        error = "the agent stopped before every launch had run"
+    return status, error
 
 
 def gather_group_runs(entries: dict, groups: "tuple[Group, ...]") -> None:
@@ -133,7 +137,7 @@ def new_bundle(run_id: str, started: str, plan: dict, hosts: list, incomplete_re
     """The bundle document around its host entries (each one settled)."""
     return {
         "schema_version": SCHEMA_VERSION, "kind": "ddpbench.bundle", "run_id": run_id,
-        "started_at": started, "finished_at": utc_now(),
+        "started_at": started, "finished_at": utc_timestamp(),
         "complete": incomplete_reason is None, "incomplete_reason": incomplete_reason,
         "tool": tool_info(), "plan": plan, "hosts": hosts,
     }
@@ -144,51 +148,13 @@ def execute(inventory: Inventory, plan: dict, out_root: Path, previous: "Previou
     """Run the plan everywhere; returns the bundle's path and the bundle. `previous`: the run
     this one resumes; `verification`: what a rerun of a published bundle records about that
     bundle (`ddpbench verify`)."""
-    unknown = [h for h in inventory.hosts if h.runtime not in RUNTIMES]
-    if unknown:
-        raise UserError(
-            f"host {unknown[0].name!r}: runtime {unknown[0].runtime!r} is not available in this version; "
-            f"use one of {', '.join(sorted(RUNTIMES))}"
-        )
-    runtimes = {host.name: RUNTIMES[host.runtime]() for host in inventory.hosts}
-    for host in inventory.hosts:
-        runtimes[host.name].check_input(host, plan)
-    if previous:
-        run_id, started, run_dir = previous.run_id, previous.started_at, previous.run_dir
-        keep_raw_files(run_dir)
-    else:
-        run_id, started = new_run_id(), utc_now()
-        run_dir = new_folder(out_root, run_id, "results folder")
-        write_text(run_dir / RUN_FILE, json.dumps({"run_id": run_id, "started_at": started, "plan": plan}, indent=1))
-
-    items = {}
+    runtimes = _checked_runtimes(inventory, plan)
+    run_id, started, run_dir = _open_run_folder(out_root, plan, previous)
     with HostProgress([h.name for h in inventory.hosts]) as progress:
-        for host in inventory.hosts:
-            group = inventory.group_of(host.name)
-            item = HostRun(host, runtimes[host.name], group=group, node_rank=group.hosts.index(host.name) if group else None)
-            item.job = AgentJob(
-                host=host, plan=plan, result_dir=run_dir / "hosts" / host.name, run_id=run_id,
-                progress=lambda event, name=host.name: progress.update(name, event),
-                history=launch_history(out_root, plan, host.name, run_dir),
-            )
-            items[host.name] = item
-        units = [[item] for item in items.values() if item.group is None]
-        units += [[items[name] for name in group.hosts] for group in inventory.groups]
-        for unit in units:
-            skip = finished_launch_ids([previous.entries.get(m.host.name) for m in unit]) if previous else frozenset()
-            for member in unit:
-                member.job.skip_launch_ids = skip
+        items = _host_runs(inventory, runtimes, plan, run_id, run_dir, out_root, progress)
+        units = _units(items, inventory.groups, previous)
         interrupted = _run_units(units, progress)
-
-    entries = {name: host_entry(item) for name, item in items.items()}
-    complete = {name: bool(item.raw and item.raw.get("complete")) for name, item in items.items()}
-    if previous:
-        for name, old in previous.entries.items():
-            if name in entries:
-                entries[name] = merge_entry(old, entries[name])
-            elif "runtime" in old:  # left out of the hosts file: its bundle entry stays (raw.json alone cannot say how it ran)
-                entries[name] = old
-                complete[name] = old["status"] == "ok"
+    entries, complete = _entries(items, previous)
     gather_group_runs(entries, inventory.groups)
     for name, entry in entries.items():
         if interrupted and not complete[name] and not entry["error"]:
@@ -199,6 +165,74 @@ def execute(inventory: Inventory, plan: dict, out_root: Path, previous: "Previou
         bundle["verification"] = verification
     path = run_dir / "bundle.json"
     return path, write_bundle(path, bundle)
+
+
+def _checked_runtimes(inventory: Inventory, plan: dict) -> dict:
+    """{host name: its runtime}, once every host's runtime exists and accepts its part of the plan."""
+    unknown = [h for h in inventory.hosts if h.runtime not in RUNTIMES]
+    if unknown:
+        raise UserError(
+            f"host {unknown[0].name!r}: runtime {unknown[0].runtime!r} is not available in this version; "
+            f"use one of {', '.join(sorted(RUNTIMES))}"
+        )
+    runtimes = {host.name: RUNTIMES[host.runtime]() for host in inventory.hosts}
+    for host in inventory.hosts:
+        runtimes[host.name].check_input(host, plan)
+    return runtimes
+
+
+def _open_run_folder(out_root: Path, plan: dict, previous: "Previous | None") -> tuple[str, str, Path]:
+    """(run id, start, folder): the resumed run's, its earlier raw.json files kept aside, or a new
+    folder whose run.json records what a resume needs."""
+    if previous:
+        keep_raw_files(previous.run_dir)
+        return previous.run_id, previous.started_at, previous.run_dir
+    run_id, started = new_run_id(), utc_timestamp()
+    run_dir = new_folder(out_root, run_id, "results folder")
+    write_text(run_dir / RUN_FILE, json.dumps({"run_id": run_id, "started_at": started, "plan": plan}, indent=1))
+    return run_id, started, run_dir
+
+
+def _host_runs(inventory: Inventory, runtimes: dict, plan: dict, run_id: str, run_dir: Path, out_root: Path,
+               progress: HostProgress) -> "dict[str, HostRun]":
+    """Each host's agent job, its progress shown under its name."""
+    items = {}
+    for host in inventory.hosts:
+        group = inventory.group_of(host.name)
+        item = HostRun(host, runtimes[host.name], group=group, node_rank=group.hosts.index(host.name) if group else None)
+        item.job = AgentJob(
+            host=host, plan=plan, result_dir=run_dir / "hosts" / host.name, run_id=run_id,
+            progress=lambda event, name=host.name: progress.update(name, event),
+            history=launch_history(out_root, plan, host.name, run_dir),
+        )
+        items[host.name] = item
+    return items
+
+
+def _units(items: "dict[str, HostRun]", groups: "tuple[Group, ...]", previous: "Previous | None") -> list:
+    """What runs as one: a host alone, or a group's members together; each told which launches
+    a resumed run already finished."""
+    units = [[item] for item in items.values() if item.group is None]
+    units += [[items[name] for name in group.hosts] for group in groups]
+    for unit in units:
+        skip = finished_launch_ids([previous.entries.get(m.host.name) for m in unit]) if previous else frozenset()
+        for member in unit:
+            member.job.skip_launch_ids = skip
+    return units
+
+
+def _entries(items: "dict[str, HostRun]", previous: "Previous | None") -> tuple[dict, dict]:
+    """({host name: bundle entry}, {host name: whether its agent finished}), merged with the
+    entries of the run this one resumes."""
+    entries = {name: host_entry(item) for name, item in items.items()}
+    complete = {name: bool(item.raw and item.raw.get("complete")) for name, item in items.items()}
+    for name, old in (previous.entries.items() if previous else ()):
+        if name in entries:
+            entries[name] = merge_entry(old, entries[name])
+        elif "runtime" in old:  # left out of the hosts file: its bundle entry stays (raw.json alone cannot say how it ran)
+            entries[name] = old
+            complete[name] = old["status"] == "ok"
+    return entries, complete
 
 
 def _run_units(units: list, progress: HostProgress) -> bool:

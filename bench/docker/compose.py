@@ -14,15 +14,16 @@ from pathlib import Path
 from typing import Callable
 
 from bench.bundle import write_bundle
+from bench.common.paths import SOURCE_ROOT
+from bench.common.timestamps import utc_timestamp
 from bench.controller.hosts import Group, Host
-from bench.controller.run import HostRun, gather_group_runs, host_entry, new_bundle, new_run_id, settle, utc_now
+from bench.controller.run import HostRun, gather_group_runs, host_entry, new_bundle, new_run_id, settle
 from bench.controller.runtimes import Runtime
 from bench.controller.shell import CommandNotFound, LocalShell, Shell
 from bench.docker.engine import DOCKER, Docker, DockerError
-from bench.docker.image import REPO_ROOT
 from bench.errors import UserError
 
-COMPOSE_DIR = REPO_ROOT / "compose"
+COMPOSE_DIR = SOURCE_ROOT / "compose"
 
 
 def topologies() -> list[str]:
@@ -68,7 +69,7 @@ def run_topology(topology: str, plan: dict, image: str, out_root: Path,
     plan_path.write_text(json.dumps(plan))
     shell = LocalShell({**os.environ, "IMAGE": image, "IMAGE_DIGEST": info["Id"], "PLAN": str(plan_path), "OUT": str(out_dir)})
     compose = [*compose_command(shell), "--file", str(path), "--project-name", f"ddpbench-{secrets.token_hex(3)}"]
-    started = utc_now()
+    started = utc_timestamp()
     try:
         result = shell.stream([*compose, "up", "--no-color"], on_line)
     finally:
@@ -93,7 +94,8 @@ def write_topology_bundle(topology: str, run_id: str, out_dir: Path, plan: dict,
                        error=None if complete[name] else "the container ended before the plan did")
         entries[name] = host_entry(item)
     gather_group_runs(entries, (group,) if group else ())
-    hosts = [settle(entry, complete[name]) for name, entry in entries.items()]
+    for name, entry in entries.items():
+        settle(entry, complete[name])
     incomplete = None if all(complete.values()) else "a container ended before the plan did"
     path = out_dir / "bundle.json"
-    return path, write_bundle(path, new_bundle(run_id, started, plan, hosts, incomplete))
+    return path, write_bundle(path, new_bundle(run_id, started, plan, list(entries.values()), incomplete))

@@ -71,12 +71,6 @@ class Docker:
         except ValueError:
             return []
 
-    def engine_version(self) -> str:
-        result = self._run(["version", "--format", "{{.Server.Version}}"], timeout=30)
-        if result.code != 0:
-            raise DockerError(f"docker version failed on {self.shell.where}: {result.last_error_line()}")
-        return result.stdout.strip()
-
     def inspect_image(self, reference: str) -> "dict | None":
         """The engine's record of an image (Id, RepoTags, RepoDigests, ...), or None if absent."""
         result = self._run(["image", "inspect", "--format", "{{json .}}", reference], timeout=60)

@@ -12,12 +12,12 @@ from pathlib import Path
 from typing import Callable
 
 from bench import __version__
+from bench.common.paths import SOURCE_ROOT
 from bench.docker.engine import Docker, DockerError
 from bench.errors import UserError
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-DOCKERFILE = REPO_ROOT / "Dockerfile"
-LOCKS_DIR = REPO_ROOT / "docker" / "requirements"
+DOCKERFILE = SOURCE_ROOT / "Dockerfile"
+LOCKS_DIR = SOURCE_ROOT / "docker" / "requirements"
 BASE_ARG = re.compile(r"^ARG BASE_IMAGE=(\S+)$", re.MULTILINE)
 
 
@@ -99,7 +99,7 @@ def build(docker: Docker, lock: str = "cuda", tag: str = "", base_image: str = "
     if not split_reference(base)[2]:
         on_line(f"note: base {base} has no registry digest: the pin records its name only (`make image-lock` pins a registry base)")
     args = {"BASE_IMAGE": base, "LOCK": lock, "IMAGE": tag, "GIT_COMMIT": git_commit(), **(build_args or {})}
-    docker.build(str(REPO_ROOT), tag, args, on_line)
+    docker.build(str(SOURCE_ROOT), tag, args, on_line)
     return docker.inspect_image(tag)
 
 

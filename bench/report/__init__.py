@@ -11,7 +11,8 @@ import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from bench.outputs import prepare_folder, write_text
+from bench.common.files import write_text
+from bench.outputs import prepare_folder
 from bench.report import html, machine, markdown
 from bench.report import plots as P
 from bench.report import series as S

@@ -1,4 +1,5 @@
-"""The report as a list of blocks, rendered alike to Markdown (markdown.py) and HTML (html.py)."""
+"""The report (and verify's verdict) as a list of blocks, rendered alike to Markdown (markdown.py)
+and HTML (html.py)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,12 @@ class Heading:
 class Paragraph:
     text: str
     warning: bool = False  # shown as a call-out: something the reader must not miss
+    strong: bool = False  # in bold: the conclusion the reader looks for first
+
+
+@dataclass(frozen=True)
+class Bullets:
+    items: list  # of str, one item each
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 from html import escape
 
-from bench.report.document import Heading, Paragraph, Plot, Table
+from bench.report.document import Bullets, Heading, Paragraph, Plot, Table
 
 STYLE = """
 body { font-family: system-ui, sans-serif; max-width: 1100px; margin: 2em auto; padding: 0 1em; color: #222; }
@@ -36,7 +36,10 @@ def render(blocks: list, title: str) -> str:
         if isinstance(block, Heading):
             body.append(f"<h{block.level}>{escape(block.text)}</h{block.level}>")
         elif isinstance(block, Paragraph):
-            body.append(f'<p class="warning">{_lines(block.text)}</p>' if block.warning else f"<p>{_lines(block.text)}</p>")
+            text = f"<strong>{_lines(block.text)}</strong>" if block.strong else _lines(block.text)
+            body.append(f'<p class="warning">{text}</p>' if block.warning else f"<p>{text}</p>")
+        elif isinstance(block, Bullets):
+            body.append("<ul>" + "".join(f"<li>{_lines(item)}</li>" for item in block.items) + "</ul>")
         elif isinstance(block, Table):
             head = "".join(f"<th>{_lines(h)}</th>" for h in block.header)
             rows = "".join("<tr>" + "".join(f"<td>{_lines(c)}</td>" for c in row) + "</tr>" for row in block.rows)

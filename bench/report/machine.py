@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bench.agent.concerns import health_warnings, pairs_without_p2p, pcie_links
 from bench.bundle.links import pcie_peak_gbps
+from bench.common.concerns import health_warnings, pairs_without_p2p, pcie_links
 from bench.report.document import Paragraph, Table
 from bench.report.merge import Comparison
 from bench.report.series import Spread

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from bench.report.document import Heading, Paragraph, Plot, Table
+from bench.report.document import Bullets, Heading, Paragraph, Plot, Table
 
 
 def _inline(text: str) -> str:
@@ -30,7 +30,9 @@ def render(blocks: list) -> str:
         elif isinstance(block, Paragraph):
             first, *rest = block.text.split("\n")
             out.append("\n".join([f"> **{_text(first)}**", *(f"> {_inline(line)}" for line in rest)]) if block.warning
-                       else "  \n".join(_text(line) for line in [first, *rest]))
+                       else "  \n".join(f"**{_text(line)}**" if block.strong else _text(line) for line in [first, *rest]))
+        elif isinstance(block, Bullets):
+            out.append("\n".join(f"- {_text(item)}" for item in block.items))
         elif isinstance(block, Table):
             out.append("\n".join(
                 ["| " + " | ".join(_cell(h) for h in block.header) + " |", "|" + "---|" * len(block.header)]

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from bench.agent.transports import link_name
 from bench.analysis import baselines
 from bench.bundle.links import link_summary
+from bench.common.transports import link_name
 
 MAX_HOST_SERIES = 12
 MISMATCH = "⚠ transport mismatch"

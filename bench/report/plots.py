@@ -19,9 +19,9 @@ from matplotlib.image import imsave
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter
 
+from bench.common.stats import METHOD
 from bench.report.merge import Series
 from bench.report.series import Bar, Line, P2PMatrix, Prediction, Workload
-from bench.stats import METHOD
 from bench.report.units import human_bytes, time_unit
 
 WIDTH_IN = 8.0

@@ -12,8 +12,8 @@ import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from bench.common.stats import Spread, ratio_of_medians
 from bench.report.merge import Comparison, RunEntry, Series, training_recipe
-from bench.stats import Spread, ratio_of_medians
 
 
 def pooled(entries: list[RunEntry], metric: str) -> list:

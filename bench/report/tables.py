@@ -9,12 +9,12 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import replace
 
-from bench.agent.concerns import pcie_links
+from bench.common.concerns import pcie_links
+from bench.common.stats import LEVEL_LABEL, Spread
 from bench.report.document import Table
 from bench.report.merge import Comparison, HostEntry, RunEntry, configuration
 from bench.report.units import human_bytes
 from bench.report.series import Bar, Prediction, group_label, pooled, workload
-from bench.stats import LEVEL_LABEL, Spread
 
 
 def spread(value: "Spread | None", factor: float = 1.0, fmt: str = ".3g") -> str:

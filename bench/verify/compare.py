@@ -12,9 +12,9 @@ import math
 import statistics
 from dataclasses import asdict, dataclass, field, replace
 
+from bench.common.stats import LEVEL, Spread, cv, ratio_of_medians
 from bench.errors import UserError
 from bench.verify.machines import differences
-from bench.stats import LEVEL, Spread, cv, ratio_of_medians
 
 HEADLINE = {"collectives": "busbw_gbps", "copy": "copy_gbps", "ddp": "step_time_s"}
 DEFAULT_TOLERANCE = 0.05

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from bench.agent.concerns import health_warnings, pairs_without_p2p
 from bench.bundle.links import link_summary
+from bench.common.concerns import health_warnings, pairs_without_p2p
 
 # Compared only where both fingerprints measured them (older fingerprints did not).
 MEASURED_SINCE = frozenset({"health", "pairs_without_p2p"})

@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Callable
 
 from bench.bundle import read_bundle
+from bench.common.stats import cv
 from bench.controller import plans
 from bench.controller.hosts import Inventory, load_hosts
 from bench.controller.run import execute, tool_info
 from bench.verify import judge
-from bench.stats import cv
 from bench.verify.compare import HEADLINE, match_hosts
 from bench.verify.machines import image_ref
 from bench.verify.signing import Signature, check_signature

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.bundle import read_bundle
+from bench.common.files import write_text
 from bench.controller.shell import last_line
 from bench.errors import UserError
-from bench.outputs import write_text
 
 NAMESPACE = "ddpbench-bundle"
 MAX_SIGNATURE_BYTES = 64 * 1024

@@ -6,11 +6,12 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from bench.outputs import prepare_folder, write_text
+from bench.common.files import write_text
+from bench.common.stats import LEVEL_LABEL, METHOD
+from bench.outputs import prepare_folder
 from bench.report import markdown as markdown_renderer
-from bench.report.document import Table
+from bench.report.document import Bullets, Heading, Paragraph, Table
 from bench.report.units import human_bytes
-from bench.stats import LEVEL_LABEL, METHOD
 from bench.verify.compare import VERDICTS, RunVerdict, higher_is_better
 
 # Shown for every run of a suite, whether or not it varies across the bundle's runs.
@@ -51,11 +52,6 @@ def _verdict(v: RunVerdict) -> str:
     if v.differs:
         return v.verdict + ": " + "; ".join(f"{d['field']} {d['original']} -> {d['new']}" for d in v.differs)
     return v.verdict + (f": {v.reason}" if v.reason else "")
-
-
-def _text(text: str) -> str:
-    """Names and errors from a bundle as text: with no `<` left, no HTML tag of a stranger's can open."""
-    return text.replace("<", "&lt;")
 
 
 def table(verdicts: "list[RunVerdict]") -> Table:
@@ -99,20 +95,20 @@ def markdown(doc: dict, verdicts: "list[RunVerdict]") -> str:
     tolerances = ", ".join(
         f"{m} {t:g} ({'lower' if higher_is_better(m) else 'higher'} is slower)" for m, t in doc["tolerances"].items()
     )
-    lines = [
-        f"# Verdict: {original['run_id']} against {new['run_id']}", "",
-        f"- original: run {original['run_id']}, sha256 {original['sha256'][:16]}..., {original['signature']['text']}",
-        f"- new: run {new['run_id']}, sha256 {new['sha256'][:16]}..., {new['signature']['text']}",
-        "- hosts paired " + doc["hosts_paired"] + ": " + ", ".join(f"{p['original']} -> {p['new'] or '(none)'}" for p in doc["host_pairs"]),
+    items = [
+        f"original: run {original['run_id']}, sha256 {original['sha256'][:16]}..., {original['signature']['text']}",
+        f"new: run {new['run_id']}, sha256 {new['sha256'][:16]}..., {new['signature']['text']}",
+        "hosts paired " + doc["hosts_paired"] + ": " + ", ".join(f"{p['original']} -> {p['new'] or '(none)'}" for p in doc["host_pairs"]),
     ]
-    lines += [f"- deviation: {d['field']}{' on ' + d['host'] if d.get('host') else ''}: {d['original']} -> {d['used']} ({d['note']})" for d in doc["deviations"]]
-    lines += [
-        f"- method: {doc['method']}",
-        f"- tolerance: reproduced when the ratio's whole interval lies within a factor 1 + tolerance either way, "
-        f"slower or faster when it lies wholly outside, inconclusive otherwise; {tolerances}", "",
+    items += [f"deviation: {d['field']}{' on ' + d['host'] if d.get('host') else ''}: {d['original']} -> {d['used']} ({d['note']})" for d in doc["deviations"]]
+    items += [
+        f"method: {doc['method']}",
+        f"tolerance: reproduced when the ratio's whole interval lies within a factor 1 + tolerance either way, "
+        f"slower or faster when it lies wholly outside, inconclusive otherwise; {tolerances}",
     ]
-    table_text = [markdown_renderer.render([table(verdicts)])] if verdicts else []  # the renderer escapes its cells
-    return "\n".join([*map(_text, lines), *table_text, _text(f"**{doc['summary']}**"), ""])
+    blocks = [Heading(1, f"Verdict: {original['run_id']} against {new['run_id']}"), Bullets(items),
+              *([table(verdicts)] if verdicts else []), Paragraph(doc["summary"], strong=True)]
+    return markdown_renderer.render(blocks)
 
 
 def write(out_dir: Path, doc: dict, text: str) -> tuple[Path, Path]:

@@ -14,8 +14,8 @@ def test_agent_zipapp_holds_the_agent_and_nothing_else():
     archive = zipfile.ZipFile(io.BytesIO(agent_zipapp()))
     names = archive.namelist()
     assert names[0] == "__main__.py" and "bench/__init__.py" in names
-    assert all(n == "__main__.py" or n == "bench/__init__.py" or n.startswith("bench/agent/") for n in names)
-    assert "bench/agent/worker.py" in names and not any("__pycache__" in n for n in names)
+    assert all(n == "__main__.py" or n == "bench/__init__.py" or n.startswith(("bench/agent/", "bench/common/")) for n in names)
+    assert "bench/agent/worker.py" in names and "bench/common/stats.py" in names and not any("__pycache__" in n for n in names)
     assert agent_zipapp.__wrapped__() == agent_zipapp()  # the same checkout ships the same bytes
 
 

@@ -1,5 +1,6 @@
-"""The one boundary that matters: the agent needs only torch and the standard library, and the
-controller never imports torch."""
+"""The one boundary that matters: the agent needs only torch and the standard library (and
+bench.common, shared with the controller and standard library only), and the controller never
+imports torch."""
 
 from __future__ import annotations
 
@@ -21,10 +22,19 @@ def modules_after_import(*modules: str) -> set[str]:
 def test_agent_imports_nothing_of_the_controller():
     loaded = modules_after_import("bench.agent.__main__", "bench.agent.worker")
     ours = {m for m in loaded if m.startswith("bench.")}
-    assert ours and all(m.startswith("bench.agent") for m in ours), sorted(ours)
+    assert ours and all(m.startswith(("bench.agent", "bench.common")) for m in ours), sorted(ours)
     assert not loaded & {"jsonschema", "yaml", "fabric", "matplotlib", "rich", "docker"}
 
 
 def test_controller_never_imports_torch():
     loaded = modules_after_import("bench.cli", "bench.controller.run", "bench.report", "bench.bundle")
     assert "torch" not in loaded
+
+
+def test_common_needs_only_the_standard_library():
+    """bench.common ships in the agent's zipapp: a host's python3 may have torch and nothing else."""
+    common = sorted(f"bench.common.{p.stem}" for p in (REPO / "bench" / "common").glob("*.py") if p.stem != "__init__")
+    loaded = modules_after_import(*common)
+    imported = {m.split(".")[0] for m in loaded - modules_after_import()}
+    assert imported - sys.stdlib_module_names == {"bench"}, sorted(imported - sys.stdlib_module_names)
+    assert {m for m in loaded if m.startswith("bench.")} <= {"bench.common", *common}

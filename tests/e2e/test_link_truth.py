@@ -12,10 +12,10 @@ import time
 import pytest
 
 from bench.agent import counters
-from bench.agent.concerns import health_warnings, pairs_without_p2p
 from bench.agent.fingerprint import health, nvidia_smi, nvml
 from bench.bundle import write_bundle
 from bench.bundle.links import link_summary
+from bench.common.concerns import health_warnings, pairs_without_p2p
 from bench.controller.plans import check
 from bench.report import write_report
 from bench.verify.machines import differences

@@ -11,10 +11,10 @@ import random
 import statistics
 from pathlib import Path
 
-from bench.agent.stats import metric
 from bench.analysis import baselines, derive_scaling
 from bench.bundle import seal
 from bench import schemas
+from bench.common.stats import metric
 
 PLAN = Path(__file__).resolve().parents[1] / "report" / "plan.yaml"
 

@@ -9,11 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from bench.agent.stats import summarize
 from bench.bundle import read_bundle, seal
+from bench.common.stats import Spread, ratio_of_medians, summarize
 from bench.controller.hosts import Host, Inventory
 from bench.errors import UserError
-from bench.stats import Spread, ratio_of_medians
 from bench.verify.compare import verdict_of
 from bench.verify.rerun import as_tight_as_the_original, plan_rerun
 from bench.verify.signing import Signature

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import os
 import platform
-from datetime import datetime, timezone
 from typing import Callable, Mapping
+
+from bench.common.timestamps import utc_timestamp
 
 from . import environment, link_load, nvidia_smi, nvml, software, system
 
@@ -31,13 +32,9 @@ def collect(env: Mapping[str, str] | None = None) -> dict:
             errors.append(f"{name}: {type(error).__name__}: {error}"[:200])
             return default
 
-    def smi(args: tuple, parse: Callable):
-        text = nvidia_smi.run(args)
-        return None if text is None else parse(text)
-
     gpu_facts, gpu_source = probe("nvml", lambda: nvml.read(errors)), "nvml"
     if gpu_facts is None:
-        gpu_facts = probe("nvidia-smi -q", lambda: smi(nvidia_smi.QUERY_XML, nvidia_smi.parse_query_xml))
+        gpu_facts = probe("nvidia-smi -q", lambda: _smi(nvidia_smi.QUERY_XML, nvidia_smi.parse_query_xml))
         gpu_source = "nvidia-smi" if gpu_facts else "none"
     gpu_facts = gpu_facts or {"driver_version": None, "cuda_driver_version": None, "gpus": []}
     gpus = gpu_facts["gpus"]
@@ -47,16 +44,16 @@ def collect(env: Mapping[str, str] | None = None) -> dict:
 
     topology = {"matrix": None, "p2p_read": None, "cpu_affinity": None, "numa_affinity": None}
     if gpus:  # no GPU, no topology: spares three nvidia-smi calls that could each hang 10 s
-        topology.update(probe("nvidia-smi topo -m", lambda: smi(nvidia_smi.TOPO_MATRIX, nvidia_smi.parse_topo_matrix)) or {})
-        topology["p2p_read"] = probe("nvidia-smi topo -p2p r", lambda: smi(nvidia_smi.P2P_READ, nvidia_smi.parse_p2p_matrix))
-        nvlink_status = probe("nvidia-smi nvlink -s", lambda: smi(nvidia_smi.NVLINK_STATUS, nvidia_smi.parse_nvlink_status))
+        topology.update(probe("nvidia-smi topo -m", lambda: _smi(nvidia_smi.TOPO_MATRIX, nvidia_smi.parse_topo_matrix)) or {})
+        topology["p2p_read"] = probe("nvidia-smi topo -p2p r", lambda: _smi(nvidia_smi.P2P_READ, nvidia_smi.parse_p2p_matrix))
+        nvlink_status = probe("nvidia-smi nvlink -s", lambda: _smi(nvidia_smi.NVLINK_STATUS, nvidia_smi.parse_nvlink_status))
         if nvlink_status is not None:
             _fill_nvlink(gpus, nvlink_status)
 
     cpu_default = {"model": None, "sockets": None, "cores_physical": None, "logical_cpus": os.cpu_count() or 1, "numa_nodes": None}
     return {
         "fingerprint_version": FINGERPRINT_VERSION,
-        "collected_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "collected_at": utc_timestamp(),
         "host": probe("host", system.host, {"hostname_sha256": None, "kernel": None, "os": None, "arch": None}),
         "cpu": probe("cpu", system.cpu, cpu_default),
         "memory_total_bytes": probe("memory", system.memory_total_bytes),
@@ -79,6 +76,12 @@ def collect(env: Mapping[str, str] | None = None) -> dict:
         "probes": {"gpu_source": gpu_source},
         "probe_errors": errors,
     }
+
+
+def _smi(args: tuple, parse: Callable):
+    """nvidia-smi's output for args, parsed; None where nvidia-smi is missing."""
+    text = nvidia_smi.run(args)
+    return None if text is None else parse(text)
 
 
 def _fill_nvlink(gpus: list[dict], status: dict[int, dict]) -> None:

@@ -13,9 +13,8 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-AGENT_ROOT = Path(__file__).resolve().parents[3]  # the folder (or zipapp) that holds `bench`
+from bench.common.paths import SOURCE_ROOT
 
 BURST_BYTES = 64 << 20
 BURST_S = 0.3  # long enough for the link to train up; GeForce cards take a few ms
@@ -72,7 +71,7 @@ def probe() -> dict:
 
 def run() -> dict:
     """The probe's result from a child process; raises with the child's last line when it fails."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(AGENT_ROOT), os.environ.get("PYTHONPATH")]))}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(SOURCE_ROOT), os.environ.get("PYTHONPATH")]))}
     done = subprocess.run([sys.executable, "-m", __name__], capture_output=True, text=True, timeout=TIMEOUT_S, env=env)
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]

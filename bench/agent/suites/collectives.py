@@ -17,7 +17,7 @@ import torch
 import torch.distributed as dist
 
 from bench.agent.harness import Context, PlanError, RepeatedParams, first_complaint, repeat, run_record
-from bench.agent.stats import metric
+from bench.common.stats import metric
 
 if TYPE_CHECKING:
     from bench.agent.runner import Hardware

@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Callable
 import torch
 
 from bench.agent.harness import Context, PlanError, RepeatedParams, repeat, run_record
-from bench.agent.stats import metric
 from bench.agent.suites.collectives import sweep_sizes
+from bench.common.stats import metric
 
 if TYPE_CHECKING:
     from bench.agent.runner import Hardware

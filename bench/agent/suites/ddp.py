@@ -28,7 +28,8 @@ from bench.agent.harness import (
     time_each_call,
 )
 from bench.agent.models import gpt, unet
-from bench.agent.stats import metric
+from bench.common.polling import wait_until
+from bench.common.stats import metric
 
 if TYPE_CHECKING:
     from bench.agent.runner import Hardware
@@ -319,12 +320,7 @@ def every_rank_out_of_memory(ctx: Context, global_batch: int) -> bool:
     store = dist.distributed_c10d._get_default_store()
     key = f"ddpbench/oom/{global_batch}"
     store.add(key, 1)
-    deadline = time.monotonic() + OOM_AGREEMENT_S
-    while store.add(key, 0) < ctx.world_size:
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
+    return wait_until(lambda: store.add(key, 0) >= ctx.world_size, OOM_AGREEMENT_S)
 
 
 def run(ctx: Context, entry: dict, emit: Callable[[dict], None], build: Callable = models.build) -> None:

@@ -30,7 +30,7 @@ class AgentJob:
     skip_launch_ids: frozenset = frozenset()
     agent_args: list = field(default_factory=list)  # multi-node placement, added by the group runner
     extra_env: dict = field(default_factory=dict)  # for the ranks, on top of the host's env (group interfaces)
-    history: "dict | None" = None  # launch durations of an earlier run of this plan here (bench/agent/history.py)
+    history: "dict | None" = None  # launch durations of an earlier run of this plan here (bench/common/history.py)
 
     def agent_command(self, entry: list[str], plan_path: str, out_dir: str, *flags: str) -> list[str]:
         """entry: how the host starts the agent, e.g. [python, "-m", "bench.agent"] or [python, "agent.pyz"]."""

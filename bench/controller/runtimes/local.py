@@ -6,15 +6,14 @@ import json
 import os
 import sys
 
+from bench.common.paths import SOURCE_ROOT
 from bench.controller.runtimes.base import INTERRUPTED, AgentJob, Runtime, agent_output_listener, exited_early, read_raw
 from bench.controller.shell import LocalShell
-
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 
 class LocalRuntime(Runtime):
     def __init__(self) -> None:
-        pythonpath = os.pathsep.join(filter(None, [REPO_ROOT, os.environ.get("PYTHONPATH")]))
+        pythonpath = os.pathsep.join(filter(None, [str(SOURCE_ROOT), os.environ.get("PYTHONPATH")]))
         self._shell = LocalShell({"PYTHONPATH": pythonpath})
         self._cancelled = ""
 

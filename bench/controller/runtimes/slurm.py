@@ -23,6 +23,7 @@ import shlex
 import time
 from typing import NoReturn
 
+from bench.common.polling import wait_until
 from bench.controller.errors import HostError
 from bench.controller.hosts import Host
 from bench.controller.runtimes.base import INTERRUPTED, AgentJob, agent_output_listener
@@ -272,12 +273,12 @@ class SlurmRuntime(NativeRuntime):
     def _cancel_job(self, job: AgentJob, on_line, events: "_Tail", reason: str) -> NoReturn:
         """scancel, wait for the job to leave (its agent ends its ranks on SIGTERM), keep its last events."""
         self._scancel()
-        deadline = time.monotonic() + END_WAIT_S
-        while time.monotonic() < deadline:
+
+        def left_queue() -> bool:
             queued = self._squeue()
-            if queued is None or (queued and queued["state"] not in ACTIVE):
-                break
-            time.sleep(min(job.host.slurm.get("poll_s", DEFAULT_POLL_S), 2.0))
+            return queued is None or bool(queued and queued["state"] not in ACTIVE)
+
+        wait_until(left_queue, END_WAIT_S, every_s=min(job.host.slurm.get("poll_s", DEFAULT_POLL_S), 2.0))
         events.read(self._shell, on_line)
         self.scheduler_job.update(self._end_state(job))
         raise HostError(f"{reason}: slurm job {self.job_id} was cancelled (scancel)")

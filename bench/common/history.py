@@ -1,6 +1,6 @@
 """Launch durations of an earlier run of the same plan on the same machine: the controller finds
-them in the results folder, the agent prefers them to the cost model when the machine matches.
-Standard library only: the controller imports it too."""
+them in the results folder and sends {"machine": machine_key, "durations_s": {...}}; the agent
+prefers them to the cost model when the machine matches."""
 
 from __future__ import annotations
 

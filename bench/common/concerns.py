@@ -2,8 +2,8 @@
 other processes on the GPUs, memory errors, a power limit below the default, clocks held back at
 rest, a PCIe link narrower under load than its slot allows, GPU pairs without peer access.
 
-Standard library only: the agent prints these lines before its first launch, and the report
-and `verify` read them from a bundle's fingerprints.
+The agent prints these lines before its first launch, and the report and `verify` read them
+from a bundle's fingerprints.
 """
 from __future__ import annotations
 

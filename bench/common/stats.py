@@ -1,0 +1,127 @@
+"""Every statistic of ddpbench: the summary the agent writes for each metric, a figure's spread in
+the report, and the ratio of two medians with its bootstrap confidence interval (one resampler,
+one level, for the report's scaling efficiency and verify's verdicts alike).
+
+Each side of a ratio is resampled with replacement (its own sample count), the ratio of the
+resampled medians is taken, and the interval is the central LEVEL of those ratios. The generator
+is seeded, so the same bundles always give the same interval.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+from dataclasses import dataclass
+
+LEVEL = 0.95
+RESAMPLES = 2000
+SEED = 0
+DRAWN_RESAMPLE_MAX = 50  # above this many samples, drawing each resample costs more than its order statistics
+LEVEL_LABEL = f"{LEVEL:.0%} CI"
+METHOD = (
+    f"{LEVEL:.0%} interval from a bootstrap of the ratio of medians "
+    f"({RESAMPLES} resamples of each side's samples, fixed seed {SEED})"
+)
+
+
+def percentile(sorted_samples: list[float], q: float) -> float:
+    """Linear interpolation between closest ranks (numpy's default), q in [0, 100]."""
+    if len(sorted_samples) == 1:
+        return sorted_samples[0]
+    pos = (len(sorted_samples) - 1) * q / 100.0
+    low = math.floor(pos)
+    high = min(low + 1, len(sorted_samples) - 1)
+    return sorted_samples[low] + (sorted_samples[high] - sorted_samples[low]) * (pos - low)
+
+
+def summarize(samples: list[float]) -> dict:
+    """median, mean, stdev, cv, p5, p95, min, max and n; stdev and cv are 0 for one sample."""
+    if not samples:
+        raise ValueError("no samples to summarize")
+    ordered = sorted(samples)
+    mean = statistics.fmean(ordered)
+    stdev = statistics.stdev(ordered) if len(ordered) > 1 else 0.0
+    return {
+        "n": len(ordered),
+        "median": statistics.median(ordered),
+        "mean": mean,
+        "stdev": stdev,
+        "cv": stdev / mean if mean else 0.0,
+        "p5": percentile(ordered, 5),
+        "p95": percentile(ordered, 95),
+        "min": ordered[0],
+        "max": ordered[-1],
+    }
+
+
+def metric(samples: list[float]) -> dict:
+    """The bundle's form of one metric: the raw samples and their summary."""
+    return {"samples": list(samples), "summary": summarize(samples)}
+
+
+def cv(samples: list) -> float:
+    """Coefficient of variation (sample standard deviation over the mean); 0 for one sample."""
+    mean = statistics.fmean(samples)
+    return statistics.stdev(samples) / mean if len(samples) > 1 and mean else 0.0
+
+
+@dataclass(frozen=True)
+class Spread:
+    """A median with its spread: p5-p95 of samples, or the confidence interval of a ratio."""
+
+    median: float
+    low: "float | None"  # None when the samples cannot give an interval (a ratio over a non-positive sample)
+    high: "float | None"
+    n: int
+
+    @classmethod
+    def of(cls, samples: list) -> "Spread":
+        ordered = sorted(float(x) for x in samples)
+        return cls(statistics.median(ordered), percentile(ordered, 5), percentile(ordered, 95), len(ordered))
+
+    def scaled(self, factor: float) -> "Spread":
+        return Spread(self.median * factor, self.low * factor, self.high * factor, self.n)
+
+    @property
+    def width(self) -> "float | None":
+        """The interval's width relative to its median (0.1: the interval spans 10% of the value)."""
+        return None if self.low is None or not self.median else (self.high - self.low) / abs(self.median)
+
+
+def _resampled_medians(rng: random.Random, samples: list[float]) -> list[float]:
+    """RESAMPLES medians, each of len(samples) draws with replacement. Up to DRAWN_RESAMPLE_MAX
+    samples each resample is drawn; above, where drawing costs time in proportion to the samples
+    (a report pooling hundreds of bundles), each median comes from its order statistics instead."""
+    if len(samples) <= DRAWN_RESAMPLE_MAX:
+        return [statistics.median(rng.choices(samples, k=len(samples))) for _ in range(RESAMPLES)]
+    ordered = sorted(samples)
+    return [_resampled_median_of_many(rng, ordered) for _ in range(RESAMPLES)]
+
+
+def _resampled_median_of_many(rng: random.Random, ordered: list[float]) -> float:
+    """The median of one resample of `ordered` (sorted), without drawing it: a draw takes
+    ordered[floor(u * n)] for a uniform u, so the resample's k-th smallest value is
+    ordered[floor(u_k * n)] where u_k, the k-th smallest of n uniforms, is Beta(k, n - k + 1);
+    the next one up is the smallest of the n - k uniforms above it: u_k + (1 - u_k) * Beta(1, n - k)."""
+    n = len(ordered)
+    k = (n + 1) // 2
+    u = rng.betavariate(k, n - k + 1)
+    low = ordered[min(int(u * n), n - 1)]
+    if n % 2:
+        return low
+    above = u + (1 - u) * rng.betavariate(1, n - k)
+    return (low + ordered[min(int(above * n), n - 1)]) / 2
+
+
+def ratio_of_medians(numerator: list, denominator: list) -> Spread:
+    """median(numerator) / median(denominator) and its bootstrap interval; n is the smaller side's count."""
+    top, bottom = [float(x) for x in numerator], [float(x) for x in denominator]
+    value = statistics.median(top) / statistics.median(bottom)
+    n = min(len(top), len(bottom))
+    if min(bottom) <= 0:
+        return Spread(value, None, None, n)
+    rng = random.Random(SEED)
+    ratios = sorted(t / b for t, b in zip(_resampled_medians(rng, top), _resampled_medians(rng, bottom)))
+    tail = (1 - LEVEL) / 2 * 100
+    return Spread(value, percentile(ratios, tail), percentile(ratios, 100 - tail), n)
