@@ -42,6 +42,9 @@ from torch.profiler import ProfilerActivity, profile, record_function  # noqa: E
 
 from bench.agent import models  # noqa: E402
 from bench.agent.gpu_peaks import dense_bf16_peak_tflops  # noqa: E402
+from bench.agent.kernel_time import union  # noqa: E402
+from bench.agent.suites import ddp  # noqa: E402
+from bench.controller.plans import with_defaults  # noqa: E402
 
 # What each variant changes against the suite's step (seed000's parameters).
 VARIANTS = {
@@ -186,8 +189,9 @@ def graphed_loss(work) -> "torch.nn.Module":
 
 
 def build_variant(knobs: dict, device: torch.device, global_batch: int):
-    params = {"model": knobs["model"], "micro_batch": knobs["micro_batch"], "seed": 0,
-              "weights_dtype": "bfloat16", "activation_checkpointing": knobs["activation_checkpointing"]}
+    entry = {"model": knobs["model"], "micro_batch": knobs["micro_batch"], "seed": 0, "steps": 1, "warmup_steps": 0,
+             "weights_dtype": "bfloat16", "activation_checkpointing": knobs["activation_checkpointing"]}
+    params = ddp.Params.of(with_defaults({"suites": [{"suite": "ddp", "params": entry}]})["suites"][0]["params"])
     accum = global_batch // knobs["micro_batch"]
     work = models.build(params, accum, device, 0)
     if knobs["activation_checkpointing"] and knobs.get("annotate"):
@@ -253,16 +257,6 @@ def timed_steps(step, steps: int, marks: dict) -> dict:
     med = lambda xs: sorted(xs)[len(xs) // 2]
     return {"step_s": step_s, "step_median_s": med(step_s), "host_issue_median_s": med(issue_s),
             "phase_gpu_elapsed_median_s": {p: med(v) for p, v in phases.items()}}
-
-
-def union(intervals):
-    merged = []
-    for begin, end in sorted(intervals):
-        if merged and begin <= merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], end)
-        else:
-            merged.append([begin, end])
-    return merged
 
 
 def in_windows(windows, ts):

@@ -261,54 +261,24 @@ def run_launch(launch: Launch, out_dir: Path, progress: Callable[[dict], None] =
     work.mkdir(parents=True, exist_ok=True)
     spec_path, result_path, log_path = (work / f"{launch.id}{ext}" for ext in (".json", ".jsonl", ".log"))
     result_path.unlink(missing_ok=True)
-    cpus = cpus_of_local_ranks(os.sched_getaffinity(0), launch.threads_per_rank, launch.nproc_per_node)
-    summary["resources"] = {"threads_per_rank": launch.threads_per_rank, "cpus_of_local_ranks": cpus}
-    spec_path.write_text(json.dumps({
-        "suite": launch.suite, "params": launch.params, "backend": launch.backend,
-        "timeout_s": launch.timeout_s, "result_path": str(result_path),
-        "threads_per_rank": launch.threads_per_rank, "cpus_of_local_ranks": cpus,
-    }))
-    command = [
-        sys.executable, "-m", "torch.distributed.run", *launch.nodes.torchrun_args(),
-        f"--nproc-per-node={launch.nproc_per_node}", "-m", "bench.agent.worker", str(spec_path),
-    ]
-    env = {**os.environ, **launch.env, "PYTHONPATH": os.pathsep.join(filter(None, [str(SOURCE_ROOT), os.environ.get("PYTHONPATH")]))}
-    status, error = "ok", None
+    summary["resources"] = _write_spec(launch, spec_path, result_path)
     others = OthersShare()
-    total = launch.configurations
     reported = 0
 
     def report_new_runs() -> None:
         nonlocal reported
-        lines = [l for l in (result_path.read_text().splitlines() if result_path.exists() else []) if l.endswith("}")]
-        for line in lines[reported:]:
+        for line in _result_lines(result_path)[reported:]:
             reported += 1
-            progress({"event": "run_end", "id": launch.id, "done": reported, "total": max(total, reported),
+            progress({"event": "run_end", "id": launch.id, "done": reported, "total": max(launch.configurations, reported),
                       "run": _run_description(json.loads(line)), "elapsed_s": round(time.time() - started, 1)})
 
-    with open(log_path, "w") as log, counters.Sampler() as sampler:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-        try:
-            while process.poll() is None:
-                if time.time() - started > launch.timeout_s:
-                    raise subprocess.TimeoutExpired(command, launch.timeout_s)
-                report_new_runs()
-                time.sleep(POLL_S)
-            report_new_runs()
-            if process.returncode != 0:
-                status, error = "failed", f"torchrun exited with status {process.returncode}"
-        except subprocess.TimeoutExpired:
-            status, error = "timeout", f"no result after {launch.timeout_s:g} s (the plan's timeout_s): a rank hung or a peer died"
-        finally:
-            _end_process_group(process)
+    with counters.Sampler() as sampler:
+        status, error = _run_torchrun(launch, spec_path, log_path, started, report_new_runs)
     log_text = log_path.read_text(errors="replace")
     if status == "failed":
         error = rank_errors.reported(log_text) or error
     transport = transport_record(launch.preset, launch.backend, launch.world_size, log_text)
-    runs = [
-        {**record, "transport": transport, "launch_id": launch.id}
-        for record in map(json.loads, filter(None, result_path.read_text().splitlines() if result_path.exists() else []))
-    ]
+    runs = [{**json.loads(line), "transport": transport, "launch_id": launch.id} for line in _result_lines(result_path)]
     if status == "ok" and not transport["matches_preset"]:
         error = f"transport preset {launch.preset!r} asked for {sorted(PRESETS[launch.preset].accepts)}, NCCL used {transport['nccl_used']}"
     record = {
@@ -318,6 +288,48 @@ def run_launch(launch: Launch, out_dir: Path, progress: Callable[[dict], None] =
         "gpu_counters": sampler.summary(),
     }
     return record, runs
+
+
+def _result_lines(result_path: Path) -> list[str]:
+    """The run records the ranks have written whole so far (a line being written has no closing brace yet)."""
+    return [line for line in (result_path.read_text().splitlines() if result_path.exists() else []) if line.endswith("}")]
+
+
+def _write_spec(launch: Launch, spec_path: Path, result_path: Path) -> dict:
+    """The worker's instructions; returns the resources each local rank gets, for the launch record."""
+    cpus = cpus_of_local_ranks(os.sched_getaffinity(0), launch.threads_per_rank, launch.nproc_per_node)
+    spec_path.write_text(json.dumps({
+        "suite": launch.suite, "params": launch.params, "backend": launch.backend,
+        "timeout_s": launch.timeout_s, "result_path": str(result_path),
+        "threads_per_rank": launch.threads_per_rank, "cpus_of_local_ranks": cpus,
+    }))
+    return {"threads_per_rank": launch.threads_per_rank, "cpus_of_local_ranks": cpus}
+
+
+def _run_torchrun(launch: Launch, spec_path: Path, log_path: Path, started: float, poll: Callable[[], None]) -> tuple[str, "str | None"]:
+    """torchrun with the worker on every local rank, to its end or the plan's timeout_s; its
+    output goes to the launch's log. Returns the launch's status and error."""
+    command = [
+        sys.executable, "-m", "torch.distributed.run", *launch.nodes.torchrun_args(),
+        f"--nproc-per-node={launch.nproc_per_node}", "-m", "bench.agent.worker", str(spec_path),
+    ]
+    env = {**os.environ, **launch.env, "PYTHONPATH": os.pathsep.join(filter(None, [str(SOURCE_ROOT), os.environ.get("PYTHONPATH")]))}
+    with open(log_path, "w") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        try:
+            while process.poll() is None:
+                if time.time() - started > launch.timeout_s:
+                    raise subprocess.TimeoutExpired(command, launch.timeout_s)
+                poll()
+                time.sleep(POLL_S)
+            poll()
+            if process.returncode != 0:
+                return "failed", f"torchrun exited with status {process.returncode}"
+        except subprocess.TimeoutExpired:
+            return "timeout", f"no result after {launch.timeout_s:g} s (the plan's timeout_s): a rank hung or a peer died"
+        finally:
+            _end_process_group(process)
+    return "ok", None
 
 
 def _end_process_group(process: subprocess.Popen) -> None:
