@@ -1,7 +1,8 @@
 """Hardware counters during a launch: a thread reads each GPU through NVML, then waits
 INTERVAL_S, over and over (clocks, power against the enforced limit, temperature, clock event reasons, PCIe
-throughput) and the cumulative NVLink byte counters at the start and the end, and
-summarises per GPU.
+throughput, the cumulative NVLink byte counters) and the NVLink counters once more at the start
+and the end, and summarises per GPU: over the launch, and over each run's measured window (the
+timed calls, which the ranks record on the same CLOCK_MONOTONIC as the samples' `t`).
 
 PCIe bytes are NVML's throughput (KB/s over a 20 ms window, each read blocks that long, so one
 H200 got about 6.6 sweeps a second) integrated over the samples: an estimate (on the H200's copy
@@ -69,6 +70,7 @@ def read_sample(nvml, handle) -> dict:
         "reasons": clock_reasons(nvml, handle),
         "pcie_tx_kbps": _call(nvml, "nvmlDeviceGetPcieThroughput", handle, getattr(nvml, "NVML_PCIE_UTIL_TX_BYTES", 0)),
         "pcie_rx_kbps": _call(nvml, "nvmlDeviceGetPcieThroughput", handle, getattr(nvml, "NVML_PCIE_UTIL_RX_BYTES", 1)),
+        **read_byte_counters(nvml, handle),
     }
 
 
@@ -113,8 +115,30 @@ def summarize(index: int, samples: list[dict], start: dict, end: dict, power_lim
     }
 
 
+def summarize_window(index: int, samples: list[dict], power_limit_w: "float | None", window: dict) -> dict:
+    """One GPU's summary of a run: the samples inside its measured window (fewer than two: not
+    measured), plus bytes per timed call, scaled from the samples' span to the whole window."""
+    inside = [s for s in samples if window["start_s"] <= s["t"] <= window["end_s"]]
+    if len(inside) < 2:
+        inside = []
+    edges = (inside[0], inside[-1]) if inside else (dict.fromkeys(BYTE_COUNTERS),) * 2
+    summary = summarize(index, inside, *edges, power_limit_w)
+    sampled_s = inside[-1]["t"] - inside[0]["t"] if inside else 0.0
+    scale = None
+    if sampled_s > 0 and window["steps_count"] > 0:
+        scale = (window["end_s"] - window["start_s"]) / sampled_s / window["steps_count"]
+    for name in ("pcie_tx_bytes", "pcie_rx_bytes", *BYTE_COUNTERS):
+        summary[f"{name}_per_step"] = None if scale is None or summary[name] is None else summary[name] * scale
+    return summary
+
+
+def _watts(limit_mw: "int | None") -> "float | None":
+    return None if limit_mw is None else limit_mw / 1000
+
+
 class Sampler:
-    """`with Sampler() as sampler: ...` then `sampler.summary()`: None without NVML or when switched off."""
+    """`with Sampler() as sampler: ...` then `sampler.summary()` and `sampler.window_summary(window)`
+    per run: None without NVML or when switched off."""
 
     def __init__(self, nvml=pynvml, interval_s: float = INTERVAL_S, env=os.environ):
         self.nvml = nvml if env.get(OFF_SWITCH, "1") != "0" else None
@@ -164,7 +188,18 @@ class Sampler:
         return {
             "interval_s": self.interval_s,
             "gpus": [
-                summarize(i, samples, start, end, None if limit is None else limit / 1000)
+                summarize(i, samples, start, end, _watts(limit))
                 for i, (samples, start, end, limit) in enumerate(zip(self.samples, self.start, self.end, self.limits))
             ],
+        }
+
+    def window_summary(self, window: "dict | None") -> "dict | None":
+        """A run's summary (schema: bundle's $defs/gpu_counters) over its measured_window; None where
+        the launch was not sampled or the run timed nothing."""
+        if self.nvml is None or not self.handles or window is None:
+            return None
+        return {
+            "interval_s": self.interval_s,
+            "gpus": [summarize_window(i, samples, _watts(limit), window)
+                     for i, (samples, limit) in enumerate(zip(self.samples, self.limits))],
         }

@@ -112,13 +112,39 @@ class RepeatedParams(SampledParams):
     repetitions: int
 
 
-def sample_until_steady(ctx: Context, take: Callable[[int], list[float]], count: int, sampling: SampledParams) -> list[float]:
-    """This rank's samples, `take(count)` at a time until steady; every rank takes as many batches."""
+class MeasuredWindow:
+    """The timed calls since the last run record, on the host's CLOCK_MONOTONIC (time.monotonic,
+    one clock for every process of a host), so the agent can cut its GPU counter samples to the
+    run. A run timed in several parts would span the first part's start to the last one's end and
+    sum their calls."""
+
+    def __init__(self):
+        self.window: "dict | None" = None
+
+    def add(self, start_s: float, end_s: float, steps_count: int) -> None:
+        if self.window is None:
+            self.window = {"start_s": start_s, "end_s": end_s, "steps_count": steps_count}
+        else:
+            self.window.update(end_s=end_s, steps_count=self.window["steps_count"] + steps_count)
+
+    def take(self) -> "dict | None":
+        window, self.window = self.window, None
+        return window
+
+
+MEASURED = MeasuredWindow()  # this rank's; run_record takes it into the record it builds
+
+
+def sample_until_steady(ctx: Context, take: Callable[[int], list[float]], count: int, sampling: SampledParams,
+                        calls_per_sample: int = 1) -> list[float]:
+    """This rank's samples, `take(count)` at a time until steady; every rank takes as many batches.
+    The timed span goes to MEASURED, as calls_per_sample calls per sample."""
     began = time.monotonic()
     samples = take(count)
     while (sampling.cv_target is not None and len(samples) + count <= MAX_SAMPLES
            and _go_on(ctx, samples, sampling, time.monotonic() - began)):
         samples += take(count)
+    MEASURED.add(began, time.monotonic(), len(samples) * calls_per_sample)
     return samples
 
 
@@ -139,7 +165,8 @@ def repeat(ctx: Context, fn: Callable[[], None], timing: RepeatedParams, use_gra
         graph.replay()  # one untimed replay: the first replay pays for uploading the graph
         ctx.sync()
     local = sample_until_steady(
-        ctx, lambda n: [time_per_call(ctx, fn, timing.iters, graph) for _ in range(n)], timing.repetitions, timing)
+        ctx, lambda n: [time_per_call(ctx, fn, timing.iters, graph) for _ in range(n)], timing.repetitions, timing,
+        calls_per_sample=timing.iters)
     return reduce_over_ranks(ctx, local)
 
 
@@ -202,9 +229,11 @@ def first_complaint(ctx: Context, complaint: "str | None") -> "str | None":
 def run_record(suite: str, params: dict, world_size: int, metrics: dict, *, status: str = "ok",
                error: "str | None" = None, error_when_ok: bool = False) -> dict:
     """One configuration's record, as schema/bundle.schema.json's `run` holds it (the controller adds
-    transport and launch_id): `error` where the run did not go well, or, with error_when_ok, always."""
+    transport, launch_id and gpu_counters): `error` where the run did not go well, or, with
+    error_when_ok, always; measured_window, the timed calls since the last record (null: none)."""
     record = {"suite": suite, "params": params, "world_size": world_size, "status": status}
     if error is not None or error_when_ok:
         record["error"] = error
     record["metrics"] = metrics
+    record["measured_window"] = MEASURED.take()
     return record

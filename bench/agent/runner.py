@@ -278,7 +278,8 @@ def run_launch(launch: Launch, out_dir: Path, progress: Callable[[dict], None] =
     if status == "failed":
         error = rank_errors.reported(log_text) or error
     transport = transport_record(launch.preset, launch.backend, launch.world_size, log_text)
-    runs = [{**json.loads(line), "transport": transport, "launch_id": launch.id} for line in _result_lines(result_path)]
+    runs = [{**run, "transport": transport, "launch_id": launch.id, "gpu_counters": sampler.window_summary(run.get("measured_window"))}
+            for run in map(json.loads, _result_lines(result_path))]
     if status == "ok" and not transport["matches_preset"]:
         error = f"transport preset {launch.preset!r} asked for {sorted(PRESETS[launch.preset].accepts)}, NCCL used {transport['nccl_used']}"
     record = {

@@ -181,7 +181,7 @@ def ddp_table(comparison: Comparison, bars: list[Bar], predictions: list[Predict
 
 def warnings_table(comparison: Comparison, suite: str) -> "Table | None":
     """Every flagged figure of a suite's runs, with what is wrong and its likely cause."""
-    rows = [[e.host.name, e.host.run_id, _what(e.run), e.series.transport_label, w["code"], w["message"], w["likely_cause"]]
+    rows = [[e.host.name, e.host.run_id, run_label(e.run), e.series.transport_label, w["code"], w["message"], w["likely_cause"]]
             for e in comparison.runs if e.run["suite"] == suite for w in e.run.get("warnings", [])]
     if not rows:
         return None
@@ -190,7 +190,8 @@ def warnings_table(comparison: Comparison, suite: str) -> "Table | None":
 
 # --- What failed ----------------------------------------------------------------------------
 
-def _what(run: dict) -> str:
+def run_label(run: dict) -> str:
+    """What a run measured, in a few words (its configuration)."""
     key = configuration(run)
     if run["suite"] == "collectives":
         _, op, dtype, _, size, ws, src, dst = key
@@ -204,7 +205,7 @@ def _what(run: dict) -> str:
 
 
 def failures_table(comparison: Comparison) -> "Table | None":
-    rows = [[e.host.name, e.host.run_id, e.run["suite"], _what(e.run), e.series.transport_label, e.run["status"],
+    rows = [[e.host.name, e.host.run_id, e.run["suite"], run_label(e.run), e.series.transport_label, e.run["status"],
              e.run.get("error") or "-"] for e in comparison.failed]
     for host in comparison.hosts:
         for launch in host.host["launches"]:

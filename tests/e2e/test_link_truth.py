@@ -8,6 +8,7 @@ import copy
 import json
 import threading
 import time
+from types import SimpleNamespace
 
 import pytest
 
@@ -126,6 +127,65 @@ def test_sampler_without_nvml_or_switched_off_measures_nothing():
     with counters.Sampler(nvml=broken) as no_driver:
         pass
     assert no_driver.summary() is None
+
+
+def synthetic_samples() -> list[dict]:
+    """A GPU sampled every 0.1 s for a second: 1 GB/s sent over PCIe (NVML's KB/s) and 1 GB/s over
+    NVLink (its cumulative counter), clocks held back by the power cap from t = 0.5 s on."""
+    return [{"t": i / 10, "sm_clock_mhz": 1980, "mem_clock_mhz": 2619, "power_w": 500.0, "temperature_c": 60,
+             "reasons": 0x4 if i >= 5 else 0, "pcie_tx_kbps": 1_000_000, "pcie_rx_kbps": None,
+             "nvlink_tx_bytes": i * 100_000_000, "nvlink_rx_bytes": None} for i in range(11)]
+
+
+def test_a_runs_counters_are_the_samples_inside_its_window_with_bytes_per_step():
+    gpu = counters.summarize_window(0, synthetic_samples(), 700.0, {"start_s": 0.25, "end_s": 0.75, "steps_count": 10})
+    assert (gpu["samples_count"], gpu["duration_s"]) == (5, 0.4)  # t = 0.3 ... 0.7
+    assert (gpu["throttled_fraction"], gpu["throttle_reasons_fraction"]) == (0.6, {"sw_power_cap": 0.6})
+    assert (gpu["pcie_tx_bytes"], gpu["nvlink_tx_bytes"]) == (pytest.approx(4e8), 4e8)  # over the samples' 0.4 s
+    # scaled to the window's 0.5 s, over its 10 steps
+    assert gpu["pcie_tx_bytes_per_step"] == pytest.approx(5e7) and gpu["nvlink_tx_bytes_per_step"] == pytest.approx(5e7)
+    assert (gpu["pcie_rx_bytes_per_step"], gpu["nvlink_rx_bytes_per_step"]) == (None, None)  # never read: not measured
+    run = {**json.loads((H200 / "copy-raw.json").read_text())["runs"][0], "launch_id": "00-copy-default-ws1",
+           "measured_window": {"start_s": 0.25, "end_s": 0.75, "steps_count": 10},
+           "gpu_counters": {"interval_s": 0.1, "gpus": [gpu]}}
+    run.setdefault("transport", json.loads((H200 / "copy-raw.json").read_text())["launches"][0]["transport"])
+    assert schemas.first_problem(run, "bundle", "run") is None
+
+
+@pytest.mark.parametrize("window", [{"start_s": 0.21, "end_s": 0.29, "steps_count": 4},
+                                    {"start_s": 0.25, "end_s": 0.35, "steps_count": 4},
+                                    {"start_s": 0.3, "end_s": 0.5, "steps_count": 0}])
+def test_a_window_too_short_for_two_samples_or_without_steps_is_not_measured(window):
+    gpu = counters.summarize_window(0, synthetic_samples(), 700.0, window)
+    per_step = [gpu[f"{name}_bytes_per_step"] for name in ("pcie_tx", "pcie_rx", "nvlink_tx", "nvlink_rx")]
+    assert per_step == [None] * 4
+    if window["steps_count"]:
+        assert gpu["samples_count"] == 0 and gpu["sm_clock_mhz_median"] is None and gpu["throttled_fraction"] is None
+        assert (gpu["pcie_tx_bytes"], gpu["nvlink_tx_bytes"]) == (None, None)
+
+
+def test_sampler_cuts_its_samples_to_each_runs_window():
+    box = throttling_box()
+    began = time.monotonic()
+
+    def nvlink(handle, ids):  # 1 GB/s over NVLink since the sampler began, on each GPU (KiB)
+        kib = int((time.monotonic() - began) * 1e9 / 1024)
+        return [SimpleNamespace(nvmlReturn=0, value=SimpleNamespace(ullVal=kib)) for _ in ids]
+
+    box.nvmlDeviceGetFieldValues = nvlink
+    with counters.Sampler(nvml=box, interval_s=0.01) as sampler:
+        time.sleep(0.1)
+        start = time.monotonic()
+        time.sleep(0.3)
+        window = {"start_s": start, "end_s": time.monotonic(), "steps_count": 3}
+        time.sleep(0.1)
+    gpu0, gpu1 = sampler.window_summary(window)["gpus"]
+    assert 0.25 < gpu0["duration_s"] <= 0.3 and gpu0["samples_count"] < sampler.summary()["gpus"][0]["samples_count"]
+    assert gpu0["nvlink_tx_bytes_per_step"] == pytest.approx(1e8, rel=0.1)  # 1 GB/s for 0.1 s a step
+    assert gpu0["pcie_tx_bytes_per_step"] == pytest.approx(1e8, rel=0.1)
+    assert gpu1["throttle_reasons_fraction"] == {"sw_power_cap": 1.0}
+    assert sampler.window_summary(None) is None  # a run that timed nothing
+    assert counters.Sampler(nvml=None).__enter__().window_summary(window) is None
 
 
 def fixture_bundle() -> dict:

@@ -235,3 +235,36 @@ def test_implausible_figures_are_flagged_beside_them_with_their_likely_cause(rea
     assert flagged["scaling_above_perfect"][6].endswith("(other processes took 45% of the machine's CPU during the 1-rank run)")
     assert "above the link's theoretical peak of 56.25 GB/s" in flagged["busbw_above_link_peak"][5]
     assert "implausible figure(s), marked ⚠ in the table above" in md
+
+
+def _gpu_window(index: int, nvlink_per_step: "float | None", pcie_per_step: "float | None", throttled: float) -> dict:
+    """One GPU's counters over a run's timed steps (bench/agent/counters.summarize_window's fields)."""
+    measured = nvlink_per_step is not None
+    return {"index": index, "samples_count": 20 if measured else 0, "duration_s": 2.0 if measured else 0.0,
+            "sm_clock_mhz_median": 1980 if measured else None, "mem_clock_mhz_median": 2619 if measured else None,
+            "power_w_median": 600.0 if measured else None, "power_w_max": 690.0 if measured else None,
+            "power_limit_w": 700.0, "temperature_c_max": 61 if measured else None,
+            "throttled_fraction": throttled if measured else None,
+            "throttle_reasons_fraction": ({"sw_power_cap": throttled} if throttled else {}) if measured else None,
+            **{f"{link}_{way}_bytes{tail}": None if not measured else value * (20 if not tail else 1)
+               for link, value in (("pcie", pcie_per_step), ("nvlink", nvlink_per_step))
+               for way in ("tx", "rx") for tail in ("", "_per_step")}}
+
+
+def test_ddp_runs_show_which_link_a_steps_bytes_crossed_and_where_a_gpu_throttled(real_bundle, tmp_path):
+    doc = json.loads(json.dumps(real_bundle))
+    host = doc["hosts"][0]
+    two_gpus = [r for r in host["runs"] if r["suite"] == "ddp" and r["world_size"] == 2]
+    for run in two_gpus:
+        run["gpu_counters"] = {"interval_s": 0.1, "gpus": [_gpu_window(0, 100 << 20, 1 << 20, 0.0),
+                                                           _gpu_window(1, 100 << 20, 1 << 20, 0.6)]}
+    two_gpus[-1]["gpu_counters"]["gpus"][0] = _gpu_window(0, None, None, 0.0)  # fewer than two samples
+    assert main(["report", str(write(tmp_path / "a.json", seal(doc))), "--out", str(tmp_path / "out")]) == 0
+    md = (tmp_path / "out" / "report.md").read_text()
+    rows = table(md, "host | run | transport | GPU")
+    label = f"tiny fp32, batch {two_gpus[0]['params']['global_batch']}, 2 GPUs"
+    assert [host["name"], label, "default (gloo)", "GPU0", "1 MiB / 1 MiB", "100 MiB / 100 MiB", "0%"] in rows
+    assert [host["name"], label, "default (gloo)", "GPU1", "1 MiB / 1 MiB", "100 MiB / 100 MiB", "60% (sw_power_cap 60%)"] in rows
+    assert rows[-2][3:] == ["GPU0", "- / -", "- / -", "-"]  # the last run's GPU0: not measured
+    assert f"{host['name']} {two_gpus[0]['launch_id']} ({label}) GPU1: clocks held back in 60% of the samples (sw\\_power\\_cap)" in md
+    assert len(rows) == 2 * len(two_gpus)

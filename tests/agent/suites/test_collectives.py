@@ -46,6 +46,14 @@ def test_every_op_ran_and_checked_out(every_op):
     assert ops == {(op, n) for op in BUSBW_FACTOR for n in (2, 3)}
 
 
+def test_each_run_records_rank_0s_timed_calls_on_the_hosts_clock(every_op):
+    for launch in every_op["launches"]:
+        runs = [r for r in every_op["runs"] if r["launch_id"] == launch["id"]]
+        windows = [r["measured_window"] for r in runs]
+        assert [w["steps_count"] for w in windows] == [2 * r["metrics"]["time_s"]["summary"]["n"] for r in runs]
+        assert all(a["start_s"] < a["end_s"] <= b["start_s"] for a, b in zip(windows, windows[1:]))
+
+
 @pytest.mark.parametrize("op", sorted(BUSBW_FACTOR))
 def test_busbw_factor_of_each_op(every_op, op):
     for run in (r for r in every_op["runs"] if r["params"]["op"] == op):

@@ -38,6 +38,14 @@ def test_cpu_host_runs_host_to_host_copies_one_way_with_statistics(cpu_copies):
         assert gbps["samples"][0] == pytest.approx(run["params"]["size_bytes"] / time_s["samples"][0] / 1e9)
 
 
+def test_each_copy_run_records_the_span_of_its_timed_calls(cpu_copies):
+    windows = [run["measured_window"] for run in cpu_copies["runs"]]
+    # iters calls per repetition, the warm-up left out; one run after the other
+    assert [w["steps_count"] for w in windows] == [2 * run["metrics"]["time_s"]["summary"]["n"] for run in cpu_copies["runs"]]
+    assert all(w["start_s"] < w["end_s"] for w in windows)
+    assert all(a["end_s"] <= b["start_s"] for a, b in zip(windows, windows[1:]))
+
+
 def test_copy_runs_validate_against_the_bundle_schema(cpu_copies):
     assert [schemas.first_problem(run, "bundle", "run") for run in cpu_copies["runs"]] == [None] * 3
 
