@@ -205,6 +205,9 @@ def _run_description(record: dict) -> str:
     if record.get("suite") == "ddp":
         batch = params.get("global_batch")
         return f"{params.get('model')}" + (f" global batch {batch}" if batch else "")
+    if record.get("suite") == "copy":
+        both = " both ways" if params.get("bidirectional") else ""
+        return f"{params.get('direction')} {params.get('engine')} {params.get('src')}->{params.get('dst')}{both} {params.get('size_bytes')} bytes"
     pair = f" {params['src_rank']}->{params['dst_rank']}" if "src_rank" in params else ""
     return f"{params.get('op')}{pair} {params.get('dtype')} {params.get('size_bytes')} bytes"
 

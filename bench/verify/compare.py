@@ -151,6 +151,13 @@ def _busy(shares: tuple) -> "str | None":
             f"the difference may be theirs; rerun on an otherwise idle machine to settle it")
 
 
+def _why_not_positive(base: RunVerdict) -> str:
+    if base.metric == "busbw_gbps" and base.world_size == 1:
+        # nccl-tests' bus bandwidth counts (n-1)/n of the bytes: zero at one rank, on any machine.
+        return "one rank sends nothing over a link, so its busbw is 0 by definition; the runs on 2 or more GPUs carry the comparison"
+    return f"the original median of {base.metric} is not positive"
+
+
 def _compare_run(base: RunVerdict, run: dict, new_run: "dict | None", machine_differs: list, tolerances: dict,
                  new_error: "str | None", shares: tuple = (None, None)) -> RunVerdict:
     """The verdict of one original run; medians come from the samples, which the ratio's interval resamples."""
@@ -172,7 +179,7 @@ def _compare_run(base: RunVerdict, run: dict, new_run: "dict | None", machine_di
     if used[0] != used[1]:
         return replace(base, verdict="not comparable", differs=[{"field": "nccl_transport", "original": used[0], "new": used[1]}])
     if base.original_median <= 0:
-        return replace(base, verdict="not comparable", reason=f"the original median of {base.metric} is not positive")
+        return replace(base, verdict="not comparable", reason=_why_not_positive(base))
     new_samples = new_run["metrics"][base.metric]["samples"]
     ratio = ratio_of_medians(new_samples, samples)
     tolerance = tolerances[base.metric]

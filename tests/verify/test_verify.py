@@ -380,3 +380,22 @@ def test_signature_of_a_changed_bundle_fails(original, keys, tmp_path):
 def test_bad_tolerance_is_one_line(original):
     one_line_error(ddpbench("compare", original, original, "--tolerance", "time_s=0.1"), "time_s", "busbw_gbps", "step_time_s")
     one_line_error(ddpbench("compare", original, original, "--tolerance", "fast"), "positive finite number")
+
+
+def test_one_rank_busbw_is_not_comparable_and_says_why(steady, tmp_path):
+    """At one rank nccl-tests' bus bandwidth is 0 on any machine (quick's collectives on a one-GPU
+    box): the verdict says that, not that a median is not positive."""
+    def one_rank(doc: dict) -> None:
+        for host in doc["hosts"]:
+            for run in host["runs"]:
+                if run["suite"] == "collectives":
+                    busbw = run["metrics"]["busbw_gbps"]
+                    run["world_size"], busbw["samples"] = 1, [0.0] * len(busbw["samples"])
+                    busbw["summary"] = summarize(busbw["samples"])
+    original = derive(steady, tmp_path, "one-rank", one_rank)
+    new = derive(steady, tmp_path, "one-rank-again", one_rank)
+    done = ddpbench("compare", original, new, check_rc=0)
+    by_suite = {r["suite"]: r for r in verdicts(new.parent)}
+    assert by_suite["collectives"]["verdict"] == "not comparable"
+    assert "one rank sends nothing over a link, so its busbw is 0 by definition" in by_suite["collectives"]["reason"]
+    assert by_suite["ddp"]["verdict"] == "reproduced" and "PASS" in done.stdout

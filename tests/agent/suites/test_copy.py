@@ -20,9 +20,17 @@ ONE_GPU_BUSY = Hardware(gpu_count=1, gpu_memory_bytes=80 << 30, infiniband=False
 
 
 @pytest.fixture(scope="module")
-def cpu_copies(tmp_path_factory) -> dict:
-    return run_plan(check({"name": "copy-cpu", "timeout_s": 240, "suites": [COPY]}, "copy-cpu"),
-                    tmp_path_factory.mktemp("copy"), CPU_HOST)
+def cpu_copy_run(tmp_path_factory) -> tuple[dict, list]:
+    """The agent's raw result and the progress events it sent."""
+    events: list = []
+    raw = run_plan(check({"name": "copy-cpu", "timeout_s": 240, "suites": [COPY]}, "copy-cpu"),
+                   tmp_path_factory.mktemp("copy"), CPU_HOST, progress=events.append)
+    return raw, events
+
+
+@pytest.fixture(scope="module")
+def cpu_copies(cpu_copy_run) -> dict:
+    return cpu_copy_run[0]
 
 
 def test_cpu_host_runs_host_to_host_copies_one_way_with_statistics(cpu_copies):
@@ -68,3 +76,9 @@ def test_copy_size_over_host_memory_is_refused_before_launch():
     plan = check({"name": "t", "suites": [{**COPY, "params": {**COPY["params"], "end_bytes": 4 << 30}}]}, "t")
     with pytest.raises(PlanError, match=r"pinned host memory, more than half of this host's 8589934592; lower end_bytes"):
         plan_launches(plan, Hardware.of(CPU_HOST))
+
+
+def test_progress_names_each_finished_copy(cpu_copy_run):
+    """The line a user sees per finished configuration says which copy it was."""
+    finished = [event["run"] for event in cpu_copy_run[1] if event["event"] == "run_end"]
+    assert finished == [f"h2h cpu host->host {size} bytes" for size in (4096, 65536, 1 << 20)]
