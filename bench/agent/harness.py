@@ -10,7 +10,7 @@ nccl-tests does by default (`-a 1`), and the maximum over ranks is kept too.
 from __future__ import annotations
 
 import time
-from dataclasses import MISSING, dataclass, fields
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Callable, TypeVar
 
 import torch
@@ -21,15 +21,37 @@ class PlanError(Exception):
     """The plan asks for something this host cannot do; raised before anything is launched."""
 
 
+class MeasuredWindow:
+    """A rank's timed calls since its last run record, on the host's CLOCK_MONOTONIC (time.monotonic,
+    one clock for every process of a host), so the agent can cut its GPU counter samples to the
+    run. A run timed in several parts would span the first part's start to the last one's end and
+    sum their calls."""
+
+    def __init__(self):
+        self.window: "dict | None" = None
+
+    def add(self, start_s: float, end_s: float, steps_count: int) -> None:
+        if self.window is None:
+            self.window = {"start_s": start_s, "end_s": end_s, "steps_count": steps_count}
+        else:
+            self.window.update(end_s=end_s, steps_count=self.window["steps_count"] + steps_count)
+
+    def take(self) -> "dict | None":
+        window, self.window = self.window, None
+        return window
+
+
 @dataclass
 class Context:
-    """What a suite needs to know about the process it runs in."""
+    """What a suite needs to know about the process it runs in; `measured` collects the timed
+    calls that the next run record will hold."""
 
     rank: int
     local_rank: int
     world_size: int
     device: torch.device
     backend: str
+    measured: MeasuredWindow = field(default_factory=MeasuredWindow, repr=False, compare=False)
 
     @property
     def is_cuda(self) -> bool:
@@ -112,39 +134,16 @@ class RepeatedParams(SampledParams):
     repetitions: int
 
 
-class MeasuredWindow:
-    """The timed calls since the last run record, on the host's CLOCK_MONOTONIC (time.monotonic,
-    one clock for every process of a host), so the agent can cut its GPU counter samples to the
-    run. A run timed in several parts would span the first part's start to the last one's end and
-    sum their calls."""
-
-    def __init__(self):
-        self.window: "dict | None" = None
-
-    def add(self, start_s: float, end_s: float, steps_count: int) -> None:
-        if self.window is None:
-            self.window = {"start_s": start_s, "end_s": end_s, "steps_count": steps_count}
-        else:
-            self.window.update(end_s=end_s, steps_count=self.window["steps_count"] + steps_count)
-
-    def take(self) -> "dict | None":
-        window, self.window = self.window, None
-        return window
-
-
-MEASURED = MeasuredWindow()  # this rank's; run_record takes it into the record it builds
-
-
 def sample_until_steady(ctx: Context, take: Callable[[int], list[float]], count: int, sampling: SampledParams,
                         calls_per_sample: int = 1) -> list[float]:
     """This rank's samples, `take(count)` at a time until steady; every rank takes as many batches.
-    The timed span goes to MEASURED, as calls_per_sample calls per sample."""
+    The timed span goes to ctx.measured, as calls_per_sample calls per sample."""
     began = time.monotonic()
     samples = take(count)
     while (sampling.cv_target is not None and len(samples) + count <= MAX_SAMPLES
            and _go_on(ctx, samples, sampling, time.monotonic() - began)):
         samples += take(count)
-    MEASURED.add(began, time.monotonic(), len(samples) * calls_per_sample)
+    ctx.measured.add(began, time.monotonic(), len(samples) * calls_per_sample)
     return samples
 
 
@@ -226,14 +225,14 @@ def first_complaint(ctx: Context, complaint: "str | None") -> "str | None":
     return next((c for c in complaints if c), None)
 
 
-def run_record(suite: str, params: dict, world_size: int, metrics: dict, *, status: str = "ok",
+def run_record(ctx: Context, suite: str, params: dict, metrics: dict, *, status: str = "ok",
                error: "str | None" = None, error_when_ok: bool = False) -> dict:
     """One configuration's record, as schema/bundle.schema.json's `run` holds it (the controller adds
     transport, launch_id and gpu_counters): `error` where the run did not go well, or, with
     error_when_ok, always; measured_window, the timed calls since the last record (null: none)."""
-    record = {"suite": suite, "params": params, "world_size": world_size, "status": status}
+    record = {"suite": suite, "params": params, "world_size": ctx.world_size, "status": status}
     if error is not None or error_when_ok:
         record["error"] = error
     record["metrics"] = metrics
-    record["measured_window"] = MEASURED.take()
+    record["measured_window"] = ctx.measured.take()
     return record

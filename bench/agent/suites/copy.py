@@ -102,11 +102,12 @@ def _expected(engine: str, values: torch.Tensor) -> torch.Tensor:
     return -values if engine == "sm" else values
 
 
-def _record(point: dict, status: str, *, error: "str | None" = None, times: "list[float] | None" = None, moved: int = 0) -> dict:
+def _record(ctx: Context, point: dict, status: str, *, error: "str | None" = None, times: "list[float] | None" = None,
+            moved: int = 0) -> dict:
     """One process drives every GPU: a copy record is always one rank's. Its records have always
     said `error: null` when the copy went well."""
     metrics = {} if times is None else {"time_s": metric(times), "copy_gbps": metric([moved / t / 1e9 for t in times])}
-    return run_record("copy", point, 1, metrics, status=status, error=error, error_when_ok=True)
+    return run_record(ctx, "copy", point, metrics, status=status, error=error, error_when_ok=True)
 
 
 def _on(stream: "torch.cuda.Stream | None"):
@@ -241,20 +242,20 @@ def _measure(ctx: Context, params: Params, point: dict, legs: list, count: int, 
     if direction == "d2d" and engine == "sm":
         missing = _peer_missing(a, b)
         if missing:
-            return _record(point, "failed", error=missing)
+            return _record(ctx, point, "failed", error=missing)
     point_ctx = Context(rank=0, local_rank=0, world_size=1, device=a, backend=ctx.backend)
     try:
         copies, seeds = _point_copies(point_ctx, legs, count, engine)
         times = _time_copies(point_ctx, copies, params)
         complaint = _check(copies, seeds, engine)
     except _Unsupported as reason:
-        return _record(point, "failed", error=f"{direction} {engine}: {reason}")
+        return _record(point_ctx, point, "failed", error=f"{direction} {engine}: {reason}")
     except torch.OutOfMemoryError:
-        return _record(point, "oom", error=f"{point['size_bytes']} bytes per buffer did not fit")
+        return _record(point_ctx, point, "oom", error=f"{point['size_bytes']} bytes per buffer did not fit")
     finally:
         copies = None  # the buffers go before the cache is emptied
         if ctx.is_cuda:
             torch.cuda.empty_cache()
     if complaint:
-        return _record(point, "failed", error=f"{direction} {engine} {point['src']}->{point['dst']} {point['size_bytes']} bytes: {complaint}")
-    return _record(point, "ok", times=times, moved=point["size_bytes"] * len(legs))
+        return _record(point_ctx, point, "failed", error=f"{direction} {engine} {point['src']}->{point['dst']} {point['size_bytes']} bytes: {complaint}")
+    return _record(point_ctx, point, "ok", times=times, moved=point["size_bytes"] * len(legs))

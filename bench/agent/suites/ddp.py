@@ -257,8 +257,8 @@ def run_config(ctx: Context, params: Params, point: dict, build: Callable) -> di
         metrics["allreduce_calls_per_step_count"] = metric([(training.allreduce_calls[0] - calls_before) / len(local)])
     metrics.update(profiled_breakdown(ctx, training.step, params.profile_steps))  # after the counts: its steps are extra
     num_params = sum(p.numel() for p in work.module.parameters())
-    return run_record("ddp", {**point, "num_params": num_params, "train_flops_per_sample": work.flops_per_sample},
-                      ctx.world_size, metrics)
+    return run_record(ctx, "ddp", {**point, "num_params": num_params, "train_flops_per_sample": work.flops_per_sample},
+                      metrics)
 
 
 def grad_allreduce_bytes(module: torch.nn.Module, params: Params) -> int:
@@ -341,7 +341,7 @@ def run(ctx: Context, entry: dict, emit: Callable[[dict], None], build: Callable
                     f"rank {ctx.rank} ran out of memory at micro_batch {params.micro_batch} (global batch {global_batch}) "
                     f"and its peers did not{shared}; the peers cannot go on without it, so this launch's later "
                     "configurations did not run; lower micro_batch")
-            emit(run_record("ddp", point, ctx.world_size, {}, status="oom",
+            emit(run_record(ctx, "ddp", point, {}, status="oom",
                             error=f"out of memory at micro_batch {params.micro_batch} (global batch {global_batch}): "
                                   f"{(str(err).splitlines() or ['CUDA out of memory'])[0]}; lower micro_batch"))
         finally:
