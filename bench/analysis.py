@@ -37,10 +37,12 @@ REDUCE_DTYPES = {"fp32": "float32", "bf16": "bfloat16"}
 
 
 def _shape_key(run: dict) -> tuple:
+    """What a run and its baseline share; the repeat too (launch_repeats): each repeat's N-GPU run
+    is compared with the baseline measured in the same turn."""
     params = run["params"]
     fixed = "global_batch" if params.get("global_batches") else "grad_accum"
     same = {k: v for k, v in params.items() if k not in VARYING}
-    return (run["suite"], repr(sorted(same.items())), fixed, params.get(fixed))
+    return (run["suite"], repr(sorted(same.items())), fixed, params.get(fixed), run.get("repeat", 1))
 
 
 def _median(run: dict, metric: str) -> "float | None":

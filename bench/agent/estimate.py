@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from bench.agent.gpu_peaks import dense_bf16_peak_tflops
 from bench.agent.models import gpt
 
-LAUNCH_START_S = {"gpu": 8.0, "cpu": 10.0}  # torchrun, imports, process group
+LAUNCH_START_S = {"gpu": 8.0, "cpu": 5.0}  # torchrun, imports, process group (2 cores: 3-4 s idle, about 10 s under load)
 POINT_OVERHEAD_S = {"gpu": 0.05, "cpu": 0.01}  # buffers, graph capture, the check's comparison
 CALL_LATENCY_S = {"gpu": 20e-6, "cpu": 300e-6}
 # Bus bandwidth (GB/s) an all-reduce reaches on large messages, per transport preset.
@@ -28,7 +28,7 @@ LOCAL_GBPS = {"gpu": 1000.0, "cpu": 5.0}  # one rank: a copy in memory
 PCIE_COPY_GBPS = {5: 55.0, 4: 25.0}  # one-way host<->device copies (copy suite on one H200: 55.4 GB/s)
 CPU_GLOO_BUSBW_GBPS = 1.0
 
-DDP_START_S = {"gpu": 6.0, "cpu": 5.0}  # model built and wrapped, optimizer, data
+DDP_START_S = {"gpu": 6.0, "cpu": 1.0}  # model built and wrapped, optimizer, data
 COMPILE_S_PER_LAYER, COMPILE_BASE_S = 0.9, 5.0  # torch.compile of a GPT, once per launch (H200: gpt2 30 s, gpt2-large 52 s with start-up)
 UNET_COMPILE_S = 240.0  # SDXL's UNet: recompiled per global batch (issue 13)
 GPT_MFU = 0.4  # gpt2 on one H200: 40.7% (attention FLOPs counted)
@@ -38,8 +38,8 @@ UNET_TRAIN_FLOPS_PER_SAMPLE = {"sdxl-unet": 19e12, "tiny-unet": 2e9}  # forward,
 UNET_MFU = {"compiled": 0.13, "eager": 0.11}  # compiled: issue 13 (2.41 s at batch 16); eager: a guess, not measured
 UNET_PARAMS = {"sdxl-unet": 2.6e9, "tiny-unet": 2e6}
 UNET_BUILD_S = {"gpu": 20.0, "cpu": 2.0}  # 2.6B parameters made and moved to the GPU
-STEP_OVERHEAD_S = {"gpu": 0.01, "cpu": 0.08}  # Python, the optimizer's launches
-CPU_FLOPS_PER_CORE = 4e9  # what a training step reaches, Python's overhead included
+STEP_OVERHEAD_S = {"gpu": 0.01, "cpu": 0.01}  # Python, the optimizer's launches
+CPU_FLOPS_PER_CORE = 2e10  # what a training step reaches, Python's overhead included
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -100,6 +100,7 @@ class Launch:
     estimate_s: float = 0.0  # seconds, set by run_plan: an earlier run here (bench.common.history), else the cost model
     configurations: int = 0  # runs it will record, set by run_plan with estimate_s
     threads_per_rank: "int | None" = None  # CPU hosts: the same for every launch of the plan
+    repeat: int = 1  # which of the entry's launch_repeats this is
 
     @property
     def world_size(self) -> int:
@@ -143,6 +144,7 @@ class _Planner:
         """The entry's launches, a transport preset and world size each, checked before any is run."""
         override = dict(entry.get("gpu" if self.cuda else "cpu", {}))
         transports = override.pop("transports", entry["transports"])
+        repeats = override.pop("launch_repeats", entry["launch_repeats"])
         params = {**entry["params"], **override}
         suite = SUITES[entry["suite"]]
         typed = suite.Params.of(params)
@@ -154,7 +156,11 @@ class _Planner:
                 suite.check_plan(typed, self.hw, world_size=per_node * self.nodes.count, transport=preset_name,
                                  nodes=self.nodes.count)
                 launches.append(self._launch(index, entry, preset_name, transports, per_node, params))
-        return launches
+        # The entry's launches in turn, not each one k times over: a machine that drifts
+        # with time then shows it as spread between repeats, not as a difference between launches.
+        again = [launch for launch in launches if not launch.skipped_reason]
+        return launches + [replace(launch, id=f"{launch.id}-r{repeat}", repeat=repeat)
+                           for repeat in range(2, repeats + 1) for launch in again]
 
     def _check_transport(self, suite: str, preset_name: str) -> None:
         preset = PRESETS[preset_name]
@@ -281,7 +287,8 @@ def run_launch(launch: Launch, out_dir: Path, progress: Callable[[dict], None] =
     if status == "failed":
         error = rank_errors.reported(log_text) or error
     transport = transport_record(launch.preset, launch.backend, launch.world_size, log_text)
-    runs = [{**run, "transport": transport, "launch_id": launch.id, "gpu_counters": sampler.window_summary(run.get("measured_window"))}
+    runs = [{**run, "transport": transport, "launch_id": launch.id, "repeat": launch.repeat,
+             "gpu_counters": sampler.window_summary(run.get("measured_window"))}
             for run in map(json.loads, _result_lines(result_path))]
     if status == "ok" and not transport["matches_preset"]:
         error = f"transport preset {launch.preset!r} asked for {sorted(PRESETS[launch.preset].accepts)}, NCCL used {transport['nccl_used']}"

@@ -5,6 +5,15 @@ one level, for the report's scaling efficiency and verify's verdicts alike).
 Each side of a ratio is resampled with replacement (its own sample count), the ratio of the
 resampled medians is taken, and the interval is the central LEVEL of those ratios. The generator
 is seeded, so the same bundles always give the same interval.
+
+A verdict over many runs at once (verify, compare) takes each run's interval at family_level,
+so that all of them hold together at LEVEL (Bonferroni): one run in twenty outside a 95%
+interval is what such an interval promises, and a bundle of twenty runs would otherwise fail an
+honest rerun about every other time.
+
+A side measured by several launches (a plan entry's launch_repeats) is resampled in two stages,
+launches first and then the samples of each launch drawn: the spread between launches, which
+the samples of one launch cannot show, then widens the interval as it should.
 """
 
 from __future__ import annotations
@@ -16,6 +25,7 @@ from dataclasses import dataclass
 
 LEVEL = 0.95
 RESAMPLES = 2000
+TAIL_RESAMPLES_MIN = 10  # resamples beyond each end of an interval, at the least: a wider level takes more
 SEED = 0
 DRAWN_RESAMPLE_MAX = 50  # above this many samples, drawing each resample costs more than its order statistics
 LEVEL_LABEL = f"{LEVEL:.0%} CI"
@@ -23,6 +33,27 @@ METHOD = (
     f"{LEVEL:.0%} interval from a bootstrap of the ratio of medians "
     f"({RESAMPLES} resamples of each side's samples, fixed seed {SEED})"
 )
+
+
+def family_level(count: int) -> float:
+    """The level each of `count` intervals needs for all of them to hold together at LEVEL."""
+    return 1 - (1 - LEVEL) / max(count, 1)
+
+
+def percent(level: float) -> str:
+    """95%, 99.4%: a level as the interval's name says it."""
+    return f"{level * 100:.3g}%"
+
+
+def family_method(level: float, count: int) -> str:
+    """METHOD for `count` intervals taken together at LEVEL."""
+    return (f"{percent(level)} interval for each of the {count} compared runs, so that all of them hold together at "
+            f"{percent(LEVEL)} (Bonferroni), from a bootstrap of the ratio of medians ({_resample_count(level)} resamples "
+            f"of each side's samples, launches first where a side has several, fixed seed {SEED})")
+
+
+def _resample_count(level: float) -> int:
+    return max(RESAMPLES, math.ceil(TAIL_RESAMPLES_MIN / ((1 - level) / 2)))
 
 
 def percentile(sorted_samples: list[float], q: float) -> float:
@@ -89,14 +120,14 @@ class Spread:
         return None if self.low is None or not self.median else (self.high - self.low) / abs(self.median)
 
 
-def _resampled_medians(rng: random.Random, samples: list[float]) -> list[float]:
-    """RESAMPLES medians, each of len(samples) draws with replacement. Up to DRAWN_RESAMPLE_MAX
+def _resampled_medians(rng: random.Random, samples: list[float], count: int = RESAMPLES) -> list[float]:
+    """`count` medians, each of len(samples) draws with replacement. Up to DRAWN_RESAMPLE_MAX
     samples each resample is drawn; above, where drawing costs time in proportion to the samples
     (a report pooling hundreds of bundles), each median comes from its order statistics instead."""
     if len(samples) <= DRAWN_RESAMPLE_MAX:
-        return [statistics.median(rng.choices(samples, k=len(samples))) for _ in range(RESAMPLES)]
+        return [statistics.median(rng.choices(samples, k=len(samples))) for _ in range(count)]
     ordered = sorted(samples)
-    return [_resampled_median_of_many(rng, ordered) for _ in range(RESAMPLES)]
+    return [_resampled_median_of_many(rng, ordered) for _ in range(count)]
 
 
 def _resampled_median_of_many(rng: random.Random, ordered: list[float]) -> float:
@@ -114,14 +145,30 @@ def _resampled_median_of_many(rng: random.Random, ordered: list[float]) -> float
     return (low + ordered[min(int(above * n), n - 1)]) / 2
 
 
-def ratio_of_medians(numerator: list, denominator: list) -> Spread:
+def ratio_of_medians(numerator: list, denominator: list, level: float = LEVEL) -> Spread:
     """median(numerator) / median(denominator) and its bootstrap interval; n is the smaller side's count."""
-    top, bottom = [float(x) for x in numerator], [float(x) for x in denominator]
-    value = statistics.median(top) / statistics.median(bottom)
-    n = min(len(top), len(bottom))
-    if min(bottom) <= 0:
+    return ratio_of_pooled_medians([numerator], [denominator], level)
+
+
+def ratio_of_pooled_medians(numerator: "list[list]", denominator: "list[list]", level: float = LEVEL) -> Spread:
+    """As ratio_of_medians, each side given as the samples of each launch that measured it: the
+    medians are of the pooled samples, the interval resamples launches, then samples within each."""
+    top, bottom = ([[float(x) for x in launch] for launch in side if launch] for side in (numerator, denominator))
+    pooled_top, pooled_bottom = [x for launch in top for x in launch], [x for launch in bottom for x in launch]
+    value = statistics.median(pooled_top) / statistics.median(pooled_bottom)
+    n = min(len(pooled_top), len(pooled_bottom))
+    if min(pooled_bottom) <= 0:
         return Spread(value, None, None, n)
-    rng = random.Random(SEED)
-    ratios = sorted(t / b for t, b in zip(_resampled_medians(rng, top), _resampled_medians(rng, bottom)))
-    tail = (1 - LEVEL) / 2 * 100
+    rng, count = random.Random(SEED), _resample_count(level)
+    ratios = sorted(t / b for t, b in zip(_resampled_pooled_medians(rng, top, count), _resampled_pooled_medians(rng, bottom, count)))
+    tail = (1 - level) / 2 * 100
     return Spread(value, percentile(ratios, tail), percentile(ratios, 100 - tail), n)
+
+
+def _resampled_pooled_medians(rng: random.Random, launches: "list[list[float]]", count: int) -> list[float]:
+    """`count` medians of a two-stage resample: as many launches drawn with replacement, then
+    each drawn launch's samples drawn with replacement (one launch: _resampled_medians)."""
+    if len(launches) == 1:
+        return _resampled_medians(rng, launches[0], count)
+    return [statistics.median([x for launch in rng.choices(launches, k=len(launches)) for x in rng.choices(launch, k=len(launch))])
+            for _ in range(count)]

@@ -31,6 +31,7 @@ def with_defaults(plan: dict) -> dict:
     plan = copy.deepcopy(plan)
     defs = schemas.schema("plan")["$defs"]
     for entry in plan["suites"]:
+        entry.setdefault("launch_repeats", defs["launch_repeats"]["default"])
         properties = defs[f"{entry['suite']}_params"]["properties"]
         params = entry.setdefault("params", {})
         for key, spec in properties.items():
@@ -61,6 +62,9 @@ def describe(plan: dict) -> list[str]:
     for index, entry in enumerate(plan["suites"]):
         env = " ".join(f"{name}={value}" for name, value in sorted(entry.get("env", {}).items())) or "none"
         worlds = ", ".join(str(w) for w in entry["world_sizes"])
+        counts = [f"{entry['launch_repeats']}x"] + [f"{side} {entry[side]['launch_repeats']}x" for side in ("gpu", "cpu")
+                                                    if "launch_repeats" in entry.get(side, {})]
+        repeats = f", each launch run {', '.join(counts)}" if counts != ["1x"] else ""
         lines.append(f"  suites[{index}]: {entry['suite']}, transports {', '.join(entry['transports'])}, "
-                     f"world sizes {worlds}; env: {env}")
+                     f"world sizes {worlds}{repeats}; env: {env}")
     return lines

@@ -1,6 +1,7 @@
-"""Run-by-run comparison of an original bundle with a new one: matching, ratios, verdicts.
+"""Configuration-by-configuration comparison of an original bundle with a new one: matching, ratios, verdicts.
 
-A run's identity is (host, suite, params, transport preset, world size). Hosts pair by name when
+A configuration's identity is (host, suite, params, transport preset, world size); the runs of
+one configuration in several repeats of its launch (launch_repeats) are judged together. Hosts pair by name when
 every original host name is among the new ones, otherwise by position (the first original host
 with the first new one, ...); explicit pairs (--host-map orig=new) come first.
 """
@@ -12,7 +13,7 @@ import math
 import statistics
 from dataclasses import asdict, dataclass, field, replace
 
-from bench.common.stats import LEVEL, Spread, cv, ratio_of_medians
+from bench.common.stats import Spread, cv, family_level, percent, ratio_of_pooled_medians
 from bench.errors import UserError
 from bench.verify.machines import differences
 
@@ -74,7 +75,7 @@ def match_hosts(original: "list[str]", new: "list[str]", explicit: dict) -> tupl
 
 
 # How long a run sampled and warmed up, not what it measured: a rerun may set them otherwise.
-SAMPLING_PARAMS = frozenset({"cv_target", "sampling_cap_s", "warmup_max_steps", "warmup_tolerance"})
+SAMPLING_PARAMS = frozenset({"cv_target", "sampling_cap_s", "warmup_max_steps", "warmup_tolerance", "launch_repeats"})
 
 
 def measured(params: dict) -> dict:
@@ -101,6 +102,7 @@ class RunVerdict:
     ci_low: "float | None" = None
     ci_high: "float | None" = None
     tolerance: "float | None" = None
+    level: "float | None" = None  # the interval's: every compared run's holds together at stats.LEVEL
     differs: list = field(default_factory=list)  # fingerprint or transport fields that differ
     reason: "str | None" = None
 
@@ -126,15 +128,21 @@ def verdict_of(ratio: Spread, tolerance: float, metric: str) -> str:
     return "inconclusive"
 
 
-def why_inconclusive(ratio: Spread, tolerance: float, original: list, new: list) -> str:
+def why_inconclusive(ratio: Spread, tolerance: float, level: float, original: "list[list]", new: "list[list]") -> str:
     """Why the interval is too wide to judge, and what would settle it."""
     if ratio.low is None:
         return "the original's samples hold a non-positive value: no interval"
     return (
-        f"the {LEVEL:.0%} interval straddles the band +-{tolerance:.3g} (CV original {cv(original):.1%} n={len(original)}, "
-        f"new {cv(new):.1%} n={len(new)}); more samples settle it: raise the entry's repetitions or steps, "
+        f"the {percent(level)} interval straddles the band +-{tolerance:.3g} (CV original {_spread(original)}, new {_spread(new)}); "
+        f"more samples settle it: raise the entry's repetitions or steps (or launch_repeats, where launches differ), "
         f"or rerun on a quieter machine"
     )
+
+
+def _spread(launches: "list[list]") -> str:
+    pooled = [x for launch in launches for x in launch]
+    over = f" over {len(launches)} launches" if len(launches) > 1 else ""
+    return f"{cv(pooled):.1%} n={len(pooled)}{over}"
 
 
 # Above this share of the machine's CPU taken by other processes during either run, a difference
@@ -158,61 +166,97 @@ def _why_not_positive(base: RunVerdict) -> str:
     return f"the original median of {base.metric} is not positive"
 
 
-def _compare_run(base: RunVerdict, run: dict, new_run: "dict | None", machine_differs: list, tolerances: dict,
-                 new_error: "str | None", shares: tuple = (None, None)) -> RunVerdict:
-    """The verdict of one original run; medians come from the samples, which the ratio's interval resamples."""
-    if run["status"] != "ok":
-        return replace(base, verdict="not comparable", reason=f"the original run did not succeed ({run['status']}: {run.get('error')})")
-    if base.metric not in run["metrics"]:
+def _measured(runs: "list[dict]", metric: str) -> "list[dict]":
+    return [r for r in runs if r["status"] == "ok" and metric in r["metrics"]]
+
+
+@dataclass(frozen=True)
+class Measured:
+    """A configuration both bundles measured: its verdict waits for the level of the whole comparison."""
+
+    base: RunVerdict
+    samples: list  # the original's, one list per repeat of its launch
+    new_samples: list
+    shares: tuple  # the CPU share other processes took: (original, new)
+
+
+def _compare_configuration(base: RunVerdict, runs: "list[dict]", new_runs: "list[dict]", machine_differs: list,
+                           new_error: "str | None", shares: tuple = (None, None)) -> "RunVerdict | Measured":
+    """The verdict of one configuration measured by `runs` (one per repeat of its launch) and by
+    `new_runs` in the new bundle, or, where both measured it, what judge() needs."""
+    if not any(r["status"] == "ok" for r in runs):
+        return replace(base, verdict="not comparable", reason=f"the original run did not succeed ({runs[0]['status']}: {runs[0].get('error')})")
+    runs = _measured(runs, base.metric)
+    if not runs:
         return replace(base, verdict="not comparable", reason=f"the original run has no {base.metric}")
-    samples = run["metrics"][base.metric]["samples"]
-    base = replace(base, original_median=statistics.median(samples))
+    samples = [r["metrics"][base.metric]["samples"] for r in runs]
+    base = replace(base, original_median=statistics.median([x for launch in samples for x in launch]))
     if machine_differs:
         return replace(base, verdict="not comparable", differs=machine_differs)
-    if new_run is None:
+    if not new_runs:
         return replace(base, verdict="failed", reason=new_error or "the new bundle has no such run")
-    if new_run["status"] != "ok":
-        return replace(base, verdict="failed", reason=f"{new_run['status']}: {new_run.get('error')}")
-    if base.metric not in new_run["metrics"]:
+    if not any(r["status"] == "ok" for r in new_runs):
+        return replace(base, verdict="failed", reason=f"{new_runs[0]['status']}: {new_runs[0].get('error')}")
+    new_runs = _measured(new_runs, base.metric)
+    if not new_runs:
         return replace(base, verdict="failed", reason=f"the new run has no {base.metric}")
-    used = (run["transport"].get("nccl_used"), new_run["transport"].get("nccl_used"))
+    used = (runs[0]["transport"].get("nccl_used"), new_runs[0]["transport"].get("nccl_used"))
     if used[0] != used[1]:
         return replace(base, verdict="not comparable", differs=[{"field": "nccl_transport", "original": used[0], "new": used[1]}])
     if base.original_median <= 0:
         return replace(base, verdict="not comparable", reason=_why_not_positive(base))
-    new_samples = new_run["metrics"][base.metric]["samples"]
-    ratio = ratio_of_medians(new_samples, samples)
+    return Measured(base, samples, [r["metrics"][base.metric]["samples"] for r in new_runs], shares)
+
+
+def judge(measured: Measured, tolerances: dict, level: float) -> RunVerdict:
+    """The verdict of a configuration both bundles measured: its ratio's interval, at `level`, against the band."""
+    base, samples, new_samples = measured.base, measured.samples, measured.new_samples
+    ratio = ratio_of_pooled_medians(new_samples, samples, level)
     tolerance = tolerances[base.metric]
     verdict = verdict_of(ratio, tolerance, base.metric)
-    reason = why_inconclusive(ratio, tolerance, samples, new_samples) if verdict == "inconclusive" else None
-    busy = _busy(shares)
+    reason = why_inconclusive(ratio, tolerance, level, samples, new_samples) if verdict == "inconclusive" else None
+    busy = _busy(measured.shares)
     if verdict in ("slower", "faster") and busy:
         verdict, reason = "inconclusive", f"{verdict} beyond its interval, but {busy}"
     return replace(
-        base, new_median=statistics.median(new_samples), ratio=ratio.median, ci_low=ratio.low, ci_high=ratio.high,
-        tolerance=tolerance, verdict=verdict, reason=reason,
+        base, new_median=statistics.median([x for launch in new_samples for x in launch]), ratio=ratio.median,
+        ci_low=ratio.low, ci_high=ratio.high, tolerance=tolerance, level=level, verdict=verdict, reason=reason,
     )
 
 
-def _others_share(host: "dict | None", run: "dict | None") -> "float | None":
-    """The CPU share other processes took during the launch that measured run (None: not recorded)."""
-    if host is None or run is None:
+def _others_share(host: "dict | None", runs: "list[dict]") -> "float | None":
+    """The largest CPU share other processes took during the launches that measured `runs` (None: not recorded)."""
+    if host is None:
         return None
-    launch = next((l for l in host["launches"] if l["id"] == run["launch_id"]), {})
-    return launch.get("cpu_taken_by_others_fraction")
+    measured_by = {run["launch_id"] for run in runs}
+    shares = [l.get("cpu_taken_by_others_fraction") for l in host["launches"] if l["id"] in measured_by]
+    return max((share for share in shares if share is not None), default=None)
+
+
+def configurations(runs: "list[dict]") -> "dict[tuple, list[dict]]":
+    """run_key -> the runs that measured it (one per repeat of its launch), in the bundle's order."""
+    found: dict = {}
+    for run in runs:
+        found.setdefault(run_key(run), []).append(run)
+    return found
 
 
 def compare_bundles(original: dict, new: dict, tolerances: dict, pairs: "list[tuple]", ignore: "frozenset[str]" = frozenset()) -> list[RunVerdict]:
-    """One verdict per run of the original bundle, in its order. `ignore`: fingerprint fields a
-    recorded deviation accounts for (the image after --image)."""
+    """One verdict per configuration of the original bundle, in its order; the intervals of the
+    configurations both bundles measured hold together at stats.LEVEL. `ignore`: fingerprint
+    fields a recorded deviation accounts for (the image after --image)."""
+    found = _configurations_of(original, new, pairs, ignore)
+    level = family_level(sum(isinstance(f, Measured) for f in found))
+    return [judge(f, tolerances, level) if isinstance(f, Measured) else f for f in found]
+
+
+def _configurations_of(original: dict, new: dict, pairs: "list[tuple]", ignore: "frozenset[str]") -> "list[RunVerdict | Measured]":
     new_hosts = {h["name"]: h for h in new["hosts"]}
     original_hosts = {h["name"]: h for h in original["hosts"]}
     verdicts = []
     for name, new_name in pairs:
         host, new_host = original_hosts[name], new_hosts.get(new_name)
-        new_runs: dict = {}
-        for run in (new_host or {}).get("runs", []):
-            new_runs.setdefault(run_key(run), []).append(run)
+        new_runs = configurations((new_host or {}).get("runs", []))
         if new_host is None:
             machine_differs = [{"field": "host", "original": name, "new": None}]
         elif new_host["fingerprint"] is None:
@@ -221,17 +265,16 @@ def compare_bundles(original: dict, new: dict, tolerances: dict, pairs: "list[tu
             machine_differs = [{"field": "fingerprint", "original": None, "new": "present"}]
         else:
             machine_differs = differences(host["fingerprint"], new_host["fingerprint"], ignore)
-        for run in host["runs"]:
+        for key, runs in configurations(host["runs"]).items():
+            run = runs[0]
             base = RunVerdict(
                 host=name, new_host=new_name, suite=run["suite"], params=run["params"],
                 transport=run["transport"]["preset"], world_size=run["world_size"],
                 metric=HEADLINE[run["suite"]], verdict="",
             )
-            queue = new_runs.get(run_key(run), [])
-            new_run = queue.pop(0) if queue else None
             new_error = None if new_host is None else new_host.get("error")
-            shares = (_others_share(host, run), _others_share(new_host, new_run))
-            verdicts.append(_compare_run(base, run, new_run, machine_differs, tolerances, new_error, shares))
+            shares = (_others_share(host, runs), _others_share(new_host, new_runs.get(key, [])))
+            verdicts.append(_compare_configuration(base, runs, new_runs.get(key, []), machine_differs, new_error, shares))
     return verdicts
 
 
@@ -241,12 +284,18 @@ def plan_differences(original: dict, new: dict) -> list[str]:
     a = {k: v for k, v in original["plan"].items() if k not in ignored}
     b = {k: v for k, v in new["plan"].items() if k not in ignored}
     differ = [k for k in sorted({*a, *b}) if k != "suites" and a.get(k) != b.get(k)]
-    suites_a, suites_b = ([{**e, "params": measured(e.get("params", {}))} for e in p.get("suites", [])] for p in (a, b))
+    suites_a, suites_b = ([_measured_entry(e) for e in p.get("suites", [])] for p in (a, b))
     if len(suites_a) != len(suites_b):
         differ.append(f"suites ({len(suites_a)} entries against {len(suites_b)})")
     else:
         differ += [f"suites[{i}] ({x.get('suite')})" for i, (x, y) in enumerate(zip(suites_a, suites_b)) if x != y]
     return differ
+
+
+def _measured_entry(entry: dict) -> dict:
+    """A plan entry without what only says how it sampled (its params' and its launches' repeats)."""
+    sides = {side: measured(entry[side]) for side in ("gpu", "cpu") if side in entry}
+    return {**{k: v for k, v in entry.items() if k != "launch_repeats"}, "params": measured(entry.get("params", {})), **sides}
 
 
 OUTCOMES = ("passed", "failed", "inconclusive", "not comparable")

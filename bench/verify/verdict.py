@@ -7,7 +7,7 @@ from collections import Counter
 from pathlib import Path
 
 from bench.common.files import write_text
-from bench.common.stats import LEVEL_LABEL, METHOD
+from bench.common.stats import METHOD, family_method, percent
 from bench.outputs import prepare_folder
 from bench.report import markdown as markdown_renderer
 from bench.report.document import Bullets, Heading, Paragraph, Table
@@ -55,7 +55,9 @@ def _verdict(v: RunVerdict) -> str:
 
 
 def table(verdicts: "list[RunVerdict]") -> Table:
-    header = ["host", "suite", "params", "transport", "ranks", "metric", "original", "new", f"ratio [{LEVEL_LABEL}]", "verdict"]
+    levels = {v.level for v in verdicts if v.level is not None}
+    label = f"ratio [{percent(levels.pop())} CI]" if len(levels) == 1 else "ratio [CI]"
+    header = ["host", "suite", "params", "transport", "ranks", "metric", "original", "new", label, "verdict"]
     rows = []
     for v, params in zip(verdicts, params_labels(verdicts)):
         host = v.host if v.new_host in (v.host, None) else f"{v.host} -> {v.new_host}"
@@ -83,8 +85,10 @@ def summary(verdicts: "list[RunVerdict]", result: str, plans_differ: "list[str]"
 
 def document(context: dict, verdicts: "list[RunVerdict]", result: str) -> dict:
     """verdict.json: the context (bundles, signatures, host pairs, deviations, tolerances), the method and each run."""
+    judged = [v for v in verdicts if v.level is not None]
+    method = family_method(judged[0].level, len(judged)) if judged else METHOD
     return {
-        "kind": "ddpbench.verdict", **context, "method": "ratio = new median / original median; " + METHOD,
+        "kind": "ddpbench.verdict", **context, "method": "ratio = new median / original median; " + method,
         "outcome": result, "passed": result == "passed",
         "summary": summary(verdicts, result, context["plans_differ"]), "runs": [v.to_json() for v in verdicts],
     }

@@ -21,8 +21,11 @@ from tests.conftest import TEST_PLANS, bundle_path_from, cli
 
 def test_the_run_announces_its_launches_and_reports_each_configuration(quick_run, quick_bundle):
     stderr = quick_run[0].stderr
-    assert re.search(r"^\[local\] 3 launches, estimated (\d+ min )?\d+ s in all: "
-                     r"00-collectives-default-ws2 \(7 configurations, ~\d+ s\), 01-ddp-default-ws1 \(1 configuration, ~", stderr, re.M)
+    # On the CPU quick runs each launch three times (launch_repeats), the entry's launches in turn.
+    assert re.search(r"^\[local\] 9 launches, estimated (\d+ min )?\d+ s in all: "
+                     r"00-collectives-default-ws2 \(7 configurations, ~\d+ s\), 00-collectives-default-ws2-r2 \(7 configurations, ~\d+ s\), "
+                     r"00-collectives-default-ws2-r3 .*, 01-ddp-default-ws1 \(1 configuration, ~\d+ s\), 01-ddp-default-ws2 .*, "
+                     r"01-ddp-default-ws1-r2 ", stderr, re.M)
     points = [line for line in stderr.splitlines() if line.startswith("[local] 00-collectives-default-ws2 ") and "/7 " in line]
     runs = [r for r in quick_bundle["hosts"][0]["runs"] if r["launch_id"] == "00-collectives-default-ws2"]
     assert len(points) == len(runs) == 7

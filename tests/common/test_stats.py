@@ -6,7 +6,7 @@ import statistics
 import pytest
 
 from bench.common import stats
-from bench.common.stats import ratio_of_medians, summarize
+from bench.common.stats import family_level, ratio_of_medians, ratio_of_pooled_medians, summarize
 
 
 def test_summary_of_known_samples():
@@ -49,3 +49,26 @@ def test_many_samples_get_the_interval_a_drawn_bootstrap_gives(n):
     width = ratio.high - ratio.low
     assert ratio.low == pytest.approx(stats.percentile(drawn, 2.5), abs=0.1 * width)
     assert ratio.high == pytest.approx(stats.percentile(drawn, 97.5), abs=0.1 * width)
+
+
+def test_the_spread_between_launches_widens_the_interval_that_samples_alone_would_give():
+    """Two launches a side, each tight (+-0.5%) but 8% apart: pooled as if one launch, the interval
+    is that of a bimodal sample; resampled as launches, it reaches the ratios the launches can give."""
+    def launch(level: float) -> list:
+        return [level * (1 + 0.001 * (i - 5)) for i in range(11)]
+    original, new = [launch(1.0), launch(1.08)], [launch(1.08), launch(1.08)]
+    by_launch = ratio_of_pooled_medians(new, original)
+    assert by_launch == ratio_of_pooled_medians(new, original)  # seeded
+    assert by_launch.n == 22 and by_launch.median == pytest.approx(statistics.median(new[0] + new[1]) / statistics.median(original[0] + original[1]))
+    assert by_launch.low == pytest.approx(1.0, abs=0.006) and by_launch.high == pytest.approx(1.08, abs=0.006)
+    # Against one launch of the original only, the same new samples are plainly 8% apart.
+    alone = ratio_of_pooled_medians(new, [original[0]])
+    assert alone.low > 1.07 and alone.high < 1.09
+
+
+def test_intervals_judged_together_are_each_wider_so_that_all_hold_at_95_percent():
+    rng = random.Random(3)
+    top, bottom = [rng.lognormvariate(0.05, 0.1) for _ in range(30)], [rng.lognormvariate(0, 0.1) for _ in range(30)]
+    one, of_twenty = ratio_of_medians(top, bottom), ratio_of_medians(top, bottom, family_level(20))
+    assert family_level(1) == stats.LEVEL and family_level(20) == pytest.approx(0.9975)
+    assert of_twenty.median == one.median and of_twenty.low < one.low and of_twenty.high > one.high

@@ -134,6 +134,41 @@ def test_slower_samples_are_reported_slower_run_by_run(steady, tmp_path):
     assert [r["verdict"] for r in verdicts(tmp_path / "back")] == ["faster"] * 3
 
 
+def in_launches(*levels: float):
+    """Every run measured again in len(levels) launches (launch_repeats): in the r-th, its step times x levels[r - 1]."""
+    def change(doc: dict) -> None:
+        for host in doc["hosts"]:
+            runs, launches = [], []
+            for repeat, level in enumerate(levels, 1):
+                suffix = f"-r{repeat}" if repeat > 1 else ""
+                launches += [{**launch, "id": launch["id"] + suffix} for launch in host["launches"]]
+                for run in copy.deepcopy(host["runs"]):
+                    run["launch_id"], run["repeat"] = run["launch_id"] + suffix, repeat
+                    if run["suite"] == "ddp":
+                        metric = run["metrics"]["step_time_s"]
+                        metric["samples"] = [x * level for x in metric["samples"]]
+                        metric["summary"] = summarize(metric["samples"])
+                    runs.append(run)
+            host["runs"], host["launches"] = runs, launches
+    return change
+
+
+def test_a_rerun_within_the_originals_launch_to_launch_spread_is_not_slower(steady, tmp_path):
+    """Each launch tight, the original's two launches 8% apart: a rerun whose launches both sit at
+    the slower one is inside what the original itself showed, so not "slower"."""
+    spread = derive(steady, tmp_path, "spread", in_launches(1.0, 1.08))
+    rerun = derive(steady, tmp_path, "rerun", in_launches(1.08, 1.08))
+    ddpbench("compare", spread, rerun, check_rc=3)
+    runs = verdicts(rerun.parent)
+    assert len(runs) == 3  # one verdict per configuration, its launches judged together
+    ddp = next(r for r in runs if r["suite"] == "ddp")
+    assert ddp["verdict"] == "inconclusive" and "over 2 launches" in ddp["reason"], ddp
+    # Against the original's first launch alone, the same rerun is plainly slower.
+    one = derive(steady, tmp_path, "one", in_launches(1.0))
+    ddpbench("compare", one, rerun, "--out", tmp_path / "against-one", check_rc=1)
+    assert next(r for r in verdicts(tmp_path / "against-one") if r["suite"] == "ddp")["verdict"] == "slower"
+
+
 def test_tolerance_per_metric_decides(steady, tmp_path):
     slow = derive(steady, tmp_path, "slow", scale(1.25))
     ddpbench("compare", steady, slow, "--tolerance", "step_time_s=30%", check_rc=1)
@@ -173,7 +208,10 @@ def test_inconclusive_rerun_says_why_and_exits_3(steady, tmp_path):
     noisy = derive(steady, tmp_path, "noisy", widen)
     done = ddpbench("compare", steady, noisy, check_rc=3)
     assert [r["verdict"] for r in verdicts(noisy.parent)] == ["reproduced", "reproduced", "inconclusive"]
-    assert "inconclusive: the 95% interval straddles the band +-0.05 (CV original 0.4% n=12, new" in done.stdout
+    # Three runs compared: each interval at 98.3%, so that the three hold together at 95%.
+    assert "inconclusive: the 98.3% interval straddles the band +-0.05 (CV original 0.4% n=12, new" in done.stdout
+    assert "98.3% interval for each of the 3 compared runs, so that all of them hold together at 95% (Bonferroni)" in done.stdout
+    assert all(r["level"] == pytest.approx(1 - 0.05 / 3) for r in verdicts(noisy.parent))
     assert "INCONCLUSIVE: 1 of 3 compared runs could not be judged, none differed" in done.stdout
 
 

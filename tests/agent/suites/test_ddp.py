@@ -467,6 +467,21 @@ def test_cpu_override_picks_the_transports_a_cpu_can_run():
         "00-ddp-default-ws2", "00-ddp-p2p_off-ws2"]
 
 
+def test_launch_repeats_run_the_entrys_launches_in_turn_and_skip_nothing_twice():
+    entry = {"suite": "ddp", "world_sizes": [1, 2], "launch_repeats": 2, "params": TINY_GPT,
+             "cpu": {"launch_repeats": 3}}
+    launches = plan_launches(with_defaults({"suites": [entry, {"suite": "ddp", "world_sizes": [1], "params": TINY_GPT}]}), CPU_HOST)
+    assert [(l.id, l.repeat) for l in launches] == [
+        ("00-ddp-default-ws1", 1), ("00-ddp-default-ws2", 1), ("00-ddp-default-ws1-r2", 2), ("00-ddp-default-ws2-r2", 2),
+        ("00-ddp-default-ws1-r3", 3), ("00-ddp-default-ws2-r3", 3), ("01-ddp-default-ws1", 1)]
+    # The second entry's configuration is the first's: skipped once, not repeated.
+    assert [l.id for l in launches if l.skipped_reason] == ["01-ddp-default-ws1"]
+    assert "launch_repeats" not in launches[0].params
+    gpu = Hardware(gpu_count=2, gpu_memory_bytes=80 << 30, infiniband=False, logical_cpus=16)
+    assert [l.id for l in plan_launches(with_defaults({"suites": [entry]}), gpu)] == [
+        "00-ddp-default-ws1", "00-ddp-default-ws2", "00-ddp-default-ws1-r2", "00-ddp-default-ws2-r2"]
+
+
 def test_hung_rank_times_out_and_keeps_what_finished(tmp_path):
     """Rank 1 stops (SIGSTOP) during the second configuration: rank 0 waits for it in the all-reduce."""
     plan = {
