@@ -71,10 +71,10 @@ def test_configurations_count_the_sendrecv_matrix_and_both_placements():
 
 def test_copy_configurations_follow_the_machines_gpus():
     """One process drives every GPU: h2d/d2h per GPU, d2d per ordered pair; host copies alone without a GPU."""
-    params = load_plan("copy")["suites"][0]["params"]  # 3 directions, 2 engines, both ways, 1 MiB..1 GiB by 4: 6 sizes
+    params = load_plan("copy")["suites"][0]["params"]  # 3 directions, 2 engines, both ways, 4 MiB..1 GiB by 4: 5 sizes
     two_gpus = plan_durations.MACHINES["2x H200 (NV18)"]
-    assert estimate.configurations("copy", params, 1, estimate.Machine.of(two_gpus)) == (2 + 2 + 2) * 2 * 2 * 6
-    assert estimate.configurations("copy", params, 1, None) == 6
+    assert estimate.configurations("copy", params, 1, estimate.Machine.of(two_gpus)) == (2 + 2 + 2) * 2 * 2 * 5
+    assert estimate.configurations("copy", params, 1, None) == 5
     assert estimate.launch_seconds("copy", "default", params, 1, estimate.Machine.of(two_gpus)) > 0
 
 
