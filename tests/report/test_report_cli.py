@@ -13,6 +13,7 @@ import pytest
 from bench.analysis import derive_prediction, derive_warnings
 from bench.bundle import seal
 from bench.cli import main
+from bench.common.stats import metric
 from tests.conftest import REPO, cli as ddpbench
 from tests.support.report_variants import make_variant, write
 
@@ -213,9 +214,22 @@ def test_failed_hosts_runs_and_launches_are_listed_beside_what_did_finish(real_b
     assert "| tiny | fp32 | 2 | 4 |" in md  # the batch-4 run that finished is still reported
 
 
+def _steady_ddp(bundle: dict) -> dict:
+    """The bundle with every DDP sample within 0.5% of its run's median: a figure built from it
+    is the one the test makes, not the CI machine's noise (4 steps a run; on a busy machine one
+    slow step can widen an interval across 100%)."""
+    doc = json.loads(json.dumps(bundle))
+    for run in doc["hosts"][0]["runs"]:
+        if run["suite"] == "ddp" and run["status"] == "ok":
+            for name, found in run["metrics"].items():
+                n, median = len(found["samples"]), found["summary"]["median"]
+                run["metrics"][name] = metric([median * (1 + 0.001 * (i - n // 2)) for i in range(n)])
+    return doc
+
+
 def test_implausible_figures_are_flagged_beside_them_with_their_likely_cause(real_bundle, tmp_path):
     # Two ranks at twice the speed of one each, and a busbw 1000 times a CPU's over a 56 GB/s NVLink.
-    doc = make_variant(real_bundle, "too-good", hardware="3090-nvlink", bandwidth=1000, exposed=-0.5)
+    doc = make_variant(_steady_ddp(real_bundle), "too-good", hardware="3090-nvlink", bandwidth=1000, exposed=-0.5)
     host = doc["hosts"][0]
     derive_prediction(host["runs"], host["launches"])
     for launch in host["launches"]:
