@@ -9,7 +9,10 @@ is seeded, so the same bundles always give the same interval.
 A verdict over many runs at once (verify, compare) takes each run's interval at family_level,
 so that all of them hold together at LEVEL (Bonferroni): one run in twenty outside a 95%
 interval is what such an interval promises, and a bundle of twenty runs would otherwise fail an
-honest rerun about every other time.
+honest rerun about every other time. Past the levels RESAMPLES can resolve (TAIL_RESAMPLES_MIN
+beyond each end: 99%), the interval is the normal one on the log ratio, from the same resamples'
+standard deviation, and never narrower than their 99% percentile interval: the resample count,
+and so the time, stays the same however many runs a bundle holds.
 
 A side measured by several launches (a plan entry's launch_repeats) is resampled in two stages,
 launches first and then the samples of each launch drawn: the spread between launches, which
@@ -25,7 +28,7 @@ from dataclasses import dataclass
 
 LEVEL = 0.95
 RESAMPLES = 2000
-TAIL_RESAMPLES_MIN = 10  # resamples beyond each end of an interval, at the least: a wider level takes more
+TAIL_RESAMPLES_MIN = 10  # resamples beyond each end of a percentile interval, at the least
 SEED = 0
 DRAWN_RESAMPLE_MAX = 50  # above this many samples, drawing each resample costs more than its order statistics
 LEVEL_LABEL = f"{LEVEL:.0%} CI"
@@ -47,13 +50,33 @@ def percent(level: float) -> str:
 
 def family_method(level: float, count: int) -> str:
     """METHOD for `count` intervals taken together at LEVEL."""
+    beyond = "" if _resolved(level) else (f"; past {percent(RESOLVED_LEVEL)}, the normal interval on the log ratio from the "
+                                          f"resamples' spread, never narrower than their {percent(RESOLVED_LEVEL)} percentile interval")
     return (f"{percent(level)} interval for each of the {count} compared runs, so that all of them hold together at "
-            f"{percent(LEVEL)} (Bonferroni), from a bootstrap of the ratio of medians ({_resample_count(level)} resamples "
-            f"of each side's samples, launches first where a side has several, fixed seed {SEED})")
+            f"{percent(LEVEL)} (Bonferroni), from a bootstrap of the ratio of medians ({RESAMPLES} resamples "
+            f"of each side's samples, launches first where a side has several, fixed seed {SEED}){beyond}")
 
 
-def _resample_count(level: float) -> int:
-    return max(RESAMPLES, math.ceil(TAIL_RESAMPLES_MIN / ((1 - level) / 2)))
+RESOLVED_LEVEL = 1 - 2 * TAIL_RESAMPLES_MIN / RESAMPLES  # the widest percentile interval RESAMPLES resolve: 99%
+
+
+def _resolved(level: float) -> bool:
+    return level <= RESOLVED_LEVEL + 1e-12
+
+
+def _interval(value: float, ratios: list[float], level: float, n: int) -> Spread:
+    """The central `level` of the sorted resampled ratios; past RESOLVED_LEVEL, the normal interval
+    on their logarithms, widened where needed to their RESOLVED_LEVEL percentile interval."""
+    def central(at: float) -> tuple[float, float]:
+        tail = (1 - at) / 2 * 100
+        return percentile(ratios, tail), percentile(ratios, 100 - tail)
+    if _resolved(level):
+        return Spread(value, *central(level), n)
+    low, high = central(RESOLVED_LEVEL)
+    logs = [math.log(r) for r in ratios]
+    centre, spread = statistics.fmean(logs), statistics.stdev(logs)
+    z = statistics.NormalDist().inv_cdf(1 - (1 - level) / 2)
+    return Spread(value, min(low, math.exp(centre - z * spread)), max(high, math.exp(centre + z * spread)), n)
 
 
 def percentile(sorted_samples: list[float], q: float) -> float:
@@ -120,14 +143,14 @@ class Spread:
         return None if self.low is None or not self.median else (self.high - self.low) / abs(self.median)
 
 
-def _resampled_medians(rng: random.Random, samples: list[float], count: int = RESAMPLES) -> list[float]:
-    """`count` medians, each of len(samples) draws with replacement. Up to DRAWN_RESAMPLE_MAX
+def _resampled_medians(rng: random.Random, samples: list[float]) -> list[float]:
+    """RESAMPLES medians, each of len(samples) draws with replacement. Up to DRAWN_RESAMPLE_MAX
     samples each resample is drawn; above, where drawing costs time in proportion to the samples
     (a report pooling hundreds of bundles), each median comes from its order statistics instead."""
     if len(samples) <= DRAWN_RESAMPLE_MAX:
-        return [statistics.median(rng.choices(samples, k=len(samples))) for _ in range(count)]
+        return [statistics.median(rng.choices(samples, k=len(samples))) for _ in range(RESAMPLES)]
     ordered = sorted(samples)
-    return [_resampled_median_of_many(rng, ordered) for _ in range(count)]
+    return [_resampled_median_of_many(rng, ordered) for _ in range(RESAMPLES)]
 
 
 def _resampled_median_of_many(rng: random.Random, ordered: list[float]) -> float:
@@ -159,16 +182,15 @@ def ratio_of_pooled_medians(numerator: "list[list]", denominator: "list[list]", 
     n = min(len(pooled_top), len(pooled_bottom))
     if min(pooled_bottom) <= 0:
         return Spread(value, None, None, n)
-    rng, count = random.Random(SEED), _resample_count(level)
-    ratios = sorted(t / b for t, b in zip(_resampled_pooled_medians(rng, top, count), _resampled_pooled_medians(rng, bottom, count)))
-    tail = (1 - level) / 2 * 100
-    return Spread(value, percentile(ratios, tail), percentile(ratios, 100 - tail), n)
+    rng = random.Random(SEED)
+    ratios = sorted(t / b for t, b in zip(_resampled_pooled_medians(rng, top), _resampled_pooled_medians(rng, bottom)))
+    return _interval(value, ratios, level, n)
 
 
-def _resampled_pooled_medians(rng: random.Random, launches: "list[list[float]]", count: int) -> list[float]:
-    """`count` medians of a two-stage resample: as many launches drawn with replacement, then
+def _resampled_pooled_medians(rng: random.Random, launches: "list[list[float]]") -> list[float]:
+    """RESAMPLES medians of a two-stage resample: as many launches drawn with replacement, then
     each drawn launch's samples drawn with replacement (one launch: _resampled_medians)."""
     if len(launches) == 1:
-        return _resampled_medians(rng, launches[0], count)
+        return _resampled_medians(rng, launches[0])
     return [statistics.median([x for launch in rng.choices(launches, k=len(launches)) for x in rng.choices(launch, k=len(launch))])
-            for _ in range(count)]
+            for _ in range(RESAMPLES)]

@@ -166,7 +166,7 @@ def _why_not_positive(base: RunVerdict) -> str:
     return f"the original median of {base.metric} is not positive"
 
 
-def _measured(runs: "list[dict]", metric: str) -> "list[dict]":
+def _with_metric(runs: "list[dict]", metric: str) -> "list[dict]":
     return [r for r in runs if r["status"] == "ok" and metric in r["metrics"]]
 
 
@@ -186,7 +186,7 @@ def _compare_configuration(base: RunVerdict, runs: "list[dict]", new_runs: "list
     `new_runs` in the new bundle, or, where both measured it, what judge() needs."""
     if not any(r["status"] == "ok" for r in runs):
         return replace(base, verdict="not comparable", reason=f"the original run did not succeed ({runs[0]['status']}: {runs[0].get('error')})")
-    runs = _measured(runs, base.metric)
+    runs = _with_metric(runs, base.metric)
     if not runs:
         return replace(base, verdict="not comparable", reason=f"the original run has no {base.metric}")
     samples = [r["metrics"][base.metric]["samples"] for r in runs]
@@ -197,7 +197,7 @@ def _compare_configuration(base: RunVerdict, runs: "list[dict]", new_runs: "list
         return replace(base, verdict="failed", reason=new_error or "the new bundle has no such run")
     if not any(r["status"] == "ok" for r in new_runs):
         return replace(base, verdict="failed", reason=f"{new_runs[0]['status']}: {new_runs[0].get('error')}")
-    new_runs = _measured(new_runs, base.metric)
+    new_runs = _with_metric(new_runs, base.metric)
     if not new_runs:
         return replace(base, verdict="failed", reason=f"the new run has no {base.metric}")
     used = (runs[0]["transport"].get("nccl_used"), new_runs[0]["transport"].get("nccl_used"))

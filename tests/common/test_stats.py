@@ -72,3 +72,6 @@ def test_intervals_judged_together_are_each_wider_so_that_all_hold_at_95_percent
     one, of_twenty = ratio_of_medians(top, bottom), ratio_of_medians(top, bottom, family_level(20))
     assert family_level(1) == stats.LEVEL and family_level(20) == pytest.approx(0.9975)
     assert of_twenty.median == one.median and of_twenty.low < one.low and of_twenty.high > one.high
+    # Past 99% the resamples cannot resolve the tails: the interval is never narrower than their 99% one.
+    resolved = ratio_of_medians(top, bottom, 0.99)
+    assert of_twenty.low <= resolved.low and of_twenty.high >= resolved.high
