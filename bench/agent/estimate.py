@@ -22,11 +22,16 @@ LAUNCH_START_S = {"gpu": 8.0, "cpu": 5.0}  # torchrun, imports, process group (2
 POINT_OVERHEAD_S = {"gpu": 0.05, "cpu": 0.01}  # buffers, graph capture, the check's comparison
 CALL_LATENCY_S = {"gpu": 20e-6, "cpu": 300e-6}
 # Bus bandwidth (GB/s) an all-reduce reaches on large messages, per transport preset.
-GPU_BUSBW_GBPS = {"p2p_off": {5: 25.0, 4: 12.0}, "socket": 3.5, "ib": 20.0, "gloo": 0.75}
+GPU_BUSBW_GBPS = {"p2p_off": {5: 25.0, 4: 12.0}, "socket": 3.5, "ib": 20.0, "gloo": 1.8}
 NVLINK_BUSBW_GBPS, PCIE_P2P_BUSBW_GBPS = 300.0, {5: 40.0, 4: 20.0}
 LOCAL_GBPS = {"gpu": 1000.0, "cpu": 5.0}  # one rank: a copy in memory
 PCIE_COPY_GBPS = {5: 55.0, 4: 25.0}  # one-way host<->device copies (copy suite on one H200: 55.4 GB/s)
 CPU_GLOO_BUSBW_GBPS = 1.0
+# gloo on a GPU host reduces host tensors with one thread a rank (torchrun's OMP_NUM_THREADS=1):
+# filling the inputs twice, the expected result and the check cost 27 s per GB of buffer on a 2x
+# H200 host (seed002's 1.4 and 5.6 GB points: 43 and 174 s, of which 6 and 22 s in the calls).
+# A CPU host's own sweeps are small, and their cost is inside its fitted constants.
+GLOO_HOST_BUFFER_S_PER_BYTE = 27e-9
 
 DDP_START_S = {"gpu": 6.0, "cpu": 1.0}  # model built and wrapped, optimizer, data
 COMPILE_S_PER_LAYER, COMPILE_BASE_S = 0.9, 5.0  # torch.compile of a GPT, once per launch (H200: gpt2 30 s, gpt2-large 52 s with start-up)
@@ -35,9 +40,15 @@ GPT_MFU = 0.4  # gpt2 on one H200: 40.7% (attention FLOPs counted)
 FP32_OF_BF16_PEAK = 0.5  # TF32 tensor cores: half the bf16 rate on H100/H200 and RTX 3090
 UNKNOWN_PEAK_TFLOPS = 100.0
 UNET_TRAIN_FLOPS_PER_SAMPLE = {"sdxl-unet": 19e12, "tiny-unet": 2e9}  # forward, backward, recompute
-UNET_MFU = {"compiled": 0.13, "eager": 0.11}  # compiled: issue 13 (2.41 s at batch 16); eager: a guess, not measured
+# At micro-batch 2 the UNet's step is bound by launching its kernels (issue 13): eager 8% MFU on one
+# H200 (4.10 s at global batch 16), replayed from CUDA graphs 20.6% (1.59 s); compiled 13% (2.41 s).
+UNET_MFU = {"compiled": 0.13, "eager": 0.08, "graphed": 0.20}
 UNET_PARAMS = {"sdxl-unet": 2.6e9, "tiny-unet": 2e6}
-UNET_BUILD_S = {"gpu": 20.0, "cpu": 2.0}  # 2.6B parameters made and moved to the GPU
+# Per configuration, beside its steps: the model built (the suite builds one per global batch),
+# graphs captured, the profiled steps analysed. seed000 on a 2x H200, graphed: 120 s for each of
+# its first two configurations (1.15 and 2.03 s steps); the runs' setup_s, warmup_s and profile_s
+# say how it splits.
+UNET_CONFIG_S = {"gpu": 120.0, "cpu": 2.0}
 STEP_OVERHEAD_S = {"gpu": 0.01, "cpu": 0.01}  # Python, the optimizer's launches
 CPU_FLOPS_PER_CORE = 2e10  # what a training step reaches, Python's overhead included
 
@@ -131,7 +142,8 @@ def _collectives_s(preset: str, params: dict, world_size: int, machine: Machine)
             placements = len(set(params["in_place"])) if op in ("all_gather", "reduce_scatter") else 1
             for size in _sizes(params):
                 per_call = CALL_LATENCY_S[kind] + size * factor / busbw
-                total += placements * (calls * per_call + POINT_OVERHEAD_S[kind])
+                host_buffers = size * GLOO_HOST_BUFFER_S_PER_BYTE if kind == "gpu" and preset == "gloo" else 0.0
+                total += placements * (calls * per_call + POINT_OVERHEAD_S[kind] + host_buffers)
     return total
 
 
@@ -180,8 +192,9 @@ def _ddp_s(preset: str, params: dict, world_size: int, machine: Machine) -> floa
     else:
         n_params = UNET_PARAMS.get(model, 2.6e9)
         flops_per_sample = UNET_TRAIN_FLOPS_PER_SAMPLE.get(model, 19e12)
-        rate = peak * UNET_MFU["compiled" if compiled else "eager"] if kind == "gpu" else peak
-        total += UNET_BUILD_S[kind]
+        mode = "compiled" if compiled else "graphed" if params.get("cuda_graphs") else "eager"
+        rate = peak * UNET_MFU[mode] if kind == "gpu" else peak
+        total += UNET_CONFIG_S[kind] * len(batches)
         if compiled:
             total += UNET_COMPILE_S * len(batches)
     half = params.get("weights_dtype") == "bfloat16" or params.get("grad_reduce_dtype") == "bf16"

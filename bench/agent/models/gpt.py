@@ -8,7 +8,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from torch.utils.checkpoint import checkpoint
+
+from bench.agent.models.recompute import checkpoint
 
 
 @dataclass(frozen=True)
@@ -90,7 +91,7 @@ class GPT(nn.Module):
         pos = torch.arange(idx.shape[1], device=idx.device)
         x = self.wte(idx) + self.wpe(pos)
         for block in self.blocks:
-            x = checkpoint(block, x, use_reentrant=False) if self.checkpoint_blocks and self.training else block(x)
+            x = checkpoint(block, x) if self.checkpoint_blocks and self.training else block(x)
         logits = self.lm_head(self.ln_f(x))
         return F.cross_entropy(logits.view(-1, logits.size(-1)).float(), targets.view(-1))
 

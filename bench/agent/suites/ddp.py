@@ -54,6 +54,7 @@ class Params(SampledParams):
     gradient_as_bucket_view: bool
     static_graph: bool
     compile: bool
+    cuda_graphs: bool
     profile_steps: int
     count_allreduce: bool
     seed: int
@@ -72,6 +73,10 @@ def check_plan(params: Params, hw: "Hardware", *, world_size: int, transport: st
             f"ddp: model {params.model!r} needs diffusers, which is not installed for {sys.executable}; "
             f"install the '{unet.EXTRA}' extra (pip install 'ddpbench[{unet.EXTRA}]', or pip install diffusers) or choose a GPT model"
         )
+    if params.cuda_graphs and hw.gpu_count == 0:
+        raise PlanError("ddp: cuda_graphs replays CUDA graphs, this host has no GPU; set cuda_graphs: false in the entry's cpu: override")
+    if params.cuda_graphs and params.compile:
+        raise PlanError("ddp: cuda_graphs and compile are both on; choose one (compile: false for the graphs of the eager model)")
     if params.weights_dtype == "bfloat16" and params.precision != "bf16":
         raise PlanError("ddp: weights_dtype bfloat16 needs precision bf16 (fp32 compute over bf16 weights is not a recipe anyone trains with); set precision: bf16")
     if params.model in gpt.PRESETS:
@@ -165,9 +170,9 @@ def make_optimizer(name: str, module: torch.nn.Module, ctx: Context) -> torch.op
     return torch.optim.AdamW(module.parameters(), lr=1e-4, fused=ctx.is_cuda)
 
 
-def autocast_for(ctx: Context, precision: str):
+def autocast_for(ctx: Context, precision: str, cache_enabled: bool = True):
     if precision == "bf16":
-        return torch.autocast(ctx.device.type, dtype=torch.bfloat16)
+        return torch.autocast(ctx.device.type, dtype=torch.bfloat16, cache_enabled=cache_enabled)
     return contextlib.nullcontext()
 
 
@@ -210,6 +215,7 @@ class Training:
     precision: contextlib.AbstractContextManager
     accum: int
     allreduce_calls: "list[int] | None"
+    grads_kept: bool = False  # zeroed in place between steps, never freed (graph_module says why)
 
     def step(self) -> None:
         """One optimizer step over `accum` micro-batches; gradients cross the link on the last only."""
@@ -219,27 +225,44 @@ class Training:
                     loss = self.step_model(*micro_batch) / self.accum
                 loss.backward()
         self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
+        self.optimizer.zero_grad(set_to_none=not self.grads_kept)
 
 
 def set_up(ctx: Context, params: Params, accum: int, build: Callable) -> Training:
     work = build(params, accum, ctx.device, ctx.rank)
-    precision = autocast_for(ctx, params.precision)
+    # A captured graph keeps the autocast casts it was captured with, and may not hold
+    # autocast's cache of cast weights (make_graphed_callables refuses it).
+    precision = autocast_for(ctx, params.precision, cache_enabled=not params.cuda_graphs)
+    if params.cuda_graphs:
+        graph_module(work, precision)
     ddp = wrap(ctx, work.module, params)
     calls = install_comm_hook(ctx, ddp, work.module, params) if ddp is not None else None
     # Compiling the DDP wrapper (not the inner model) lets dynamo split the graph at bucket
     # boundaries, so gradients are all-reduced while the backward pass goes on.
     step_model = torch.compile(ddp or work.module) if params.compile else (ddp or work.module)
     optimizer = make_optimizer(params.optimizer, work.module, ctx)
-    return Training(work, ddp, step_model, optimizer, precision, accum, calls)
+    return Training(work, ddp, step_model, optimizer, precision, accum, calls, grads_kept=params.cuda_graphs)
+
+
+def graph_module(work: models.Workload, precision: contextlib.AbstractContextManager) -> None:
+    """The module's forward and backward replayed from CUDA graphs (its forward becomes the graphed one).
+
+    The replayed backward hands autograd the gradients in the graph's own buffers, and a parameter
+    without a .grad would take such a buffer as its .grad, which the next micro-batch's replay
+    overwrites (accumulation would double the last micro-batch's gradient): so the gradients get
+    their own tensors here, before DDP makes them views of its buckets, and are zeroed in place."""
+    with precision:
+        torch.cuda.make_graphed_callables(work.module, tuple(t.clone() for t in work.micro_batches[0]))
+    for param in work.module.parameters():
+        param.grad = torch.zeros_like(param)
 
 
 def run_config(ctx: Context, params: Params, point: dict, build: Callable) -> dict:
     """One global batch size (`point`: its record's params so far): warm up, time the steps,
     then count and profile; its record."""
     global_batch = point["global_batch"]
-    training = set_up(ctx, params, point["grad_accum"], build)
-    warmup_count = warm_up(ctx, training.step, params)
+    training, setup_s = seconds_of(ctx, lambda: set_up(ctx, params, point["grad_accum"], build))
+    warmup_count, warmup_s = seconds_of(ctx, lambda: warm_up(ctx, training.step, params))
     if ctx.is_cuda:
         torch.cuda.reset_peak_memory_stats(ctx.device)
     calls_before = training.allreduce_calls[0] if training.allreduce_calls else 0
@@ -255,10 +278,22 @@ def run_config(ctx: Context, params: Params, point: dict, build: Callable) -> di
     metrics["grad_allreduce_bytes"] = metric([float(0 if one_rank else grad_allreduce_bytes(work.module, params))])
     if training.allreduce_calls is not None:
         metrics["allreduce_calls_per_step_count"] = metric([(training.allreduce_calls[0] - calls_before) / len(local)])
-    metrics.update(profiled_breakdown(ctx, training.step, params.profile_steps))  # after the counts: its steps are extra
+    breakdown, profile_s = seconds_of(ctx, lambda: profiled_breakdown(ctx, training.step, params.profile_steps))
+    metrics.update(breakdown)  # after the counts: its steps are extra
+    # Where the configuration's time went beside its timed steps, on the slowest rank.
+    for name, seconds in zip(("setup_s", "warmup_s", "profile_s"), max_over_ranks(ctx, [setup_s, warmup_s, profile_s])):
+        metrics[name] = metric([seconds])
     num_params = sum(p.numel() for p in work.module.parameters())
     return run_record(ctx, "ddp", {**point, "num_params": num_params, "train_flops_per_sample": work.flops_per_sample},
                       metrics)
+
+
+def seconds_of(ctx: Context, work: Callable):
+    """work()'s result and the seconds it took on this rank, its queued GPU work included."""
+    begin = time.perf_counter()
+    result = work()
+    ctx.sync()
+    return result, time.perf_counter() - begin
 
 
 def grad_allreduce_bytes(module: torch.nn.Module, params: Params) -> int:

@@ -119,6 +119,17 @@ def test_warm_up_runs_until_steady_and_says_how_many_steps(sweep):
         assert len(count) == 1 and TINY_GPT["warmup_steps"] <= count[0] <= 20  # the plan's least and the default cap
 
 
+def test_each_run_says_where_its_time_went_within_its_launch(sweep):
+    launches = {launch["id"]: launch for launch in sweep["hosts"][0]["launches"]}
+    spent: dict = {}
+    for run in ddp_runs(sweep):
+        phases = [run["metrics"][name]["samples"] for name in ("setup_s", "warmup_s", "profile_s")]
+        assert all(len(seconds) == 1 and seconds[0] >= 0 for seconds in phases) and phases[0][0] > 0
+        timed_s = run["measured_window"]["end_s"] - run["measured_window"]["start_s"]
+        spent[run["launch_id"]] = spent.get(run["launch_id"], 0.0) + sum(seconds[0] for seconds in phases) + timed_s
+    assert spent and all(0 < seconds <= launches[launch_id]["duration_s"] for launch_id, seconds in spent.items())
+
+
 def test_metrics_arithmetic(sweep):
     for (world_size, global_batch), run in by_shape(sweep).items():
         steps = run["metrics"]["step_time_s"]["samples"]
@@ -440,6 +451,18 @@ def test_gpt_shapes_are_checked_before_launch(change, message):
     params = {k: v for k, v in {**TINY_GPT, **change}.items() if v is not None}
     with pytest.raises(PlanError, match=message.replace("(", r"\(").replace(")", r"\)")):
         plan_launches(with_defaults({"suites": [{"suite": "ddp", "params": params}]}), CPU_HOST)
+
+
+def test_cuda_graphs_are_refused_without_a_gpu_and_beside_compile():
+    graphed = {"suite": "ddp", "params": {**TINY_GPT, "cuda_graphs": True}}
+    with pytest.raises(PlanError, match="ddp: cuda_graphs replays CUDA graphs, this host has no GPU; "
+                                        "set cuda_graphs: false in the entry's cpu: override"):
+        plan_launches(with_defaults({"suites": [graphed]}), CPU_HOST)
+    gpu = Hardware(gpu_count=2, gpu_memory_bytes=80 << 30, infiniband=False, logical_cpus=16)
+    assert [l.params["cuda_graphs"] for l in plan_launches(with_defaults({"suites": [graphed]}), gpu)] == [True]
+    compiled = {**graphed, "params": {**graphed["params"], "compile": True}}
+    with pytest.raises(PlanError, match=r"ddp: cuda_graphs and compile are both on; choose one \(compile: false"):
+        plan_launches(with_defaults({"suites": [compiled]}), gpu)
 
 
 def test_missing_diffusers_names_the_extra(tmp_path):
