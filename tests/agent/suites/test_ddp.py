@@ -624,7 +624,9 @@ def test_samples_until_the_cv_target_or_the_time_cap(tmp_path):
 def test_entries_the_cpu_override_makes_one_configuration_run_once():
     launches = plan_launches(load_plan("seed002"), CPU_HOST)
     ran = [l.id for l in launches if not l.skipped_reason]
-    assert [l.id for l in launches if l.suite == "ddp"] == ["02-ddp-default-ws1", "02-ddp-default-ws2", "03-ddp-default-ws1", "03-ddp-default-ws2"]
-    assert ran == [l.id for l in launches if l.suite == "collectives"] + ["02-ddp-default-ws1", "02-ddp-default-ws2"]
-    second = {l.id: l.skipped_reason for l in launches}["03-ddp-default-ws1"]
-    assert second == "the same configuration as launch 02-ddp-default-ws1, which runs it once"
+    assert [l.id for l in launches if l.suite == "ddp"] == ["03-ddp-default-ws1", "03-ddp-default-ws2", "04-ddp-default-ws1", "04-ddp-default-ws2"]
+    # the sockets' and gloo's sweeps both become one gloo sweep on a CPU, as gpt2 and gpt2-large become the tiny model
+    assert ran == ["00-collectives-default-ws2", "01-collectives-gloo-ws2", "03-ddp-default-ws1", "03-ddp-default-ws2"]
+    skipped = {l.id: l.skipped_reason for l in launches}
+    assert skipped["04-ddp-default-ws1"] == "the same configuration as launch 03-ddp-default-ws1, which runs it once"
+    assert skipped["02-collectives-gloo-ws2"] == "the same configuration as launch 01-collectives-gloo-ws2, which runs it once"
