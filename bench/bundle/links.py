@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 
-from bench.common.concerns import pcie_links
+from bench.common.concerns import nvlink_links, pcie_links
 
 # Per-lane, per-direction PCIe payload rate in GB/s after line encoding (8b/10b for gen 1-2,
 # 128b/130b for gen 3-5, FLIT for gen 6).
@@ -40,7 +40,8 @@ def link_summary(fp: dict) -> dict:
     link_peak_gbps is a theoretical peak in GB/s, for one GPU, in one direction, of the slowest
     GPU, null when a figure it needs is unknown:
       - nvlink: active links x per-link speed as `nvidia-smi nvlink -s` prints it, which is per
-        direction (H100/H200: 18 x 26.562 = 478.1 GB/s);
+        direction (H100/H200: 18 x 26.562 = 478.1 GB/s), as read while a copy crossed them where
+        the fingerprint measured that, else as read at rest;
       - pcie: width x per-lane rate of the link in use: as read while a copy crossed it where the
         fingerprint measured that, else as read at rest (GPUs may train the link down when idle,
         so a link read at rest can show less than a run gets).
@@ -50,7 +51,7 @@ def link_summary(fp: dict) -> dict:
         return {"gpu": None, "gpu_count": 0, "link_class": "none", "link_label": "no GPU", "link_peak_gbps": None}
     name = " + ".join(sorted({gpu["name"] for gpu in gpus}))
     prefix = f"{len(gpus)}x {name}"
-    links = [gpu["nvlink"] for gpu in gpus]
+    links = nvlink_links(fp)
     bonds = _nvlink_bonds(fp)
     has_matrix = bool((fp.get("topology") or {}).get("matrix"))
     if bonds or (not has_matrix and any(link["active_links"] for link in links)):

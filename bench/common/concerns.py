@@ -1,6 +1,7 @@
 """What a fingerprint says that a reader must be told before trusting a number, one line each:
 other processes on the GPUs, memory errors, a power limit below the default, clocks held back at
-rest, a PCIe link narrower under load than its slot allows, GPU pairs without peer access.
+rest, a PCIe link narrower under load than its slot allows, NVLinks inactive under load, GPU pairs
+without peer access.
 
 The agent prints these lines before its first launch, and the report and `verify` read them
 from a bundle's fingerprints.
@@ -43,6 +44,31 @@ def narrow_links(fp: dict) -> list[str]:
     return lines
 
 
+def nvlink_links(fp: dict) -> list[dict]:
+    """Per GPU: {"index", "active_links", "link_speed_gbps"} of its NVLinks as in use (under load
+    where measured, else at rest), "loaded" (whether measured under load) and "active_links_rest"."""
+    loaded = ((fp.get("link_load") or {}).get("nvlink_loaded")) or {}
+    links = []
+    for position, gpu in enumerate(fp.get("gpus") or []):
+        index, rest = gpu.get("index", position), gpu.get("nvlink") or {}
+        busy = loaded.get(str(index)) or {}
+        measured = busy.get("active_links_loaded") is not None
+        links.append({
+            "index": index,
+            "active_links": busy["active_links_loaded"] if measured else rest.get("active_links"),
+            "link_speed_gbps": busy.get("link_speed_gbps_loaded") if measured else rest.get("link_speed_gbps"),
+            "loaded": measured, "active_links_rest": rest.get("active_links"),
+        })
+    return links
+
+
+def idle_nvlinks(fp: dict) -> list[str]:
+    """GPUs with fewer NVLinks active while copying to a peer than at rest."""
+    return [f"GPU{link['index']}: {link['active_links']} of its {link['active_links_rest']} NVLinks active under load"
+            for link in nvlink_links(fp)
+            if link["loaded"] and link["active_links_rest"] and link["active_links"] < link["active_links_rest"]]
+
+
 def pairs_without_p2p(fp: dict) -> list[tuple[str, str]]:
     """Ordered GPU pairs that CUDA says cannot access each other's memory."""
     access = ((fp.get("link_load") or {}).get("p2p_access")) or {}
@@ -76,4 +102,4 @@ def _health_lines(gpu: dict) -> list[str]:
 def health_warnings(fp: dict) -> list[str]:
     """Every concern of a fingerprint, one line each, GPU by GPU; empty for a healthy machine."""
     lines = [line for gpu in ((fp.get("health") or {}).get("gpus") or []) for line in _health_lines(gpu)]
-    return lines + narrow_links(fp)
+    return lines + narrow_links(fp) + idle_nvlinks(fp)

@@ -4,7 +4,9 @@ capture and a consumer box without P2P (tests/data/fixtures/README.md says which
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import itertools
 import json
 import threading
 import time
@@ -13,7 +15,7 @@ from types import SimpleNamespace
 import pytest
 
 from bench.agent import counters
-from bench.agent.fingerprint import health, nvidia_smi, nvml
+from bench.agent.fingerprint import health, link_load, nvidia_smi, nvml
 from bench.bundle import write_bundle
 from bench.bundle.links import link_summary
 from bench.common.concerns import health_warnings, pairs_without_p2p
@@ -224,3 +226,80 @@ def test_verify_names_health_and_p2p_when_machines_differ():
     assert (found["pairs_without_p2p"]["original"], found["pairs_without_p2p"]["new"]) == (0, 2)
     old = {k: v for k, v in h200_fingerprint().items() if k not in ("health", "link_load")}
     assert "health" not in {d["field"] for d in differences(old, rtx_fingerprint())}  # not measured then: not compared
+
+
+def nvlinked_h200x2(nvlink_loaded: "dict | None") -> dict:
+    """Two H200s joined by NV18 (NVML's documented answers: 18 links enabled at 26.562 GB/s each
+    way), with the NVLinks read while each GPU copied to its peer as `nvlink_loaded` says."""
+    fp = h200_fingerprint()
+    gpu = fp["gpus"][0]
+    fp["gpus"] = [{**gpu, "index": i, "nvlink": {"active_links": 18, "link_speed_gbps": 26.562}} for i in (0, 1)]
+    fp["gpu_count"] = 2
+    fp["topology"]["matrix"] = {"GPU0": {"GPU0": "X", "GPU1": "NV18"}, "GPU1": {"GPU0": "NV18", "GPU1": "X"}}
+    fp["link_load"] = {"pcie_loaded": {"0": {"gen_loaded": 5, "width_loaded": 16}, "1": {"gen_loaded": 5, "width_loaded": 16}},
+                       "p2p_access": {"GPU0": {"GPU1": True}, "GPU1": {"GPU0": True}}, "nvlink_loaded": nvlink_loaded}
+    return fp
+
+
+def test_nvlinks_read_under_load_set_the_peak_and_the_ones_idle_are_named():
+    all_up = nvlinked_h200x2({"0": {"active_links_loaded": 18, "link_speed_gbps_loaded": 26.562},
+                              "1": {"active_links_loaded": 18, "link_speed_gbps_loaded": 26.562}})
+    six_down = nvlinked_h200x2({"0": {"active_links_loaded": 18, "link_speed_gbps_loaded": 26.562},
+                                "1": {"active_links_loaded": 12, "link_speed_gbps_loaded": 26.562}})
+    for fp in (all_up, six_down, nvlinked_h200x2(None)):
+        assert schemas.first_problem(fp, "fingerprint") is None
+    assert (link_summary(all_up)["link_label"], link_summary(all_up)["link_peak_gbps"]) == ("2x NVIDIA H200, NVLink NV18", pytest.approx(478.116))
+    assert health_warnings(all_up) == []
+    assert link_summary(six_down)["link_peak_gbps"] == pytest.approx(12 * 26.562)
+    assert health_warnings(six_down) == ["GPU1: 12 of its 18 NVLinks active under load"]
+    assert link_summary(nvlinked_h200x2(None))["link_peak_gbps"] == pytest.approx(478.116)  # not measured: as read at rest
+
+
+class CopyingTorch:
+    """The parts of torch the NVLink probe drives: each burst's copies are 'running' for one poll."""
+
+    class cuda:
+        device = staticmethod(lambda index: contextlib.nullcontext())
+        synchronize = staticmethod(lambda device: None)
+
+        class Event:
+            def __init__(self):
+                self.polls = 0
+
+            def record(self):
+                pass
+
+            def query(self):
+                self.polls += 1
+                return self.polls > 1
+
+    uint8 = "uint8"
+    empty = staticmethod(lambda size, dtype, device: SimpleNamespace(copy_=lambda other, non_blocking: None))
+
+
+def nvml_with_links(active_per_poll: list, fail_with: "int | None" = None) -> SimpleNamespace:
+    """NVML answering each poll (18 link-state calls) with the next count of enabled links."""
+    class NVMLError(Exception):
+        def __init__(self, value):
+            self.value = value
+
+    calls = itertools.count()
+
+    def state(handle, link):
+        if fail_with is not None:
+            raise NVMLError(fail_with)
+        active = active_per_poll[min(next(calls) // 18, len(active_per_poll) - 1)]
+        return 1 if link < active else 0
+
+    speed = SimpleNamespace(nvmlReturn=0, value=SimpleNamespace(uiVal=26562))
+    return SimpleNamespace(NVMLError=NVMLError, NVML_SUCCESS=0, NVML_FEATURE_ENABLED=1, NVML_NVLINK_MAX_LINKS=18,
+                           NVML_ERROR_NOT_SUPPORTED=3, NVML_ERROR_INVALID_ARGUMENT=2, NVML_ERROR_UNKNOWN=999,
+                           NVML_FI_DEV_NVLINK_SPEED_MBPS_COMMON=90, nvmlDeviceGetNvLinkState=state,
+                           nvmlDeviceGetFieldValues=lambda handle, ids: [speed])
+
+
+def test_nvlink_probe_keeps_the_most_links_seen_while_copying_and_an_nvml_that_cannot_tell_is_not_measured():
+    assert link_load._loaded_nvlink(CopyingTorch, nvml_with_links([12, 18, 16]), 0, 1, handle=0) == {
+        "active_links_loaded": 18, "link_speed_gbps_loaded": 26.562}
+    assert link_load._loaded_nvlink(CopyingTorch, nvml_with_links([], fail_with=999), 0, 1, handle=0) == {
+        "active_links_loaded": None, "link_speed_gbps_loaded": None}

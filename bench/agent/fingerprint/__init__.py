@@ -63,7 +63,7 @@ def collect(env: Mapping[str, str] | None = None) -> dict:
         "cuda_driver_version": gpu_facts["cuda_driver_version"],
         "topology": topology,
         "health": health,
-        "link_load": {"pcie_loaded": loaded.get("pcie_loaded"), "p2p_access": loaded.get("p2p_access")},
+        "link_load": {key: loaded.get(key) for key in ("pcie_loaded", "p2p_access", "nvlink_loaded")},
         "network": probe("network", system.network, {"nics": [], "infiniband": []}),
         "software": {
             **probe("software", software.versions, {"python": platform.python_version(), "torch": None, "torch_cuda": None}),

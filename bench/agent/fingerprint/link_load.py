@@ -1,9 +1,11 @@
-"""What only a running GPU tells: its PCIe link while a copy crosses it, and peer access per pair.
+"""What only a running GPU tells: its PCIe link and its NVLinks while a copy crosses them, and
+peer access per pair.
 
 Many GPUs train their link down when idle (GeForce cards at rest report Gen 1), so the
 generation and width read at rest say little about the link a run gets. This probe copies
 pinned host memory to each GPU in turn for a moment and reads the link through NVML while
-the copies run. It runs as its own process (`python -m bench.agent.fingerprint.link_load`,
+the copies run; then, for each GPU with a peer it may access, it copies to that peer and reads
+its NVLinks (how many are active, at what speed). It runs as its own process (`python -m bench.agent.fingerprint.link_load`,
 JSON on stdout) so that its CUDA context is gone before anything is measured.
 """
 from __future__ import annotations
@@ -14,6 +16,7 @@ import subprocess
 import sys
 import time
 
+from bench.agent.fingerprint.nvml import nvlink_state
 from bench.common.paths import SOURCE_ROOT
 
 BURST_BYTES = 64 << 20
@@ -46,27 +49,49 @@ def _loaded_link(torch, nvml, device: int, handle) -> dict:
     return {"gen_loaded": gen or None, "width_loaded": width or None}
 
 
+def _loaded_nvlink(torch, nvml, device: int, peer: int, handle) -> dict:
+    """The most active NVLinks, and their speed, NVML reports while `device` copies to `peer`."""
+    source = torch.empty(BURST_BYTES, dtype=torch.uint8, device=device)
+    target = torch.empty(BURST_BYTES, dtype=torch.uint8, device=peer)
+    most = {"active_links": None, "link_speed_gbps": None}
+    deadline = time.monotonic() + BURST_S
+    with torch.cuda.device(device):
+        while time.monotonic() < deadline:
+            done = torch.cuda.Event()
+            for _ in range(8):
+                target.copy_(source, non_blocking=True)
+            done.record()
+            while not done.query():
+                try:
+                    state = nvlink_state(nvml, handle)
+                except nvml.NVMLError:  # an NVML that cannot tell: not measured, the PCIe reading stays
+                    continue
+                if (state["active_links"] or 0) >= (most["active_links"] or 0):
+                    most = state
+        torch.cuda.synchronize(device)
+    return {"active_links_loaded": most["active_links"], "link_speed_gbps_loaded": most["link_speed_gbps"]}
+
+
 def probe() -> dict:
-    """{"pcie_loaded": {nvml index: {"gen_loaded", "width_loaded"}}, "p2p_access": {"GPU0": {"GPU1": bool}}}."""
+    """{"pcie_loaded": {nvml index: {"gen_loaded", "width_loaded"}}, "p2p_access": {"GPU0": {"GPU1": bool}},
+    "nvlink_loaded": {nvml index: {"active_links_loaded", "link_speed_gbps_loaded"}} or None where no
+    GPU may access a peer}."""
     import pynvml as nvml
     import torch
 
     nvml.nvmlInit()
     try:
         count = torch.cuda.device_count()
-        indices = {}
-        loaded = {}
+        handles, indices, loaded = {}, {}, {}
         for device in range(count):
-            index, handle = _nvml_handle(nvml, torch.cuda.get_device_properties(device))
-            indices[device] = index
-            loaded[str(index)] = _loaded_link(torch, nvml, device, handle)
+            indices[device], handles[device] = _nvml_handle(nvml, torch.cuda.get_device_properties(device))
+            loaded[str(indices[device])] = _loaded_link(torch, nvml, device, handles[device])
+        access = {a: [b for b in range(count) if b != a and torch.cuda.can_device_access_peer(a, b)] for a in range(count)}
+        nvlink = {str(indices[a]): _loaded_nvlink(torch, nvml, a, peers[0], handles[a]) for a, peers in access.items() if peers}
     finally:
         nvml.nvmlShutdown()
-    p2p = {
-        f"GPU{indices[a]}": {f"GPU{indices[b]}": bool(torch.cuda.can_device_access_peer(a, b)) for b in range(count) if b != a}
-        for a in range(count)
-    }
-    return {"pcie_loaded": loaded, "p2p_access": p2p}
+    p2p = {f"GPU{indices[a]}": {f"GPU{indices[b]}": b in access[a] for b in range(count) if b != a} for a in range(count)}
+    return {"pcie_loaded": loaded, "p2p_access": p2p, "nvlink_loaded": nvlink or None}
 
 
 def run() -> dict:

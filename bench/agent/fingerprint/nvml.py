@@ -75,7 +75,7 @@ def _read(nvml, errors: list[str]) -> dict:
             "max_sm_clock_mhz": get("max sm clock", lambda: nvml.nvmlDeviceGetMaxClockInfo(handle, nvml.NVML_CLOCK_SM)),
             "max_mem_clock_mhz": get("max mem clock", lambda: nvml.nvmlDeviceGetMaxClockInfo(handle, nvml.NVML_CLOCK_MEM)),
             "compute_capability": None if capability is None else "%d.%d" % tuple(capability),
-            "nvlink": get("nvlink", lambda: _nvlink(nvml, handle)) or {"active_links": None, "link_speed_gbps": None},
+            "nvlink": get("nvlink", lambda: nvlink_state(nvml, handle)) or {"active_links": None, "link_speed_gbps": None},
         })
     return {
         "health": get("health", lambda: health.read(nvml)),
@@ -85,7 +85,7 @@ def _read(nvml, errors: list[str]) -> dict:
     }
 
 
-def _nvlink(nvml, handle) -> dict:
+def nvlink_state(nvml, handle) -> dict:
     """Active NVLink count and the common link speed in GB/s (NVML reports MB/s)."""
     active = 0
     for link in range(nvml.NVML_NVLINK_MAX_LINKS):
