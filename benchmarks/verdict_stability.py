@@ -10,6 +10,7 @@ and compared with the first at the default tolerance and at 0.02: that configura
 "slower", the others as in the honest comparison (issue 14's regression check).
 
     .venv/bin/python benchmarks/verdict_stability.py --runs 11 --bench-runs 5 [--planted]
+    .venv/bin/python benchmarks/verdict_stability.py --bundles first/bundle.json rerun*/bundle.json [--planted]
 """
 
 from __future__ import annotations
@@ -150,10 +151,13 @@ def main() -> int:
     parser.add_argument("--hosts", default="hosts/local.yaml")
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--planted", action="store_true", help="also plant a x1.10 and a x1.05 regression in each rerun")
+    parser.add_argument("--bundles", nargs="+", type=Path, default=None,
+                        help="judge these bundles (the first, then the reruns) instead of running the plan: runs taken "
+                             "on a lent machine over several calls, judged elsewhere")
     args = parser.parse_args()
     out = args.out or Path(tempfile.mkdtemp(prefix="verdict-stability-"))
     began = time.monotonic()
-    bundles = run_bundles(args.runs, args.plan, args.hosts, out)
+    bundles = args.bundles or run_bundles(args.runs, args.plan, args.hosts, out)
     verdicts = compare_with_first(bundles, out)
     print(f"## Honest reruns of `{args.plan}` compared with the first ({len(bundles) - 1} reruns)\n")
     print("\n".join(verdict_table(verdicts)))
