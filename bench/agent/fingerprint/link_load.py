@@ -30,23 +30,32 @@ def _nvml_handle(nvml, props) -> tuple[int, object]:
     return nvml.nvmlDeviceGetIndex(handle), handle
 
 
-def _loaded_link(torch, nvml, device: int, handle) -> dict:
-    """The highest generation and width NVML reports while host-to-device copies run on `device`."""
+def _poll_while_copying(torch, device: int, copy, poll) -> None:
+    """Bursts of `copy` on `device` for BURST_S, `poll` called again and again while each runs."""
+    deadline = time.monotonic() + BURST_S
     with torch.cuda.device(device):
-        host = torch.empty(BURST_BYTES, dtype=torch.uint8).pin_memory()
-        target = torch.empty(BURST_BYTES, dtype=torch.uint8, device=device)
-        gen = width = 0
-        deadline = time.monotonic() + BURST_S
         while time.monotonic() < deadline:
             done = torch.cuda.Event()
             for _ in range(8):
-                target.copy_(host, non_blocking=True)
+                copy()
             done.record()
             while not done.query():
-                gen = max(gen, nvml.nvmlDeviceGetCurrPcieLinkGeneration(handle))
-                width = max(width, nvml.nvmlDeviceGetCurrPcieLinkWidth(handle))
+                poll()
         torch.cuda.synchronize(device)
-    return {"gen_loaded": gen or None, "width_loaded": width or None}
+
+
+def _loaded_link(torch, nvml, device: int, handle) -> dict:
+    """The highest generation and width NVML reports while host-to-device copies run on `device`."""
+    host = torch.empty(BURST_BYTES, dtype=torch.uint8).pin_memory()
+    target = torch.empty(BURST_BYTES, dtype=torch.uint8, device=device)
+    most = {"gen": 0, "width": 0}
+
+    def poll() -> None:
+        most["gen"] = max(most["gen"], nvml.nvmlDeviceGetCurrPcieLinkGeneration(handle))
+        most["width"] = max(most["width"], nvml.nvmlDeviceGetCurrPcieLinkWidth(handle))
+
+    _poll_while_copying(torch, device, lambda: target.copy_(host, non_blocking=True), poll)
+    return {"gen_loaded": most["gen"] or None, "width_loaded": most["width"] or None}
 
 
 def _loaded_nvlink(torch, nvml, device: int, peer: int, handle) -> dict:
@@ -54,21 +63,16 @@ def _loaded_nvlink(torch, nvml, device: int, peer: int, handle) -> dict:
     source = torch.empty(BURST_BYTES, dtype=torch.uint8, device=device)
     target = torch.empty(BURST_BYTES, dtype=torch.uint8, device=peer)
     most = {"active_links": None, "link_speed_gbps": None}
-    deadline = time.monotonic() + BURST_S
-    with torch.cuda.device(device):
-        while time.monotonic() < deadline:
-            done = torch.cuda.Event()
-            for _ in range(8):
-                target.copy_(source, non_blocking=True)
-            done.record()
-            while not done.query():
-                try:
-                    state = nvlink_state(nvml, handle)
-                except nvml.NVMLError:  # an NVML that cannot tell: not measured, the PCIe reading stays
-                    continue
-                if (state["active_links"] or 0) >= (most["active_links"] or 0):
-                    most = state
-        torch.cuda.synchronize(device)
+
+    def poll() -> None:
+        try:
+            state = nvlink_state(nvml, handle)
+        except nvml.NVMLError:  # an NVML that cannot tell: not measured, the PCIe reading stays
+            return
+        if (state["active_links"] or 0) >= (most["active_links"] or 0):
+            most.update(state)
+
+    _poll_while_copying(torch, device, lambda: target.copy_(source, non_blocking=True), poll)
     return {"active_links_loaded": most["active_links"], "link_speed_gbps_loaded": most["link_speed_gbps"]}
 
 
