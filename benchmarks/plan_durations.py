@@ -55,7 +55,7 @@ def main(names: list[str]) -> None:
         cells = []
         for fingerprint in MACHINES.values():
             seconds, launches, points = plan_seconds(plan, fingerprint)
-            cells.append(f"{describe_s(seconds)} ({launches} launches, {points} configurations)")
+            cells.append(f"{describe_s(seconds)} ({launches} launch{'' if launches == 1 else 'es'}, {points} configurations)")
         print(f"| {name} | {plan['timeout_s']:g} | " + " | ".join(cells) + " |")
 
 
