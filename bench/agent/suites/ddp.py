@@ -28,6 +28,7 @@ from bench.agent.harness import (
     time_each_call,
 )
 from bench.agent.models import gpt, unet
+from bench.agent.transports import backend_for
 from bench.common.polling import wait_until
 from bench.common.stats import metric
 
@@ -73,8 +74,11 @@ def check_plan(params: Params, hw: "Hardware", *, world_size: int, transport: st
             f"ddp: model {params.model!r} needs diffusers, which is not installed for {sys.executable}; "
             f"install the '{unet.EXTRA}' extra (pip install 'ddpbench[{unet.EXTRA}]', or pip install diffusers) or choose a GPT model"
         )
-    if params.cuda_graphs and hw.gpu_count == 0:
-        raise PlanError("ddp: cuda_graphs replays CUDA graphs, this host has no GPU; set cuda_graphs: false in the entry's cpu: override")
+    if params.cuda_graphs and backend_for(transport, hw.gpu_count > 0) == "gloo":  # the ranks train on the CPU
+        if hw.gpu_count == 0:
+            raise PlanError("ddp: cuda_graphs replays CUDA graphs, this host has no GPU; set cuda_graphs: false in the entry's cpu: override")
+        raise PlanError(f"ddp: cuda_graphs replays CUDA graphs, transport {transport!r} trains on the CPU; "
+                        f"run {transport!r} in an entry with cuda_graphs: false")
     if params.cuda_graphs and params.compile:
         raise PlanError("ddp: cuda_graphs and compile are both on; choose one (compile: false for the graphs of the eager model)")
     if params.weights_dtype == "bfloat16" and params.precision != "bf16":
@@ -254,7 +258,8 @@ def graph_module(work: models.Workload, precision: contextlib.AbstractContextMan
     with precision:
         torch.cuda.make_graphed_callables(work.module, tuple(t.clone() for t in work.micro_batches[0]))
     for param in work.module.parameters():
-        param.grad = torch.zeros_like(param)
+        if param.requires_grad:
+            param.grad = torch.zeros_like(param)
 
 
 def run_config(ctx: Context, params: Params, point: dict, build: Callable) -> dict:

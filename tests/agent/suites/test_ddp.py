@@ -460,6 +460,9 @@ def test_cuda_graphs_are_refused_without_a_gpu_and_beside_compile():
         plan_launches(with_defaults({"suites": [graphed]}), CPU_HOST)
     gpu = Hardware(gpu_count=2, gpu_memory_bytes=80 << 30, infiniband=False, logical_cpus=16)
     assert [l.params["cuda_graphs"] for l in plan_launches(with_defaults({"suites": [graphed]}), gpu)] == [True]
+    with pytest.raises(PlanError, match="ddp: cuda_graphs replays CUDA graphs, transport 'gloo' trains on the CPU; "
+                                        "run 'gloo' in an entry with cuda_graphs: false"):
+        plan_launches(with_defaults({"suites": [{**graphed, "transports": ["default", "gloo"]}]}), gpu)
     compiled = {**graphed, "params": {**graphed["params"], "compile": True}}
     with pytest.raises(PlanError, match=r"ddp: cuda_graphs and compile are both on; choose one \(compile: false"):
         plan_launches(with_defaults({"suites": [compiled]}), gpu)
