@@ -57,13 +57,18 @@ def union(intervals: list) -> list:
 
 
 def covered(intervals: list, by: list) -> float:
-    """Time of `intervals` (disjoint) that lies inside `by` (disjoint, sorted)."""
-    total = 0.0
+    """Time of `intervals` (disjoint, sorted) that lies inside `by` (disjoint, sorted).
+
+    One sweep over both: a graphed UNet step has some 100,000 kernels, and a scan of `by`
+    from its start for every interval took half a minute per profiled configuration."""
+    total, first = 0.0, 0
     for begin, end in intervals:
-        for other_begin, other_end in by:
-            if other_begin >= end:
-                break
-            total += max(0.0, min(end, other_end) - max(begin, other_begin))
+        while first < len(by) and by[first][1] <= begin:
+            first += 1
+        i = first
+        while i < len(by) and by[i][0] < end:
+            total += min(end, by[i][1]) - max(begin, by[i][0])
+            i += 1
     return total
 
 

@@ -47,6 +47,27 @@ def test_overlapping_all_reduces_count_once_when_exposed():
     assert step_breakdown(kernels)["gpu_comm_exposed_s"] == pytest.approx(5 * MS)
 
 
+@pytest.mark.parametrize("seed", range(20))
+def test_exposed_communication_agrees_with_every_pair_of_intervals(seed):
+    """The one-sweep overlap against the sum over all pairs (exact for two disjoint sets), on
+    interleavings a step has: long all-reduces over many short kernels and the reverse."""
+    import random
+
+    rng = random.Random(seed)
+
+    def disjoint(count, longest):
+        t, spans = 0.0, []
+        for _ in range(count):
+            t += rng.uniform(0, longest)
+            spans.append([t, t + rng.uniform(0, longest)])
+            t = spans[-1][1]
+        return spans
+
+    comm, compute = disjoint(rng.randint(0, 30), rng.choice([0.1, 5.0])), disjoint(rng.randint(0, 300), rng.choice([0.1, 5.0]))
+    pairs = sum(max(0.0, min(e, f) - max(b, c)) for b, e in comm for c, f in compute)
+    assert kernel_time.covered(comm, compute) == pytest.approx(pairs)
+
+
 def test_kernels_go_to_the_step_whose_window_holds_them():
     mark = {"name": kernel_time.STEP_MARK, "cat": "user_annotation"}
     trace = {"traceEvents": [

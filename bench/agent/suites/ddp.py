@@ -3,7 +3,10 @@
 A global batch is reached by micro-batches; all but the last run under `no_sync()`, so the
 gradients cross the link once per step, as in seed 000. Each configuration (one global
 batch size) is one record; one that runs out of memory is recorded as `oom` and the sweep
-goes on.
+goes on. A launch sets its model up once (DDP, CUDA graphs or compiled code, optimizer) and
+every global batch trains that model on as many micro-batches as it needs: the micro-batch
+shape is the same, so nothing is captured or compiled again. One that ran out of memory is
+freed, and the next global batch sets up afresh.
 """
 
 from __future__ import annotations
@@ -223,7 +226,7 @@ class Training:
 
     def step(self) -> None:
         """One optimizer step over `accum` micro-batches; gradients cross the link on the last only."""
-        for m, micro_batch in enumerate(self.work.micro_batches):
+        for m, micro_batch in enumerate(self.work.micro_batches[:self.accum]):
             with self.ddp.no_sync() if self.ddp is not None and m < self.accum - 1 else contextlib.nullcontext():
                 with self.precision:
                     loss = self.step_model(*micro_batch) / self.accum
@@ -262,11 +265,12 @@ def graph_module(work: models.Workload, precision: contextlib.AbstractContextMan
             param.grad = torch.zeros_like(param)
 
 
-def run_config(ctx: Context, params: Params, point: dict, build: Callable) -> dict:
-    """One global batch size (`point`: its record's params so far): warm up, time the steps,
+def run_config(ctx: Context, params: Params, point: dict, training: Training, setup_s: float) -> dict:
+    """One global batch size (`point`: its record's params so far) on the launch's `training`,
+    set up in `setup_s` for it (0 when an earlier global batch did): warm up, time the steps,
     then count and profile; its record."""
     global_batch = point["global_batch"]
-    training, setup_s = seconds_of(ctx, lambda: set_up(ctx, params, point["grad_accum"], build))
+    training.accum = point["grad_accum"]
     warmup_count, warmup_s = seconds_of(ctx, lambda: warm_up(ctx, training.step, params))
     if ctx.is_cuda:
         torch.cuda.reset_peak_memory_stats(ctx.device)
@@ -364,17 +368,25 @@ def every_rank_out_of_memory(ctx: Context, global_batch: int) -> bool:
 
 
 def run(ctx: Context, entry: dict, emit: Callable[[dict], None], build: Callable = models.build) -> None:
-    """Every global batch size of the plan entry; `build` makes the workload (models.build)."""
+    """Every global batch size of the plan entry; `build` makes the workload (models.build),
+    with the micro-batches of the largest global batch."""
     params = Params.of(entry)
     if ctx.is_cuda:
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
     echoed = {k: v for k, v in entry.items() if k != "grad_accum"}  # a record's grad_accum is its global batch's
-    for global_batch in params.global_batches or [params.micro_batch * params.grad_accum * ctx.world_size]:
+    global_batches = params.global_batches or [params.micro_batch * params.grad_accum * ctx.world_size]
+    most_accum = max(grad_accum_for(global_batch, ctx.world_size, params.micro_batch) for global_batch in global_batches)
+    training: "Training | None" = None
+    for global_batch in global_batches:
         point = {**echoed, "global_batch": global_batch, "grad_accum": grad_accum_for(global_batch, ctx.world_size, params.micro_batch)}
         try:
-            emit(run_config(ctx, params, point, build))
+            setup_s = 0.0
+            if training is None:
+                training, setup_s = seconds_of(ctx, lambda: set_up(ctx, params, most_accum, build))
+            emit(run_config(ctx, params, point, training, setup_s))
         except torch.cuda.OutOfMemoryError as err:
+            training = None
             if ctx.world_size > 1 and not every_rank_out_of_memory(ctx, global_batch):
                 shared = f" (is another process using GPU {ctx.device.index}?)" if ctx.is_cuda else ""
                 rank_errors.end_launch(
@@ -384,10 +396,16 @@ def run(ctx: Context, entry: dict, emit: Callable[[dict], None], build: Callable
             emit(run_record(ctx, "ddp", point, {}, status="oom",
                             error=f"out of memory at micro_batch {params.micro_batch} (global batch {global_batch}): "
                                   f"{(str(err).splitlines() or ['CUDA out of memory'])[0]}; lower micro_batch"))
-        finally:
-            # DDP, its reducer and the model hold one another in reference cycles: without a
-            # collection this configuration's model, gradients and optimizer states would still
-            # be there when the next one is built, and at exit after the process group is gone.
-            gc.collect()
-            if ctx.is_cuda:
-                torch.cuda.empty_cache()
+        if training is None:
+            free(ctx)  # what ran out of memory, before the next global batch sets up
+    training = None
+    free(ctx)
+
+
+def free(ctx: Context) -> None:
+    """DDP, its reducer and the model hold one another in reference cycles: without a collection
+    a model that ran out of memory, its gradients and optimizer states would still be there when
+    the next one is built, and at exit after the process group is gone."""
+    gc.collect()
+    if ctx.is_cuda:
+        torch.cuda.empty_cache()

@@ -124,7 +124,9 @@ def test_each_run_says_where_its_time_went_within_its_launch(sweep):
     spent: dict = {}
     for run in ddp_runs(sweep):
         phases = [run["metrics"][name]["samples"] for name in ("setup_s", "warmup_s", "profile_s")]
-        assert all(len(seconds) == 1 and seconds[0] >= 0 for seconds in phases) and phases[0][0] > 0
+        assert all(len(seconds) == 1 and seconds[0] >= 0 for seconds in phases)
+        first_of_launch = run["params"]["global_batch"] == run["params"]["global_batches"][0]
+        assert (phases[0][0] > 0) == first_of_launch  # the model is set up once per launch
         timed_s = run["measured_window"]["end_s"] - run["measured_window"]["start_s"]
         spent[run["launch_id"]] = spent.get(run["launch_id"], 0.0) + sum(seconds[0] for seconds in phases) + timed_s
     assert spent and all(0 < seconds <= launches[launch_id]["duration_s"] for launch_id, seconds in spent.items())
@@ -337,7 +339,7 @@ def process_group(tmp_path):
     dist.destroy_process_group()
 
 
-def test_out_of_memory_is_recorded_and_the_sweep_goes_on(process_group):
+def test_out_of_memory_is_recorded_and_the_next_global_batch_sets_up_afresh(process_group):
     class OutOfMemory(torch.nn.Module):
         def __init__(self, inner):
             super().__init__()
@@ -346,18 +348,50 @@ def test_out_of_memory_is_recorded_and_the_sweep_goes_on(process_group):
         def forward(self, *batch):
             raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB\nmore detail")
 
+    built, alive_at_build = [], []
+
     def build(params, accum, device, rank):
+        alive_at_build.append([ref() is not None for ref in built])
         work = models.build(params, accum, device, rank)
-        if accum == 2:  # the first global batch only
+        built.append(weakref.ref(work.module))
+        if len(built) == 1:  # the first global batch's model runs out of memory
             work.module = OutOfMemory(work.module)
         return work
 
     records = []
-    ddp.run(ONE_CPU_RANK, SUITE_PARAMS, records.append, build=build)
+    collecting = gc.isenabled()
+    gc.disable()  # only the suite's own collection may free the cycles DDP makes
+    try:
+        ddp.run(ONE_CPU_RANK, SUITE_PARAMS, records.append, build=build)
+    finally:
+        if collecting:
+            gc.enable()
     assert [(r["params"]["global_batch"], r["status"]) for r in records] == [(2, "oom"), (4, "ok")]
     assert records[0]["error"] == (
         "out of memory at micro_batch 1 (global batch 2): CUDA out of memory. Tried to allocate 20.00 GiB; lower micro_batch")
     assert records[0]["metrics"] == {}
+    assert alive_at_build == [[], [False]]  # on a GPU it would still hold the memory the next one needs
+    assert built[1]() is None  # freed when the sweep ends, before the process group is
+
+
+def test_a_sweep_sets_its_model_up_once_and_each_global_batch_steps_over_its_own_micro_batches(process_group):
+    """Set-up (and on a GPU, graph capture or compilation) is paid once per launch, not per global batch."""
+    builds, forwards = [], []
+
+    def build(params, accum, device, rank):
+        builds.append(accum)
+        work = models.build(params, accum, device, rank)
+        inner = work.module.forward
+        work.module.forward = lambda *batch: forwards.append(1) or inner(*batch)
+        return work
+
+    records = []
+    ddp.run(ONE_CPU_RANK, {**SUITE_PARAMS, "steps": 2}, records.append, build=build)
+    assert builds == [4]  # micro-batches enough for the largest global batch (4 at micro_batch 1)
+    first, second = (r["metrics"] for r in records)
+    assert first["setup_s"]["samples"][0] > 0 and second["setup_s"]["samples"] == [0.0]
+    steps = [int(m["warmup_steps_count"]["samples"][0]) + m["step_time_s"]["summary"]["n"] for m in (first, second)]
+    assert len(forwards) == steps[0] * 2 + steps[1] * 4  # global batch 2 is 2 micro-batches a step, 4 is 4
 
 
 def run_with_oom_on_ranks(tmp_path: Path, ranks: str) -> tuple[subprocess.CompletedProcess, dict, float]:
@@ -396,27 +430,6 @@ def test_one_rank_out_of_memory_ends_its_launch_at_once_and_says_why(tmp_path):
     assert [(r["launch_id"], r["params"]["global_batch"]) for r in host["runs"]] == [("01-ddp-default-ws1", 2)]
     assert took_s < 150  # the plan's timeout_s is 300
     assert done.stderr.endswith(f"error: host local: partial: {failed['error']}\n")
-
-
-def test_a_configuration_is_freed_before_the_next_is_built(process_group):
-    """On a GPU the previous model, gradients and optimizer states would otherwise take the memory."""
-    built, alive_at_build = [], []
-
-    def build(params, accum, device, rank):
-        alive_at_build.append([ref() is not None for ref in built])
-        work = models.build(params, accum, device, rank)
-        built.append(weakref.ref(work.module))
-        return work
-
-    collecting = gc.isenabled()
-    gc.disable()  # only the suite's own collection may free the cycles DDP makes
-    try:
-        ddp.run(ONE_CPU_RANK, SUITE_PARAMS, lambda record: None, build=build)
-    finally:
-        if collecting:
-            gc.enable()
-    assert alive_at_build == [[], [False]]
-    assert built[1]() is None
 
 
 def test_batch_not_divisible_fails_before_anything_launches(tmp_path):

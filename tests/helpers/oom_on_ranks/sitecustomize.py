@@ -1,4 +1,4 @@
-"""Test helper, put on PYTHONPATH: in every rank listed in DDPBENCH_TEST_OOM_RANKS the forward pass
+"""Test helper, put on PYTHONPATH: in every rank listed in DDPBENCH_TEST_OOM_RANKS a training step
 of global batch 4 raises torch.cuda.OutOfMemoryError, as a GPU that is out of memory does."""
 
 import os
@@ -6,18 +6,15 @@ import os
 if os.environ.get("RANK") in os.environ.get("DDPBENCH_TEST_OOM_RANKS", "").split(","):
     import torch
 
-    from bench.agent import models
     from bench.agent.suites import ddp
 
     ddp.OOM_AGREEMENT_S = 5.0  # the test need not wait a minute for a peer that will never come
-    real_build = models.build
+    real_step = ddp.Training.step
 
-    def build(params, accum, device, rank):
-        work = real_build(params, accum, device, rank)
-        if accum * params.micro_batch * int(os.environ["WORLD_SIZE"]) == 4:
-            def out_of_memory(*batch):
-                raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
-            work.module.forward = out_of_memory
-        return work
+    def step(self):
+        micro_batch = len(self.work.micro_batches[0][0])
+        if self.accum * micro_batch * int(os.environ["WORLD_SIZE"]) == 4:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
+        real_step(self)
 
-    ddp.run.__defaults__ = (build,)  # run(ctx, params, emit, build=models.build)
+    ddp.Training.step = step
