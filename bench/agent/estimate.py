@@ -3,7 +3,7 @@ duration in an earlier run on the same machine.
 
 collectives: per point, (warm-up + timed + graph capture + check) calls of size x busbw factor /
 the transport's bus bandwidth, plus a fixed cost per point. copy: the same per point, at the
-link's copy bandwidth. ddp: start-up, compilation, then per
+link's copy bandwidth. ddp: start-up, set-up and compilation once per launch, then per
 configuration (warm-up + timed + profiled) steps of FLOPs / (the GPU's dense bf16 peak x an
 expected MFU) plus the gradient all-reduce. The figures below were fitted to the 2x H200 (NV18)
 runs of issue 13, 1-GPU runs on an H200 and this project's 2-core CI machine
@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bench.agent.gpu_peaks import dense_bf16_peak_tflops
+from bench.agent.suites.ddp import WARMUP_WINDOW
 from bench.agent.models import gpt
 
 LAUNCH_START_S = {"gpu": 8.0, "cpu": 5.0}  # torchrun, imports, process group (2 cores: 3-4 s idle, about 10 s under load)
@@ -35,20 +36,22 @@ GLOO_HOST_BUFFER_S_PER_BYTE = 27e-9
 
 DDP_START_S = {"gpu": 6.0, "cpu": 1.0}  # model built and wrapped, optimizer, data
 COMPILE_S_PER_LAYER, COMPILE_BASE_S = 0.9, 5.0  # torch.compile of a GPT, once per launch (H200: gpt2 30 s, gpt2-large 52 s with start-up)
-UNET_COMPILE_S = 240.0  # SDXL's UNet: recompiled per global batch (issue 13)
+UNET_COMPILE_S = 240.0  # SDXL's UNet on an H200, once per launch (benchmarks/results/sdxl_unet_step_h200x1.md)
 GPT_MFU = 0.4  # gpt2 on one H200: 40.7% (attention FLOPs counted)
 FP32_OF_BF16_PEAK = 0.5  # TF32 tensor cores: half the bf16 rate on H100/H200 and RTX 3090
 UNKNOWN_PEAK_TFLOPS = 100.0
 UNET_TRAIN_FLOPS_PER_SAMPLE = {"sdxl-unet": 19e12, "tiny-unet": 2e9}  # forward, backward, recompute
 # At micro-batch 2 the UNet's step is bound by launching its kernels (issue 13): eager 8% MFU on one
-# H200 (4.10 s at global batch 16), replayed from CUDA graphs 20.6% (1.59 s); compiled 13% (2.41 s).
-UNET_MFU = {"compiled": 0.13, "eager": 0.08, "graphed": 0.20}
+# H200 (4.10 s at global batch 16), compiled 13% (2.41 s); replayed from CUDA graphs, seed000 on
+# 2x H200 reached 16-20% on one GPU and 12-18% on two (global batches 8 to 64).
+UNET_MFU = {"compiled": 0.13, "eager": 0.08, "graphed": 0.18}
 UNET_PARAMS = {"sdxl-unet": 2.6e9, "tiny-unet": 2e6}
-# Per configuration, beside its steps: the model built (the suite builds one per global batch),
-# graphs captured, the profiled steps analysed. seed000 on a 2x H200, graphed: 120 s for each of
-# its first two configurations (1.15 and 2.03 s steps); the runs' setup_s, warmup_s and profile_s
-# say how it splits.
-UNET_CONFIG_S = {"gpu": 120.0, "cpu": 2.0}
+# Once per launch beside DDP_START_S: diffusers imported, the UNet built, its graphs captured
+# (seed000 on 2x H200: setup_s 20-22 s).
+UNET_SETUP_S = {"gpu": 14.0, "cpu": 2.0}
+# A profiled UNet step's trace (some 25,000 kernels a micro-batch) is exported and read after the
+# step: on 2x H200 that took 3-4 times the step itself (profile_s 27 s for one 6.6 s step).
+UNET_TRACE_STEPS = {"gpu": 3.0, "cpu": 0.0}
 STEP_OVERHEAD_S = {"gpu": 0.01, "cpu": 0.01}  # Python, the optimizer's launches
 CPU_FLOPS_PER_CORE = 2e10  # what a training step reaches, Python's overhead included
 
@@ -174,7 +177,10 @@ def _copy_s(params: dict, machine: Machine) -> float:
 def _ddp_s(preset: str, params: dict, world_size: int, machine: Machine) -> float:
     kind, model = machine.kind, params["model"]
     compiled = kind == "gpu" and params.get("compile", True)
-    steps = params.get("warmup_steps", 0) + params["steps"] + (params.get("profile_steps", 3) if kind == "gpu" else 0)
+    # Warm-up ends once WARMUP_WINDOW steps agree (at least warmup_steps, at most warmup_max_steps).
+    warmup = min(max(params.get("warmup_steps", 0), WARMUP_WINDOW), max(params.get("warmup_steps", 0), params.get("warmup_max_steps", 20)))
+    profiled = params.get("profile_steps", 3) if kind == "gpu" else 0
+    steps = warmup + params["steps"] + profiled
     batches = params.get("global_batches") or [params["micro_batch"] * params.get("grad_accum", 1) * world_size]
     if kind == "gpu":
         peak = (dense_bf16_peak_tflops(machine.gpu_name) or UNKNOWN_PEAK_TFLOPS) * 1e12
@@ -194,9 +200,8 @@ def _ddp_s(preset: str, params: dict, world_size: int, machine: Machine) -> floa
         flops_per_sample = UNET_TRAIN_FLOPS_PER_SAMPLE.get(model, 19e12)
         mode = "compiled" if compiled else "graphed" if params.get("cuda_graphs") else "eager"
         rate = peak * UNET_MFU[mode] if kind == "gpu" else peak
-        total += UNET_CONFIG_S[kind] * len(batches)
-        if compiled:
-            total += UNET_COMPILE_S * len(batches)
+        total += UNET_SETUP_S[kind] + (UNET_COMPILE_S if compiled else 0.0)
+        steps += profiled * UNET_TRACE_STEPS[kind]
     half = params.get("weights_dtype") == "bfloat16" or params.get("grad_reduce_dtype") == "bf16"
     grad_bytes = n_params * (2 if half else 4)
     allreduce_s = 0.0 if world_size == 1 else grad_bytes * 2 * (world_size - 1) / world_size / (_busbw_gbps(preset, world_size, machine) * 1e9)

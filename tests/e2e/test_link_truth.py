@@ -277,8 +277,9 @@ class CopyingTorch:
     empty = staticmethod(lambda size, dtype, device: SimpleNamespace(copy_=lambda other, non_blocking: None))
 
 
-def nvml_with_links(active_per_poll: list, fail_with: "int | None" = None) -> SimpleNamespace:
-    """NVML answering each poll (18 link-state calls) with the next count of enabled links."""
+def nvml_with_links(active_per_poll: list, fail_with: "int | None" = None, speed_fails_from_poll: "int | None" = None) -> SimpleNamespace:
+    """NVML answering each poll (18 link-state calls) with the next count of enabled links, and
+    the links' speed until the poll `speed_fails_from_poll` (then NVML_ERROR_UNKNOWN for the field)."""
     class NVMLError(Exception):
         def __init__(self, value):
             self.value = value
@@ -291,11 +292,16 @@ def nvml_with_links(active_per_poll: list, fail_with: "int | None" = None) -> Si
         active = active_per_poll[min(next(calls) // 18, len(active_per_poll) - 1)]
         return 1 if link < active else 0
 
-    speed = SimpleNamespace(nvmlReturn=0, value=SimpleNamespace(uiVal=26562))
+    speed, no_speed = (SimpleNamespace(nvmlReturn=code, value=SimpleNamespace(uiVal=26562)) for code in (0, 999))
+    speed_polls = itertools.count()
+
+    def fields(handle, ids):
+        failing = speed_fails_from_poll is not None and next(speed_polls) >= speed_fails_from_poll
+        return [no_speed if failing else speed]
     return SimpleNamespace(NVMLError=NVMLError, NVML_SUCCESS=0, NVML_FEATURE_ENABLED=1, NVML_NVLINK_MAX_LINKS=18,
                            NVML_ERROR_NOT_SUPPORTED=3, NVML_ERROR_INVALID_ARGUMENT=2, NVML_ERROR_UNKNOWN=999,
                            NVML_FI_DEV_NVLINK_SPEED_MBPS_COMMON=90, nvmlDeviceGetNvLinkState=state,
-                           nvmlDeviceGetFieldValues=lambda handle, ids: [speed])
+                           nvmlDeviceGetFieldValues=fields)
 
 
 def test_nvlink_probe_keeps_the_most_links_seen_while_copying_and_an_nvml_that_cannot_tell_is_not_measured():
@@ -303,3 +309,6 @@ def test_nvlink_probe_keeps_the_most_links_seen_while_copying_and_an_nvml_that_c
         "active_links_loaded": 18, "link_speed_gbps_loaded": 26.562}
     assert link_load._loaded_nvlink(CopyingTorch, nvml_with_links([], fail_with=999), 0, 1, handle=0) == {
         "active_links_loaded": None, "link_speed_gbps_loaded": None}
+    # A speed read that fails in a later poll keeps the earlier poll's speed.
+    assert link_load._loaded_nvlink(CopyingTorch, nvml_with_links([18, 18, 18], speed_fails_from_poll=1), 0, 1, handle=0) == {
+        "active_links_loaded": 18, "link_speed_gbps_loaded": 26.562}

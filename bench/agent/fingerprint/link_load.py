@@ -69,8 +69,11 @@ def _loaded_nvlink(torch, nvml, device: int, peer: int, handle) -> dict:
             state = nvlink_state(nvml, handle)
         except nvml.NVMLError:  # an NVML that cannot tell: not measured, the PCIe reading stays
             return
-        if (state["active_links"] or 0) >= (most["active_links"] or 0):
-            most.update(state)
+        # Each the most seen: a poll whose speed field fails
+        # must not undo an earlier poll's reading.
+        for key, value in state.items():
+            if value is not None and value >= (most[key] or 0):
+                most[key] = value
 
     _poll_while_copying(torch, device, lambda: target.copy_(source, non_blocking=True), poll)
     return {"active_links_loaded": most["active_links"], "link_speed_gbps_loaded": most["link_speed_gbps"]}
