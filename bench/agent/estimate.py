@@ -37,7 +37,7 @@ GLOO_HOST_BUFFER_S_PER_BYTE = 27e-9
 DDP_START_S = {"gpu": 6.0, "cpu": 1.0}  # model built and wrapped, optimizer, data
 COMPILE_S_PER_LAYER, COMPILE_BASE_S = 0.9, 5.0  # torch.compile of a GPT, once per launch (H200: gpt2 30 s, gpt2-large 52 s with start-up)
 UNET_COMPILE_S = 240.0  # SDXL's UNet on an H200, once per launch (benchmarks/results/sdxl_unet_step_h200x1.md)
-GPT_MFU = 0.4  # gpt2 on one H200: 40.7% (attention FLOPs counted)
+GPT_MFU = {"compiled": 0.4, "eager": 0.29}  # gpt2 at micro-batch 8 on one H200 (attention FLOPs counted): 40.7%, eager 28.9%
 FP32_OF_BF16_PEAK = 0.5  # TF32 tensor cores: half the bf16 rate on H100/H200 and RTX 3090
 UNKNOWN_PEAK_TFLOPS = 100.0
 UNET_TRAIN_FLOPS_PER_SAMPLE = {"sdxl-unet": 19e12, "tiny-unet": 2e9}  # forward, backward, recompute
@@ -192,7 +192,7 @@ def _ddp_s(preset: str, params: dict, world_size: int, machine: Machine) -> floa
         n_params = 12 * cfg.n_layer * cfg.n_embd ** 2 + cfg.vocab_size * cfg.n_embd
         flops_per_sample = (6 * n_params + 12 * cfg.n_layer * cfg.n_embd * params["seq_len"]) * params["seq_len"]
         precision = params.get("precision", "bf16")
-        rate = peak if kind == "cpu" else peak * GPT_MFU * (1.0 if precision == "bf16" else FP32_OF_BF16_PEAK)
+        rate = peak if kind == "cpu" else peak * GPT_MFU["compiled" if compiled else "eager"] * (1.0 if precision == "bf16" else FP32_OF_BF16_PEAK)
         if compiled:
             total += COMPILE_BASE_S + COMPILE_S_PER_LAYER * cfg.n_layer
     else:

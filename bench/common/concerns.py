@@ -46,7 +46,11 @@ def narrow_links(fp: dict) -> list[str]:
 
 def nvlink_links(fp: dict) -> list[dict]:
     """Per GPU: {"index", "active_links", "link_speed_gbps"} of its NVLinks as in use (under load
-    where measured, else at rest), "loaded" (whether measured under load) and "active_links_rest"."""
+    where measured, else at rest), "loaded" (whether measured under load) and "active_links_rest".
+
+    The speed falls back to the one at rest: the 2x H200's NVML answers the link count under
+    load but not the speed field (NOT_SUPPORTED; nvidia-smi gives it at rest), and an NVLink
+    runs at its one rate or is down, which the count says."""
     loaded = ((fp.get("link_load") or {}).get("nvlink_loaded")) or {}
     links = []
     for position, gpu in enumerate(fp.get("gpus") or []):
@@ -56,7 +60,7 @@ def nvlink_links(fp: dict) -> list[dict]:
         links.append({
             "index": index,
             "active_links": busy["active_links_loaded"] if measured else rest.get("active_links"),
-            "link_speed_gbps": busy.get("link_speed_gbps_loaded") if measured else rest.get("link_speed_gbps"),
+            "link_speed_gbps": (busy.get("link_speed_gbps_loaded") if measured else None) or rest.get("link_speed_gbps"),
             "loaded": measured, "active_links_rest": rest.get("active_links"),
         })
     return links

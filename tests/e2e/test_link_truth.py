@@ -253,6 +253,13 @@ def test_nvlinks_read_under_load_set_the_peak_and_the_ones_idle_are_named():
     assert link_summary(six_down)["link_peak_gbps"] == pytest.approx(12 * 26.562)
     assert health_warnings(six_down) == ["GPU1: 12 of its 18 NVLinks active under load"]
     assert link_summary(nvlinked_h200x2(None))["link_peak_gbps"] == pytest.approx(478.116)  # not measured: as read at rest
+    # As a real 2x H200 reads: NVML counts the links under load, its speed field is NOT_SUPPORTED
+    # (nvidia-smi gave the speed at rest): the links under load at the speed at rest.
+    as_read = nvlinked_h200x2({"0": {"active_links_loaded": 18, "link_speed_gbps_loaded": None},
+                               "1": {"active_links_loaded": 12, "link_speed_gbps_loaded": None}})
+    assert schemas.first_problem(as_read, "fingerprint") is None
+    assert link_summary(as_read)["link_peak_gbps"] == pytest.approx(12 * 26.562)
+    assert health_warnings(as_read) == ["GPU1: 12 of its 18 NVLinks active under load"]
 
 
 class CopyingTorch:
