@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bench.agent.gpu_peaks import dense_bf16_peak_tflops
-from bench.agent.suites.ddp import WARMUP_WINDOW
+from bench.agent.suites.ddp import WARMUP_WINDOW, least_warmup_steps
 from bench.agent.models import gpt
 
 LAUNCH_START_S = {"gpu": 8.0, "cpu": 5.0}  # torchrun, imports, process group (2 cores: 3-4 s idle, about 10 s under load)
@@ -177,10 +177,8 @@ def _copy_s(params: dict, machine: Machine) -> float:
 def _ddp_s(preset: str, params: dict, world_size: int, machine: Machine) -> float:
     kind, model = machine.kind, params["model"]
     compiled = kind == "gpu" and params.get("compile", True)
-    # Warm-up ends once WARMUP_WINDOW steps agree (at least warmup_steps, at most warmup_max_steps).
-    warmup = min(max(params.get("warmup_steps", 0), WARMUP_WINDOW), max(params.get("warmup_steps", 0), params.get("warmup_max_steps", 20)))
     profiled = params.get("profile_steps", 3) if kind == "gpu" else 0
-    steps = warmup + params["steps"] + profiled
+    steps = params["steps"] + profiled  # warm-up apart: it depends on the global batch
     batches = params.get("global_batches") or [params["micro_batch"] * params.get("grad_accum", 1) * world_size]
     if kind == "gpu":
         peak = (dense_bf16_peak_tflops(machine.gpu_name) or UNKNOWN_PEAK_TFLOPS) * 1e12
@@ -205,8 +203,17 @@ def _ddp_s(preset: str, params: dict, world_size: int, machine: Machine) -> floa
     half = params.get("weights_dtype") == "bfloat16" or params.get("grad_reduce_dtype") == "bf16"
     grad_bytes = n_params * (2 if half else 4)
     allreduce_s = 0.0 if world_size == 1 else grad_bytes * 2 * (world_size - 1) / world_size / (_busbw_gbps(preset, world_size, machine) * 1e9)
+    taken = 0  # the launch's global batches train one model in turn
     for batch in batches:
         step_s = batch / world_size * flops_per_sample / rate + allreduce_s + STEP_OVERHEAD_S[kind]
-        total += steps * step_s
+        warmup = _warmup_steps(params, taken, kind == "gpu" and world_size > 1)
+        total += (warmup + steps) * step_s
+        taken += warmup + steps
     return total
+
+
+def _warmup_steps(params: dict, steps_taken: int, ddp_on_gpu: bool) -> int:
+    """The suite's warm-up when it is steady at once: its least steps, or its WARMUP_WINDOW, up to warmup_max_steps."""
+    least = least_warmup_steps(params.get("warmup_steps", 0), steps_taken, ddp_on_gpu)
+    return min(max(least, WARMUP_WINDOW), max(least, params.get("warmup_max_steps", 20)))
 

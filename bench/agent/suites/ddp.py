@@ -223,6 +223,7 @@ class Training:
     accum: int
     allreduce_calls: "list[int] | None"
     grads_kept: bool = False  # zeroed in place between steps, never freed (graph_module says why)
+    steps_taken: int = 0
 
     def step(self) -> None:
         """One optimizer step over `accum` micro-batches; gradients cross the link on the last only."""
@@ -233,6 +234,7 @@ class Training:
                 loss.backward()
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=not self.grads_kept)
+        self.steps_taken += 1
 
 
 def set_up(ctx: Context, params: Params, accum: int, build: Callable) -> Training:
@@ -271,7 +273,8 @@ def run_config(ctx: Context, params: Params, point: dict, training: Training, se
     then count and profile; its record."""
     global_batch = point["global_batch"]
     training.accum = point["grad_accum"]
-    warmup_count, warmup_s = seconds_of(ctx, lambda: warm_up(ctx, training.step, params))
+    least = least_warmup_steps(params.warmup_steps, training.steps_taken, ddp_on_gpu=training.ddp is not None and ctx.is_cuda)
+    warmup_count, warmup_s = seconds_of(ctx, lambda: warm_up(ctx, training.step, params, least))
     if ctx.is_cuda:
         torch.cuda.reset_peak_memory_stats(ctx.device)
     calls_before = training.allreduce_calls[0] if training.allreduce_calls else 0
@@ -313,15 +316,26 @@ def grad_allreduce_bytes(module: torch.nn.Module, params: Params) -> int:
 
 
 WARMUP_WINDOW = 3  # consecutive warm-up steps that must agree before timing starts
+# DDP's reducer times its first 10 iterations (its forward calls outside no_sync(): one a step)
+# with CUDA events, and each next such forward waits for them: until then the CPU cannot run ahead
+# of the GPU, and a step bound by launching kernels is slower at a level of its own (quick's gpt2
+# on 2x H200: 28.5-32 ms, then 26.0 ms), steady enough to pass the warm-up's window.
+DDP_SYNCED_STEPS = 11
 
 
-def warm_up(ctx: Context, step: Callable[[], None], params: Params) -> int:
+def least_warmup_steps(warmup_steps: int, steps_taken: int, ddp_on_gpu: bool) -> int:
+    """The plan's warm-up steps, and under DDP on a GPU enough to leave DDP's timed iterations behind
+    (a launch's later global batches train the same DDP model, past them)."""
+    return max(warmup_steps, DDP_SYNCED_STEPS - steps_taken) if ddp_on_gpu else warmup_steps
+
+
+def warm_up(ctx: Context, step: Callable[[], None], params: Params, least: int) -> int:
     """Untimed steps until the last WARMUP_WINDOW step times lie within warmup_tolerance of their
-    median on every rank: at least warmup_steps, at most warmup_max_steps. The count run.
+    median on every rank: at least `least`, at most warmup_max_steps. The count run.
 
     The first steps of a fresh process are several times slower (allocator, caches, lazy
     initialisation); a fixed count that is too short leaves them among the timed samples."""
-    least, most = params.warmup_steps, max(params.warmup_steps, params.warmup_max_steps)
+    most = max(least, params.warmup_max_steps)
     times: list[float] = []
     while len(times) < most:
         begin = time.perf_counter()
