@@ -62,10 +62,20 @@ class Context:
             torch.cuda.synchronize(self.device)
 
 
-def time_per_call(ctx: Context, fn: Callable[[], None], iters: int, graph: "torch.cuda.CUDAGraph | None" = None) -> float:
-    """Seconds per call of `fn`, averaged over `iters` back-to-back calls (one repetition)."""
+# GPU cycles spun before a queued-ahead repetition: 2.5 ms at 2 GHz, several times what Python
+# takes to queue ten calls of a few copies each.
+QUEUE_AHEAD_CYCLES = 5_000_000
+
+
+def time_per_call(ctx: Context, fn: Callable[[], None], iters: int, graph: "torch.cuda.CUDAGraph | None" = None,
+                  queue_ahead: bool = False) -> float:
+    """Seconds per call of `fn`, averaged over `iters` back-to-back calls (one repetition).
+    With queue_ahead the GPU spins before the start event until every call is queued, as
+    nvbandwidth's spin kernel does, so Python's issue time never opens gaps between calls."""
     if ctx.is_cuda:
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        if queue_ahead:
+            torch.cuda._sleep(QUEUE_AHEAD_CYCLES)
         start.record()
         if graph is not None:
             graph.replay()
@@ -154,8 +164,9 @@ def _go_on(ctx: Context, samples: list[float], sampling: SampledParams, elapsed_
     return any_rank(ctx, wants_more)  # the ranks' sample lists must stay one length
 
 
-def repeat(ctx: Context, fn: Callable[[], None], timing: RepeatedParams, use_graph: bool) -> tuple[list[float], list[float]]:
-    """Per-repetition seconds per call: (mean over ranks, max over ranks)."""
+def repeat(ctx: Context, fn: Callable[[], None], timing: RepeatedParams, use_graph: bool,
+           queue_ahead: bool = False) -> tuple[list[float], list[float]]:
+    """Per-repetition seconds per call: (mean over ranks, max over ranks); queue_ahead as in time_per_call."""
     for _ in range(timing.warmup_iters):
         fn()
     ctx.sync()
@@ -164,7 +175,7 @@ def repeat(ctx: Context, fn: Callable[[], None], timing: RepeatedParams, use_gra
         graph.replay()  # one untimed replay: the first replay pays for uploading the graph
         ctx.sync()
     local = sample_until_steady(
-        ctx, lambda n: [time_per_call(ctx, fn, timing.iters, graph) for _ in range(n)], timing.repetitions, timing,
+        ctx, lambda n: [time_per_call(ctx, fn, timing.iters, graph, queue_ahead) for _ in range(n)], timing.repetitions, timing,
         calls_per_sample=timing.iters)
     return reduce_over_ranks(ctx, local)
 
