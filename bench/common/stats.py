@@ -10,9 +10,11 @@ A verdict over many runs at once (verify, compare) takes each run's interval at 
 so that all of them hold together at LEVEL (Bonferroni): one run in twenty outside a 95%
 interval is what such an interval promises, and a bundle of twenty runs would otherwise fail an
 honest rerun about every other time. Past the levels RESAMPLES can resolve (TAIL_RESAMPLES_MIN
-beyond each end: 99%), the interval is the normal one on the log ratio, from the same resamples'
-standard deviation, and never narrower than their 99% percentile interval: the resample count,
-and so the time, stays the same however many runs a bundle holds.
+beyond each end: 99%), each end of the 99% percentile interval is pushed out on the log scale as
+a normal quantile would be, z(level)/z(99%) times its distance from the resamples' median: the
+resample count, and so the time, stays the same however many runs a bundle holds, and a few wild
+resamples (one outlying sample drawn into half of a resample) cannot stretch the interval as
+they would a standard deviation.
 
 A side measured by several launches (a plan entry's launch_repeats) is resampled in two stages,
 launches first and then the samples of each launch drawn: the spread between launches, which
@@ -50,8 +52,8 @@ def percent(level: float) -> str:
 
 def family_method(level: float, count: int) -> str:
     """METHOD for `count` intervals taken together at LEVEL."""
-    beyond = "" if _resolved(level) else (f"; past {percent(RESOLVED_LEVEL)}, the normal interval on the log ratio from the "
-                                          f"resamples' spread, never narrower than their {percent(RESOLVED_LEVEL)} percentile interval")
+    beyond = "" if _resolved(level) else (f"; past {percent(RESOLVED_LEVEL)}, each end of the {percent(RESOLVED_LEVEL)} percentile "
+                                          f"interval pushed out on the log scale as a normal quantile would be")
     return (f"{percent(level)} interval for each of the {count} compared runs, so that all of them hold together at "
             f"{percent(LEVEL)} (Bonferroni), from a bootstrap of the ratio of medians ({RESAMPLES} resamples "
             f"of each side's samples, launches first where a side has several, fixed seed {SEED}){beyond}")
@@ -65,18 +67,21 @@ def _resolved(level: float) -> bool:
 
 
 def _interval(value: float, ratios: list[float], level: float, n: int) -> Spread:
-    """The central `level` of the sorted resampled ratios; past RESOLVED_LEVEL, the normal interval
-    on their logarithms, widened where needed to their RESOLVED_LEVEL percentile interval."""
+    """The central `level` of the sorted resampled ratios; past RESOLVED_LEVEL, each end of their
+    RESOLVED_LEVEL percentile interval extrapolated on the log scale by the ratio of normal
+    quantiles, each tail by its own distance from the median (the resamples may be skewed)."""
     def central(at: float) -> tuple[float, float]:
         tail = (1 - at) / 2 * 100
         return percentile(ratios, tail), percentile(ratios, 100 - tail)
     if _resolved(level):
         return Spread(value, *central(level), n)
     low, high = central(RESOLVED_LEVEL)
-    logs = [math.log(r) for r in ratios]
-    centre, spread = statistics.fmean(logs), statistics.stdev(logs)
-    z = statistics.NormalDist().inv_cdf(1 - (1 - level) / 2)
-    return Spread(value, min(low, math.exp(centre - z * spread)), max(high, math.exp(centre + z * spread)), n)
+    centre = math.log(percentile(ratios, 50))
+    def z(at: float) -> float:
+        return statistics.NormalDist().inv_cdf(1 - (1 - at) / 2)
+    stretch = z(level) / z(RESOLVED_LEVEL)
+    return Spread(value, math.exp(centre - (centre - math.log(low)) * stretch),
+                  math.exp(centre + (math.log(high) - centre) * stretch), n)
 
 
 def percentile(sorted_samples: list[float], q: float) -> float:

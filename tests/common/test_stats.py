@@ -75,3 +75,21 @@ def test_intervals_judged_together_are_each_wider_so_that_all_hold_at_95_percent
     # Past 99% the resamples cannot resolve the tails: the interval is never narrower than their 99% one.
     resolved = ratio_of_medians(top, bottom, 0.99)
     assert of_twenty.low <= resolved.low and of_twenty.high >= resolved.high
+
+
+def test_one_wild_sample_does_not_stretch_a_family_interval_past_what_its_resamples_show():
+    """A 1 MiB all-reduce rerun on 2x H200 with one sample at 23 GB/s among nine at 63-65 (its
+    original ten at 61-63), judged as one of 8 runs: the resamples' own 99.4% interval is about
+    [1.009, 1.037], well inside a 5% band. One outlier drawn into half of a few resamples must not
+    widen it to a 5%-band straddle, as a normal interval from their standard deviation did."""
+    original = [61.4, 62.4, 62.7, 62.8, 62.6, 63.0, 62.7, 62.6, 62.4, 62.4]
+    rerun = [23.4, 63.2, 64.3, 64.7, 64.6, 64.7, 64.2, 64.6, 64.2, 65.0]
+    level = family_level(8)
+    judged = ratio_of_medians(rerun, original, level)
+    assert 0.95 < judged.low and judged.high < 1.05
+    rng = random.Random(1)
+    drawn = sorted(statistics.median(rng.choices(rerun, k=10)) / statistics.median(rng.choices(original, k=10))
+                   for _ in range(50_000))
+    tail = (1 - level) / 2 * 100
+    assert judged.low == pytest.approx(stats.percentile(drawn, tail), abs=0.005)
+    assert judged.high == pytest.approx(stats.percentile(drawn, 100 - tail), abs=0.005)
