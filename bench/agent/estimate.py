@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bench.agent.gpu_peaks import dense_bf16_peak_tflops
+from bench.agent.suites.copy import WARMUP_LEAST_S
 from bench.agent.suites.ddp import WARMUP_WINDOW, least_warmup_steps
 from bench.agent.models import gpt
 
@@ -166,11 +167,12 @@ def _copy_sweeps(params: dict, machine: "Machine | None") -> list[float]:
 
 
 def _copy_s(params: dict, machine: Machine) -> float:
-    calls = params["warmup_iters"] + params["repetitions"] * params["iters"] + 1
+    timed_calls = params["repetitions"] * params["iters"] + 1
     kind, total = machine.kind, 0.0
     for gbps in _copy_sweeps(params, machine):
         for size in _sizes(params):
-            total += calls * (CALL_LATENCY_S[kind] + size / (gbps * 1e9)) + POINT_OVERHEAD_S[kind]
+            call_s = CALL_LATENCY_S[kind] + size / (gbps * 1e9)
+            total += max(params["warmup_iters"] * call_s, WARMUP_LEAST_S) + timed_calls * call_s + POINT_OVERHEAD_S[kind]
     return total
 
 

@@ -164,12 +164,23 @@ def _go_on(ctx: Context, samples: list[float], sampling: SampledParams, elapsed_
     return any_rank(ctx, wants_more)  # the ranks' sample lists must stay one length
 
 
+def warm_up(ctx: Context, fn: Callable[[], None], calls: int, least_s: float = 0.0) -> None:
+    """`calls` untimed calls of `fn`, repeated until at least `least_s` seconds have passed; every
+    rank makes as many calls."""
+    began = time.perf_counter()
+    while True:
+        for _ in range(max(calls, 1) if least_s else calls):
+            fn()
+        ctx.sync()
+        if not least_s or not any_rank(ctx, time.perf_counter() - began < least_s):
+            return
+
+
 def repeat(ctx: Context, fn: Callable[[], None], timing: RepeatedParams, use_graph: bool,
-           queue_ahead: bool = False) -> tuple[list[float], list[float]]:
-    """Per-repetition seconds per call: (mean over ranks, max over ranks); queue_ahead as in time_per_call."""
-    for _ in range(timing.warmup_iters):
-        fn()
-    ctx.sync()
+           queue_ahead: bool = False, warmup_least_s: float = 0.0) -> tuple[list[float], list[float]]:
+    """Per-repetition seconds per call: (mean over ranks, max over ranks); queue_ahead as in
+    time_per_call; the warm-up as in warm_up."""
+    warm_up(ctx, fn, timing.warmup_iters, warmup_least_s)
     graph = capture_graph(ctx, fn, timing.iters) if use_graph and ctx.is_cuda else None
     if graph is not None:
         graph.replay()  # one untimed replay: the first replay pays for uploading the graph

@@ -36,6 +36,10 @@ if TYPE_CHECKING:
 
 ELEMENT = torch.float32
 _TYPESTR = "<f4"  # ELEMENT as __cuda_array_interface__ spells it
+# A point's warm-up runs its warmup_iters copies and at least this long: on an H200 the first
+# milliseconds of host-to-device copies into new buffers ran at down to half speed, longer than a few
+# copies of 1-16 MiB last (benchmarks/results/copy_parity_h200x1.md).
+WARMUP_LEAST_S = 0.03
 # Per GPU, a copy point holds at most two buffers (a bidirectional pair's source and
 # destination) and its check two more temporaries; the host holds two pinned buffers.
 GPU_BUFFERS, HOST_BUFFERS = 4, 2
@@ -121,7 +125,7 @@ def _time_copies(ctx: Context, copies: list, params: Params) -> list[float]:
     queued ahead of its start event, as nvbandwidth times it."""
     if not ctx.is_cuda:
         (_, dst, src, copy), = copies
-        mean_s, _ = repeat(ctx, lambda: copy(dst, src), params, use_graph=False)
+        mean_s, _ = repeat(ctx, lambda: copy(dst, src), params, use_graph=False, warmup_least_s=WARMUP_LEAST_S)
         return mean_s
     main = torch.cuda.current_stream(ctx.device)
     (_, first_dst, first_src, first_copy), *others = copies
@@ -137,7 +141,7 @@ def _time_copies(ctx: Context, copies: list, params: Params) -> list[float]:
             main.wait_stream(stream)
 
     with torch.cuda.device(ctx.device):
-        mean_s, _ = repeat(ctx, call, params, use_graph=False, queue_ahead=True)
+        mean_s, _ = repeat(ctx, call, params, use_graph=False, queue_ahead=True, warmup_least_s=WARMUP_LEAST_S)
     return mean_s
 
 

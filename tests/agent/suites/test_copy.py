@@ -8,6 +8,7 @@ import torch
 
 from bench.agent.harness import Context, time_per_call
 from bench.agent.runner import Hardware, PlanError, plan_launches, run_plan
+from bench.agent.suites.copy import WARMUP_LEAST_S
 from bench.controller.plans import check
 from bench import schemas
 
@@ -54,6 +55,13 @@ def test_each_copy_run_records_the_span_of_its_timed_calls(cpu_copies):
     assert [w["steps_count"] for w in windows] == [2 * run["metrics"]["time_s"]["summary"]["n"] for run in cpu_copies["runs"]]
     assert all(w["start_s"] < w["end_s"] for w in windows)
     assert all(a["end_s"] <= b["start_s"] for a, b in zip(windows, windows[1:]))
+
+
+def test_each_copy_point_warms_up_for_at_least_its_least_time_before_it_is_timed(cpu_copies):
+    """One warm-up copy of 4 KiB lasts microseconds; the first milliseconds of copies into new
+    buffers can run slow, so the warm-up goes on for WARMUP_LEAST_S."""
+    windows = [run["measured_window"] for run in cpu_copies["runs"]]
+    assert all(b["start_s"] - a["end_s"] >= WARMUP_LEAST_S for a, b in zip(windows, windows[1:]))
 
 
 def test_copy_runs_validate_against_the_bundle_schema(cpu_copies):
