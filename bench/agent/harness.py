@@ -165,15 +165,15 @@ def _go_on(ctx: Context, samples: list[float], sampling: SampledParams, elapsed_
 
 
 def warm_up(ctx: Context, fn: Callable[[], None], calls: int, least_s: float = 0.0) -> None:
-    """`calls` untimed calls of `fn`, repeated until at least `least_s` seconds have passed; every
-    rank makes as many calls."""
+    """`calls` untimed calls of `fn`, then more, one at a time, until at least `least_s` seconds
+    have passed; every rank makes as many calls."""
     began = time.perf_counter()
-    while True:
-        for _ in range(max(calls, 1) if least_s else calls):
-            fn()
+    for _ in range(calls):
+        fn()
+    ctx.sync()
+    while least_s and any_rank(ctx, time.perf_counter() - began < least_s):
+        fn()
         ctx.sync()
-        if not least_s or not any_rank(ctx, time.perf_counter() - began < least_s):
-            return
 
 
 def repeat(ctx: Context, fn: Callable[[], None], timing: RepeatedParams, use_graph: bool,
