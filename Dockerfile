@@ -1,4 +1,4 @@
-# The pinned ddpbench agent image: bench/agent (with bench/common) on the torch + NCCL of a hashed lock file.
+# The pinned ddpbench agent image: bench/agent (with bench/common, the suites and the models) on the torch + NCCL of a hashed lock file.
 # `make image` builds it, `make image-lock` pins the base by digest; README "The pinned image".
 ARG BASE_IMAGE=nvidia/cuda:13.0.1-runtime-ubuntu24.04
 
@@ -49,10 +49,13 @@ LABEL org.opencontainers.image.title="ddpbench agent" \
       org.opencontainers.image.revision="${GIT_COMMIT}" \
       org.opencontainers.image.base.name="${BASE_IMAGE}"
 COPY --from=pin /tmp/pin.json /etc/ddpbench/pin.json
-# Only the agent: the image needs nothing of the controller.
-COPY bench/__init__.py /opt/ddpbench-agent/bench/__init__.py
+# Only the agent, as its zipapp holds it (bench/controller/agent_package.py): the image needs nothing
+# of the controller, and .dockerignore keeps the suites' report parts out.
+COPY bench/__init__.py bench/errors.py /opt/ddpbench-agent/bench/
 COPY bench/agent /opt/ddpbench-agent/bench/agent
 COPY bench/common /opt/ddpbench-agent/bench/common
+COPY bench/suites /opt/ddpbench-agent/bench/suites
+COPY bench/models /opt/ddpbench-agent/bench/models
 ENV PATH=/opt/ddpbench/bin:${PATH} \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import jsonschema_rs
 
+from bench import suites
 from bench.errors import UserError
 
 if TYPE_CHECKING:  # the reference implementation only explains an invalid document; a valid one never imports it
@@ -18,18 +19,63 @@ if TYPE_CHECKING:  # the reference implementation only explains an invalid docum
 
 SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schema"
 NAMES = ("bundle", "plan", "hosts", "fingerprint")
+PLAN_ID = "urn:ddpbench:schema:plan"
 
 
 @functools.lru_cache(maxsize=None)
 def schema(name: str) -> dict:
-    return json.loads((SCHEMA_DIR / f"{name}.schema.json").read_text())
+    """schema/NAME.schema.json; the plan's and the bundle's with every suite's parts composed in."""
+    document = json.loads((SCHEMA_DIR / f"{name}.schema.json").read_text())
+    compose = {"plan": _with_suites_in_plan, "bundle": _with_suites_in_bundle}.get(name)
+    return compose(document) if compose else document
+
+
+def _with_suites_in_plan(plan: dict) -> dict:
+    """A suite entry's `suite` is one of the known suites, and each suite's branch checks the entry's
+    params, gpu and cpu against that suite's params.schema.json ($defs/params; $defs/entry too)."""
+    entry = plan["$defs"]["suite_entry"]
+    entry["properties"]["suite"] = {**entry["properties"]["suite"], "enum": suites.names()}
+    overrides = {"transports": {"$ref": f"{PLAN_ID}#/$defs/transports"}, "launch_repeats": {"$ref": f"{PLAN_ID}#/$defs/launch_repeats"}}
+    entry["allOf"] = []
+    for name, suite in suites.registry().items():
+        params = f"{suite.schema['$id']}#/$defs/params"
+        then = {"properties": {
+            "params": {"$ref": params, "unevaluatedProperties": False},
+            "gpu": {"$ref": params, "properties": overrides, "unevaluatedProperties": False,
+                    "description": "Overrides on hosts with a GPU: parameters, and the transports to use there."},
+            "cpu": {"$ref": params, "properties": overrides, "unevaluatedProperties": False,
+                    "description": "Overrides on hosts without a GPU: parameters, and the transports to use there."},
+        }}
+        if "entry" in suite.schema.get("$defs", {}):
+            then["allOf"] = [{"$ref": f"{suite.schema['$id']}#/$defs/entry"}]
+        entry["allOf"].append({"if": {"properties": {"suite": {"const": name}}, "required": ["suite"]}, "then": then})
+    return plan
+
+
+def _with_suites_in_bundle(bundle: dict) -> dict:
+    """A run's and a launch's `suite` is one of the known suites; a run's params hold what its suite's
+    $defs/run_params says (what the report and compare key on)."""
+    defs = bundle["$defs"]
+    for part in ("launch", "run"):
+        defs[part]["properties"]["suite"] = {**defs[part]["properties"]["suite"], "enum": suites.names()}
+    defs["run"]["allOf"] = [
+        {"if": {"properties": {"suite": {"const": name}}, "required": ["suite"]},
+         "then": {"properties": {"params": {"$ref": f"{suite.schema['$id']}#/$defs/run_params"}}}}
+        for name, suite in suites.registry().items() if "run_params" in suite.schema.get("$defs", {})
+    ]
+    return bundle
+
+
+def _resources() -> list:
+    """Every schema a document may refer to: the files in schema/ and each suite's params.schema.json."""
+    return [schema(name) for name in NAMES] + [suite.schema for suite in suites.registry().values()]
 
 
 @functools.lru_cache(maxsize=None)
 def _registry() -> Registry:
     from referencing import Registry, Resource
 
-    return Registry().with_resources((schema(name)["$id"], Resource.from_contents(schema(name))) for name in NAMES)
+    return Registry().with_resources((document["$id"], Resource.from_contents(document)) for document in _resources())
 
 
 @functools.lru_cache(maxsize=None)
@@ -47,7 +93,7 @@ def fast_validator(name: str, definition: str = "") -> "jsonschema_rs.Validator"
     """A compiled validator of the same schema, about 100x faster, and the one whose verdict is
     final: the reference implementation only explains a document this one refused (the two differ
     at the edges, e.g. `$` in a pattern matches before a trailing newline in Python)."""
-    resources = [(contents["$id"], contents) for contents in (schema(n) for n in NAMES)]
+    resources = [(contents["$id"], contents) for contents in _resources()]
     root = {"$ref": f"urn:ddpbench:schema:{name}#/$defs/{definition}"} if definition else schema(name)
     return jsonschema_rs.validator_for(root, registry=jsonschema_rs.Registry(resources))
 
@@ -107,7 +153,7 @@ def _instance_at(document, path):
 @functools.lru_cache(maxsize=None)
 def _pattern_descriptions() -> dict:
     """pattern -> the description beside it, across every schema (to explain a pattern refused)."""
-    found, stack = {}, [schema(n) for n in NAMES]
+    found, stack = {}, _resources()
     while stack:
         node = stack.pop()
         if isinstance(node, dict):

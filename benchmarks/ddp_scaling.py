@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common.transports import link_name  # noqa: E402
+from bench import suites  # noqa: E402
 from benchmarks._agent import median, run_plan, table  # noqa: E402
 
 # The naive loop's figures on the same machine kind (DESIGN.md), for the table's last column.
@@ -76,10 +76,10 @@ def main() -> None:
             "steps": args.steps, "warmup_steps": 10, "warmup_max_steps": 10, "warmup_tolerance": 0.1,
             "cv_target": None, "sampling_cap_s": 30, "precision": "bf16", "count_allreduce": False, "profile_steps": 3, "optimizer": "adamw", "grad_reduce_dtype": "fp32", "allreduce": "nccl",
             "weights_dtype": "float32", "activation_checkpointing": False, "seed": 0, **defaults}
-    suites = [entry(base, ["default"], [1]), entry(base, args.transports.split(","), [2])]
+    entries = [entry(base, ["default"], [1]), entry(base, args.transports.split(","), [2])]
     variants = list(filter(None, args.knobs.split(",")))
-    suites += [variant(base, KNOBS[name]) for name in variants]
-    raw = run_plan({"name": "ddp-scaling", "timeout_s": 1200, "suites": suites}, args.out)
+    entries += [variant(base, KNOBS[name]) for name in variants]
+    raw = run_plan({"name": "ddp-scaling", "timeout_s": 1200, "suites": entries}, args.out)
 
     one_gpu = next((median(r, "step_time_s") for r in raw["runs"] if r["world_size"] == 1 and r["status"] == "ok"), None)
     launch_variant = {f"{i + 2:02d}": name for i, name in enumerate(variants)}  # launch ids start with the entry index
@@ -95,7 +95,7 @@ def main() -> None:
         efficiency = one_gpu / step if one_gpu else None
         naive = NAIVE_MS.get((p["model"], run["world_size"], run["transport"]["preset"])) if not knob else None
         rows.append([
-            p["model"], str(run["world_size"]), link_name(run),
+            p["model"], str(run["world_size"]), suites.get("ddp").link_name(run),
             knob or "suite defaults", f"{step * 1e3:.1f}", f"{run['metrics']['step_time_s']['summary']['cv']:.1%}",
             f"{mfu:.1%}" if mfu else "-", f"{efficiency:.1%}" if efficiency else "-", f"{naive:.1f}" if naive else "-",
             *(f"{median(run, name) * 1e3:.1f}" if median(run, name) is not None else "-" for name in BREAKDOWN),

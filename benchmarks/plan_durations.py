@@ -1,4 +1,4 @@
-"""Each shipped plan's estimated duration (bench/agent/estimate.py) on the machines its
+"""Each shipped plan's estimated duration (each suite's cost model) on the machines its
 description names: 2x H200 (NVLink NV18, PCIe 5) and 2x RTX 3090 (no NVLink, PCIe 4), plus
 this machine when it has a GPU or not. Start-up of the controller and the report (a few
 seconds) are not in it.
@@ -13,8 +13,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.agent import estimate  # noqa: E402
-from bench.agent.runner import Hardware, plan_launches  # noqa: E402
+from bench.agent.runner import modelled, plan_launches  # noqa: E402
+from bench.common.host import Capabilities  # noqa: E402
 from bench.controller.plans import load_plan, plan_names  # noqa: E402
 from bench.controller.progress import describe_s  # noqa: E402
 
@@ -36,14 +36,15 @@ MACHINES = {
 
 def plan_seconds(plan: dict, fingerprint: dict) -> tuple[float, int, int]:
     """(estimated seconds, launches run, configurations) of the plan on that machine."""
-    machine = estimate.Machine.of(fingerprint)
+    host = Capabilities.of(fingerprint)
     total, launches, points = 0.0, 0, 0
-    for launch in plan_launches(plan, Hardware.of(fingerprint)):
+    for launch in plan_launches(plan, host):
         if launch.skipped_reason:
             continue
-        total += estimate.launch_seconds(launch.suite, launch.preset, launch.params, launch.world_size, machine)
+        seconds, configurations = modelled(launch, host)
+        total += seconds
         launches += 1
-        points += estimate.configurations(launch.suite, launch.params, launch.world_size, machine)
+        points += configurations
     return total, launches, points
 
 

@@ -5,10 +5,10 @@
 
 Needs a CUDA GPU and diffusers. Results: benchmarks/results/sdxl_unet_step_h200x1.md.
 
-The step is the ddp suite's (bench/agent/suites/ddp.py run_config's `step`, one rank, no DDP):
+The step is the ddp suite's (bench/suites/ddp/ranks.py run_config's `step`, one rank, no DDP):
 micro-batches of 2 under bf16 autocast, each loss / accum backward, then Adafactor's step and
 zero_grad, on bf16 weights with diffusers' activation checkpointing. Each variant builds the
-model through bench.agent.models.build as the suite does, warms up, times steps with CUDA events
+model through bench.models.workload.build as the suite does, warms up, times steps with CUDA events
 (per phase too: forward, backward, optimizer), and, when asked, profiles one step with
 torch.profiler: kernel time against the step's wall, and each GPU idle gap charged to what the
 CPU was doing when it launched the kernel that ended the gap (forward, backward with the
@@ -40,10 +40,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 from torch.profiler import ProfilerActivity, profile, record_function  # noqa: E402
 
-from bench.agent import models  # noqa: E402
-from bench.agent.gpu_peaks import dense_bf16_peak_tflops  # noqa: E402
+from bench.models import workload  # noqa: E402
+from bench.common.gpu_peaks import dense_bf16_peak_tflops  # noqa: E402
 from bench.agent.kernel_time import union  # noqa: E402
-from bench.agent.suites import ddp  # noqa: E402
+from bench.suites.ddp.params import Params  # noqa: E402
 from bench.controller.plans import with_defaults  # noqa: E402
 
 # What each variant changes against the suite's step (seed000's parameters).
@@ -191,9 +191,9 @@ def graphed_loss(work) -> "torch.nn.Module":
 def build_variant(knobs: dict, device: torch.device, global_batch: int):
     entry = {"model": knobs["model"], "micro_batch": knobs["micro_batch"], "seed": 0, "steps": 1, "warmup_steps": 0,
              "weights_dtype": "bfloat16", "activation_checkpointing": knobs["activation_checkpointing"]}
-    params = ddp.Params.of(with_defaults({"suites": [{"suite": "ddp", "params": entry}]})["suites"][0]["params"])
+    params = Params.of(with_defaults({"suites": [{"suite": "ddp", "params": entry}]})["suites"][0]["params"])
     accum = global_batch // knobs["micro_batch"]
-    work = models.build(params, accum, device, 0)
+    work = workload.build(params, accum, device, 0)
     if knobs["activation_checkpointing"] and knobs.get("annotate"):
         annotated_checkpointing(work.module.unet)
     if knobs["channels_last"]:

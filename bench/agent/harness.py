@@ -1,5 +1,5 @@
-"""The one harness every suite shares: typed parameters, warm-up, timing, repetitions, rank
-reduction, and the run record.
+"""The one harness every suite's ranks share: warm-up, timing, repetitions, sampling to a CV,
+rank reduction, and the run record (the typed parameters it samples by: bench/suites/params.py).
 
 On the GPU a repetition is timed with a CUDA event pair around `iters` calls (optionally
 replayed from a CUDA graph, so that Python's launch cost does not hide a fast link); on
@@ -10,15 +10,13 @@ nccl-tests does by default (`-a 1`), and the maximum over ranks is kept too.
 from __future__ import annotations
 
 import time
-from dataclasses import MISSING, dataclass, field, fields
-from typing import Callable, TypeVar
+from dataclasses import dataclass, field
+from typing import Callable
 
 import torch
 import torch.distributed as dist
 
-
-class PlanError(Exception):
-    """The plan asks for something this host cannot do; raised before anything is launched."""
+from bench.suites.params import RepeatedParams, SampledParams
 
 
 class MeasuredWindow:
@@ -108,40 +106,6 @@ def capture_graph(ctx: Context, fn: Callable[[], None], iters: int) -> "torch.cu
 
 
 MAX_SAMPLES = 10000  # a metric's most samples in a bundle (schema/bundle.schema.json): sampling toward a CV stops there
-
-P = TypeVar("P", bound="SampledParams")
-
-
-@dataclass(frozen=True)
-class SampledParams:
-    """A suite's parameters, typed, built once from its plan entry as the schema defaulted it
-    (bench/controller/plans.py writes every default out; none is repeated here). A field with
-    a default here is one the schema leaves optional: None stands for absent.
-
-    Every suite samples the same way: past the first batch, more batches of the same size while
-    the samples' CV is above cv_target (None: never) and sampling_cap_s has not passed, as
-    Phoronix repeats a test until its standard deviation is low enough."""
-
-    cv_target: "float | None"
-    sampling_cap_s: float
-
-    @classmethod
-    def of(cls: "type[P]", entry: dict) -> P:
-        missing = [f.name for f in fields(cls) if f.default is MISSING and f.name not in entry]
-        if missing:
-            raise PlanError(f"a suite entry's params lack {', '.join(missing)}: the agent takes the plan as "
-                            "`ddpbench run` resolves it, with the schema's defaults written out")
-        return cls(**{f.name: entry[f.name] for f in fields(cls) if f.name in entry})
-
-
-@dataclass(frozen=True)
-class RepeatedParams(SampledParams):
-    """Parameters of a suite that times a call repeated: nccl-tests' warm-up (-w), calls per
-    repetition (-n) and repetitions (-N)."""
-
-    warmup_iters: int
-    iters: int
-    repetitions: int
 
 
 def sample_until_steady(ctx: Context, take: Callable[[int], list[float]], count: int, sampling: SampledParams,

@@ -20,16 +20,18 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-from bench import __version__
-from bench.agent import counters, estimate, proctree, rank_errors
-from bench.agent.harness import PlanError
-from bench.agent.suites import SUITES
-from bench.agent.transports import BASE_NCCL_ENV, PRESETS, backend_for, transport_record
+from bench import __version__, suites
+from bench.agent import counters, proctree, rank_errors
 from bench.common import history as earlier
+from bench.common import protocol
 from bench.common.files import write_text
+from bench.common.host import Capabilities
 from bench.common.paths import SOURCE_ROOT
 from bench.common.polling import wait_until
 from bench.common.timestamps import utc_timestamp
+from bench.common.transports import BASE_NCCL_ENV, PRESETS, backend_for, transport_record
+from bench.suites.cost import LAUNCH_START_S
+from bench.suites.params import PlanError
 
 CPU_WORLD_SIZE = 2  # "all" on a machine without a GPU: two processes, gloo
 LOG_TAIL_LINES = 20
@@ -37,52 +39,20 @@ POLL_S = 0.5  # how often a running launch's results are looked at, for progress
 ETA_OFF_FACTOR = 2.0  # a launch this much longer or shorter than its estimate is said in the log
 
 
-@dataclass(frozen=True)
-class Hardware:
-    gpu_count: int
-    gpu_memory_bytes: int  # the smallest GPU's
-    infiniband: bool
-    logical_cpus: int
-    gpu_memory_free_bytes: int = 0  # the smallest GPU's total less what other processes hold
-    host_memory_bytes: int = 0
-
-    @classmethod
-    def of(cls, fingerprint: dict) -> "Hardware":
-        gpus = fingerprint.get("gpus") or []
-        ib = fingerprint.get("network", {}).get("infiniband") or []
-        used = {h["index"]: h["memory_used_bytes"] for h in (fingerprint.get("health") or {}).get("gpus") or []}
-        return cls(
-            gpu_count=len(gpus),
-            gpu_memory_bytes=min((g.get("memory_total_bytes") or 0 for g in gpus), default=0),
-            infiniband=any((port.get("state") or "").upper().endswith("ACTIVE") for port in ib),
-            logical_cpus=fingerprint.get("cpu", {}).get("logical_cpus") or os.cpu_count() or 1,
-            gpu_memory_free_bytes=min(((g.get("memory_total_bytes") or 0) - (used.get(g["index"]) or 0) for g in gpus), default=0),
-            host_memory_bytes=fingerprint.get("memory_total_bytes") or 0,
-        )
-
-
-@dataclass(frozen=True)
-class Nodes:
-    """Where this agent sits in a multi-node job; one node is the single-host case."""
-
-    count: int = 1
-    rank: int = 0
-    rendezvous: str = ""  # host:port of the c10d store, on the first node
-    job_id: str = "ddpbench"
-
-    def torchrun_args(self) -> list[str]:
-        if self.count == 1:
-            return ["--standalone", "--nnodes=1"]
-        return [
-            f"--nnodes={self.count}",
-            f"--node-rank={self.rank}",
-            "--rdzv-backend=c10d",
-            f"--rdzv-endpoint={self.rendezvous}",
-            f"--rdzv-id={self.job_id}",
-            # Node rank 0 hosts the rendezvous store; guessing it from the address picks every
-            # node when they share a machine or the address is an alias.
-            f"--rdzv-conf=is_host={'true' if self.rank == 0 else 'false'}",
-        ]
+def torchrun_placement(nodes: protocol.Placement) -> list[str]:
+    """torchrun's options for where this agent sits: standalone on one node, else c10d's rendezvous."""
+    if nodes.nnodes == 1:
+        return ["--standalone", "--nnodes=1"]
+    return [
+        f"--nnodes={nodes.nnodes}",
+        f"--node-rank={nodes.node_rank}",
+        "--rdzv-backend=c10d",
+        f"--rdzv-endpoint={nodes.rendezvous}",
+        f"--rdzv-id={nodes.job_id}",
+        # Node rank 0 hosts the rendezvous store; guessing it from the address picks every
+        # node when they share a machine or the address is an alias.
+        f"--rdzv-conf=is_host={'true' if nodes.node_rank == 0 else 'false'}",
+    ]
 
 
 @dataclass
@@ -92,7 +62,7 @@ class Launch:
     preset: str
     backend: str
     nproc_per_node: int
-    nodes: Nodes
+    nodes: protocol.Placement
     params: dict
     timeout_s: float
     skipped_reason: str = ""
@@ -104,22 +74,22 @@ class Launch:
 
     @property
     def world_size(self) -> int:
-        return self.nproc_per_node * self.nodes.count
+        return self.nproc_per_node * self.nodes.nnodes
 
 
-def _resolve_world_sizes(requested: list, hw: Hardware) -> list[int]:
+def _resolve_world_sizes(requested: list, hw: Capabilities) -> list[int]:
     devices = hw.gpu_count or CPU_WORLD_SIZE
     return sorted({devices if w == "all" else int(w) for w in requested})
 
 
-def _threads_per_rank(plan: dict, hw: Hardware) -> int:
+def _threads_per_rank(plan: dict, hw: Capabilities) -> int:
     """On the CPU every rank of the plan gets the threads (and cores) the largest world size leaves
     each rank: a 1-rank baseline with all the cores would compare unlike resources."""
     largest = max((max(_resolve_world_sizes(e["world_sizes"], hw)) for e in plan["suites"]), default=1)
     return max(1, hw.logical_cpus // largest)
 
 
-def plan_launches(plan: dict, hw: Hardware, nodes: Nodes = Nodes(), host_env: "dict | None" = None) -> list[Launch]:
+def plan_launches(plan: dict, hw: Capabilities, nodes: protocol.Placement = protocol.Placement(), host_env: "dict | None" = None) -> list[Launch]:
     """Every launch the plan asks of this host, or a PlanError naming the first problem."""
     planner = _Planner(hw, nodes, host_env or {}, plan["timeout_s"], _threads_per_rank(plan, hw))
     return [launch for index, entry in enumerate(plan["suites"]) for launch in planner.entry_launches(index, entry)]
@@ -129,8 +99,8 @@ def plan_launches(plan: dict, hw: Hardware, nodes: Nodes = Nodes(), host_env: "d
 class _Planner:
     """What planning one entry needs from the plan and the host, and the configurations planned so far."""
 
-    hw: Hardware
-    nodes: Nodes
+    hw: Capabilities
+    nodes: protocol.Placement
     host_env: dict
     timeout_s: float
     threads_per_rank: int  # on the CPU
@@ -138,7 +108,7 @@ class _Planner:
 
     @property
     def cuda(self) -> bool:
-        return self.hw.gpu_count > 0
+        return self.hw.cuda
 
     def entry_launches(self, index: int, entry: dict) -> list[Launch]:
         """The entry's launches, a transport preset and world size each, checked before any is run."""
@@ -146,15 +116,15 @@ class _Planner:
         transports = override.pop("transports", entry["transports"])
         repeats = override.pop("launch_repeats", entry["launch_repeats"])
         params = {**entry["params"], **override}
-        suite = SUITES[entry["suite"]]
-        typed = suite.Params.of(params)
+        suite = suites.get(entry["suite"], f"the plan's suites[{index}]")
+        typed = suite.params(params)
         launches = []
         for preset_name in transports:
             self._check_transport(entry["suite"], preset_name)
             for per_node in _resolve_world_sizes(entry["world_sizes"], self.hw):
                 self._check_processes(entry["suite"], per_node)
-                suite.check_plan(typed, self.hw, world_size=per_node * self.nodes.count, transport=preset_name,
-                                 nodes=self.nodes.count)
+                suite.check_plan(typed, self.hw, world_size=per_node * self.nodes.nnodes, transport=preset_name,
+                                 nodes=self.nodes.nnodes)
                 launches.append(self._launch(index, entry, preset_name, transports, per_node, params))
         # The entry's launches in turn, not each one k times over: a machine that drifts
         # with time then shows it as spread between repeats, not as a difference between launches.
@@ -175,7 +145,7 @@ class _Planner:
                             f"{self.hw.logical_cpus} cores and no GPU; lower world_sizes to at most {self.hw.logical_cpus}")
 
     def _launch(self, index: int, entry: dict, preset_name: str, transports: list, per_node: int, params: dict) -> Launch:
-        suite, world_size = entry["suite"], per_node * self.nodes.count
+        suite, world_size = entry["suite"], per_node * self.nodes.nnodes
         backend = backend_for(preset_name, self.cuda)
         skipped = ""
         if self.cuda and per_node > self.hw.gpu_count:
@@ -204,18 +174,6 @@ def _tail(path: Path, lines: int = LOG_TAIL_LINES) -> list[str]:
     if not path.exists():
         return []
     return path.read_text(errors="replace").splitlines()[-lines:]
-
-
-def _run_description(record: dict) -> str:
-    params = record.get("params", {})
-    if record.get("suite") == "ddp":
-        batch = params.get("global_batch")
-        return f"{params.get('model')}" + (f" global batch {batch}" if batch else "")
-    if record.get("suite") == "copy":
-        both = " both ways" if params.get("bidirectional") else ""
-        return f"{params.get('direction')} {params.get('engine')} {params.get('src')}->{params.get('dst')}{both} {params.get('size_bytes')} bytes"
-    pair = f" {params['src_rank']}->{params['dst_rank']}" if "src_rank" in params else ""
-    return f"{params.get('op')}{pair} {params.get('dtype')} {params.get('size_bytes')} bytes"
 
 
 def _machine_busy_s() -> "float | None":
@@ -259,11 +217,11 @@ def cpus_of_local_ranks(allowed: "set[int]", threads_per_rank: "int | None", npr
     return [cores[r * threads_per_rank:(r + 1) * threads_per_rank] for r in range(nproc)]
 
 
-def run_launch(launch: Launch, out_dir: Path, progress: Callable[[dict], None] = lambda event: None) -> tuple[dict, list[dict]]:
+def run_launch(launch: Launch, out_dir: Path, progress: Callable[[protocol.Event], None] = lambda event: None) -> tuple[dict, list[dict]]:
     """Run one torchrun job; return its launch record and the run records it produced. Each
-    configuration the ranks finish is reported as a `run_end` event while the launch runs."""
+    configuration the ranks finish is reported as a RunEnded event while the launch runs."""
     started = time.time()
-    summary = {"id": launch.id, "suite": launch.suite, "preset": launch.preset, "world_size": launch.world_size, "nodes": launch.nodes.count}
+    summary = {"id": launch.id, "suite": launch.suite, "preset": launch.preset, "world_size": launch.world_size, "nodes": launch.nodes.nnodes}
     if launch.skipped_reason:
         return {**summary, "status": "skipped", "error": launch.skipped_reason, "duration_s": 0.0, "log_tail": []}, []
     work = out_dir / "launches"
@@ -278,8 +236,8 @@ def run_launch(launch: Launch, out_dir: Path, progress: Callable[[dict], None] =
         nonlocal reported
         for line in _result_lines(result_path)[reported:]:
             reported += 1
-            progress({"event": "run_end", "id": launch.id, "done": reported, "total": max(launch.configurations, reported),
-                      "run": _run_description(json.loads(line)), "elapsed_s": round(time.time() - started, 1)})
+            progress(protocol.RunEnded(launch.id, reported, max(launch.configurations, reported),
+                                       suites.get(launch.suite).label(json.loads(line)), round(time.time() - started, 1)))
 
     with counters.Sampler() as sampler:
         status, error = _run_torchrun(launch, spec_path, log_path, started, report_new_runs)
@@ -309,11 +267,8 @@ def _result_lines(result_path: Path) -> list[str]:
 def _write_spec(launch: Launch, spec_path: Path, result_path: Path) -> dict:
     """The worker's instructions; returns the resources each local rank gets, for the launch record."""
     cpus = cpus_of_local_ranks(os.sched_getaffinity(0), launch.threads_per_rank, launch.nproc_per_node)
-    spec_path.write_text(json.dumps({
-        "suite": launch.suite, "params": launch.params, "backend": launch.backend,
-        "timeout_s": launch.timeout_s, "result_path": str(result_path),
-        "threads_per_rank": launch.threads_per_rank, "cpus_of_local_ranks": cpus,
-    }))
+    protocol.LaunchSpec(launch.suite, launch.params, launch.backend, launch.timeout_s, str(result_path),
+                        launch.threads_per_rank, cpus).write(spec_path)
     return {"threads_per_rank": launch.threads_per_rank, "cpus_of_local_ranks": cpus}
 
 
@@ -321,7 +276,7 @@ def _run_torchrun(launch: Launch, spec_path: Path, log_path: Path, started: floa
     """torchrun with the worker on every local rank, to its end or the plan's timeout_s; its
     output goes to the launch's log. Returns the launch's status and error."""
     command = [
-        sys.executable, "-m", "torch.distributed.run", *launch.nodes.torchrun_args(),
+        sys.executable, "-m", "torch.distributed.run", *torchrun_placement(launch.nodes),
         f"--nproc-per-node={launch.nproc_per_node}", "-m", "bench.agent.worker", str(spec_path),
     ]
     env = {**os.environ, **launch.env, "PYTHONPATH": os.pathsep.join(filter(None, [str(SOURCE_ROOT), os.environ.get("PYTHONPATH")]))}
@@ -366,55 +321,67 @@ def run_plan(
     out_dir: Path,
     fingerprint: dict,
     *,
-    nodes: Nodes = Nodes(),
+    nodes: protocol.Placement = protocol.Placement(),
     host_env: "dict | None" = None,
     done_launch_ids: frozenset = frozenset(),
-    progress: Callable[[dict], None] = lambda event: None,
+    progress: Callable[[protocol.Event], None] = lambda event: None,
     history: "dict | None" = None,
 ) -> dict:
     """Run every launch of the plan; raw.json in out_dir holds the result after each one."""
-    launches = plan_launches(plan, Hardware.of(fingerprint), nodes, host_env)
-    machine, measured = estimate.Machine.of(fingerprint), earlier.earlier_durations(history, fingerprint)
+    host = Capabilities.of(fingerprint)
+    launches = plan_launches(plan, host, nodes, host_env)
+    measured = earlier.earlier_durations(history, fingerprint)
     for launch in launches:
         if launch.skipped_reason or launch.id in done_launch_ids:
             continue
-        launch.estimate_s = round(measured.get(launch.id) or estimate.launch_seconds(
-            launch.suite, launch.preset, launch.params, launch.world_size, machine), 1)
-        launch.configurations = estimate.configurations(launch.suite, launch.params, launch.world_size, machine)
-        if launch.estimate_s > launch.timeout_s:
-            raise PlanError(
-                f"launch {launch.id} is estimated at {launch.estimate_s:.0f} s on this host, longer than the plan's "
-                f"timeout_s {launch.timeout_s:g}: raise timeout_s, or trim the entry (fewer sizes, transports, steps or batches)"
-            )
+        estimate_launch(launch, host, measured.get(launch.id))
     raw = {
         "agent_version": __version__, "started_at": utc_timestamp(microseconds=True), "finished_at": None, "complete": False,
         "fingerprint": fingerprint, "launches": [], "runs": [],
     }
     out_dir.mkdir(parents=True, exist_ok=True)
     write_raw(out_dir, raw)
-    progress({
-        "event": "plan", "launches": [l.id for l in launches],
-        "estimates_s": {l.id: l.estimate_s for l in launches if l.estimate_s},
-        "configurations": {l.id: l.configurations for l in launches if l.estimate_s},
-        "measured_before": sorted(l.id for l in launches if l.estimate_s and l.id in measured),
-    })
+    progress(protocol.Planned(
+        [l.id for l in launches], {l.id: l.estimate_s for l in launches if l.estimate_s},
+        {l.id: l.configurations for l in launches if l.estimate_s},
+        sorted(l.id for l in launches if l.estimate_s and l.id in measured),
+    ))
     for launch in launches:
         if launch.id in done_launch_ids:
-            progress({"event": "launch_skipped", "id": launch.id, "reason": "already finished (resume)"})
+            progress(protocol.LaunchSkipped(launch.id, "already finished (resume)"))
             continue
-        progress({"event": "launch_start", "id": launch.id})
+        progress(protocol.LaunchStarted(launch.id))
         record, runs = run_launch(launch, out_dir, progress)
         raw["launches"].append(record)
         raw["runs"].extend(runs)
         write_raw(out_dir, raw)
-        progress({"event": "launch_end", "id": launch.id, "status": record["status"], "error": record["error"], "runs": len(runs),
-                  "duration_s": record["duration_s"]})
+        progress(protocol.LaunchEnded(launch.id, record["status"], record["error"], len(runs), record["duration_s"]))
         off = eta_off(record["duration_s"], launch.estimate_s)
         if off and record["status"] == "ok":
-            progress({"event": "warning", "message": f"{launch.id} took {record['duration_s']:.0f} s, estimated {launch.estimate_s:.0f} s: {off}"})
+            progress(protocol.Warned(f"{launch.id} took {record['duration_s']:.0f} s, estimated {launch.estimate_s:.0f} s: {off}"))
     raw["complete"], raw["finished_at"] = True, utc_timestamp(microseconds=True)
     write_raw(out_dir, raw)
     return raw
+
+
+def modelled(launch: Launch, host: Capabilities) -> tuple[float, int]:
+    """(seconds, configurations) of a launch by its suite's cost model, start-up included."""
+    suite = suites.get(launch.suite)
+    params = suite.params(launch.params)
+    seconds = LAUNCH_START_S[host.kind] + suite.launch_seconds(params, launch.preset, launch.world_size, host)
+    return seconds, suite.configurations(params, launch.world_size, host)
+
+
+def estimate_launch(launch: Launch, host: Capabilities, measured_s: "float | None" = None) -> None:
+    """Set the launch's estimate (an earlier run's duration here, else the cost model) and its
+    configuration count; a launch estimated past the plan's timeout_s is a PlanError."""
+    seconds, launch.configurations = modelled(launch, host)
+    launch.estimate_s = round(measured_s or seconds, 1)
+    if launch.estimate_s > launch.timeout_s:
+        raise PlanError(
+            f"launch {launch.id} is estimated at {launch.estimate_s:.0f} s on this host, longer than the plan's "
+            f"timeout_s {launch.timeout_s:g}: raise timeout_s, or trim the entry (fewer sizes, transports, steps or batches)"
+        )
 
 
 def eta_off(duration_s: float, estimate_s: float) -> str:

@@ -7,6 +7,7 @@ launch that dies halfway keeps what it measured.
 from __future__ import annotations
 
 import datetime
+import importlib
 import json
 import os
 import sys
@@ -14,44 +15,45 @@ import sys
 import torch
 import torch.distributed as dist
 
+from bench import suites
 from bench.agent.harness import Context
-from bench.agent.suites import SUITES
+from bench.common.protocol import LaunchSpec
 
 
-def pin_cpu_rank(spec: dict, local_rank: int) -> None:
+def pin_cpu_rank(spec: LaunchSpec, local_rank: int) -> None:
     """On the CPU every rank gets the threads, and the cores, the launch planned for it: the same
     share whatever the world size, so that a 1-rank baseline is comparable with N ranks."""
-    if spec.get("threads_per_rank"):
-        torch.set_num_threads(spec["threads_per_rank"])
-    if spec.get("cpus_of_local_ranks"):
-        os.sched_setaffinity(0, spec["cpus_of_local_ranks"][local_rank])
+    if spec.threads_per_rank:
+        torch.set_num_threads(spec.threads_per_rank)
+    if spec.cpus_of_local_ranks:
+        os.sched_setaffinity(0, spec.cpus_of_local_ranks[local_rank])
 
 
 def main(spec_path: str) -> None:
-    with open(spec_path) as f:
-        spec = json.load(f)
+    spec = LaunchSpec.read(spec_path)
+    ranks = importlib.import_module(suites.get(spec.suite).ranks_module)
     rank, local_rank = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])
     world_size = int(os.environ["WORLD_SIZE"])
-    if spec["backend"] == "nccl":
+    if spec.backend == "nccl":
         torch.cuda.set_device(local_rank)
         device = torch.device("cuda", local_rank)
     else:
         device = torch.device("cpu")
         pin_cpu_rank(spec, local_rank)
     dist.init_process_group(
-        spec["backend"],
-        timeout=datetime.timedelta(seconds=spec["timeout_s"]),
+        spec.backend,
+        timeout=datetime.timedelta(seconds=spec.timeout_s),
         device_id=device if device.type == "cuda" else None,
     )
-    ctx = Context(rank=rank, local_rank=local_rank, world_size=world_size, device=device, backend=spec["backend"])
+    ctx = Context(rank=rank, local_rank=local_rank, world_size=world_size, device=device, backend=spec.backend)
 
     def emit(record: dict) -> None:
         if rank == 0:
-            with open(spec["result_path"], "a") as out:
+            with open(spec.result_path, "a") as out:
                 out.write(json.dumps(record) + "\n")
 
     try:
-        SUITES[spec["suite"]].run(ctx, spec["params"], emit)
+        ranks.run(ctx, spec.params, emit)
     finally:
         dist.destroy_process_group()
 

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Callable
 
-from bench import schemas
+from bench import schemas, suites
 from bench.common.files import write_text
 from bench.errors import UserError
 from bench.inputfile import finite_float, lone_surrogate, read_input, reject_constant
@@ -119,5 +119,19 @@ def read_bundle(path: Path) -> dict:
             "the bundle was changed after it was written: get the original"
         )
     document = migrate(document)
+    _check_suites_known(document, path)
     schemas.validate("bundle", document, str(path), "the bundle does not follow schema/bundle.schema.json: get the original")
     return document
+
+
+def _check_suites_known(document: dict, path: Path) -> None:
+    """A run or launch of a suite this ddpbench lacks is named as such, with the suites it has
+    (before the schema, whose enum would say less)."""
+    hosts = document.get("hosts")
+    for h, host in enumerate(hosts if isinstance(hosts, list) else []):
+        for part in ("runs", "launches"):
+            items = host.get(part) if isinstance(host, dict) else None
+            for i, item in enumerate(items if isinstance(items, list) else []):
+                if isinstance(item, dict) and isinstance(item.get("suite"), str):
+                    suites.get(item["suite"], f"{path}: field hosts[{h}].{part}[{i}].suite",
+                               "read it with the ddpbench that wrote it")

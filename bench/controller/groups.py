@@ -11,7 +11,8 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
-from bench.controller.hosts import Group
+from bench.common.protocol import Placement
+from bench.controller.inventory import Group
 from bench.controller.runtimes import HostError
 
 
@@ -21,10 +22,7 @@ def run_group(group: Group, members: list, run_one: Callable) -> None:
     rendezvous = f"{group.rendezvous_address or first.address}:{group.rendezvous_port}"
     for rank, member in enumerate(members):
         ifname = group.socket_ifname or member.host.socket_ifname
-        member.job.agent_args = [
-            "--nnodes", str(len(members)), "--node-rank", str(rank),
-            "--rendezvous", rendezvous, "--job-id", f"{member.job.run_id}-{group.name}",
-        ]
+        member.job.placement = Placement(len(members), rank, rendezvous, f"{member.job.run_id}-{group.name}")
         member.job.extra_env = {"NCCL_SOCKET_IFNAME": ifname, "GLOO_SOCKET_IFNAME": ifname} if ifname else {}
 
     def end_the_others(failed) -> None:

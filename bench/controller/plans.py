@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from pathlib import Path
 
-from bench import schemas
+from bench import schemas, suites
 from bench.errors import UserError
 from bench.yamlfile import load_yaml
 
@@ -27,24 +27,31 @@ def plan_path(name_or_path: str) -> Path:
 
 
 def with_defaults(plan: dict) -> dict:
-    """The plan with every parameter default from the schema written out, so a bundle's plan is complete."""
+    """The plan with every default from the schemas written out, so a bundle's plan is complete: each
+    entry's (its suite's own where its params.schema.json's $defs/entry gives one, else the plan
+    schema's) and each parameter's."""
     plan = copy.deepcopy(plan)
-    defs = schemas.schema("plan")["$defs"]
+    entry_schema = schemas.schema("plan")["$defs"]["suite_entry"]["properties"]
     for entry in plan["suites"]:
-        entry.setdefault("launch_repeats", defs["launch_repeats"]["default"])
-        properties = defs[f"{entry['suite']}_params"]["properties"]
+        suite = suites.get(entry["suite"]).schema["$defs"]
         params = entry.setdefault("params", {})
-        for key, spec in properties.items():
+        for key, spec in suite["params"]["properties"].items():
             if "default" in spec:
                 params.setdefault(key, spec["default"])
-        entry.setdefault("transports", ["default"])
-        entry.setdefault("world_sizes", [1] if entry["suite"] == "copy" else ["all"])
+        own = suite.get("entry", {}).get("properties", {})
+        for key in ("launch_repeats", "transports", "world_sizes"):
+            default = own.get(key, {}).get("default", entry_schema[key].get("default"))
+            entry.setdefault(key, copy.deepcopy(default))
     plan.setdefault("timeout_s", schemas.schema("plan")["properties"]["timeout_s"]["default"])
     return plan
 
 
 def check(plan, source: str) -> dict:
-    """Validate a plan (a loaded file or one carried in a bundle) and fill its defaults."""
+    """Validate a plan (a loaded file or one carried in a bundle) and fill its defaults. A suite this
+    ddpbench does not know is named as such first, with the suites it knows."""
+    for index, entry in enumerate(plan.get("suites") or [] if isinstance(plan, dict) else []):
+        if isinstance(entry, dict) and isinstance(entry.get("suite"), str):
+            suites.get(entry["suite"], f"{source}: field suites[{index}].suite", "fix the plan")
     schemas.validate("plan", plan, source, "fix the plan (schema/plan.schema.json lists what is allowed)")
     return with_defaults(plan)
 

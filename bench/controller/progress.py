@@ -2,7 +2,7 @@
 launch and configuration, done/total and an ETA on a terminal; one plain line per finished
 configuration and launch elsewhere (CI logs, `nohup`, a batch job's output file).
 
-The agent sends the estimate of each launch with its plan (bench/agent/estimate.py); the ETA is
+The agent sends the estimate of each launch with its plan (each suite's cost model); the ETA is
 what is left of the estimates, the running launch's counted from its start.
 """
 
@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn
 from rich.text import Text
+
+from bench.common import protocol
 
 
 def describe_s(seconds: float) -> str:
@@ -92,45 +94,49 @@ class HostProgress:
         eta = self._states[host].eta_s()
         return "" if eta is None else f"ETA {describe_s(eta)}"
 
-    def update(self, host: str, event: dict) -> None:
-        task, kind, state = self._tasks[host], event.get("event"), self._states[host]
-        if kind == "plan":
-            state.estimates_s = dict(event.get("estimates_s") or {})
-            self._bar.update(task, total=len(event["launches"]), description="planned")
+    def update(self, host: str, event: protocol.Event) -> None:
+        task, state = self._tasks[host], self._states[host]
+        if isinstance(event, protocol.Planned):
+            state.estimates_s = dict(event.estimates_s)
+            self._bar.update(task, total=len(event.launches), description="planned")
             self._announce(host, self._plan_text(event))
-        elif kind == "launch_start":
-            state.launch, state.launch_started = event["id"], time.monotonic()
-            self._bar.update(task, description=event["id"])
-            self._say(host, f"{event['id']} ...")
-        elif kind == "stage":
-            self._bar.update(task, description=event["stage"])
-            self._say(host, f"{event['stage']} ...")
-        elif kind == "run_end":
-            text = f"{event['id']} {event['done']}/{event['total']} {event['run']}"
+        elif isinstance(event, protocol.LaunchStarted):
+            state.launch, state.launch_started = event.id, time.monotonic()
+            self._bar.update(task, description=event.id)
+            self._say(host, f"{event.id} ...")
+        elif isinstance(event, protocol.Stage):
+            self._bar.update(task, description=event.stage)
+            self._say(host, f"{event.stage} ...")
+        elif isinstance(event, protocol.RunEnded):
+            text = f"{event.id} {event.done}/{event.total} {event.run}"
             self._bar.update(task, description=text)
             self._say(host, f"{text} (elapsed {describe_s(time.monotonic() - state.started)}; {self._eta(host) or 'no ETA'})")
-        elif kind in ("launch_end", "launch_skipped"):
-            state.finished.add(event["id"])
+        elif isinstance(event, (protocol.LaunchEnded, protocol.LaunchSkipped)):
+            state.finished.add(event.id)
             self._bar.advance(task)
-            detail = event.get("status", "skipped")
-            if event.get("error"):
-                detail += f": {event['error']}"
-            if "duration_s" in event and event.get("status") != "skipped":
-                estimate = state.estimates_s.get(event["id"])
-                detail += f" ({describe_s(event['duration_s'])}" + (f"; estimated {describe_s(estimate)})" if estimate else ")")
-            self._say(host, f"{event['id']} {detail}")
-        elif kind == "warning":
-            self._announce(host, f"warning: {event['message']}")
-        elif kind == "fingerprint":
+            self._say(host, f"{event.id} {self._ended(event, state)}")
+        elif isinstance(event, protocol.Warned):
+            self._announce(host, f"warning: {event.message}")
+        elif isinstance(event, protocol.Fingerprinting):
             self._bar.update(task, description="fingerprint")
             self._say(host, "fingerprint")
 
     @staticmethod
-    def _plan_text(event: dict) -> str:
-        estimates, points = event.get("estimates_s") or {}, event.get("configurations") or {}
-        measured = set(event.get("measured_before") or [])
+    def _ended(event: "protocol.LaunchEnded | protocol.LaunchSkipped", state: HostState) -> str:
+        if isinstance(event, protocol.LaunchSkipped):
+            return "skipped"
+        detail = event.status + (f": {event.error}" if event.error else "")
+        if event.status != "skipped":
+            estimate = state.estimates_s.get(event.id)
+            detail += f" ({describe_s(event.duration_s)}" + (f"; estimated {describe_s(estimate)})" if estimate else ")")
+        return detail
+
+    @staticmethod
+    def _plan_text(event: protocol.Planned) -> str:
+        estimates, points = event.estimates_s, event.configurations
+        measured = set(event.measured_before)
         parts = []
-        for launch in event["launches"]:
+        for launch in event.launches:
             if launch in estimates:
                 count = points.get(launch, 0)
                 source = ", as measured before" if launch in measured else ""
@@ -138,7 +144,7 @@ class HostProgress:
             else:
                 parts.append(f"{launch} (not run)")
         total = sum(estimates.values())
-        head = f"{len(event['launches'])} launches" + (f", estimated {describe_s(total)} in all" if estimates else "")
+        head = f"{len(event.launches)} launches" + (f", estimated {describe_s(total)} in all" if estimates else "")
         return head + ": " + ", ".join(parts)
 
     def finish(self, host: str, error: "str | None") -> None:

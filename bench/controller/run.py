@@ -7,24 +7,19 @@ finished are skipped, the new runs are merged with the old ones into the same fo
 
 from __future__ import annotations
 
-import datetime
 import json
-import secrets
-import subprocess
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench import __version__
-from bench.analysis import derive_prediction, derive_scaling, derive_warnings
-from bench.bundle import SCHEMA_VERSION, agent_raw_problem, write_bundle
+from bench.bundle import agent_raw_problem, write_bundle
+from bench.bundle.assembly import gather_group_runs, host_entry, new_bundle, new_run_id, settle
 from bench.common.files import write_text
-from bench.common.paths import SOURCE_ROOT
 from bench.common.timestamps import utc_timestamp
 from bench.controller.earlier_runs import launch_history
 from bench.controller.groups import run_group
-from bench.controller.hosts import Group, Host, Inventory
+from bench.controller.inventory import Group, Host, Inventory
 from bench.controller.progress import HostProgress
 from bench.controller.resume import Previous, finished_launch_ids, keep_raw_files, merge_entry
 from bench.controller.runtimes import RUNTIMES, AgentJob, HostError, Runtime
@@ -33,23 +28,6 @@ from bench.errors import UserError
 from bench.outputs import new_folder
 
 RUN_FILE = "run.json"  # the run's id, start and plan, written first: what a resume needs when no bundle was written
-
-
-def new_run_id() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
-
-
-def tool_info() -> dict:
-    def git(*args: str) -> "str | None":
-        try:
-            done = subprocess.run(["git", "-C", str(SOURCE_ROOT), *args], capture_output=True, text=True, timeout=10)
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        return done.stdout.strip() if done.returncode == 0 else None
-
-    commit = git("rev-parse", "HEAD")
-    status = git("status", "--porcelain", "--untracked-files=no") if commit else None
-    return {"name": "ddpbench", "version": __version__, "git_commit": commit, "git_dirty": None if status is None else bool(status)}
 
 
 @dataclass
@@ -82,65 +60,13 @@ def run_one(item: HostRun) -> None:
                           f"({problem}): another agent version, or a damaged file; it stays in the run folder")
 
 
-def host_entry(item: HostRun) -> dict:
+def host_entry_of(item: HostRun) -> dict:
     """One host's entry in the bundle, from whatever its agent managed to write (status comes later)."""
-    raw = item.raw or {}
-    return {
-        "name": item.host.name, "runtime": item.host.runtime, "labels": list(item.host.labels),
-        "group": item.group.name if item.group else None, "node_rank": item.node_rank,
-        "pin_mismatches": list(item.runtime.pin_mismatches),
-        "status": "failed", "error": item.error,
-        "fingerprint": raw.get("fingerprint"), "launches": raw.get("launches", []), "runs": raw.get("runs", []),
-        **({"scheduler_job": item.runtime.scheduler_job} if item.runtime.scheduler_job else {}),
-    }
-
-
-def settle(entry: dict, complete: bool) -> None:
-    """Fills in an entry's scaling and predicted figures and warnings for its runs, then its
-    status and error from its launches and runs."""
-    derive_scaling(entry["runs"])
-    derive_prediction(entry["runs"], entry["launches"])
-    derive_warnings(entry["runs"], entry["fingerprint"], entry["launches"])
-    entry["status"], entry["error"] = _status(entry, complete)
-
-
-def _status(entry: dict, complete: bool) -> tuple[str, "str | None"]:
-    """failed (nothing ran), partial (a failure, or the agent stopped early) or ok, and the error that says why."""
-    troubles = [l for l in entry["launches"] if l["status"] not in ("ok", "skipped")] + [r for r in entry["runs"] if r["status"] != "ok"]
-    error = entry["error"]
-    if error and not entry["launches"]:
-        status = "failed"
-    elif error or troubles or not complete:
-        status = "partial"
-    else:
-        status = "ok"
-    error = error or next((t.get("error") for t in troubles if t.get("error")), None)
-    if status == "partial" and not error:
-        error = "the agent stopped before every launch had run"
-    return status, error
-
-
-def gather_group_runs(entries: dict, groups: "tuple[Group, ...]") -> None:
-    """A group's runs all go on its first member's entry (see host_result.group in the bundle schema)."""
-    for group in groups:
-        first = entries.get(group.hosts[0])
-        if first is None:
-            continue
-        for name in group.hosts[1:]:
-            if name in entries:
-                first["runs"] += entries[name]["runs"]
-                entries[name]["runs"] = []
-        first["runs"].sort(key=lambda run: run["launch_id"])
-
-
-def new_bundle(run_id: str, started: str, plan: dict, hosts: list, incomplete_reason: "str | None" = None) -> dict:
-    """The bundle document around its host entries (each one settled)."""
-    return {
-        "schema_version": SCHEMA_VERSION, "kind": "ddpbench.bundle", "run_id": run_id,
-        "started_at": started, "finished_at": utc_timestamp(),
-        "complete": incomplete_reason is None, "incomplete_reason": incomplete_reason,
-        "tool": tool_info(), "plan": plan, "hosts": hosts,
-    }
+    return host_entry(
+        name=item.host.name, runtime=item.host.runtime, labels=item.host.labels, raw=item.raw, error=item.error,
+        group=item.group.name if item.group else None, node_rank=item.node_rank,
+        pin_mismatches=item.runtime.pin_mismatches, scheduler_job=item.runtime.scheduler_job,
+    )
 
 
 def execute(inventory: Inventory, plan: dict, out_root: Path, previous: "Previous | None" = None,
@@ -155,7 +81,7 @@ def execute(inventory: Inventory, plan: dict, out_root: Path, previous: "Previou
         units = _units(items, inventory.groups, previous)
         interrupted = _run_units(units, progress)
     entries, complete = _entries(items, previous)
-    gather_group_runs(entries, inventory.groups)
+    gather_group_runs(entries, tuple(group.hosts for group in inventory.groups))
     for name, entry in entries.items():
         if interrupted and not complete[name] and not entry["error"]:
             entry["error"] = stop_signals.reason()
@@ -224,7 +150,7 @@ def _units(items: "dict[str, HostRun]", groups: "tuple[Group, ...]", previous: "
 def _entries(items: "dict[str, HostRun]", previous: "Previous | None") -> tuple[dict, dict]:
     """({host name: bundle entry}, {host name: whether its agent finished}), merged with the
     entries of the run this one resumes."""
-    entries = {name: host_entry(item) for name, item in items.items()}
+    entries = {name: host_entry_of(item) for name, item in items.items()}
     complete = {name: bool(item.raw and item.raw.get("complete")) for name, item in items.items()}
     for name, old in (previous.entries.items() if previous else ()):
         if name in entries:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from bench.common.protocol import Event
 from bench.controller.errors import HostError
 
 HELP_POINTER = re.compile(r"^(Run|See) '.*--help'")
@@ -70,7 +71,7 @@ class Shell:
     def put(self, data: bytes, path: str) -> None:
         raise NotImplementedError
 
-    def fetch_results(self, out_dir: str, result_dir: Path, progress: Callable[[dict], None]) -> bool:
+    def fetch_results(self, out_dir: str, result_dir: Path, progress: Callable[[Event], None]) -> bool:
         """raw.json and launches/*.log of an agent's out_dir into result_dir, whatever state they are in;
         True when they all arrived intact (the host's copy may then go)."""
         raise NotImplementedError
@@ -140,5 +141,5 @@ class LocalShell(Shell):
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_bytes(data)
 
-    def fetch_results(self, out_dir: str, result_dir: Path, progress: Callable[[dict], None]) -> bool:
+    def fetch_results(self, out_dir: str, result_dir: Path, progress: Callable[[Event], None]) -> bool:
         return True  # on this machine the agent's out_dir is the result folder itself

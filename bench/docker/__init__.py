@@ -1,3 +1,3 @@
-"""Docker on the controller side: the docker command line as an API (`engine`, run through a
-bench.controller.shell Shell), the pinned agent image (`image`) and compose topologies
-(`compose`). Never imported by the agent."""
+"""Docker on the controller side: the pinned agent image (`image`) and compose topologies
+(`compose`), through the docker command line's API (bench/controller/docker_engine.py). Never
+imported by the agent."""

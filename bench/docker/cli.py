@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from bench.docker import image
-from bench.docker.engine import Docker
+from bench.controller.docker_engine import Docker
 from bench.controller.shell import LocalShell
 
 

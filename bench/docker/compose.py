@@ -14,13 +14,11 @@ from pathlib import Path
 from typing import Callable
 
 from bench.bundle import write_bundle
+from bench.bundle.assembly import gather_group_runs, host_entry, new_bundle, new_run_id, settle
 from bench.common.paths import SOURCE_ROOT
 from bench.common.timestamps import utc_timestamp
-from bench.controller.hosts import Group, Host
-from bench.controller.run import HostRun, gather_group_runs, host_entry, new_bundle, new_run_id, settle
-from bench.controller.runtimes import Runtime
 from bench.controller.shell import CommandNotFound, LocalShell, Shell
-from bench.docker.engine import DOCKER, Docker, DockerError
+from bench.controller.docker_engine import DOCKER, Docker, DockerError
 from bench.errors import UserError
 
 COMPOSE_DIR = SOURCE_ROOT / "compose"
@@ -84,16 +82,16 @@ def write_topology_bundle(topology: str, run_id: str, out_dir: Path, plan: dict,
     if not services:
         raise UserError(f"no container of {topology} wrote results under {out_dir}; its output above says why")
     names = [f"{topology}-{service.name}" for service in services]
-    group = Group(topology, tuple(names)) if len(services) > 1 else None
+    grouped = len(services) > 1  # one job over every container
     entries, complete = {}, {}
     for rank, (name, service) in enumerate(zip(names, services)):
         raw = json.loads((service / "raw.json").read_text())
         complete[name] = bool(raw.get("complete"))
-        item = HostRun(Host(name=name, runtime="docker", labels=("compose", topology)), Runtime(), group=group,
-                       node_rank=rank if group else None, raw=raw,
-                       error=None if complete[name] else "the container ended before the plan did")
-        entries[name] = host_entry(item)
-    gather_group_runs(entries, (group,) if group else ())
+        entries[name] = host_entry(
+            name=name, runtime="docker", labels=("compose", topology), raw=raw,
+            error=None if complete[name] else "the container ended before the plan did",
+            group=topology if grouped else None, node_rank=rank if grouped else None)
+    gather_group_runs(entries, (tuple(names),) if grouped else ())
     for name, entry in entries.items():
         settle(entry, complete[name])
     incomplete = None if all(complete.values()) else "a container ended before the plan did"

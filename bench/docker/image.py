@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Callable
 
 from bench import __version__
+from bench.bundle.assembly import tool_info
 from bench.common.paths import SOURCE_ROOT
-from bench.docker.engine import Docker, DockerError
+from bench.controller.docker_engine import Docker, DockerError
 from bench.errors import UserError
 
 DOCKERFILE = SOURCE_ROOT / "Dockerfile"
@@ -69,8 +70,6 @@ def dockerfile_base(dockerfile: Path = DOCKERFILE) -> str:
 
 
 def git_commit() -> str:
-    from bench.controller.run import tool_info
-
     info = tool_info()
     if info["git_commit"] is None:
         return "unknown"

@@ -1,4 +1,8 @@
-"""Reports: bundles in; report.md, a self-contained report.html and every plot as PNG and SVG out."""
+"""Reports: bundles in; report.md, a self-contained report.html and every plot as PNG and SVG out.
+
+The report is the hosts and what their fingerprints raised, then each suite's own part (its folder's
+report.py: `section(comparison, plot, colours) -> blocks`, drawn with the toolkit beside this file:
+merge, series, tables, plots, document), then the GPU counters and what failed."""
 
 from __future__ import annotations
 
@@ -6,25 +10,20 @@ import gc
 import multiprocessing
 import os
 import pickle
-import re
 import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+from bench import suites
 from bench.common.files import write_text
 from bench.outputs import prepare_folder
 from bench.report import html, machine, markdown
 from bench.report import plots as P
-from bench.report import series as S
 from bench.report import tables as T
 from bench.report.document import Heading, Paragraph, Plot
 from bench.report.merge import MAX_HOST_SERIES, MISMATCH, Comparison, merge
 
 TITLE = "ddpbench report"
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()[:60]
 
 
 class _Plots:
@@ -92,77 +91,20 @@ def _summary(comparison: Comparison, skipped: list[str]) -> list:
     return blocks
 
 
-def _copy(comparison: Comparison, plot: _Plots) -> list:
-    tables = machine.copy_tables(comparison)
-    if not tables:
-        return []
-    blocks = [Heading(2, "Copy bandwidth")]
-    bars = machine.copy_bars(comparison)
-    if bars:
-        blocks.append(plot(machine.copy_bars_figure, (bars,), "copy-per-gpu", "Host-device copy bandwidth per GPU",
-                           machine.COPY_BARS_CAPTION))
-    return blocks + tables
-
-
-def _collectives(comparison: Comparison, plot: _Plots, colours: dict) -> list:
+def _suite_sections(comparison: Comparison, plot: _Plots, colours: dict) -> list:
+    """Each suite's own part of the report (its folder's report.py), in the suites' report order; a
+    suite without one gets a line that says so, and the other sections stand."""
+    present = {run["suite"] for host in comparison.hosts for run in host.host["runs"]}
     blocks = []
-    lines = S.busbw_lines(comparison)
-    table = T.collectives_table(comparison)
-    if lines:
-        peaks = S.link_peaks(comparison, lines)
-        note = " Horizontal lines: the links' theoretical peaks from the fingerprint." if peaks else ""
-        blocks += [Heading(3, "Bus bandwidth"),
-                   plot(P.busbw_figure, (lines, peaks, colours), "busbw", "Bus bandwidth against message size",
-                        "busbw as nccl-tests defines it (algbw x 2(n-1)/n for all-reduce). " + P.SPREAD_CAPTION + note)]
-    if table:
-        blocks += [table, *_warnings(comparison, "collectives")]
-    largest = {}  # a figure per machine kind, transport, ranks and dtype: its largest message; the table has all
-    for matrix in S.p2p_matrices(comparison):
-        largest[(matrix.series, matrix.world_size, matrix.dtype)] = matrix
-    if largest:
-        blocks.append(Heading(3, "Point-to-point bandwidth"))
-        for i, matrix in enumerate(largest.values()):
-            stem = f"p2p-{i + 1}-{_slug(matrix.series.label)}"
-            blocks.append(plot(P.p2p_figure, (matrix,), stem, f"Point-to-point bandwidth, {matrix.series.label}", P.P2P_CAPTION))
-        blocks.append(T.p2p_table(comparison))
-    return [Heading(2, "Collectives"), *blocks] if blocks else []
-
-
-def _ddp(comparison: Comparison, plot: _Plots, colours: dict) -> list:
-    bars, predicted = S.efficiency_bars(comparison), S.predictions(comparison)
-    table = T.ddp_table(comparison, bars, predicted)
-    if not table:
-        return []
-    blocks = [Heading(2, "DDP training"), Heading(3, "Per-sample time × #GPUs")]
-    for workload, lines in S.per_sample_lines(comparison).items():
-        blocks.append(plot(P.per_sample_figure, (workload, lines, colours), f"per-sample-{_slug(workload.stem)}",
-                           f"Per-sample time x #GPUs, {workload.title}",
-                           "Seed 000's metric: step time / global batch x #GPUs; lower is better, and equal to the "
-                           "dashed 1-GPU line is perfect scaling. " + P.SPREAD_CAPTION))
-    blocks.append(Heading(3, "Scaling efficiency"))
-    if bars:
-        blocks.append(plot(P.efficiency_figure, (bars, colours), "scaling-efficiency", "Scaling efficiency", P.EFFICIENCY_CAPTION))
-    else:
-        blocks.append(Paragraph("No multi-GPU run with a 1-GPU baseline in these bundles: no scaling efficiency to show."))
-    blocks.append(Heading(3, "Measured against predicted step time"))
-    if predicted:
-        blocks.append(plot(P.prediction_figure, (predicted,), "predicted-step-time", "Measured against predicted step time",
-                           P.PREDICTION_CAPTION))
-    else:
-        blocks.append(Paragraph("No prediction in these bundles (derived.predicted_step_time_s): nothing to set the "
-                                "measured step times against."))
-    blocks += [Heading(3, "Step times"), table, *_warnings(comparison, "ddp")]
+    for suite in sorted((suites.get(name) for name in present), key=lambda suite: (suite.report_order, suite.name)):
+        part = suite.report_section()
+        if part is not None:
+            blocks += part.section(comparison, plot, colours)
+            continue
+        shown = sum(entry.run["suite"] == suite.name for entry in comparison.runs)
+        blocks.append(Paragraph(f"Suite {suite.name}: its {shown} successful run(s) are not shown: the suite has no report "
+                                f"part ({suite.package.replace('.', '/')}/report.py); the bundle holds every figure.", warning=True))
     return blocks
-
-
-def _warnings(comparison: Comparison, suite: str) -> list:
-    """The implausible figures of a suite's runs, right after the table that marks them ⚠."""
-    table = T.warnings_table(comparison, suite)
-    if table is None:
-        return []
-    return [Paragraph(f"{len(table.rows)} implausible figure(s), marked ⚠ in the table above: no correct measurement "
-                      "gives them. Read them with their likely cause before trusting the figures around them.", warning=True),
-            table]
 
 
 def build(comparison: Comparison, out_dir: Path, skipped: list[str]) -> list:
@@ -171,7 +113,7 @@ def build(comparison: Comparison, out_dir: Path, skipped: list[str]) -> list:
     colours = P.palette([e.series for e in comparison.runs])
     blocks = [Heading(1, TITLE), *_summary(comparison, skipped), Heading(2, "Hosts"), T.hosts_table(comparison),
               *machine.concerns(comparison)]
-    results = _copy(comparison, plot) + _collectives(comparison, plot, colours) + _ddp(comparison, plot, colours)
+    results = _suite_sections(comparison, plot, colours)
     counters = machine.counters(comparison)
     if counters:
         results += [Heading(2, "GPU counters"), *counters]

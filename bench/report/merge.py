@@ -1,7 +1,7 @@
 """Merging bundles into one comparison: every run tagged with the series it belongs to.
 
 A series is what one line, bar or table row of the report stands for: a host (by the name its
-hosts file gave it), its GPUs and link (bench.bundle.links.link_summary of its fingerprint) and
+hosts file gave it), its GPUs and link (bench.common.links.link_summary of its fingerprint) and
 the transport the run really used. Runs of the same series from different bundles pool their
 samples. With many hosts (a community's collection of bundles) the report groups by GPUs and
 link instead, so that a plot keeps a legend a reader can follow.
@@ -12,9 +12,8 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from bench.analysis import baselines
-from bench.bundle.links import link_summary
-from bench.common.transports import link_name
+from bench import suites
+from bench.common.links import link_summary
 
 MAX_HOST_SERIES = 12
 MISMATCH = "⚠ transport mismatch"
@@ -69,7 +68,7 @@ class RunEntry:
     host: HostEntry
     run: dict
     series: Series
-    baseline: "dict | None"  # ddp: the 1-GPU run of the same host and shape
+    baseline: "dict | None"  # the run its suite scales it against (ddp: the 1-GPU run of the same host and shape)
 
     @property
     def params(self) -> dict:
@@ -92,28 +91,9 @@ class Comparison:
     tool_versions: dict = field(default_factory=dict)  # version -> bundle count
 
 
-def training_recipe(params: dict) -> str:
-    """How a ddp run trained, in words: its precision, and whatever departs from fp32 weights and AdamW
-    (runs trained differently are different workloads, never one series)."""
-    parts = [params["precision"]]
-    if params.get("weights_dtype", "float32") != "float32":
-        parts.append("bf16 weights")
-    if params.get("activation_checkpointing"):
-        parts.append("checkpointing")
-    if params.get("optimizer", "adamw") != "adamw":
-        parts.append(params["optimizer"])
-    return ", ".join(parts)
-
-
 def configuration(run: dict) -> tuple:
-    """What a run measured, whoever ran it: the key two bundles must share to be compared."""
-    p = run["params"]
-    if run["suite"] == "collectives":
-        return ("collectives", p["op"], p["dtype"], p["in_place"], p["size_bytes"], run["world_size"],
-                p.get("src_rank"), p.get("dst_rank"))
-    if run["suite"] == "copy":
-        return ("copy", p["direction"], p["engine"], p["bidirectional"], p["src"], p["dst"], p["size_bytes"])
-    return ("ddp", p["model"], training_recipe(p), p.get("seq_len"), p["micro_batch"], p.get("global_batch"), run["world_size"])
+    """What a run measured, whoever ran it: the key two bundles must share to be compared (its suite's)."""
+    return suites.get(run["suite"]).configuration(run)
 
 
 def _host_names(bundles: list[dict]) -> dict:
@@ -141,11 +121,13 @@ def merge(bundles: list[dict], group_by: str = "auto") -> Comparison:
             entry = HostEntry(names[b, h], host, b, bundle["run_id"], bundle["tool"]["version"],
                               link_summary(fp) if fp else {"link_label": "unknown (no fingerprint)", "link_peak_gbps": None})
             hosts.append(entry)
-            found = baselines(host["runs"])
+            found = {}
+            for name in sorted({run["suite"] for run in host["runs"]}):
+                found.update(suites.get(name).baselines(host["runs"]))
             tagged += [(entry, run, found.get(id(run))) for run in host["runs"]]
 
     def series(entry: HostEntry, run: dict, by_host: bool) -> Series:
-        return Series(entry.name if by_host else "", entry.hardware, link_name(run),
+        return Series(entry.name if by_host else "", entry.hardware, suites.get(run["suite"]).link_name(run),
                       not run["transport"]["matches_preset"])
 
     if group_by == "auto":

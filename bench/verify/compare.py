@@ -13,11 +13,11 @@ import math
 import statistics
 from dataclasses import asdict, dataclass, field, replace
 
+from bench import suites
 from bench.common.stats import Spread, cv, family_level, percent, ratio_of_pooled_medians
 from bench.errors import UserError
 from bench.verify.machines import differences
 
-HEADLINE = {"collectives": "busbw_gbps", "copy": "copy_gbps", "ddp": "step_time_s"}
 DEFAULT_TOLERANCE = 0.05
 VERDICTS = ("reproduced", "inconclusive", "faster", "slower", "not comparable", "failed")
 
@@ -29,7 +29,7 @@ def higher_is_better(metric: str) -> bool:
 
 def parse_tolerances(items: "list[str]") -> dict:
     """`0.1` (every metric) or `busbw_gbps=0.1`; a trailing % divides by 100."""
-    tolerances = {metric: DEFAULT_TOLERANCE for metric in HEADLINE.values()}
+    tolerances = {suite.headline_metric: DEFAULT_TOLERANCE for suite in suites.registry().values()}
     for item in items:
         metric, _, text = item.rpartition("=")
         try:
@@ -270,7 +270,7 @@ def _configurations_of(original: dict, new: dict, pairs: "list[tuple]", ignore: 
             base = RunVerdict(
                 host=name, new_host=new_name, suite=run["suite"], params=run["params"],
                 transport=run["transport"]["preset"], world_size=run["world_size"],
-                metric=HEADLINE[run["suite"]], verdict="",
+                metric=suites.get(run["suite"]).headline_metric, verdict="",
             )
             new_error = None if new_host is None else new_host.get("error")
             shares = (_others_share(host, runs), _others_share(new_host, new_runs.get(key, [])))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bench.bundle.links import link_summary
+from bench.common.links import link_summary
 from bench.common.concerns import health_warnings, pairs_without_p2p
 
 # Compared only where both fingerprints measured them (older fingerprints did not).

@@ -11,13 +11,16 @@ import dataclasses
 from pathlib import Path
 from typing import Callable
 
+from bench import suites
 from bench.bundle import read_bundle
 from bench.common.stats import cv
 from bench.controller import plans
-from bench.controller.hosts import Inventory, load_hosts
-from bench.controller.run import execute, tool_info
+from bench.controller.hosts import load_hosts
+from bench.controller.inventory import Inventory
+from bench.bundle.assembly import tool_info
+from bench.controller.run import execute
 from bench.verify import judge
-from bench.verify.compare import HEADLINE, match_hosts
+from bench.verify.compare import match_hosts
 from bench.verify.machines import image_ref
 from bench.verify.signing import Signature, check_signature
 
@@ -63,7 +66,7 @@ def as_tight_as_the_original(original: dict, plan: dict) -> "tuple[dict, list[di
     cvs: dict = {}
     for host in original["hosts"]:
         for run in host["runs"]:
-            samples = (run["metrics"].get(HEADLINE[run["suite"]]) or {}).get("samples") or []
+            samples = (run["metrics"].get(suites.get(run["suite"]).headline_metric) or {}).get("samples") or []
             if run["status"] == "ok" and len(samples) > 1:
                 cvs.setdefault(int(run["launch_id"].split("-")[0]), []).append(cv(samples))
     plan = {**plan, "suites": [dict(e, params=dict(e["params"])) for e in plan["suites"]]}

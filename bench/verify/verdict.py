@@ -6,17 +6,15 @@ import json
 from collections import Counter
 from pathlib import Path
 
+from bench import suites
 from bench.common.files import write_text
 from bench.common.stats import METHOD, family_method, percent
 from bench.outputs import prepare_folder
 from bench.report import markdown as markdown_renderer
 from bench.report.document import Bullets, Heading, Paragraph, Table
-from bench.report.units import human_bytes
+from bench.common.units import human_bytes
 from bench.verify.compare import VERDICTS, RunVerdict, higher_is_better
 
-# Shown for every run of a suite, whether or not it varies across the bundle's runs.
-IDENTITY_PARAMS = {"collectives": ("op", "size_bytes"), "copy": ("direction", "engine", "src", "dst", "size_bytes"),
-                   "ddp": ("model", "global_batch")}
 
 
 def _param(key: str, value) -> str:
@@ -31,8 +29,9 @@ def params_labels(verdicts: "list[RunVerdict]") -> list[str]:
     for suite in {v.suite for v in verdicts}:
         runs = [v.params for v in verdicts if v.suite == suite]
         keys = sorted({k for p in runs for k in p})
-        varying[suite] = list(IDENTITY_PARAMS.get(suite, ())) + [
-            k for k in keys if k not in IDENTITY_PARAMS.get(suite, ()) and len({json.dumps(p.get(k), sort_keys=True) for p in runs}) > 1
+        always = suites.get(suite).identity_params  # shown for every run of the suite, varying or not
+        varying[suite] = list(always) + [
+            k for k in keys if k not in always and len({json.dumps(p.get(k), sort_keys=True) for p in runs}) > 1
         ]
     return [" ".join(_param(k, v.params[k]) for k in varying[v.suite] if k in v.params) for v in verdicts]
 

@@ -11,14 +11,17 @@ import pytest
 import torch
 
 from bench.agent.kernel_time import kernel_class
-from bench.agent.runner import Hardware, Nodes, PlanError, plan_launches
+from bench.agent.runner import plan_launches
+from bench.common.host import Capabilities
+from bench.common.protocol import Placement
+from bench.suites.params import PlanError
 from bench.controller.plans import with_defaults
 from tests.conftest import REPO
 
 TINY_GPT = {"model": "tiny", "micro_batch": 2, "seq_len": 32, "steps": 4, "warmup_steps": 1, "precision": "fp32",
             "compile": False, "allreduce": "copy_engine"}
-CPU_HOST = Hardware(gpu_count=0, gpu_memory_bytes=0, infiniband=False, logical_cpus=2)
-GPU_HOST = Hardware(gpu_count=2, gpu_memory_bytes=80 << 30, infiniband=False, logical_cpus=16)
+CPU_HOST = Capabilities(gpu_count=0, gpu_memory_bytes=0, infiniband=False, logical_cpus=2)
+GPU_HOST = Capabilities(gpu_count=2, gpu_memory_bytes=80 << 30, infiniband=False, logical_cpus=16)
 
 
 def entry(transports: list[str], **params) -> dict:
@@ -30,14 +33,14 @@ def test_default_transport_on_a_gpu_host_is_planned():
 
 
 @pytest.mark.parametrize("plan, hardware, nodes, message", [
-    (entry(["default"]), CPU_HOST, Nodes(),
+    (entry(["default"]), CPU_HOST, Placement(),
      "ddp: allreduce copy_engine moves gradients between GPUs, this host has none; use allreduce: nccl"),
-    (entry(["default", "p2p_off"]), GPU_HOST, Nodes(),
+    (entry(["default", "p2p_off"]), GPU_HOST, Placement(),
      "ddp: allreduce copy_engine bypasses NCCL's transports, so it cannot measure transport 'p2p_off'; "
      "run that transport with allreduce: nccl"),
-    (entry(["default"]), GPU_HOST, Nodes(count=2, rendezvous="127.0.0.2:29400"),
+    (entry(["default"]), GPU_HOST, Placement(nnodes=2, rendezvous="127.0.0.2:29400"),
      "ddp: allreduce copy_engine runs within one host, not across 2; use allreduce: nccl"),
-    (entry(["default"], grad_reduce_dtype="bf16"), GPU_HOST, Nodes(),
+    (entry(["default"], grad_reduce_dtype="bf16"), GPU_HOST, Placement(),
      "ddp: allreduce copy_engine reduces the gradients in their own dtype; drop grad_reduce_dtype bf16 or use allreduce: nccl"),
 ])
 def test_planner_refuses_copy_engine_where_it_cannot_run(plan, hardware, nodes, message):

@@ -10,10 +10,11 @@ import re
 import pytest
 import yaml
 
-from bench.agent import estimate
+from bench import suites
 from bench.agent.runner import eta_off
 from bench.bundle import read_bundle
-from bench.controller.plans import load_plan
+from bench.common.host import Capabilities
+from bench.controller.plans import load_plan, with_defaults
 from bench.controller.progress import describe_s
 from benchmarks import plan_durations
 from tests.conftest import TEST_PLANS, bundle_path_from, cli
@@ -29,7 +30,7 @@ def test_the_run_announces_its_launches_and_reports_each_configuration(quick_run
     points = [line for line in stderr.splitlines() if line.startswith("[local] 00-collectives-default-ws2 ") and "/7 " in line]
     runs = [r for r in quick_bundle["hosts"][0]["runs"] if r["launch_id"] == "00-collectives-default-ws2"]
     assert len(points) == len(runs) == 7
-    assert points[0].startswith("[local] 00-collectives-default-ws2 1/7 all_reduce float32 4096 bytes (elapsed ")
+    assert points[0].startswith("[local] 00-collectives-default-ws2 1/7 all_reduce float32 4 KiB, 2 ranks (elapsed ")
     assert all(re.search(r"\(elapsed (\d+ min )?\d+ s; ETA (\d+ min )?\d+ s\)$", line) for line in points)
     assert re.search(r"^\[local\] 01-ddp-default-ws2 ok \((\d+ min )?\d+ s; estimated (\d+ min )?\d+ s\)$", stderr, re.M)
 
@@ -63,31 +64,38 @@ def test_each_shipped_plan_fits_its_budget_on_2x_h200_by_the_cost_model(name):
     assert seconds <= BUDGETS_S[name] and points > 0
 
 
+def typed(suite: str, params: dict):
+    """A suite's typed params from a plan entry's, the schema's defaults filled in."""
+    return suites.get(suite).params(with_defaults({"suites": [{"suite": suite, "params": params}]})["suites"][0]["params"])
+
+
 def test_the_cost_model_knows_graphs_shorten_the_unets_step_and_gloo_fills_host_buffers():
-    h200x2 = estimate.Machine.of(plan_durations.MACHINES["2x H200 (NV18)"])
+    h200x2 = Capabilities.of(plan_durations.MACHINES["2x H200 (NV18)"])
     unet = {"model": "sdxl-unet", "micro_batch": 2, "global_batches": [64], "steps": 100, "warmup_steps": 1, "compile": False,
             "weights_dtype": "bfloat16"}
-    eager, graphed = (estimate.launch_seconds("ddp", "default", {**unet, "cuda_graphs": g}, 1, h200x2) for g in (False, True))
+    eager, graphed = (suites.get("ddp").launch_seconds(typed("ddp", {**unet, "cuda_graphs": g}), "default", 1, h200x2) for g in (False, True))
     assert graphed < eager / 2
     sweep = {"ops": ["all_reduce"], "dtypes": ["bfloat16"], "in_place": [True], "begin_bytes": 1_400_000_000,
              "end_bytes": 1_400_000_000, "factor": 2, "warmup_iters": 1, "iters": 1, "repetitions": 5}
     # seed002's 1.4 GB gloo point took 43 s on a 2x H200 host, 6 s of it in the calls
-    assert 30 < estimate.launch_seconds("collectives", "gloo", sweep, 2, h200x2) - estimate.LAUNCH_START_S["gpu"] < 60
+    assert 30 < suites.get("collectives").launch_seconds(typed("collectives", sweep), "gloo", 2, h200x2) < 60
 
 
 def test_configurations_count_the_sendrecv_matrix_and_both_placements():
     params = {"ops": ["all_gather", "sendrecv"], "dtypes": ["float32"], "in_place": [False, True],
-              "begin_bytes": 1024, "end_bytes": 4096, "factor": 2, "p2p_sizes_bytes": [1024]}
-    assert estimate.configurations("collectives", params, 4) == 3 * 2 + 4 * 3
+              "begin_bytes": 1024, "end_bytes": 4096, "factor": 2, "p2p_sizes_bytes": [1024],
+              "warmup_iters": 1, "iters": 1, "repetitions": 1}
+    assert suites.get("collectives").configurations(typed("collectives", params), 4, Capabilities(gpu_count=0)) == 3 * 2 + 4 * 3
 
 
 def test_copy_configurations_follow_the_machines_gpus():
     """One process drives every GPU: h2d/d2h per GPU, d2d per ordered pair; host copies alone without a GPU."""
-    params = load_plan("copy")["suites"][0]["params"]  # 3 directions, 2 engines, both ways, 4 MiB..1 GiB by 4: 5 sizes
-    two_gpus = plan_durations.MACHINES["2x H200 (NV18)"]
-    assert estimate.configurations("copy", params, 1, estimate.Machine.of(two_gpus)) == (2 + 2 + 2) * 2 * 2 * 5
-    assert estimate.configurations("copy", params, 1, None) == 5
-    assert estimate.launch_seconds("copy", "default", params, 1, estimate.Machine.of(two_gpus)) > 0
+    copy = suites.get("copy")
+    params = copy.params(load_plan("copy")["suites"][0]["params"])  # 3 directions, 2 engines, both ways, 4 MiB..1 GiB by 4: 5 sizes
+    two_gpus = Capabilities.of(plan_durations.MACHINES["2x H200 (NV18)"])
+    assert copy.configurations(params, 1, two_gpus) == (2 + 2 + 2) * 2 * 2 * 5
+    assert copy.configurations(params, 1, Capabilities(gpu_count=0)) == 5
+    assert copy.launch_seconds(params, "default", 1, two_gpus) > 0
 
 
 def test_an_earlier_run_of_the_plan_here_gives_the_estimate(tmp_path):

@@ -13,7 +13,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from bench.agent.fingerprint import collect, environment, nvidia_smi, nvml
-from bench.bundle.links import link_summary
+from bench.common.links import link_summary
 from tests.conftest import FIXTURES, REPO
 
 SCHEMA = json.loads((REPO / "schema" / "fingerprint.schema.json").read_text())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.agent.transports import transport_details_in_log, transport_record, transports_in_log
+from bench.common.transports import transport_details_in_log, transport_record, transports_in_log
 from tests.conftest import FIXTURES
 
 

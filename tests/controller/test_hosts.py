@@ -95,3 +95,11 @@ def test_groups_are_checked(tmp_path, groups, complaint):
                           {"name": "here", "runtime": "local"}], "groups": groups}
     with pytest.raises(UserError, match=complaint.replace("(", r"\(")):
         load_hosts(hosts_file(tmp_path, document))
+
+
+def test_the_hosts_schema_names_exactly_the_runtimes_there_are():
+    """A runtime is added in one place (bench/controller/runtimes) and named in the schema: never one without the other."""
+    from bench import schemas
+    from bench.controller.runtimes import RUNTIMES
+
+    assert set(schemas.schema("hosts")["$defs"]["host_settings"]["properties"]["runtime"]["enum"]) == set(RUNTIMES)

@@ -7,7 +7,6 @@ import signal
 import subprocess
 import time
 
-import jsonschema
 import pytest
 
 from bench import schemas

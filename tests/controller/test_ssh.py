@@ -23,7 +23,7 @@ from fabric import Connection
 
 from bench.bundle import read_bundle
 from bench.controller import ssh
-from bench.controller.hosts import Host
+from bench.controller.inventory import Host
 from bench.controller.runtimes import HostError
 from bench.controller.ssh.process import PID_MARK, command_line
 from tests.conftest import TEST_PLANS as PLANS, bundle_path_from as bundle_path, cli, start_cli

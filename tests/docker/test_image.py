@@ -20,7 +20,7 @@ from bench.bundle import read_bundle
 from bench.controller.shell import LocalShell
 from bench.docker import image
 from bench.docker.compose import compose_command
-from bench.docker.engine import Docker
+from bench.controller.docker_engine import Docker
 from tests.conftest import REPO, cli, start_cli
 from tests.support.docker_fixtures import CPU_IMAGE, TINY_PLAN, assert_ran_in_cpu_image, docker, failed_launch_logs
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import resource
 import sys
-from pathlib import Path
 
 import yaml
 

@@ -5,7 +5,6 @@ capture and a consumer box without P2P (tests/data/fixtures/README.md says which
 from __future__ import annotations
 
 import contextlib
-import copy
 import itertools
 import json
 import threading
@@ -17,7 +16,7 @@ import pytest
 from bench.agent import counters
 from bench.agent.fingerprint import health, link_load, nvidia_smi, nvml
 from bench.bundle import write_bundle
-from bench.bundle.links import link_summary
+from bench.common.links import link_summary
 from bench.common.concerns import health_warnings, pairs_without_p2p
 from bench.controller.plans import check
 from bench.report import write_report

@@ -8,7 +8,7 @@ import torch
 import torch.distributed as dist
 
 from bench.agent.harness import Context
-from bench.agent.suites.collectives import COLLECTIVES, check_result
+from bench.suites.collectives.ranks import COLLECTIVES, check_result
 
 dist.init_process_group("gloo")
 ctx = Context(rank=dist.get_rank(), local_rank=dist.get_rank(), world_size=dist.get_world_size(),

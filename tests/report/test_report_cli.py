@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.analysis import derive_prediction, derive_warnings
+from bench.bundle.assembly import derive
 from bench.bundle import seal
 from bench.cli import main
 from bench.common.stats import metric
@@ -231,10 +231,9 @@ def test_implausible_figures_are_flagged_beside_them_with_their_likely_cause(rea
     # Two ranks at twice the speed of one each, and a busbw 1000 times a CPU's over a 56 GB/s NVLink.
     doc = make_variant(_steady_ddp(real_bundle), "too-good", hardware="3090-nvlink", bandwidth=1000, exposed=-0.5)
     host = doc["hosts"][0]
-    derive_prediction(host["runs"], host["launches"])
     for launch in host["launches"]:
         launch["cpu_taken_by_others_fraction"] = 0.0 if launch["world_size"] > 1 else 0.45
-    derive_warnings(host["runs"], host["fingerprint"], host["launches"])
+    derive(host)
     path = write(tmp_path / "too-good.json", seal(doc))
     assert main(["report", str(path), "--out", str(tmp_path / "out")]) == 0
     md = (tmp_path / "out" / "report.md").read_text()

@@ -11,7 +11,10 @@ import pytest
 from matplotlib.collections import LineCollection
 
 from bench.report import plots as P
-from bench.report import series as S
+from bench.suites.collectives.report import plots as CP
+from bench.suites.collectives.report import series as CS
+from bench.suites.ddp.report import plots as DP
+from bench.suites.ddp.report import series as DS
 from bench.report.merge import merge
 
 
@@ -35,8 +38,8 @@ def legend_texts(fig) -> list[str]:
 
 
 def test_busbw_plot_has_a_line_per_host_and_transport_and_the_link_peaks(comparison, colours):
-    lines = S.busbw_lines(comparison)
-    fig = P.busbw_figure(lines, S.link_peaks(comparison, lines), colours)
+    lines = CS.busbw_lines(comparison)
+    fig = CP.busbw_figure(lines, CS.link_peaks(comparison, lines), colours)
     ax = fig.axes[0]
     assert ax.get_xscale() == "log"
     assert ax.get_xlabel() == "message size (bytes, log scale)"
@@ -61,7 +64,7 @@ def test_busbw_plot_has_a_line_per_host_and_transport_and_the_link_peaks(compari
 
 def test_busbw_medians_and_spread_come_from_the_samples(docs, comparison):
     run = next(r for r in docs["cpu"]["hosts"][0]["runs"] if r["suite"] == "collectives" and r["params"]["op"] == "all_reduce")
-    line = next(line for line in S.busbw_lines(comparison) if line.series.host == "local")
+    line = next(line for line in CS.busbw_lines(comparison) if line.series.host == "local")
     spread = dict(line.points)[run["params"]["size_bytes"]]
     summary = run["metrics"]["busbw_gbps"]["summary"]
     assert (spread.median, spread.low, spread.high, spread.n) == pytest.approx(
@@ -69,8 +72,8 @@ def test_busbw_medians_and_spread_come_from_the_samples(docs, comparison):
 
 
 def test_per_sample_plot_is_seed_000s_figure_with_dashed_baselines(comparison, colours):
-    ((workload, lines),) = S.per_sample_lines(comparison).items()
-    fig = P.per_sample_figure(workload, lines, colours)
+    ((workload, lines),) = DS.per_sample_lines(comparison).items()
+    fig = DP.per_sample_figure(workload, lines, colours)
     ax = fig.axes[0]
     assert ax.get_xlabel() == "global batch size (samples per optimizer step, log scale)"
     assert ax.get_ylabel() in ("per-sample time × #GPUs (ms)", "per-sample time × #GPUs (s)")
@@ -88,8 +91,8 @@ def test_per_sample_plot_is_seed_000s_figure_with_dashed_baselines(comparison, c
 
 
 def test_efficiency_bars_match_the_bundles_scaling_efficiency(docs, comparison, colours):
-    bars = S.efficiency_bars(comparison)
-    fig = P.efficiency_figure(bars, colours)
+    bars = DS.efficiency_bars(comparison)
+    fig = DP.efficiency_figure(bars, colours)
     ax = fig.axes[0]
     assert ax.get_ylabel() == "scaling efficiency (%)"
     assert "100% = perfect scaling" in legend_texts(fig)
@@ -109,10 +112,10 @@ def test_efficiency_bars_match_the_bundles_scaling_efficiency(docs, comparison, 
 
 def test_prediction_plot_splits_step_time_into_compute_and_exposed_communication(comparison):
     # The CPU run carries its own prediction (from its all_reduce results); the p2p_off copy none.
-    assert {(p.series.host, p.series.transport) for p in S.predictions(comparison)} == {
+    assert {(p.series.host, p.series.transport) for p in DS.predictions(comparison)} == {
         ("local", "default (gloo)"), ("rig-3090", "default via P2P"), ("rig-4090", "default via P2P")}
-    predictions = [p for p in S.predictions(comparison) if p.series.host != "local"]
-    fig = P.prediction_figure(predictions)
+    predictions = [p for p in DS.predictions(comparison) if p.series.host != "local"]
+    fig = DP.prediction_figure(predictions)
     ax = fig.axes[0]
     assert ax.get_xlabel() in ("step time (ms)", "step time (s)")
     assert "predicted" in ax.get_title().lower()
@@ -130,9 +133,9 @@ def test_prediction_plot_splits_step_time_into_compute_and_exposed_communication
 
 
 def test_a_step_faster_than_its_compute_share_shows_no_exposed_communication(comparison):
-    (p, *_) = [p for p in S.predictions(comparison) if p.series.host != "local"]
+    (p, *_) = [p for p in DS.predictions(comparison) if p.series.host != "local"]
     faster = dataclasses.replace(p, compute=p.measured.median * 1.2)
-    ax = P.prediction_figure([faster]).axes[0]
+    ax = DP.prediction_figure([faster]).axes[0]
     factor = 1e3 if ax.get_xlabel() == "step time (ms)" else 1.0
     grey = [bar.get_width() for bar in ax.patches if bar.get_facecolor()[:3] == pytest.approx((0.690, 0.690, 0.690), abs=0.01)]
     red = [bar.get_width() for bar in ax.patches if bar.get_facecolor()[:3] == pytest.approx((0.839, 0.153, 0.157), abs=0.01)]
@@ -141,9 +144,9 @@ def test_a_step_faster_than_its_compute_share_shows_no_exposed_communication(com
 
 
 def test_p2p_heatmap_beside_the_topology_matrix(comparison):
-    matrices = {m.series.hardware: m for m in S.p2p_matrices(comparison) if m.series.transport.startswith("default")}
+    matrices = {m.series.hardware: m for m in CS.p2p_matrices(comparison) if m.series.transport.startswith("default")}
     nvlink = matrices["2x RTX 3090, NVLink NV4"]
-    fig = P.p2p_figure(nvlink)
+    fig = CP.p2p_figure(nvlink)
     heat, topology, colour_bar = fig.axes
     assert heat.get_xlabel() == "destination rank" and heat.get_ylabel() == "source rank"
     image = heat.images[0].get_array()
@@ -152,24 +155,24 @@ def test_p2p_heatmap_beside_the_topology_matrix(comparison):
     assert colour_bar.get_ylabel() == "send/recv bandwidth (GB/s)"
     assert [t.get_text() for t in topology.texts].count("NV4") == 2
     assert "rig-3090" in fig._suptitle.get_text()
-    cpu = P.p2p_figure(matrices["no GPU"])
+    cpu = CP.p2p_figure(matrices["no GPU"])
     assert "no topology matrix in the fingerprint" in cpu.axes[1].texts[0].get_text()
 
 
 def test_every_plot_saves_as_png_and_svg(tmp_path, comparison, colours):
-    lines = S.busbw_lines(comparison)
+    lines = CS.busbw_lines(comparison)
     png, svg = tmp_path / "busbw.png", tmp_path / "busbw.svg"
-    P.save(P.busbw_figure(lines, S.link_peaks(comparison, lines), colours), png, svg)
+    P.save(CP.busbw_figure(lines, CS.link_peaks(comparison, lines), colours), png, svg)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert b"<svg" in svg.read_bytes()[:2000]
 
 
 def test_a_one_batch_baseline_is_a_dashed_line_across_the_plot_in_its_own_colour(comparison, colours):
     # One global batch per rank count (quick, seed001, seed002): each line is a single point.
-    ((workload, lines),) = S.per_sample_lines(comparison).items()
+    ((workload, lines),) = DS.per_sample_lines(comparison).items()
     local = [dataclasses.replace(line, points=line.points[:1]) for line in lines if line.series.host in ("local", "")]
     assert len(local) == 2 and sum(line.baseline for line in local) == 1
-    fig = P.per_sample_figure(workload, local, colours)
+    fig = DP.per_sample_figure(workload, local, colours)
     ax = fig.axes[0]
     baseline = next(line for line in local if line.baseline)
     level = baseline.points[0][1].median * (1e3 if "(ms)" in ax.get_ylabel() else 1)
@@ -182,9 +185,9 @@ def test_a_one_batch_baseline_is_a_dashed_line_across_the_plot_in_its_own_colour
 
 
 def test_busbw_lines_of_one_series_are_told_apart_by_marker(comparison, colours):
-    lines = [line for line in S.busbw_lines(comparison) if line.series.host == "local"]
+    lines = [line for line in CS.busbw_lines(comparison) if line.series.host == "local"]
     ops = [dataclasses.replace(lines[0], label=f"{lines[0].label} · {op}", detail=(op, *lines[0].detail[1:]))
            for op in ("all_reduce", "all_gather", "reduce_scatter")]
-    fig = P.busbw_figure(ops, {}, colours)
+    fig = CP.busbw_figure(ops, {}, colours)
     drawn = [l for l in fig.axes[0].lines if l.get_label() in {line.label for line in ops}]
     assert len({l.get_color() for l in drawn}) == 1 and len({l.get_marker() for l in drawn}) == 3

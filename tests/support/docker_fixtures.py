@@ -38,7 +38,7 @@ import pytest
 
 from bench.controller.shell import LocalShell
 from bench.docker import image
-from bench.docker.engine import Docker
+from bench.controller.docker_engine import Docker
 
 REPO = Path(__file__).resolve().parents[2]
 CACHE = REPO / ".cache" / "docker-test"

@@ -11,7 +11,7 @@ import random
 import statistics
 from pathlib import Path
 
-from bench.analysis import baselines, derive_scaling
+from bench.suites.ddp.derived import baselines, derive_scaling
 from bench.bundle import seal
 from bench import schemas
 from bench.common.stats import metric

@@ -11,7 +11,7 @@ import pytest
 
 from bench.bundle import read_bundle, seal
 from bench.common.stats import Spread, ratio_of_medians, summarize
-from bench.controller.hosts import Host, Inventory
+from bench.controller.inventory import Host, Inventory
 from bench.errors import UserError
 from bench.verify.compare import verdict_of
 from bench.verify.rerun import as_tight_as_the_original, plan_rerun

@@ -8,10 +8,11 @@ import posixpath
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, ClassVar
 
+from bench.common.protocol import AgentArgs, Event, Failed, Placement, Stage, read_event
 from bench.controller.errors import HostError
-from bench.controller.hosts import Host
+from bench.controller.inventory import Host
 from bench.controller.shell import Result, Shell, last_line
 from bench.controller.ssh import SSHShell
 
@@ -25,22 +26,18 @@ class AgentJob:
     host: Host
     plan: dict
     result_dir: Path  # on this machine: where raw.json and the launch logs end up
-    progress: Callable[[dict], None]
+    progress: Callable[[Event], None]
     run_id: str = "run"
     skip_launch_ids: frozenset = frozenset()
-    agent_args: list = field(default_factory=list)  # multi-node placement, added by the group runner
+    placement: "Placement | None" = None  # multi-node placement, set by the group runner
     extra_env: dict = field(default_factory=dict)  # for the ranks, on top of the host's env (group interfaces)
     history: "dict | None" = None  # launch durations of an earlier run of this plan here (bench/common/history.py)
 
-    def agent_command(self, entry: list[str], plan_path: str, out_dir: str, *flags: str) -> list[str]:
-        """entry: how the host starts the agent, e.g. [python, "-m", "bench.agent"] or [python, "agent.pyz"]."""
-        env = {**self.host.env, **self.extra_env}
-        command = [*entry, "run", "--plan", plan_path, "--out", out_dir, "--env", json.dumps(env), *flags, *self.agent_args]
-        if self.skip_launch_ids:
-            command += ["--skip", ",".join(sorted(self.skip_launch_ids))]
-        if self.history:
-            command += ["--history", json.dumps(self.history)]
-        return command
+    def agent_args(self, plan_path: str, out_dir: str, *, stop_on_stdin_eof: bool = False) -> AgentArgs:
+        """What the agent is told, wherever it runs: every runtime builds its command line from this
+        (AgentArgs.argv with how the host starts the agent)."""
+        return AgentArgs(plan_path, out_dir, {**self.host.env, **self.extra_env}, self.placement,
+                         tuple(sorted(self.skip_launch_ids)), self.history, stop_on_stdin_eof)
 
 
 class Runtime:
@@ -51,6 +48,16 @@ class Runtime:
 
     pin_mismatches: tuple = ()  # where the host's versions differ from the plan's pin
     scheduler_job: "dict | None" = None  # the batch job the agent ran in (runtime slurm), for the bundle
+
+    # What a host entry of this runtime needs (bench/controller/hosts.py asks; it names no runtime).
+    needs_address: ClassVar[bool] = True  # reached over SSH: the entry gives its address
+    group_refusal: ClassVar[str] = ""  # why its hosts cannot join a multi-node group; "" where they can
+    settings_key: ClassVar[str] = ""  # the entry's own block of settings for this runtime (slurm:), if any
+
+    @classmethod
+    def entry_problem(cls, entry: dict) -> "str | None":
+        """What else is wrong with a host entry of this runtime, said after "host NAME", or None."""
+        return None
 
     def check_input(self, host: Host, plan: dict) -> None:
         """Bad input this runtime can find before anything runs (a UserError, exit 2)."""
@@ -99,7 +106,7 @@ class StagedRuntime(Runtime):
         with self._lock:
             if self._cancelled:
                 raise HostError(self._cancelled)
-        job.progress({"event": "stage", "stage": stage})
+        job.progress(Stage(stage))
 
     def run(self, job: AgentJob) -> dict:
         self.prepare(job)
@@ -159,15 +166,6 @@ def read_raw(job: AgentJob, errors: list, why_none: Callable[[], str], kept_in: 
     return json.loads(raw_path.read_text())
 
 
-def read_event(line: str) -> "dict | None":
-    """One progress event from the agent's stdout; anything else is not ours to parse."""
-    try:
-        event = json.loads(line)
-    except ValueError:
-        return None
-    return event if isinstance(event, dict) and "event" in event else None
-
-
 def agent_output_listener(job: AgentJob, errors: list) -> Callable[[str], None]:
     """A handler for the agent's stdout lines: progress events go to the job, error events are kept."""
 
@@ -175,8 +173,8 @@ def agent_output_listener(job: AgentJob, errors: list) -> Callable[[str], None]:
         event = read_event(line)
         if event is None:
             return
-        if event["event"] == "error":
-            errors.append(event["message"])
+        if isinstance(event, Failed):
+            errors.append(event.message)
         job.progress(event)
 
     return on_line

@@ -24,12 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench import __version__
+from bench.common.protocol import Stage, Warned
 from bench.controller.runtimes.base import (INTERRUPTED, KEPT_RESULTS, AgentJob, HostError, StagedRuntime, agent_output_listener,
                                             exited_early, read_raw, remote_run_dir, remote_workdir, stream_agent)
 from bench.controller.shell import CommandNotFound, LocalShell, Result, Shell
 from bench.controller.ssh import SSHShell
 from bench.controller.ssh.files import put_file
-from bench.docker.engine import DOCKER, KILLED_STATUSES, Docker, DockerError, is_image_id
+from bench.controller.docker_engine import DOCKER, KILLED_STATUSES, Docker, DockerError, is_image_id
 
 MOUNT = "/ddpbench/out"  # the result folder inside the container
 STOP_GRACE_S = 20  # the agent ends its ranks on SIGTERM; then SIGKILL
@@ -93,10 +94,12 @@ def run_command(job: AgentJob, image_id: str, reference: str, container: str, ou
         command += ["--gpus", "all", "--ulimit", "memlock=-1", "--ulimit", "stack=67108864"]
     if user:
         command += ["--user", user]
-    return [*command, image_id, *job.agent_command(["python", "-m", "bench.agent"], f"{MOUNT}/plan.json", MOUNT)]
+    return [*command, image_id, *job.agent_args(f"{MOUNT}/plan.json", MOUNT).argv(["python", "-m", "bench.agent"])]
 
 
 class DockerRuntime(StagedRuntime):
+    needs_address = False  # none: this machine's Docker engine
+
     def __init__(self) -> None:
         super().__init__()
         self._deployment: "Deployment | None" = None
@@ -241,12 +244,12 @@ class DockerRuntime(StagedRuntime):
             return
         try:
             if self._remote_dir and not self._fetched:
-                job.progress({"event": "warning", "message": KEPT_RESULTS.format(where=f"{shell.where}:{self._remote_dir}")})
+                job.progress(Warned(KEPT_RESULTS.format(where=f"{shell.where}:{self._remote_dir}")))
             elif self._remote_dir:
-                job.progress({"event": "stage", "stage": "clean up"})
+                job.progress(Stage("clean up"))
                 shell.run(["rm", "-rf", "--", self._remote_dir], timeout=job.host.command_timeout_s)
         except (HostError, CommandNotFound) as err:
-            job.progress({"event": "warning", "message": str(err)})
+            job.progress(Warned(str(err)))
         finally:
             shell.close()
 
@@ -291,6 +294,6 @@ def upload_tarball(job: AgentJob, shell: Shell) -> str:
     if free_bytes < size:
         raise HostError(f"no space left on the host's disk for {local} ({size / 2**20:.0f} MiB) in {images}: "
                         f"{free_bytes / 2**20:.0f} MiB free; free space there or set workdir: to a bigger disk")
-    job.progress({"event": "stage", "stage": "upload image"})
+    job.progress(Stage("upload image"))
     put_file(shell.connection, job.host, local, path)
     return path

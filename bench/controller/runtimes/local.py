@@ -12,6 +12,9 @@ from bench.controller.shell import LocalShell
 
 
 class LocalRuntime(Runtime):
+    needs_address = False  # this machine
+    group_refusal = "a group's hosts need runtime native or docker (a slurm job spans nodes by itself: set slurm: nodes)"
+
     def __init__(self) -> None:
         pythonpath = os.pathsep.join(filter(None, [str(SOURCE_ROOT), os.environ.get("PYTHONPATH")]))
         self._shell = LocalShell({"PYTHONPATH": pythonpath})
@@ -23,7 +26,7 @@ class LocalRuntime(Runtime):
         plan_path.write_text(json.dumps(job.plan))
         # The agent's stdin is a pipe from this process: when the controller is killed (kill -9),
         # it closes and the agent ends its ranks instead of running on unseen.
-        command = job.agent_command([sys.executable, "-m", "bench.agent"], str(plan_path), str(job.result_dir), "--stop-on-stdin-eof")
+        command = job.agent_args(str(plan_path), str(job.result_dir), stop_on_stdin_eof=True).argv([sys.executable, "-m", "bench.agent"])
         errors = []
         done = self._shell.stream(command, agent_output_listener(job, errors))
         return read_raw(job, errors, lambda: f"the agent was ended: {self._cancelled}" if self._cancelled else exited_early(done))

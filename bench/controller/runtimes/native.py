@@ -11,11 +11,12 @@ from __future__ import annotations
 import json
 import posixpath
 
+from bench.common.protocol import Stage, Warned
 from bench.controller import pins
 from bench.controller.agent_package import agent_zipapp
 from bench.controller.runtimes.base import (INTERRUPTED, KEPT_RESULTS, AgentJob, HostError, StagedRuntime, agent_output_listener,
                                             exited_early, read_raw, remote_run_dir, stream_agent)
-from bench.controller.hosts import Host
+from bench.controller.inventory import Host
 from bench.controller.shell import CommandNotFound, Result, last_line
 from bench.controller.ssh import SSHShell
 from bench.controller.ssh.connection import where
@@ -125,7 +126,7 @@ class NativeRuntime(StagedRuntime):
 
     def _run_agent(self, job: AgentJob) -> dict:
         errors: list = []
-        argv = job.agent_command([job.host.python, "agent.pyz"], "plan.json", "out", "--stop-on-stdin-eof")
+        argv = job.agent_args("plan.json", "out", stop_on_stdin_eof=True).argv([job.host.python, "agent.pyz"])
         with self._lock:
             if self._cancelled:
                 raise HostError(self._cancelled)
@@ -146,14 +147,14 @@ class NativeRuntime(StagedRuntime):
             return
         try:
             if self._remote_dir and not self._fetched:
-                job.progress({"event": "warning", "message": KEPT_RESULTS.format(where=f"{job.host.address}:{self._remote_dir}")})
+                job.progress(Warned(KEPT_RESULTS.format(where=f"{job.host.address}:{self._remote_dir}")))
             elif self._remote_dir and shell.is_open():
-                job.progress({"event": "stage", "stage": "clean up"})
+                job.progress(Stage("clean up"))
                 workdir = posixpath.dirname(self._remote_dir)
                 # Paths go in as arguments; the workdir goes only when nothing else is in it.
                 short_command(shell, ["sh", "-c", 'rm -rf -- "$1"; rmdir -- "$2" 2>/dev/null; true', "sh", self._remote_dir, workdir],
                         "removing the work folder")
         except (HostError, CommandNotFound) as err:
-            job.progress({"event": "warning", "message": str(err)})
+            job.progress(Warned(str(err)))
         finally:
             shell.close()

@@ -24,8 +24,9 @@ import time
 from typing import NoReturn
 
 from bench.common.polling import wait_until
+from bench.common.protocol import NODE_RANK_FLAG, Placement, Stage, Warned
 from bench.controller.errors import HostError
-from bench.controller.hosts import Host
+from bench.controller.inventory import Host
 from bench.controller.runtimes.base import INTERRUPTED, AgentJob, agent_output_listener
 from bench.controller.runtimes.native import NativeRuntime, short_command
 from bench.controller.shell import CommandNotFound, Result
@@ -89,8 +90,9 @@ def batch_script(job: AgentJob) -> str:
     if nodes > 1 and host.socket_ifname:  # the bootstrap between the nodes, as a group's
         job = dataclasses.replace(job, extra_env={**job.extra_env, "NCCL_SOCKET_IFNAME": host.socket_ifname,
                                                   "GLOO_SOCKET_IFNAME": host.socket_ifname})
-    agent = job.agent_command([host.python, "../agent.pyz"], "../plan.json", "out")
-    per_node = 'cd "node$SLURM_NODEID" && exec "$@" --node-rank "$SLURM_NODEID"' + f" >{EVENTS} 2>agent.err"
+    agent = job.agent_args("../plan.json", "out").argv([host.python, "../agent.pyz"])
+    # Each node's agent adds its own node rank: SLURM_NODEID as that node's shell expands it.
+    per_node = f'cd "node$SLURM_NODEID" && exec "$@" {NODE_RANK_FLAG} "$SLURM_NODEID" >{EVENTS} 2>agent.err'
     modules = settings.get("modules", [])
     lines = [
         # A login shell sets up `module` (Lmod, Environment Modules) as the cluster's profile defines it.
@@ -100,6 +102,8 @@ def batch_script(job: AgentJob) -> str:
         'for n in $(seq 0 $((SLURM_JOB_NUM_NODES - 1))); do mkdir -p "node$n"; done',
     ]
     command = " ".join(shlex.quote(part) for part in agent)
+    # Where each node's agent sits is known only in the job: its placement's values are shell words
+    # the job expands (bench.common.protocol.Placement), never taken from the hosts file.
     if nodes > 1:
         lines += [
             'first_node=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
@@ -107,13 +111,22 @@ def batch_script(job: AgentJob) -> str:
             'first_addr=$(scontrol show node "$first_node" | sed -n \'s/.*NodeAddr=\\([^ ]*\\).*/\\1/p\')',
         ]
         port = int(settings.get("rendezvous_port", DEFAULT_RENDEZVOUS_PORT))
-        command += f' --nnodes {nodes} --rendezvous "${{first_addr:-$first_node}}:{port}" --job-id "ddpbench-$SLURM_JOB_ID"'
+        placement = Placement(nodes, 0, f"${{first_addr:-$first_node}}:{port}", "ddpbench-$SLURM_JOB_ID")
+        command += " " + " ".join(f'"{word}"' for word in placement.flags(with_node_rank=False))
     lines.append(f"srun --nodes={nodes} --ntasks-per-node=1 bash -c {shlex.quote(per_node)} bash {command}")
     return "\n".join(lines) + "\n"
 
 
 class SlurmRuntime(NativeRuntime):
     results_folder = "node0/out"  # node 0's agent holds the job's runs (its rank 0 measured them)
+    group_refusal = "a group's hosts need runtime native or docker (a slurm job spans nodes by itself: set slurm: nodes)"
+    settings_key = "slurm"
+
+    @classmethod
+    def entry_problem(cls, entry: dict) -> "str | None":
+        if "partition" not in entry.get("slurm", {}):
+            return "has runtime slurm but no slurm: partition; add slurm: {partition: NAME} (sinfo lists them)"
+        return None
 
     def __init__(self) -> None:
         super().__init__()
@@ -189,7 +202,7 @@ class SlurmRuntime(NativeRuntime):
         self.scheduler_job = {"scheduler": "slurm", "job_id": self.job_id, "partition": settings["partition"],
                               "account": settings.get("account"), "nodes": [], "state": "PENDING", "reason": None,
                               "queued_s": None, "node_fingerprints": []}
-        job.progress({"event": "stage", "stage": f"job {self.job_id} submitted"})
+        job.progress(Stage(f"job {self.job_id} submitted"))
         try:
             state = self._follow(job, on_line, submitted)
         except HostError as err:
@@ -219,7 +232,7 @@ class SlurmRuntime(NativeRuntime):
             try:
                 raw["runs"] += json.loads(path.read_text())["runs"] if path.exists() else []
             except (ValueError, KeyError):
-                job.progress({"event": "warning", "message": f"node {rank}'s raw.json is damaged; its runs are left out"})
+                job.progress(Warned(f"node {rank}'s raw.json is damaged; its runs are left out"))
         raw["runs"].sort(key=lambda run: run["launch_id"])
         return raw
 
@@ -246,7 +259,7 @@ class SlurmRuntime(NativeRuntime):
                 reason = queued["reason"] if queued["reason"] not in ("", "None") else ""
                 note = f"job {self.job_id} queued" + (f": {reason}" if reason else "")
                 if note != shown:
-                    job.progress({"event": "stage", "stage": note})
+                    job.progress(Stage(note))
                     shown = note
                 if waited > patience_s:
                     self._scancel()
@@ -261,7 +274,7 @@ class SlurmRuntime(NativeRuntime):
                     started = time.monotonic()
                     self.scheduler_job["queued_s"] = round(started - submitted, 3)
                     self.scheduler_job["nodes"] = self._hostnames(queued["nodelist"])
-                    job.progress({"event": "stage", "stage": f"job {self.job_id} running on {','.join(self.scheduler_job['nodes'])}"})
+                    job.progress(Stage(f"job {self.job_id} running on {','.join(self.scheduler_job['nodes'])}"))
                 events.read(self._shell, on_line)
             if state not in ACTIVE:
                 ended = self._end_state(job)
@@ -371,7 +384,7 @@ class SlurmRuntime(NativeRuntime):
                 except FileNotFoundError:
                     local.unlink(missing_ok=True)
         except (OSError, EOFError) as err:
-            job.progress({"event": "warning", "message": f"could not fetch the job's output: {err}"})
+            job.progress(Warned(f"could not fetch the job's output: {err}"))
             return
         fingerprints = []
         for rank, name in enumerate(nodes):

@@ -12,8 +12,9 @@ from typing import Callable
 import paramiko
 from fabric import Connection
 
+from bench.common.protocol import Event
 from bench.controller.errors import HostError
-from bench.controller.hosts import Host
+from bench.controller.inventory import Host
 from bench.controller.shell import CommandNotFound, Result, Shell, last_line
 from bench.controller.ssh.connection import close, connect, is_open, where
 from bench.controller.ssh.files import fetch_results, put_bytes, sftp_of
@@ -77,7 +78,7 @@ class SSHShell(Shell):
     def is_open(self) -> bool:
         return is_open(self.connection)
 
-    def fetch_results(self, out_dir: str, result_dir: Path, progress: Callable[[dict], None]) -> bool:
+    def fetch_results(self, out_dir: str, result_dir: Path, progress: Callable[[Event], None]) -> bool:
         return fetch_results(self.connection, out_dir, result_dir, progress)
 
     def close(self) -> None:

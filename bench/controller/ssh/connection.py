@@ -12,7 +12,7 @@ import paramiko
 from fabric import Config, Connection
 
 from bench.controller.errors import HostError
-from bench.controller.hosts import Host
+from bench.controller.inventory import Host
 
 logging.getLogger("paramiko").addHandler(logging.NullHandler())  # its tracebacks are not the user's; HostError says it in one line
 

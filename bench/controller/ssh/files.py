@@ -10,8 +10,9 @@ from typing import Callable
 import paramiko
 from fabric import Connection
 
+from bench.common.protocol import Event, Stage, Warned
 from bench.controller.errors import HostError
-from bench.controller.hosts import Host
+from bench.controller.inventory import Host
 from bench.controller.ssh.connection import is_open
 
 
@@ -46,13 +47,13 @@ def put_file(connection: Connection, host: Host, local: Path, path: str) -> None
         raise HostError(f"copying {local} to {host.address}:{path} failed: {reason}; free space in its workdir or set workdir: to a bigger disk") from None
 
 
-def fetch_results(connection: Connection, out_dir: str, result_dir: Path, progress: Callable[[dict], None]) -> bool:
+def fetch_results(connection: Connection, out_dir: str, result_dir: Path, progress: Callable[[Event], None]) -> bool:
     """raw.json and launches/*.log of an agent's out_dir, whatever state the agent left them in.
     True when everything there is here and raw.json (if any) reads as JSON: only then may the
     host's copy be removed."""
     if not is_open(connection):
         return False
-    progress({"event": "stage", "stage": "collect"})
+    progress(Stage("collect"))
     logs = result_dir / "launches"
     logs.mkdir(parents=True, exist_ok=True)
     try:
@@ -71,7 +72,7 @@ def fetch_results(connection: Connection, out_dir: str, result_dir: Path, progre
             except FileNotFoundError:
                 partial.unlink(missing_ok=True)
     except (OSError, EOFError, paramiko.SSHException) as err:
-        progress({"event": "warning", "message": f"could not fetch the results: {err}"})
+        progress(Warned(f"could not fetch the results: {err}"))
         return False
     return fetched_intact(result_dir)
 

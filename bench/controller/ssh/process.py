@@ -15,7 +15,7 @@ import paramiko
 from fabric import Connection
 
 from bench.controller.errors import HostError
-from bench.controller.hosts import Host
+from bench.controller.inventory import Host
 from bench.controller.shell import Result
 from bench.controller.ssh.connection import where
 

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from bench.bundle import read_bundle
-from bench.controller.hosts import Host
+from bench.controller.inventory import Host
 from bench.controller.runtimes.base import AgentJob
 from bench.controller.runtimes.slurm import batch_script, state_from_job_output
 from tests.conftest import TEST_PLANS as PLANS, bundle_path_from as bundle_path, cli, start_cli

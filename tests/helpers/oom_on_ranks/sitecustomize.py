@@ -6,7 +6,7 @@ import os
 if os.environ.get("RANK") in os.environ.get("DDPBENCH_TEST_OOM_RANKS", "").split(","):
     import torch
 
-    from bench.agent.suites import ddp
+    from bench.suites.ddp import ranks as ddp
 
     ddp.OOM_AGREEMENT_S = 5.0  # the test need not wait a minute for a peer that will never come
     real_step = ddp.Training.step

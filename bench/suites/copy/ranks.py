@@ -1,4 +1,4 @@
-"""Copy suite, after nvbandwidth: how fast each GPU's links move bytes, with nothing else running.
+"""The copy suite's ranks, after nvbandwidth: how fast each GPU's links move bytes, with nothing else running.
 
 Per GPU, host-to-device (h2d) and device-to-host (d2h) with pinned host memory; per ordered
 GPU pair, device-to-device (d2d); each by copy engine (`ce`: cudaMemcpyAsync through torch's
@@ -22,54 +22,16 @@ but the same sweep, check and statistics, so the suite runs for real on any mach
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 import torch
 
-from bench.agent.harness import Context, PlanError, RepeatedParams, repeat, run_record
-from bench.agent.suites.collectives import sweep_sizes
+from bench.agent.harness import Context, repeat, run_record
 from bench.common.stats import metric
-
-if TYPE_CHECKING:
-    from bench.agent.runner import Hardware
+from bench.suites.copy.suite import WARMUP_LEAST_S, Params
 
 ELEMENT = torch.float32
 _TYPESTR = "<f4"  # ELEMENT as __cuda_array_interface__ spells it
-# A point's warm-up runs its warmup_iters copies and at least this long: on an H200 the first
-# milliseconds of host-to-device copies into new buffers ran at down to half speed, longer than a few
-# copies of 1-16 MiB last (benchmarks/results/copy_parity_h200x1.md).
-WARMUP_LEAST_S = 0.03
-# Per GPU, a copy point holds at most two buffers (a bidirectional pair's source and
-# destination) and its check two more temporaries; the host holds two pinned buffers.
-GPU_BUFFERS, HOST_BUFFERS = 4, 2
-
-
-@dataclass(frozen=True)
-class Params(RepeatedParams):
-    """schema/plan.schema.json's copy_params."""
-
-    directions: list
-    engines: list
-    bidirectional: list
-    begin_bytes: int
-    end_bytes: int
-    factor: int
-
-
-def check_plan(params: Params, hw: "Hardware", *, world_size: int, transport: str, nodes: int) -> None:
-    """What only this host can judge, before anything is launched."""
-    if params.begin_bytes > params.end_bytes:
-        raise PlanError(f"copy: begin_bytes {params.begin_bytes} is larger than end_bytes {params.end_bytes}; sizes must increase")
-    if hw.gpu_count > 0 and GPU_BUFFERS * params.end_bytes > hw.gpu_memory_free_bytes:
-        raise PlanError(
-            f"copy: end_bytes {params.end_bytes} needs about {GPU_BUFFERS * params.end_bytes} bytes of GPU memory, "
-            f"the GPU has {hw.gpu_memory_free_bytes} free; lower end_bytes")
-    host_need = HOST_BUFFERS * params.end_bytes
-    if hw.host_memory_bytes and host_need > hw.host_memory_bytes // 2:
-        raise PlanError(
-            f"copy: end_bytes {params.end_bytes} needs about {host_need} bytes of pinned host memory, more than half of "
-            f"this host's {hw.host_memory_bytes}; lower end_bytes")
 
 
 class _CudaView:
@@ -226,7 +188,7 @@ def run(ctx: Context, entry: dict, emit: Callable[[dict], None]) -> None:
     """Every (direction, engine, bidirectional, GPU or GPU pair, size) the plan entry asks for
     and this machine has; one record per point through `emit`."""
     params = Params.of(entry)
-    sizes = sweep_sizes(params.begin_bytes, params.end_bytes, params.factor)
+    sizes = params.sizes()
     element = torch.tensor([], dtype=ELEMENT).element_size()
     directions = params.directions if ctx.is_cuda else ["h2h"]
     engines = params.engines if ctx.is_cuda else ["cpu"]

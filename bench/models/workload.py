@@ -1,24 +1,32 @@
-"""The DDP suite's model presets, each built into a Workload: a module whose forward returns
-the loss, and the synthetic micro-batches of one step, generated on the device and seeded."""
+"""The model presets, each built into a Workload: a module whose forward returns the loss, and the
+synthetic micro-batches of one step, generated on the device and seeded. The training suites
+build their models here; a model takes what it needs (ModelChoice), not a suite's parameters."""
 
 from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import Callable, Protocol
 
 import torch
 import torch.nn as nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from bench.agent.models import gpt, unet
-from bench.agent.models.recompute import checkpoint
+from bench.models import gpt, unet
+from bench.models.recompute import checkpoint
+from bench.models.shapes import GPT_PRESETS
 
-if TYPE_CHECKING:
-    from bench.agent.suites.ddp import Params
 
-UNET_PRESETS = tuple(unet.CONFIGS)
+class ModelChoice(Protocol):
+    """What building a workload reads of a suite's parameters."""
+
+    model: str
+    micro_batch: int
+    seq_len: "int | None"
+    seed: int
+    weights_dtype: str
+    activation_checkpointing: bool
 
 
 @dataclass
@@ -59,18 +67,18 @@ def enable_checkpointing(module: nn.Module) -> None:
         module.unet.enable_gradient_checkpointing(lambda block, *args: checkpoint(block.__call__, *args))
 
 
-def build(params: "Params", accum: int, device: torch.device, rank: int) -> Workload:
+def build(params: ModelChoice, accum: int, device: torch.device, rank: int) -> Workload:
     """The preset's model, seeded, and this rank's micro-batches of one step."""
     name, size = params.model, params.micro_batch
     torch.manual_seed(params.seed)
     generator = torch.Generator(device=device).manual_seed(params.seed + rank)
     with device:  # initialised where it runs: billions of parameters are slow to initialise on a CPU
-        module = gpt.GPT(gpt.PRESETS[name]) if name in gpt.PRESETS else unet.build_module(name)
+        module = gpt.GPT(GPT_PRESETS[name]) if name in GPT_PRESETS else unet.build_module(name)
     weights = WEIGHTS_DTYPES[params.weights_dtype]
     module.to(device=device, dtype=weights)
     if params.activation_checkpointing:
         enable_checkpointing(module)
-    if name in gpt.PRESETS:
+    if name in GPT_PRESETS:
         seq_len = params.seq_len
         tokens = torch.randint(module.cfg.vocab_size, (accum, size, seq_len + 1), device=device, generator=generator)
         batches = [(t[:, :-1].contiguous(), t[:, 1:].contiguous()) for t in tokens]

@@ -20,17 +20,22 @@ import torch
 import torch.distributed as dist
 import yaml
 
-from bench.agent import models, proctree
+from bench.agent import proctree
 from bench.agent.harness import Context
-from bench.agent.models import gpt
-from bench.agent.runner import Hardware, PlanError, plan_launches
-from bench.agent.suites import ddp
-from bench.analysis import allreduce_time, derive_prediction, derive_scaling
+from bench.agent.runner import plan_launches
+from bench.common.host import Capabilities
+from bench.models import gpt, workload
+from bench.models.shapes import GPT_PRESETS, UNET_CONFIGS
+from bench.suites.ddp import ranks as ddp
+from bench.suites.ddp.derived import allreduce_time, derive_prediction, derive_scaling
+from bench.suites.ddp.params import Params
+from bench.suites.ddp.warmup import least_warmup_steps
+from bench.suites.params import PlanError
 from bench.bundle import read_bundle
 from bench.controller.plans import PLANS_DIR, load_plan, plan_names, with_defaults
 from tests.conftest import REPO, cli as ddpbench, start_cli
 
-CPU_HOST = Hardware(gpu_count=0, gpu_memory_bytes=0, infiniband=False, logical_cpus=2)
+CPU_HOST = Capabilities(gpu_count=0, gpu_memory_bytes=0, infiniband=False, logical_cpus=2)
 HAS_DIFFUSERS = importlib.util.find_spec("diffusers") is not None
 # One OpenMP thread per rank: two ranks on two cores, and no spinning threads fighting the
 # other engineers' tests for the same cores.
@@ -39,9 +44,9 @@ HOSTS_YAML = "hosts:\n  - name: local\n    runtime: local\n    env: {OMP_NUM_THR
 TINY_GPT = {"model": "tiny", "micro_batch": 2, "seq_len": 32, "steps": 4, "warmup_steps": 1, "precision": "fp32", "compile": False}
 
 
-def typed(params: dict) -> ddp.Params:
+def typed(params: dict) -> Params:
     """An entry's parameters as a rank gets them: the schema's defaults written out, typed."""
-    return ddp.Params.of(with_defaults({"suites": [{"suite": "ddp", "params": params}]})["suites"][0]["params"])
+    return Params.of(with_defaults({"suites": [{"suite": "ddp", "params": params}]})["suites"][0]["params"])
 
 
 def write(path: Path, document) -> Path:
@@ -121,10 +126,10 @@ def test_warm_up_runs_until_steady_and_says_how_many_steps(sweep):
 
 def test_a_gpu_ddp_warm_up_outlasts_the_iterations_ddp_synchronises():
     """DDP waits for the GPU in its first 10 synchronising steps: no timed step may be among them."""
-    assert ddp.least_warmup_steps(5, steps_taken=0, ddp_on_gpu=True) == 11  # quick's gpt2 on 2 GPUs
-    assert ddp.least_warmup_steps(1, steps_taken=9, ddp_on_gpu=True) == 2  # a later global batch of the launch
-    assert ddp.least_warmup_steps(1, steps_taken=30, ddp_on_gpu=True) == 1
-    assert ddp.least_warmup_steps(2, steps_taken=0, ddp_on_gpu=False) == 2  # one rank, or the CPU: no such wait
+    assert least_warmup_steps(5, steps_taken=0, ddp_on_gpu=True) == 11  # quick's gpt2 on 2 GPUs
+    assert least_warmup_steps(1, steps_taken=9, ddp_on_gpu=True) == 2  # a later global batch of the launch
+    assert least_warmup_steps(1, steps_taken=30, ddp_on_gpu=True) == 1
+    assert least_warmup_steps(2, steps_taken=0, ddp_on_gpu=False) == 2  # one rank, or the CPU: no such wait
 
 
 def test_each_run_says_where_its_time_went_within_its_launch(sweep):
@@ -192,9 +197,9 @@ def test_exposed_communication_uses_the_1gpu_time_at_the_same_batch_per_gpu(swee
 def test_gpt_flops_formula_matches_torch_flop_counter(preset, seq_len):
     """The counter the UNet's FLOPs come from agrees with the GPT's 6N + attention formula."""
     tokens = torch.randint(100, (2, seq_len + 1))
-    counted = models.count_training_flops(lambda: gpt.GPT(gpt.PRESETS[preset]), (tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()))
+    counted = workload.count_training_flops(lambda: gpt.GPT(GPT_PRESETS[preset]), (tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()))
     with torch.device("meta"):
-        formula = gpt.GPT(gpt.PRESETS[preset]).flops_per_token(seq_len) * seq_len
+        formula = gpt.GPT(GPT_PRESETS[preset]).flops_per_token(seq_len) * seq_len
     assert counted == pytest.approx(formula, rel=0.005)
 
 
@@ -284,7 +289,7 @@ LEAN = {**TINY_GPT, "precision": "bf16", "weights_dtype": "bfloat16", "activatio
 
 
 def block_calls_and_grads(params: dict) -> tuple[list[int], dict]:
-    work = models.build(typed(params), 1, torch.device("cpu"), 0)
+    work = workload.build(typed(params), 1, torch.device("cpu"), 0)
     calls = [0] * len(work.module.blocks)
 
     def counted(i: int, forward):
@@ -314,13 +319,13 @@ def test_bf16_weights_make_bf16_gradients_and_half_the_bytes_on_the_link(tmp_pat
     (run,) = ddp_runs(bundle)
     assert run["status"] == "ok"
     assert run["metrics"]["grad_allreduce_bytes"]["summary"]["median"] == 2 * run["params"]["num_params"]
-    work = models.build(typed(LEAN), 1, torch.device("cpu"), 0)
+    work = workload.build(typed(LEAN), 1, torch.device("cpu"), 0)
     assert {p.dtype for p in work.module.parameters()} == {torch.bfloat16}
 
 
 def test_adafactor_keeps_far_less_state_than_adamw():
     def state_bytes(name: str) -> int:
-        work = models.build(typed(TINY_GPT), 1, torch.device("cpu"), 0)
+        work = workload.build(typed(TINY_GPT), 1, torch.device("cpu"), 0)
         optimizer = ddp.make_optimizer(name, work.module, ONE_CPU_RANK)
         before = [p.detach().clone() for p in work.module.parameters()]
         work.module(*work.micro_batches[0]).backward()
@@ -360,7 +365,7 @@ def test_out_of_memory_is_recorded_and_the_next_global_batch_sets_up_afresh(proc
 
     def build(params, accum, device, rank):
         alive_at_build.append([ref() is not None for ref in built])
-        work = models.build(params, accum, device, rank)
+        work = workload.build(params, accum, device, rank)
         built.append(weakref.ref(work.module))
         if len(built) == 1:  # the first global batch's model runs out of memory
             work.module = OutOfMemory(work.module)
@@ -388,7 +393,7 @@ def test_a_sweep_sets_its_model_up_once_and_each_global_batch_steps_over_its_own
 
     def build(params, accum, device, rank):
         builds.append(accum)
-        work = models.build(params, accum, device, rank)
+        work = workload.build(params, accum, device, rank)
         inner = work.module.forward
         work.module.forward = lambda *batch: forwards.append(1) or inner(*batch)
         return work
@@ -479,7 +484,7 @@ def test_cuda_graphs_are_refused_without_a_gpu_and_beside_compile():
     with pytest.raises(PlanError, match="ddp: cuda_graphs replays CUDA graphs, this host has no GPU; "
                                         "set cuda_graphs: false in the entry's cpu: override"):
         plan_launches(with_defaults({"suites": [graphed]}), CPU_HOST)
-    gpu = Hardware(gpu_count=2, gpu_memory_bytes=80 << 30, infiniband=False, logical_cpus=16)
+    gpu = Capabilities(gpu_count=2, gpu_memory_bytes=80 << 30, infiniband=False, logical_cpus=16)
     assert [l.params["cuda_graphs"] for l in plan_launches(with_defaults({"suites": [graphed]}), gpu)] == [True]
     with pytest.raises(PlanError, match="ddp: cuda_graphs replays CUDA graphs, transport 'gloo' trains on the CPU; "
                                         "run 'gloo' in an entry with cuda_graphs: false"):
@@ -509,7 +514,7 @@ def test_cpu_override_picks_the_transports_a_cpu_can_run():
     launches = plan_launches(with_defaults({"suites": [{**entry, "cpu": {"transports": ["default"], "micro_batch": 1}}]}), CPU_HOST)
     assert [(l.id, l.backend, l.params["micro_batch"]) for l in launches] == [("00-ddp-default-ws2", "gloo", 1)]
     assert "transports" not in launches[0].params
-    gpu = Hardware(gpu_count=2, gpu_memory_bytes=80 << 30, infiniband=False, logical_cpus=16)
+    gpu = Capabilities(gpu_count=2, gpu_memory_bytes=80 << 30, infiniband=False, logical_cpus=16)
     assert [l.id for l in plan_launches(with_defaults({"suites": [{**entry, "cpu": {"transports": ["default"]}}]}), gpu)] == [
         "00-ddp-default-ws2", "00-ddp-p2p_off-ws2"]
 
@@ -524,7 +529,7 @@ def test_launch_repeats_run_the_entrys_launches_in_turn_and_skip_nothing_twice()
     # The second entry's configuration is the first's: skipped once, not repeated.
     assert [l.id for l in launches if l.skipped_reason] == ["01-ddp-default-ws1"]
     assert "launch_repeats" not in launches[0].params
-    gpu = Hardware(gpu_count=2, gpu_memory_bytes=80 << 30, infiniband=False, logical_cpus=16)
+    gpu = Capabilities(gpu_count=2, gpu_memory_bytes=80 << 30, infiniband=False, logical_cpus=16)
     assert [l.id for l in plan_launches(with_defaults({"suites": [entry]}), gpu)] == [
         "00-ddp-default-ws1", "00-ddp-default-ws2", "00-ddp-default-ws1-r2", "00-ddp-default-ws2-r2"]
 
@@ -604,7 +609,7 @@ def rank_process(agent_root_pid: int, rank: int) -> psutil.Process:
 def test_shipped_plan_runs_on_cpu(name, tmp_path):
     plan = load_plan(name)
     assert plan["description"].strip()
-    uses_unet = any(e["suite"] == "ddp" and {**e["params"], **e.get("cpu", {})}["model"] in models.UNET_PRESETS
+    uses_unet = any(e["suite"] == "ddp" and {**e["params"], **e.get("cpu", {})}["model"] in UNET_CONFIGS
                     for e in plan["suites"])
     if uses_unet and not HAS_DIFFUSERS:
         pytest.skip("diffusers is not installed (the sdxl extra)")
@@ -618,7 +623,7 @@ def test_shipped_plan_runs_on_cpu(name, tmp_path):
     has_allreduce = any(r["suite"] == "collectives" and r["params"]["op"] == "all_reduce" for r in host["runs"])
     for run in ddp_runs(bundle):
         assert run["params"]["train_flops_per_sample"] > 0
-        assert ("tokens_per_s" in run["metrics"]) == (run["params"]["model"] in gpt.PRESETS)
+        assert ("tokens_per_s" in run["metrics"]) == (run["params"]["model"] in GPT_PRESETS)
         if run["world_size"] > 1:
             weight_bytes = 2 if run["params"]["weights_dtype"] == "bfloat16" else 4
             assert run["metrics"]["grad_allreduce_bytes"]["summary"]["median"] == weight_bytes * run["params"]["num_params"]

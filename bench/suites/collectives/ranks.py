@@ -1,4 +1,4 @@
-"""Collectives suite, after nccl-tests: each collective says how to run it and count its bytes.
+"""The collectives suite's ranks, after nccl-tests: each collective says how to run it and count its bytes.
 
 Sizes are nccl-tests' "size": the full buffer in bytes (for all_gather the gathered output,
 for reduce_scatter the scattered input). algbw = size / time; busbw = algbw x factor(n),
@@ -11,51 +11,19 @@ recorded as in place; all_gather and reduce_scatter run both ways.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 import torch
 import torch.distributed as dist
 
-from bench.agent.harness import Context, PlanError, RepeatedParams, first_complaint, repeat, run_record
+from bench.agent.harness import Context, first_complaint, repeat, run_record
 from bench.common.stats import metric
-
-if TYPE_CHECKING:
-    from bench.agent.runner import Hardware
+from bench.suites.collectives.suite import Params
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 # Results are small integers, exact in every dtype above; the tolerance is for an honest
 # rounding difference, not for a wrong answer.
 TOLERANCE = {torch.float32: 0.0, torch.bfloat16: 1e-2, torch.float16: 1e-3}
-
-
-@dataclass(frozen=True)
-class Params(RepeatedParams):
-    """schema/plan.schema.json's collectives_params."""
-
-    ops: list
-    dtypes: list
-    in_place: list
-    begin_bytes: int
-    end_bytes: int
-    factor: int
-    cuda_graph: bool
-    p2p_sizes_bytes: "list | None" = None
-
-
-def check_plan(params: Params, hw: "Hardware", *, world_size: int, transport: str, nodes: int) -> None:
-    """What only this host can judge, before anything is launched."""
-    if params.begin_bytes > params.end_bytes:
-        raise PlanError(
-            f"collectives: begin_bytes {params.begin_bytes} is larger than end_bytes {params.end_bytes}; sizes must increase"
-        )
-    if hw.gpu_count > 0:
-        # out, in and the check's temporaries: about three buffers of the largest size
-        need = 3 * max([params.end_bytes, *(params.p2p_sizes_bytes or [])])
-        if need > hw.gpu_memory_bytes:
-            raise PlanError(
-                f"collectives: end_bytes {params.end_bytes} needs about {need} bytes of GPU memory, "
-                f"the GPU has {hw.gpu_memory_bytes}; lower end_bytes"
-            )
 
 
 def pattern(ctx: Context, count: int, dtype: torch.dtype, value: int, start: int = 0) -> torch.Tensor:
@@ -134,15 +102,6 @@ COLLECTIVES = {
 SENDRECV_BUSBW_FACTOR = 1.0
 
 
-def sweep_sizes(begin_bytes: int, end_bytes: int, factor: int) -> list[int]:
-    """nccl-tests' -b/-e/-f: begin, begin x factor, ... up to end."""
-    sizes, size = [], begin_bytes
-    while size <= end_bytes:
-        sizes.append(size)
-        size *= factor
-    return sizes
-
-
 def check_result(ctx: Context, buffers: Buffers, dtype: torch.dtype, what: str) -> "str | None":
     """Run once on fresh inputs and compare; every rank gets the first rank's complaint, if any."""
     buffers.reset()
@@ -197,7 +156,7 @@ def _sweep(ctx: Context, params: Params, collective: Collective, dtype_name: str
     multiple = collective.elements_multiple(ctx.world_size)
     placements = sorted({p if collective.out_of_place else True for p in params.in_place})
     for in_place in placements:
-        for requested in sweep_sizes(params.begin_bytes, params.end_bytes, params.factor):
+        for requested in params.sizes():
             count = max(multiple, requested // elem // multiple * multiple)
             size_bytes = count * elem
             buffers = collective.make(ctx, count, dtype, in_place)
@@ -213,7 +172,7 @@ def _sendrecv_matrix(ctx: Context, params: Params, dtype_name: str, emit: Callab
     """One-way bandwidth from each rank to each other rank, one pair at a time (nvbandwidth-style)."""
     dtype = DTYPES[dtype_name]
     elem = torch.tensor([], dtype=dtype).element_size()
-    for size_requested in params.p2p_sizes_bytes or [params.end_bytes]:
+    for size_requested in params.p2p_sizes():
         count = max(1, size_requested // elem)
         size_bytes = count * elem
         buf = torch.empty(count, dtype=dtype, device=ctx.device)

@@ -7,8 +7,11 @@ import pytest
 import torch
 
 from bench.agent.harness import Context, time_per_call
-from bench.agent.runner import Hardware, PlanError, plan_launches, run_plan
-from bench.agent.suites.copy import WARMUP_LEAST_S
+from bench.agent.runner import plan_launches, run_plan
+from bench.common.host import Capabilities
+from bench.common.protocol import RunEnded
+from bench.suites.copy.suite import WARMUP_LEAST_S
+from bench.suites.params import PlanError
 from bench.controller.plans import check
 from bench import schemas
 
@@ -18,7 +21,7 @@ COPY = {
                "begin_bytes": 4096, "end_bytes": 1 << 20, "factor": 16, "warmup_iters": 1, "iters": 2, "repetitions": 3},
 }
 CPU_HOST = {"gpus": [], "cpu": {"logical_cpus": 2}, "network": {"infiniband": []}, "memory_total_bytes": 8 << 30}
-ONE_GPU_BUSY = Hardware(gpu_count=1, gpu_memory_bytes=80 << 30, infiniband=False, logical_cpus=8,
+ONE_GPU_BUSY = Capabilities(gpu_count=1, gpu_memory_bytes=80 << 30, infiniband=False, logical_cpus=8,
                         gpu_memory_free_bytes=3 << 30, host_memory_bytes=256 << 30)
 
 
@@ -70,7 +73,7 @@ def test_copy_runs_validate_against_the_bundle_schema(cpu_copies):
 
 def test_copy_launch_is_one_rank_whatever_the_gpu_count():
     plan = check({"name": "t", "suites": [{**COPY, "params": {**COPY["params"], "end_bytes": 1 << 20}}]}, "t")
-    launches = plan_launches(plan, Hardware(gpu_count=2, gpu_memory_bytes=24 << 30, infiniband=False, logical_cpus=8,
+    launches = plan_launches(plan, Capabilities(gpu_count=2, gpu_memory_bytes=24 << 30, infiniband=False, logical_cpus=8,
                                             gpu_memory_free_bytes=24 << 30, host_memory_bytes=64 << 30))
     assert [(l.id, l.world_size) for l in launches] == [("00-copy-default-ws1", 1)]
 
@@ -85,13 +88,13 @@ def test_copy_size_over_free_gpu_memory_is_refused_before_launch():
 def test_copy_size_over_host_memory_is_refused_before_launch():
     plan = check({"name": "t", "suites": [{**COPY, "params": {**COPY["params"], "end_bytes": 4 << 30}}]}, "t")
     with pytest.raises(PlanError, match=r"pinned host memory, more than half of this host's 8589934592; lower end_bytes"):
-        plan_launches(plan, Hardware.of(CPU_HOST))
+        plan_launches(plan, Capabilities.of(CPU_HOST))
 
 
 def test_progress_names_each_finished_copy(cpu_copy_run):
     """The line a user sees per finished configuration says which copy it was."""
-    finished = [event["run"] for event in cpu_copy_run[1] if event["event"] == "run_end"]
-    assert finished == [f"h2h cpu host->host {size} bytes" for size in (4096, 65536, 1 << 20)]
+    finished = [event.run for event in cpu_copy_run[1] if isinstance(event, RunEnded)]
+    assert finished == [f"h2h cpu host→host {size}" for size in ("4 KiB", "64 KiB", "1 MiB")]
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")

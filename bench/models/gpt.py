@@ -3,31 +3,13 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from bench.agent.models.recompute import checkpoint
-
-
-@dataclass(frozen=True)
-class GPTConfig:
-    n_layer: int
-    n_head: int
-    n_embd: int
-    vocab_size: int = 50304  # GPT-2's 50257 padded to a multiple of 64, as nanoGPT does, for fast matmuls
-    block_size: int = 1024
-
-
-PRESETS = {
-    "tiny": GPTConfig(n_layer=2, n_head=4, n_embd=128, vocab_size=2048, block_size=256),
-    "gpt2": GPTConfig(n_layer=12, n_head=12, n_embd=768),
-    "gpt2-medium": GPTConfig(n_layer=24, n_head=16, n_embd=1024),
-    "gpt2-large": GPTConfig(n_layer=36, n_head=20, n_embd=1280),
-    "gpt2-xl": GPTConfig(n_layer=48, n_head=25, n_embd=1600),
-}
+from bench.models.recompute import checkpoint
+from bench.models.shapes import GPTConfig
 
 
 class CausalSelfAttention(nn.Module):

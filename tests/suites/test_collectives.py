@@ -3,15 +3,15 @@ busbw factors for every collective, the correctness check, and the bad-input cas
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-from bench.agent.runner import Hardware, PlanError, plan_launches, run_launch, run_plan
+from bench.agent.runner import plan_launches, run_launch, run_plan
+from bench.common.host import Capabilities
+from bench.suites.params import PlanError
 from bench.controller.plans import check
 from tests.conftest import REPO
 
@@ -100,7 +100,7 @@ def test_planted_wrong_result_is_caught_on_every_rank(tmp_path):
 
 QUICK = {"suite": "collectives", "params": {"ops": ["all_reduce"], "dtypes": ["float32"], "in_place": [True],
          "begin_bytes": 1 << 20, "end_bytes": 1 << 30, "factor": 4, "warmup_iters": 1, "iters": 1, "repetitions": 1}}
-TWO_SMALL_GPUS = Hardware(gpu_count=2, gpu_memory_bytes=2 << 30, infiniband=False, logical_cpus=8)
+TWO_SMALL_GPUS = Capabilities(gpu_count=2, gpu_memory_bytes=2 << 30, infiniband=False, logical_cpus=8)
 
 
 def test_size_that_does_not_fit_gpu_memory_is_refused_before_launch():
@@ -135,7 +135,7 @@ def test_hung_launch_is_ended_by_the_plan_timeout(tmp_path):
     """A sweep that cannot finish in the plan's timeout: ended, recorded, last log lines kept."""
     plan = check({"name": "hang", "timeout_s": 8, "suites": [{**QUICK, "world_sizes": [2], "params": {
         **QUICK["params"], "begin_bytes": 1 << 26, "end_bytes": 1 << 28, "iters": 50, "repetitions": 50}}]}, "hang")
-    (planned,) = plan_launches(plan, Hardware.of(CPU_HOST))
+    (planned,) = plan_launches(plan, Capabilities.of(CPU_HOST))
     launch, _ = run_launch(planned, tmp_path)  # run_plan would refuse it: its estimate is past timeout_s
     assert launch["status"] == "timeout"
     assert "no result after 8 s (the plan's timeout_s)" in launch["error"]

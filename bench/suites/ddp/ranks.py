@@ -1,4 +1,4 @@
-"""DDP training suite: step time of a model preset under DistributedDataParallel on synthetic data.
+"""The ddp suite's ranks: step time of a model preset under DistributedDataParallel on synthetic data.
 
 A global batch is reached by micro-batches; all but the last run under `no_sync()`, so the
 gradients cross the link once per step, as in seed 000. Each configuration (one global
@@ -13,103 +13,25 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import importlib.util
 import resource
-import sys
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from bench.agent import copy_engine_allreduce, kernel_time, models, rank_errors
-from bench.agent.gpu_peaks import dense_bf16_peak_tflops
+from bench.agent import copy_engine_allreduce, kernel_time, rank_errors
 from bench.agent.harness import (
-    Context, PlanError, SampledParams, every_rank, max_over_ranks, reduce_over_ranks, run_record, sample_until_steady,
-    time_each_call,
+    Context, every_rank, max_over_ranks, reduce_over_ranks, run_record, sample_until_steady, time_each_call,
 )
-from bench.agent.models import gpt, unet
-from bench.agent.transports import backend_for
+from bench.common.gpu_peaks import dense_bf16_peak_tflops
 from bench.common.polling import wait_until
 from bench.common.stats import metric
-
-if TYPE_CHECKING:
-    from bench.agent.runner import Hardware
-
-
-@dataclass(frozen=True)
-class Params(SampledParams):
-    """schema/plan.schema.json's ddp_params."""
-
-    model: str
-    micro_batch: int
-    steps: int
-    warmup_steps: int
-    grad_accum: int
-    warmup_max_steps: int
-    warmup_tolerance: float
-    precision: str
-    weights_dtype: str
-    activation_checkpointing: bool
-    optimizer: str
-    bucket_cap_mb: float
-    gradient_as_bucket_view: bool
-    static_graph: bool
-    compile: bool
-    cuda_graphs: bool
-    profile_steps: int
-    count_allreduce: bool
-    seed: int
-    allreduce: str
-    grad_reduce_dtype: str
-    seq_len: "int | None" = None
-    global_batches: "list | None" = None
-
-
-def check_plan(params: Params, hw: "Hardware", *, world_size: int, transport: str, nodes: int) -> None:
-    """What only this host can judge, before anything is launched."""
-    if params.allreduce == "copy_engine":
-        _check_copy_engine(params, hw, transport, nodes)
-    if params.model in unet.CONFIGS and importlib.util.find_spec("diffusers") is None:
-        raise PlanError(
-            f"ddp: model {params.model!r} needs diffusers, which is not installed for {sys.executable}; "
-            f"install the '{unet.EXTRA}' extra (pip install 'ddpbench[{unet.EXTRA}]', or pip install diffusers) or choose a GPT model"
-        )
-    if params.cuda_graphs and backend_for(transport, hw.gpu_count > 0) == "gloo":  # the ranks train on the CPU
-        if hw.gpu_count == 0:
-            raise PlanError("ddp: cuda_graphs replays CUDA graphs, this host has no GPU; set cuda_graphs: false in the entry's cpu: override")
-        raise PlanError(f"ddp: cuda_graphs replays CUDA graphs, transport {transport!r} trains on the CPU; "
-                        f"run {transport!r} in an entry with cuda_graphs: false")
-    if params.cuda_graphs and params.compile:
-        raise PlanError("ddp: cuda_graphs and compile are both on; choose one (compile: false for the graphs of the eager model)")
-    if params.weights_dtype == "bfloat16" and params.precision != "bf16":
-        raise PlanError("ddp: weights_dtype bfloat16 needs precision bf16 (fp32 compute over bf16 weights is not a recipe anyone trains with); set precision: bf16")
-    if params.model in gpt.PRESETS:
-        block_size = gpt.PRESETS[params.model].block_size
-        if params.seq_len is None:
-            raise PlanError(f"ddp: model {params.model!r} needs seq_len (tokens per sample); add it to the entry's params")
-        if params.seq_len > block_size:
-            raise PlanError(f"ddp: seq_len {params.seq_len} is longer than model {params.model!r} allows ({block_size}); lower seq_len")
-    for global_batch in params.global_batches or []:
-        if global_batch % (world_size * params.micro_batch):
-            raise PlanError(
-                f"ddp: global batch {global_batch} is not divisible by world size {world_size} x micro_batch "
-                f"{params.micro_batch}; choose a multiple of {world_size * params.micro_batch}"
-            )
-
-
-def _check_copy_engine(params: Params, hw: "Hardware", transport: str, nodes: int) -> None:
-    if hw.gpu_count == 0:
-        raise PlanError("ddp: allreduce copy_engine moves gradients between GPUs, this host has none; use allreduce: nccl")
-    if transport != "default":
-        raise PlanError(f"ddp: allreduce copy_engine bypasses NCCL's transports, so it cannot measure transport {transport!r}; "
-                        "run that transport with allreduce: nccl")
-    if nodes > 1:
-        raise PlanError(f"ddp: allreduce copy_engine runs within one host, not across {nodes}; use allreduce: nccl")
-    if params.grad_reduce_dtype == "bf16":
-        raise PlanError("ddp: allreduce copy_engine reduces the gradients in their own dtype; drop grad_reduce_dtype bf16 or use allreduce: nccl")
+from bench.models import workload
+from bench.suites.ddp.params import Params
+from bench.suites.ddp.warmup import WARMUP_WINDOW, least_warmup_steps
 
 
 def grad_accum_for(global_batch: int, world_size: int, micro_batch: int) -> int:
@@ -215,7 +137,7 @@ class Training:
     """One configuration set up to train: the model as stepped (in DDP and compiled where asked),
     its optimizer, and the bucket all-reduces counted so far where they are counted."""
 
-    work: models.Workload
+    work: workload.Workload
     ddp: "DDP | None"
     step_model: Callable
     optimizer: torch.optim.Optimizer
@@ -253,7 +175,7 @@ def set_up(ctx: Context, params: Params, accum: int, build: Callable) -> Trainin
     return Training(work, ddp, step_model, optimizer, precision, accum, calls, grads_kept=params.cuda_graphs)
 
 
-def graph_module(work: models.Workload, precision: contextlib.AbstractContextManager) -> None:
+def graph_module(work: workload.Workload, precision: contextlib.AbstractContextManager) -> None:
     """The module's forward and backward replayed from CUDA graphs (its forward becomes the graphed one).
 
     The replayed backward hands autograd the gradients in the graph's own buffers, and a parameter
@@ -315,20 +237,6 @@ def grad_allreduce_bytes(module: torch.nn.Module, params: Params) -> int:
     return sum(p.numel() * (reduced_element_bytes or p.element_size()) for p in module.parameters() if p.requires_grad)
 
 
-WARMUP_WINDOW = 3  # consecutive warm-up steps that must agree before timing starts
-# DDP's reducer times its first 10 iterations (its forward calls outside no_sync(): one a step)
-# with CUDA events, and each next such forward waits for them: until then the CPU cannot run ahead
-# of the GPU, and a step bound by launching kernels is slower at a level of its own (quick's gpt2
-# on 2x H200: 28.5-32 ms, then 26.0 ms), steady enough to pass the warm-up's window.
-DDP_SYNCED_STEPS = 11
-
-
-def least_warmup_steps(warmup_steps: int, steps_taken: int, ddp_on_gpu: bool) -> int:
-    """The plan's warm-up steps, and under DDP on a GPU enough to leave DDP's timed iterations behind
-    (a launch's later global batches train the same DDP model, past them)."""
-    return max(warmup_steps, DDP_SYNCED_STEPS - steps_taken) if ddp_on_gpu else warmup_steps
-
-
 def warm_up(ctx: Context, step: Callable[[], None], params: Params, least: int) -> int:
     """Untimed steps until the last WARMUP_WINDOW step times lie within warmup_tolerance of their
     median on every rank: at least `least`, at most warmup_max_steps. The count run.
@@ -381,8 +289,8 @@ def every_rank_out_of_memory(ctx: Context, global_batch: int) -> bool:
     return wait_until(lambda: store.add(key, 0) >= ctx.world_size, OOM_AGREEMENT_S)
 
 
-def run(ctx: Context, entry: dict, emit: Callable[[dict], None], build: Callable = models.build) -> None:
-    """Every global batch size of the plan entry; `build` makes the workload (models.build),
+def run(ctx: Context, entry: dict, emit: Callable[[dict], None], build: Callable = workload.build) -> None:
+    """Every global batch size of the plan entry; `build` makes the workload (workload.build),
     with the micro-batches of the largest global batch."""
     params = Params.of(entry)
     if ctx.is_cuda:

@@ -1,4 +1,5 @@
-"""Figures derived from several runs of one host: scaling efficiency and seed 002's communication model.
+"""The ddp suite's figures derived from several runs of one host: scaling efficiency, seed 002's
+communication model, and the plausibility of both.
 
 The baseline of an N-GPU ddp run is the world-size-1 run with the same model, shapes and
 precision, and the same global batch when a sweep fixes it (strong scaling) or the same
@@ -7,7 +8,7 @@ accumulation when the batch per GPU is fixed (weak scaling).
 scaling_efficiency = per-sample time x #GPUs of the baseline / the same of the N-GPU run
 (seed 000's metric; 1.0 is perfect scaling), from the medians.
 
-Plausibility (derive_warnings): a figure no correct measurement can give is flagged on its run
+Plausibility (warnings): a figure no correct measurement can give is flagged on its run
 (`warnings`: code, message, likely cause), never printed silently.
 
 Seed 002's model, in step time (medians):
@@ -27,8 +28,8 @@ from __future__ import annotations
 import math
 import statistics
 
-from bench.bundle.links import link_summary
 from bench.common.stats import LEVEL, ratio_of_medians
+from bench.suites.base import warning
 
 VARYING = ("global_batch", "grad_accum", "num_params", "train_flops_per_sample")
 # The all_reduce dtype of a ddp run's gradients: the weights' own (fp32 under autocast too; bf16 weights
@@ -156,10 +157,6 @@ def derive_prediction(runs: list[dict], launches: list[dict]) -> None:
             run.pop("notes", None)  # derived again on resume: an input may have arrived since
 
 
-def _warning(code: str, message: str, likely_cause: str) -> dict:
-    return {"code": code, "message": message, "likely_cause": likely_cause}
-
-
 UNLIKE_BASELINE = ("the 1-GPU baseline did not get the resources per rank the N-GPU run got (threads, cores, clocks) "
                    "or was not warmed up; or the machine was busy while it ran")
 
@@ -171,51 +168,22 @@ def _unlike_baseline(run: dict, baseline: "dict | None", others_share: dict) -> 
     return UNLIKE_BASELINE + (f" (other processes took {' and '.join(busy)})" if busy else "")
 
 
-def _ddp_warnings(run: dict, baseline: "dict | None", others_share: dict) -> list[dict]:
+def warnings(run: dict, baseline: "dict | None", others_share: dict) -> list[dict]:
     cause = _unlike_baseline(run, baseline, others_share)
     found = []
     if baseline is not None:
         efficiency = ratio_of_medians(baseline["metrics"]["per_sample_gpu_time_s"]["samples"],
                                       run["metrics"]["per_sample_gpu_time_s"]["samples"])
         if efficiency.low is not None and efficiency.low > 1:
-            found.append(_warning(
+            found.append(warning(
                 "scaling_above_perfect",
                 f"scaling efficiency {efficiency.median:.0%} (its {LEVEL:.0%} interval [{efficiency.low:.0%}, {efficiency.high:.0%}] "
                 f"lies above 100%): {run['world_size']} ranks did more than {run['world_size']} times the work of one", cause))
     exposed = (run.get("derived") or {}).get("exposed_comm_s")
     if exposed is not None and exposed < 0:
         step = _median(run, "step_time_s")
-        found.append(_warning(
+        found.append(warning(
             "negative_exposed_comm",
             f"exposed communication {exposed * 1e3:.4g} ms is negative: the 1-GPU step for the same work per rank "
             f"({(step - exposed) * 1e3:.4g} ms) is slower than this {run['world_size']}-GPU step ({step * 1e3:.4g} ms)", cause))
     return found
-
-
-def _busbw_warnings(run: dict, peak_gbps: "float | None") -> list[dict]:
-    busbw = _median(run, "busbw_gbps")
-    if peak_gbps is None or busbw is None or run["world_size"] < 2 or busbw <= peak_gbps:
-        return []
-    return [_warning(
-        "busbw_above_link_peak",
-        f"busbw {busbw:.4g} GB/s is above the link's theoretical peak of {peak_gbps:.4g} GB/s",
-        "a timing error (the timed region missed part of the collective), a fingerprint that names the wrong link, "
-        "or a transport that bypassed the link (all ranks on one GPU)")]
-
-
-def derive_warnings(runs: list[dict], fingerprint: "dict | None", launches: list[dict]) -> None:
-    """Set `warnings` on every ok run with an implausible figure (and take stale ones off the others)."""
-    peak = link_summary(fingerprint)["link_peak_gbps"] if fingerprint else None
-    others_share = {launch["id"]: launch.get("cpu_taken_by_others_fraction") for launch in launches}
-    found = baselines(runs)
-    for run in runs:
-        if run["status"] != "ok":
-            continue
-        if run["suite"] == "ddp":
-            warnings = _ddp_warnings(run, found.get(id(run)), others_share) if run["world_size"] > 1 else []
-        else:
-            warnings = _busbw_warnings(run, peak)
-        if warnings:
-            run["warnings"] = warnings
-        else:
-            run.pop("warnings", None)

@@ -1,5 +1,5 @@
 """cuda_graphs on a GPU host: the graphed step accumulates and reduces the gradients the eager
-step does. CI has no GPU; these run on a GPU host (`python -m pytest tests/agent/suites/test_ddp_cuda_graphs.py`)."""
+step does. CI has no GPU; these run on a GPU host (`python -m pytest tests/suites/test_ddp_cuda_graphs.py`)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,10 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from bench.agent import models
+from bench.models import workload
 from bench.agent.harness import Context
-from bench.agent.suites import ddp
+from bench.suites.ddp import ranks as ddp
+from bench.suites.ddp.params import Params
 from bench.controller.plans import with_defaults
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="cuda_graphs needs a GPU")
@@ -28,15 +29,15 @@ COMMON = {"micro_batch": 2, "grad_accum": 3, "steps": 1, "warmup_steps": 0, "com
 MODELS = [name for name in SMALL if name != "tiny-unet" or importlib.util.find_spec("diffusers")]
 
 
-def typed(params: dict) -> ddp.Params:
-    return ddp.Params.of(with_defaults({"suites": [{"suite": "ddp", "params": params}]})["suites"][0]["params"])
+def typed(params: dict) -> Params:
+    return Params.of(with_defaults({"suites": [{"suite": "ddp", "params": params}]})["suites"][0]["params"])
 
 
 def gradients_of_two_steps(ctx: Context, model: str, cuda_graphs: bool) -> list[list[torch.Tensor]]:
     """The gradients each optimizer step of two received, on this rank."""
     params = typed({**COMMON, **SMALL[model], "cuda_graphs": cuda_graphs})
     torch.manual_seed(0)
-    training = ddp.set_up(ctx, params, params.grad_accum, models.build)
+    training = ddp.set_up(ctx, params, params.grad_accum, workload.build)
     seen, step = [], training.optimizer.step
 
     def recorded_step(*args, **kwargs):

@@ -1,0 +1,237 @@
+"""The agent protocol, the one contract between the controller and the agent, and between the agent
+and its ranks: the agent's arguments, the progress events it prints (one JSON object a line), and
+the spec each launch's ranks read. Both sides write and read these only through here.
+
+Standard library only: the agent ships it (bench/common).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import asdict, dataclass, field, fields
+from typing import ClassVar
+
+# --- The agent's command line ------------------------------------------------------------------
+
+
+NODE_RANK_FLAG = "--node-rank"
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where one agent sits in a multi-node job (torchrun's c10d rendezvous); the default is one node."""
+
+    nnodes: int = 1
+    node_rank: int = 0
+    rendezvous: str = ""  # host:port of the c10d store, on the first node
+    job_id: str = "ddpbench"
+
+    def flags(self, with_node_rank: bool = True) -> list:
+        """The agent's placement options. Without the node rank where each node adds its own
+        (NODE_RANK_FLAG): a batch job's script, whose values may be shell words ("$SLURM_JOB_ID")."""
+        rank = [NODE_RANK_FLAG, str(self.node_rank)] if with_node_rank else []
+        return ["--nnodes", str(self.nnodes), *rank, "--rendezvous", self.rendezvous, "--job-id", self.job_id]
+
+
+@dataclass(frozen=True)
+class AgentArgs:
+    """`python -m bench.agent run ...`: what a runtime tells the agent it starts."""
+
+    plan: str  # the resolved plan as JSON, validated by the controller
+    out: str  # folder for raw.json, launch logs and results
+    env: dict = field(default_factory=dict)  # environment overrides for the ranks
+    placement: "Placement | None" = None  # None: one node
+    skip: tuple = ()  # launch ids already finished (resume)
+    history: "dict | None" = None  # launch durations of an earlier run of this plan (bench/common/history.py)
+    stop_on_stdin_eof: bool = False  # end the run when stdin closes (the SSH connection is gone)
+
+    def argv(self, entry: list) -> list:
+        """The whole command: `entry` is how the host starts the agent ([python, "-m", "bench.agent"],
+        [python, "agent.pyz"]); `run` and the options follow."""
+        command = [*entry, "run", "--plan", self.plan, "--out", self.out, "--env", json.dumps(self.env)]
+        if self.stop_on_stdin_eof:
+            command.append("--stop-on-stdin-eof")
+        if self.placement is not None:
+            command += self.placement.flags()
+        if self.skip:
+            command += ["--skip", ",".join(sorted(self.skip))]
+        if self.history:
+            command += ["--history", json.dumps(self.history)]
+        return command
+
+
+def agent_parser() -> argparse.ArgumentParser:
+    """The agent's own parser of what AgentArgs.argv writes."""
+    parser = argparse.ArgumentParser(prog="python -m bench.agent", description="ddpbench's agent: runs on the GPU host")
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run a resolved plan (JSON) on this host")
+    run.add_argument("--plan", required=True, help="the plan as JSON, validated by the controller")
+    run.add_argument("--out", required=True, help="folder for raw.json, launch logs and results")
+    run.add_argument("--env", default="{}", help="JSON object of environment overrides for the ranks")
+    run.add_argument("--nnodes", type=int, default=1)
+    run.add_argument("--node-rank", type=int, default=0)
+    run.add_argument("--rendezvous", default="", help="HOST:PORT of the c10d rendezvous (multi-node)")
+    run.add_argument("--job-id", default="ddpbench")
+    run.add_argument("--skip", default="", help="comma-separated launch ids already finished (resume)")
+    run.add_argument("--history", default="null", help="JSON: launch durations of an earlier run of this plan (bench/common/history.py)")
+    run.add_argument("--stop-on-stdin-eof", action="store_true", help="end the run when stdin closes (the SSH connection is gone)")
+    sub.add_parser("fingerprint", help="print this machine's fingerprint as JSON")
+    return parser
+
+
+def parse_agent_args(namespace: argparse.Namespace) -> AgentArgs:
+    """AgentArgs from the parsed `run` command line."""
+    return AgentArgs(
+        plan=namespace.plan, out=namespace.out, env=json.loads(namespace.env),
+        placement=Placement(namespace.nnodes, namespace.node_rank, namespace.rendezvous, namespace.job_id),
+        skip=tuple(filter(None, namespace.skip.split(","))), history=json.loads(namespace.history),
+        stop_on_stdin_eof=namespace.stop_on_stdin_eof,
+    )
+
+
+# --- Progress events ---------------------------------------------------------------------------
+
+EVENTS: dict = {}  # kind -> event class
+
+
+def _event(cls):
+    EVENTS[cls.kind] = cls
+    return cls
+
+
+@dataclass(frozen=True)
+class Event:
+    kind: ClassVar[str]
+
+    def line(self) -> str:
+        """The event as the agent prints it: one JSON object."""
+        return json.dumps({"event": self.kind, **asdict(self)})
+
+
+@_event
+@dataclass(frozen=True)
+class Fingerprinting(Event):
+    """The agent reads the machine before its first launch."""
+
+    kind: ClassVar[str] = "fingerprint"
+
+
+@_event
+@dataclass(frozen=True)
+class Planned(Event):
+    """What will run and how long each launch should take; measured_before: estimates that are an earlier run's durations."""
+
+    kind: ClassVar[str] = "plan"
+    launches: list
+    estimates_s: dict = field(default_factory=dict)
+    configurations: dict = field(default_factory=dict)
+    measured_before: list = field(default_factory=list)
+
+
+@_event
+@dataclass(frozen=True)
+class LaunchStarted(Event):
+    kind: ClassVar[str] = "launch_start"
+    id: str
+
+
+@_event
+@dataclass(frozen=True)
+class RunEnded(Event):
+    """A configuration the ranks finished: done of total in the launch, `run` its label."""
+
+    kind: ClassVar[str] = "run_end"
+    id: str
+    done: int
+    total: int
+    run: str
+    elapsed_s: float
+
+
+@_event
+@dataclass(frozen=True)
+class LaunchEnded(Event):
+    kind: ClassVar[str] = "launch_end"
+    id: str
+    status: str
+    error: "str | None"
+    runs: int
+    duration_s: float
+
+
+@_event
+@dataclass(frozen=True)
+class LaunchSkipped(Event):
+    kind: ClassVar[str] = "launch_skipped"
+    id: str
+    reason: str
+
+
+@_event
+@dataclass(frozen=True)
+class Stage(Event):
+    """A step of readying a host (connect, deploy, collect ...): the controller's runtimes say these."""
+
+    kind: ClassVar[str] = "stage"
+    stage: str
+
+
+@_event
+@dataclass(frozen=True)
+class Warned(Event):
+    kind: ClassVar[str] = "warning"
+    message: str
+
+
+@_event
+@dataclass(frozen=True)
+class Failed(Event):
+    """The agent cannot run the plan here: the host's error."""
+
+    kind: ClassVar[str] = "error"
+    message: str
+
+
+def read_event(line: str) -> "Event | None":
+    """One progress event from a line of the agent's stdout; anything else (a stray print, another
+    agent version's event) is not ours to parse: None."""
+    try:
+        document = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(document, dict):
+        return None
+    cls = EVENTS.get(document.get("event"))
+    if cls is None:
+        return None
+    names = {f.name for f in fields(cls)}
+    try:
+        return cls(**{k: v for k, v in document.items() if k in names})
+    except TypeError:  # a field missing
+        return None
+
+
+# --- A launch's spec, read by each rank ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """What every rank of one launch runs (bench/agent/worker.py reads it)."""
+
+    suite: str
+    params: dict
+    backend: str
+    timeout_s: float
+    result_path: str  # rank 0 appends each run record here, one JSON line each
+    threads_per_rank: "int | None" = None  # CPU hosts
+    cpus_of_local_ranks: "list | None" = None  # the cores each local rank is pinned to (CPU hosts)
+
+    def write(self, path) -> None:
+        with open(path, "w") as out:
+            json.dump(asdict(self), out)
+
+    @classmethod
+    def read(cls, path) -> "LaunchSpec":
+        with open(path) as spec:
+            return cls(**json.load(spec))

@@ -1,0 +1,145 @@
+"""What a suite is: the one class every suite's `suite.py` fills in, as nccl-tests' collectives fill
+in `struct testColl`. Plain Python, no torch: the controller, the report and verify import it.
+
+A suite's folder (bench/suites/NAME/) holds:
+- `suite.py`: a subclass of Suite, instantiated as `SUITE` (its typed Params, plan checks, cost
+  model, a run's identity and label, the headline metric verify judges, plausibility warnings);
+- `params.schema.json`: its parameters' JSON Schema (`$defs/params`, what a plan entry's params,
+  gpu and cpu may hold; optionally `$defs/entry`, what else its plan entries must satisfy, and
+  `$defs/run_params`, what its runs' params hold in a bundle);
+- `ranks.py`: what each rank runs (torch): `run(ctx, entry_params, emit)`, one record per configuration;
+- `report.py` (optional): `section(comparison, plot, colours) -> blocks`, its part of the report.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar
+
+from bench.common.host import Capabilities
+from bench.common.transports import link_name
+from bench.suites.params import SampledParams
+
+
+@dataclass
+class HostResults:
+    """One host's results as a suite's derived figures and warnings read them: every run of the
+    host (a suite may read another suite's runs: ddp's prediction reads the all_reduce sweeps), its
+    launches and its fingerprint."""
+
+    runs: list
+    launches: list
+    fingerprint: "dict | None"
+    _memo: dict = field(default_factory=dict, repr=False)
+
+    def once(self, key: str, make):
+        """make(), computed once per host for every run that asks (a suite's baselines, say)."""
+        if key not in self._memo:
+            self._memo[key] = make()
+        return self._memo[key]
+
+    def runs_of(self, suite: str) -> list:
+        return [run for run in self.runs if run["suite"] == suite]
+
+    @functools.cached_property
+    def others_share(self) -> dict:
+        """launch id -> the share of the machine's CPU other processes took while it ran (None: not recorded)."""
+        return {launch["id"]: launch.get("cpu_taken_by_others_fraction") for launch in self.launches}
+
+    @functools.cached_property
+    def nodes_of_launch(self) -> dict:
+        return {launch["id"]: launch.get("nodes", 1) for launch in self.launches}
+
+
+def warning(code: str, message: str, likely_cause: str) -> dict:
+    """A figure of a run that no correct measurement gives (bundle schema: run.warnings)."""
+    return {"code": code, "message": message, "likely_cause": likely_cause}
+
+
+class Suite:
+    """One benchmark suite, as everything outside its ranks knows it. Override what differs."""
+
+    name: ClassVar[str]
+    Params: ClassVar[type]  # a SampledParams subclass: the entry's params, typed
+    headline_metric: ClassVar[str]  # the metric verify and compare judge a run by
+    identity_params: ClassVar[tuple] = ()  # params verify's table shows for every run, varying or not
+    # Where its part stands in a report: what the links do alone (copies, collectives) before training.
+    report_order: ClassVar[int] = 100
+
+    # --- where its parts are ---------------------------------------------------------------
+
+    @property
+    def package(self) -> str:
+        return type(self).__module__.rpartition(".")[0]
+
+    @property
+    def folder(self) -> Path:
+        return Path(sys.modules[type(self).__module__].__file__).parent
+
+    @property
+    def ranks_module(self) -> str:
+        """The module each rank imports: its `run(ctx, entry_params, emit)`."""
+        return f"{self.package}.ranks"
+
+    @functools.cached_property
+    def schema(self) -> dict:
+        """params.schema.json, its $id set to urn:ddpbench:schema:suite:NAME (plan and bundle refer to it
+        so), in JSON Schema 2020-12 unless it says otherwise, as every schema of ddpbench."""
+        document = json.loads((self.folder / "params.schema.json").read_text())
+        return {"$schema": "https://json-schema.org/draft/2020-12/schema", **document, "$id": f"urn:ddpbench:schema:suite:{self.name}"}
+
+    def report_section(self):
+        """The suite's report part (its module, with `section`), or None where the folder has none."""
+        name = f"{self.package}.report"
+        try:
+            return importlib.import_module(name)
+        except ModuleNotFoundError as missing:
+            if missing.name == name:
+                return None
+            raise
+
+    # --- before a launch -------------------------------------------------------------------
+
+    def params(self, entry_params: dict) -> SampledParams:
+        return self.Params.of(entry_params)
+
+    def check_plan(self, params, host: Capabilities, *, world_size: int, transport: str, nodes: int) -> None:
+        """What only this host can judge, before anything is launched: raise PlanError."""
+
+    def configurations(self, params, world_size: int, host: Capabilities) -> int:
+        """How many runs (configuration points) one launch records."""
+        return 1
+
+    def launch_seconds(self, params, preset: str, world_size: int, host: Capabilities) -> float:
+        """The cost model: seconds one launch takes past its start-up (bench/suites/cost.py)."""
+        return 0.0
+
+    # --- a run, once measured ----------------------------------------------------------------
+
+    def configuration(self, run: dict) -> tuple:
+        """What a run measured, whoever ran it: the key two bundles must share to be compared."""
+        return (self.name, json.dumps(run["params"], sort_keys=True), run["world_size"])
+
+    def label(self, run: dict) -> str:
+        """What a run measured, in a few words (progress lines, tables)."""
+        return f"{self.name}, {run['world_size']} ranks"
+
+    def link_name(self, run: dict) -> str:
+        """The link a run's bytes crossed, for the report's series (bench.common.transports.link_name)."""
+        return link_name(run)
+
+    def baselines(self, runs: list) -> dict:
+        """id(run) -> the run it is scaled against (ddp: its 1-GPU run), for the runs that have one."""
+        return {}
+
+    def derive(self, results: HostResults) -> None:
+        """Set figures derived from several runs (run["derived"], run["notes"]) on this suite's runs."""
+
+    def warnings(self, run: dict, results: HostResults) -> list:
+        """The implausible figures of one ok run of this suite (bench.suites.base.warning each)."""
+        return []

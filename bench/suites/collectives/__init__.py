@@ -1,0 +1,1 @@
+"""The collectives suite (nccl-tests' collectives): suite.py defines it, ranks.py runs it, report/ shows it."""

@@ -1,0 +1,67 @@
+"""The collectives suite's part of a report: bus bandwidth against message size (plot and table),
+and the point-to-point bandwidth matrices."""
+
+from __future__ import annotations
+
+from bench.common.units import human_bytes
+from bench.report import plots as P
+from bench.report import tables as T
+from bench.report.document import Heading, Table
+from bench.report.merge import Comparison
+from bench.suites.collectives.report import plots as CP
+from bench.suites.collectives.report import series as CS
+
+
+def section(comparison: Comparison, plot, colours: dict) -> list:
+    """The collectives' part of a report: busbw plot and table, the point-to-point matrices."""
+    blocks = []
+    lines = CS.busbw_lines(comparison)
+    table = collectives_table(comparison)
+    if lines:
+        peaks = CS.link_peaks(comparison, lines)
+        note = " Horizontal lines: the links' theoretical peaks from the fingerprint." if peaks else ""
+        blocks += [Heading(3, "Bus bandwidth"),
+                   plot(CP.busbw_figure, (lines, peaks, colours), "busbw", "Bus bandwidth against message size",
+                        "busbw as nccl-tests defines it (algbw x 2(n-1)/n for all-reduce). " + P.SPREAD_CAPTION + note)]
+    if table:
+        blocks += [table, *T.warnings_blocks(comparison, "collectives")]
+    largest = {}  # a figure per machine kind, transport, ranks and dtype: its largest message; the table has all
+    for matrix in CS.p2p_matrices(comparison):
+        largest[(matrix.series, matrix.world_size, matrix.dtype)] = matrix
+    if largest:
+        blocks.append(Heading(3, "Point-to-point bandwidth"))
+        for i, matrix in enumerate(largest.values()):
+            stem = f"p2p-{i + 1}-{P.slug(matrix.series.label)}"
+            blocks.append(plot(CP.p2p_figure, (matrix,), stem, f"Point-to-point bandwidth, {matrix.series.label}", CP.P2P_CAPTION))
+        blocks.append(p2p_table(comparison))
+    return [Heading(2, "Collectives"), *blocks] if blocks else []
+
+
+def collectives_table(comparison: Comparison) -> "Table | None":
+    entries = [e for e in comparison.runs if e.run["suite"] == "collectives" and e.params["op"] != "sendrecv"]
+    rows = []
+    for key, group in T.grouped(entries, lambda e: (e.params["op"], e.params["dtype"], e.params["in_place"],
+                                                   e.run["world_size"], e.params["size_bytes"])):
+        _, op, dtype, in_place, ws, size = key
+        time = T.pooled_spread(group, "time_s")
+        rows.append([*T.series_cells(group), op, dtype, "in" if in_place else "out", str(ws), human_bytes(size),
+                     T.spread(T.pooled_spread(group, "busbw_gbps")) + T.flags(group), T.spread(T.pooled_spread(group, "algbw_gbps")),
+                     T.spread(time, 1e6, ".4g") if time else "-", T.bundles_cell(group)])
+    if not rows:
+        return None
+    return Table(["host", "GPUs and link", "transport", "op", "dtype", "place", "ranks", "size",
+                  "busbw GB/s median [p5, p95]", "algbw GB/s median [p5, p95]", "time µs median [p5, p95]", "bundles"], rows)
+
+
+def p2p_table(comparison: Comparison) -> "Table | None":
+    entries = [e for e in comparison.runs if e.run["suite"] == "collectives" and e.params["op"] == "sendrecv"]
+    rows = []
+    for key, group in T.grouped(entries, lambda e: (e.run["world_size"], e.params["dtype"], e.params["size_bytes"],
+                                                   e.params["src_rank"], e.params["dst_rank"])):
+        _, ws, dtype, size, src, dst = key
+        rows.append([*T.series_cells(group), str(ws), dtype, human_bytes(size), f"{src} → {dst}",
+                     T.spread(T.pooled_spread(group, "busbw_gbps")), T.bundles_cell(group)])
+    if not rows:
+        return None
+    return Table(["host", "GPUs and link", "transport", "ranks", "dtype", "size", "source → destination",
+                  "busbw GB/s median [p5, p95]", "bundles"], rows)

@@ -1,0 +1,114 @@
+"""The collectives suite, after nccl-tests: all_reduce, all_gather, reduce_scatter, broadcast and a
+send/recv matrix, swept over message sizes, with busbw comparable across collectives and world
+sizes. Its ranks' part is ranks.py; its report's, report.py."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bench.common.host import Capabilities
+from bench.common.links import link_summary
+from bench.common.units import human_bytes
+from bench.suites import cost
+from bench.suites.base import HostResults, Suite, warning
+from bench.suites.params import PlanError, SweptParams
+
+# gloo on a GPU host reduces host tensors with one thread a rank (torchrun's OMP_NUM_THREADS=1):
+# filling the inputs twice, the expected result and the check cost 27 s per GB of buffer on a 2x
+# H200 host (seed002's 1.4 and 5.6 GB points: 43 and 174 s, of which 6 and 22 s in the calls).
+# A CPU host's own sweeps are small, and their cost is inside its fitted constants.
+GLOO_HOST_BUFFER_S_PER_BYTE = 27e-9
+GATHER_OPS = ("all_gather", "reduce_scatter")  # the collectives that run out of place as well as in place
+
+
+@dataclass(frozen=True)
+class Params(SweptParams):
+    """params.schema.json's $defs/params."""
+
+    ops: list
+    dtypes: list
+    in_place: list
+    cuda_graph: bool
+    p2p_sizes_bytes: "list | None" = None
+
+    def placements(self, op: str) -> int:
+        """all_reduce and broadcast work in place only; the gather ops run each placement asked for."""
+        return len(set(self.in_place)) if op in GATHER_OPS else 1
+
+    def p2p_sizes(self) -> list:
+        return self.p2p_sizes_bytes or [self.end_bytes]
+
+
+class Collectives(Suite):
+    name = "collectives"
+    report_order = 20
+    Params = Params
+    headline_metric = "busbw_gbps"
+    identity_params = ("op", "size_bytes")
+
+    def check_plan(self, params: Params, host: Capabilities, *, world_size: int, transport: str, nodes: int) -> None:
+        params.check_sweep(self.name)
+        if host.cuda:
+            # out, in and the check's temporaries: about three buffers of the largest size
+            need = 3 * max([params.end_bytes, *(params.p2p_sizes_bytes or [])])
+            if need > host.gpu_memory_bytes:
+                raise PlanError(
+                    f"collectives: end_bytes {params.end_bytes} needs about {need} bytes of GPU memory, "
+                    f"the GPU has {host.gpu_memory_bytes}; lower end_bytes"
+                )
+
+    def configurations(self, params: Params, world_size: int, host: Capabilities) -> int:
+        total = 0
+        for op in params.ops:
+            if op == "sendrecv":
+                total += len(params.p2p_sizes()) * world_size * (world_size - 1) * len(params.dtypes)
+            else:
+                total += len(params.sizes()) * params.placements(op) * len(params.dtypes)
+        return total
+
+    def launch_seconds(self, params: Params, preset: str, world_size: int, host: Capabilities) -> float:
+        """Per point, (warm-up + timed + graph capture + check) calls of size x busbw factor / the
+        transport's bus bandwidth, plus a fixed cost per point."""
+        kind = host.kind
+        graph = kind == "gpu" and params.cuda_graph and preset != "gloo"
+        calls = params.warmup_iters + params.repetitions * params.iters + 1 + (2 * params.iters if graph else 0)
+        busbw = cost.busbw_gbps(preset, world_size, host) * 1e9
+        factor = 2 * (world_size - 1) / world_size if world_size > 1 else 1.0
+        total = 0.0
+        for op in params.ops:
+            for _ in params.dtypes:
+                if op == "sendrecv":
+                    pairs = world_size * (world_size - 1)
+                    for size in params.p2p_sizes():
+                        total += pairs * (calls * (cost.CALL_LATENCY_S[kind] + size / busbw) + cost.POINT_OVERHEAD_S[kind])
+                    continue
+                for size in params.sizes():
+                    per_call = cost.CALL_LATENCY_S[kind] + size * factor / busbw
+                    host_buffers = size * GLOO_HOST_BUFFER_S_PER_BYTE if kind == "gpu" and preset == "gloo" else 0.0
+                    total += params.placements(op) * (calls * per_call + cost.POINT_OVERHEAD_S[kind] + host_buffers)
+        return total
+
+    def configuration(self, run: dict) -> tuple:
+        p = run["params"]
+        return ("collectives", p["op"], p["dtype"], p["in_place"], p["size_bytes"], run["world_size"],
+                p.get("src_rank"), p.get("dst_rank"))
+
+    def label(self, run: dict) -> str:
+        p = run["params"]
+        pair = f" {p['src_rank']}→{p['dst_rank']}" if p.get("src_rank") is not None else ""
+        return f"{p['op']}{pair} {p['dtype']} {human_bytes(p['size_bytes'])}, {run['world_size']} ranks"
+
+    def warnings(self, run: dict, results: HostResults) -> list:
+        peak = link_summary(results.fingerprint)["link_peak_gbps"] if results.fingerprint else None
+        found = run["metrics"].get("busbw_gbps")
+        busbw = found["summary"]["median"] if found else None
+        if peak is None or busbw is None or run["world_size"] < 2 or busbw <= peak:
+            return []
+        return [warning(
+            "busbw_above_link_peak",
+            f"busbw {busbw:.4g} GB/s is above the link's theoretical peak of {peak:.4g} GB/s",
+            "a timing error (the timed region missed part of the collective), a fingerprint that names the wrong link, "
+            "or a transport that bypassed the link (all ranks on one GPU)")]
+
+
+SUITE = Collectives()

@@ -1,0 +1,85 @@
+"""The ddp suite's part of a report: per-sample time x #GPUs per workload (seed 000's figure),
+scaling efficiency, measured against predicted step time, and the table of step times."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import replace
+
+from bench.common.stats import LEVEL_LABEL
+from bench.common.units import human_bytes
+from bench.report import plots as P
+from bench.report import tables as T
+from bench.report.document import Heading, Paragraph, Table
+from bench.report.merge import Comparison, RunEntry
+from bench.suites.ddp.report import plots as DP
+from bench.suites.ddp.report import series as DS
+from bench.suites.ddp.report.series import Bar, Prediction, group_label, workload
+
+
+def section(comparison: Comparison, plot, colours: dict) -> list:
+    """The ddp suite's part of a report: seed 000's figure per workload, scaling, prediction, step times."""
+    bars, predicted = DS.efficiency_bars(comparison), DS.predictions(comparison)
+    table = ddp_table(comparison, bars, predicted)
+    if not table:
+        return []
+    blocks = [Heading(2, "DDP training"), Heading(3, "Per-sample time × #GPUs")]
+    for shown, lines in DS.per_sample_lines(comparison).items():
+        blocks.append(plot(DP.per_sample_figure, (shown, lines, colours), f"per-sample-{P.slug(shown.stem)}",
+                           f"Per-sample time x #GPUs, {shown.title}",
+                           "Seed 000's metric: step time / global batch x #GPUs; lower is better, and equal to the "
+                           "dashed 1-GPU line is perfect scaling. " + P.SPREAD_CAPTION))
+    blocks.append(Heading(3, "Scaling efficiency"))
+    if bars:
+        blocks.append(plot(DP.efficiency_figure, (bars, colours), "scaling-efficiency", "Scaling efficiency", DP.EFFICIENCY_CAPTION))
+    else:
+        blocks.append(Paragraph("No multi-GPU run with a 1-GPU baseline in these bundles: no scaling efficiency to show."))
+    blocks.append(Heading(3, "Measured against predicted step time"))
+    if predicted:
+        blocks.append(plot(DP.prediction_figure, (predicted,), "predicted-step-time", "Measured against predicted step time",
+                           DP.PREDICTION_CAPTION))
+    else:
+        blocks.append(Paragraph("No prediction in these bundles (derived.predicted_step_time_s): nothing to set the "
+                                "measured step times against."))
+    blocks += [Heading(3, "Step times"), table, *T.warnings_blocks(comparison, "ddp")]
+    return blocks
+
+
+def _ddp_key(entry: RunEntry) -> tuple:
+    # One baseline row per machine and shape: with one rank the transport preset changes nothing.
+    series = entry.series if entry.run["world_size"] > 1 else replace(entry.series, transport="", mismatch=False)
+    return (series, workload(entry), entry.params["global_batch"], entry.run["world_size"])
+
+
+def ddp_table(comparison: Comparison, bars: list[Bar], predictions: list[Prediction]) -> "Table | None":
+    """Step times per series and configuration, with the scaling efficiency and prediction of the plots."""
+    entries = [e for e in comparison.runs if e.run["suite"] == "ddp"]
+    efficiency = {(bar.series, bar.group): bar.value for bar in bars}
+    predicted = {(p.series, p.group): p.predicted for p in predictions}
+    rows = []
+    groups = defaultdict(list)
+    for entry in entries:
+        groups[_ddp_key(entry)].append(entry)
+    for key, group in sorted(groups.items(), key=lambda item: item[0]):
+        series, w, batch, ws = key
+        label = group_label((w, batch, ws))
+        eff = efficiency.get((series, label))
+        mfu = T.pooled_spread(group, "mfu_fraction")
+        memory = max(s for e in group for s in e.samples("peak_memory_bytes")) if group[0].samples("peak_memory_bytes") else None
+        rows.append([
+            *(T.series_cells(group) if ws > 1 else [T.series_cells(group)[0], series.hardware, "1 GPU (baseline)"]),
+            w.model, w.recipe, str(ws), str(batch), str(group[0].params.get("grad_accum", "-")),
+            T.spread(T.pooled_spread(group, "step_time_s"), 1e3, ".4g"),
+            T.spread(T.pooled_spread(group, "per_sample_gpu_time_s"), 1e3, ".4g"),
+            T.spread(T.pooled_spread(group, "samples_per_s"), 1, ".4g"),
+            (T.percent_spread(eff) if eff else ("100% (baseline)" if ws == 1 else "-")) + T.flags(group),
+            f"{predicted[(series, label)] * 1e3:.4g}" if (series, label) in predicted else "-",
+            T.percent_spread(mfu) if mfu else "-",
+            human_bytes(memory) if memory is not None else "-",
+            T.bundles_cell(group),
+        ])
+    if not rows:
+        return None
+    return Table(["host", "GPUs and link", "transport", "model", "recipe", "GPUs", "global batch", "accum",
+                  "step ms median [p5, p95]", "per-sample × GPUs ms", "samples/s", f"scaling % [{LEVEL_LABEL}]",
+                  "predicted step ms", "MFU %", "peak memory", "bundles"], rows)

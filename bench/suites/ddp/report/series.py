@@ -1,0 +1,124 @@
+"""What the ddp suite's plots and tables show, from the samples of the merged runs: per-sample time
+x #GPUs per workload, scaling efficiency against the 1-GPU baseline, and the predicted step.
+
+Scaling efficiency is a figure computed from two sets of samples: its spread is a bootstrap
+confidence interval of the ratio of medians."""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass
+
+from bench.common.stats import Spread, ratio_of_medians
+from bench.report import series as S
+from bench.report.merge import Comparison, RunEntry, Series
+from bench.report.series import Line, pooled
+from bench.suites.ddp.suite import training_recipe
+
+
+def _baseline_samples(entries: list[RunEntry], metric: str) -> list:
+    distinct = {id(e.baseline): e.baseline for e in entries if e.baseline is not None}
+    return [s for run in distinct.values() for s in (run["metrics"].get(metric) or {}).get("samples", [])]
+
+
+@dataclass(frozen=True, order=True)
+class Workload:
+    model: str
+    recipe: str  # precision, and the memory-lean choices when made (merge.training_recipe)
+    seq_len: "int | None"  # None for the UNet presets: a sample is an image, not tokens
+    micro_batch: int
+
+    @property
+    def title(self) -> str:
+        sample = f"{self.seq_len} tokens x " if self.seq_len is not None else ""
+        return f"{self.model}, {self.recipe}, {sample}micro-batch {self.micro_batch}"
+
+    @property
+    def stem(self) -> str:
+        tokens = f"-s{self.seq_len}" if self.seq_len is not None else ""
+        return f"{self.model}-{self.recipe.replace(', ', '-').replace(' ', '-')}{tokens}-mb{self.micro_batch}"
+
+
+def workload(entry: RunEntry) -> Workload:
+    p = entry.params
+    return Workload(p["model"], training_recipe(p), p.get("seq_len"), p["micro_batch"])
+
+
+def per_sample_lines(comparison: Comparison) -> dict[Workload, list[Line]]:
+    """Per-sample time x #GPUs (s) against global batch, per workload; world size 1 as baselines."""
+    groups = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
+    for entry in comparison.runs:
+        if entry.run["suite"] != "ddp":
+            continue
+        ws = entry.run["world_size"]
+        # With one rank there is no link: a machine's baseline is one line whatever the preset.
+        series = Series(entry.series.host, entry.series.hardware, "", False) if ws == 1 else entry.series
+        groups[workload(entry)][(ws == 1, series, ws)][entry.params["global_batch"]] += entry.samples("per_sample_gpu_time_s")
+
+    def line(key, points):
+        baseline, series, ws = key
+        if baseline:
+            return Line(series, f"{series.machine} · 1 GPU (baseline)", points, baseline=True)
+        return Line(series, f"{series.label} · {ws} GPUs", points)
+
+    return {w: S.lines_of(g, line) for w, g in sorted(groups.items())}
+
+
+@dataclass
+class Bar:
+    series: Series
+    group: str  # the x-axis group: "tiny, batch 8, 2 GPUs"
+    value: Spread
+
+
+def _ddp_group(entry: RunEntry) -> tuple:
+    return (workload(entry), entry.params["global_batch"], entry.run["world_size"])
+
+
+def group_label(key: tuple) -> str:
+    w, batch, ws = key
+    return f"{w.model} {w.recipe}\nbatch {batch}, {ws} GPUs"
+
+
+def efficiency_bars(comparison: Comparison) -> list[Bar]:
+    """Scaling efficiency (fraction) of every multi-GPU ddp configuration that has a 1-GPU baseline."""
+    groups = defaultdict(list)
+    for entry in comparison.runs:
+        if entry.run["suite"] == "ddp" and entry.run["world_size"] > 1 and entry.baseline is not None:
+            groups[(_ddp_group(entry), entry.series)].append(entry)
+    bars = []
+    for (key, series), entries in sorted(groups.items()):
+        # Efficiency = baseline per-sample time / this run's: the baseline is the numerator.
+        base, samples = _baseline_samples(entries, "per_sample_gpu_time_s"), pooled(entries, "per_sample_gpu_time_s")
+        if base and samples:
+            bars.append(Bar(series, group_label(key), ratio_of_medians(base, samples)))
+    return bars
+
+
+@dataclass
+class Prediction:
+    series: Series
+    group: str
+    measured: Spread  # step time, s
+    predicted: float  # s, the median over the pooled runs' predictions
+    compute: "float | None"  # s, the 1-GPU step time at this global batch / #GPUs: the step with no communication
+
+
+def predictions(comparison: Comparison) -> list[Prediction]:
+    """Measured against predicted step time, for runs that carry derived.predicted_step_time_s."""
+    groups = defaultdict(list)
+    for entry in comparison.runs:
+        predicted = (entry.run.get("derived") or {}).get("predicted_step_time_s")
+        if entry.run["suite"] == "ddp" and entry.run["world_size"] > 1 and predicted is not None:
+            groups[(_ddp_group(entry), entry.series)].append(entry)
+    found = []
+    for (key, series), entries in sorted(groups.items()):
+        _, batch, ws = key
+        base = _baseline_samples(entries, "per_sample_gpu_time_s")
+        found.append(Prediction(
+            series, group_label(key), Spread.of(pooled(entries, "step_time_s")),
+            statistics.median(e.run["derived"]["predicted_step_time_s"] for e in entries),
+            statistics.median(base) * batch / ws if base else None,
+        ))
+    return found

@@ -1,0 +1,68 @@
+"""The harness's typed parameters, which every suite's Params extends, and the error a plan gets for
+what a host cannot do. Plain Python: the controller types and checks plans with them, and the ranks
+(bench/agent/harness.py) sample by them."""
+
+from __future__ import annotations
+
+from dataclasses import MISSING, dataclass, fields
+from typing import TypeVar
+
+
+class PlanError(Exception):
+    """The plan asks for something this host cannot do; raised before anything is launched."""
+
+
+P = TypeVar("P", bound="SampledParams")
+
+
+@dataclass(frozen=True)
+class SampledParams:
+    """A suite's parameters, typed, built once from its plan entry as the schema defaulted it
+    (bench/controller/plans.py writes every default out; none is repeated here). A field with
+    a default here is one the schema leaves optional: None stands for absent.
+
+    Every suite samples the same way: past the first batch, more batches of the same size while
+    the samples' CV is above cv_target (None: never) and sampling_cap_s has not passed, as
+    Phoronix repeats a test until its standard deviation is low enough."""
+
+    cv_target: "float | None"
+    sampling_cap_s: float
+
+    @classmethod
+    def of(cls: "type[P]", entry: dict) -> P:
+        missing = [f.name for f in fields(cls) if f.default is MISSING and f.name not in entry]
+        if missing:
+            raise PlanError(f"a suite entry's params lack {', '.join(missing)}: the agent takes the plan as "
+                            "`ddpbench run` resolves it, with the schema's defaults written out")
+        return cls(**{f.name: entry[f.name] for f in fields(cls) if f.name in entry})
+
+
+@dataclass(frozen=True)
+class RepeatedParams(SampledParams):
+    """Parameters of a suite that times a call repeated: nccl-tests' warm-up (-w), calls per
+    repetition (-n) and repetitions (-N)."""
+
+    warmup_iters: int
+    iters: int
+    repetitions: int
+
+
+@dataclass(frozen=True)
+class SweptParams(RepeatedParams):
+    """A repeated call over message sizes, as nccl-tests' -b/-e/-f sweep them."""
+
+    begin_bytes: int
+    end_bytes: int
+    factor: int
+
+    def sizes(self) -> list[int]:
+        """begin, begin x factor, ... up to end."""
+        sizes, size = [], self.begin_bytes
+        while size <= self.end_bytes:
+            sizes.append(size)
+            size *= self.factor
+        return sizes
+
+    def check_sweep(self, suite: str) -> None:
+        if self.begin_bytes > self.end_bytes:
+            raise PlanError(f"{suite}: begin_bytes {self.begin_bytes} is larger than end_bytes {self.end_bytes}; sizes must increase")

@@ -1,0 +1,159 @@
+"""A new suite is one folder: a toy barrier-latency suite, written into a temporary folder on the
+suite path (DDPBENCH_SUITES_PATH), runs end to end on the CPU without a change anywhere else: plan ->
+agent (torchrun, 2 ranks, gloo) -> a bundle that validates -> report (its section) -> compare
+(verdicts), with an estimate before the launch and progress lines during it. Without its report part
+the report says so in one line; a suite nobody has is one error line in a plan, a bundle and a compare."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+
+import pytest
+import yaml
+
+from bench.suites import SUITES_PATH_ENV
+from tests.conftest import bundle_path_from, cli
+
+SUITE = {
+    "__init__.py": '"""A toy suite: the latency of a barrier across the ranks."""\n',
+    "suite.py": '''
+from dataclasses import dataclass
+
+from bench.suites.base import Suite
+from bench.suites.params import RepeatedParams
+
+
+@dataclass(frozen=True)
+class Params(RepeatedParams):
+    pass
+
+
+class Barrier(Suite):
+    name = "barrier"
+    Params = Params
+    headline_metric = "time_s"
+
+    def launch_seconds(self, params, preset, world_size, host):
+        return (params.warmup_iters + params.iters * params.repetitions) * 1e-3
+
+    def label(self, run):
+        return f"barrier, {run['world_size']} ranks"
+
+
+SUITE = Barrier()
+''',
+    "params.schema.json": json.dumps({"$defs": {
+        "params": {"type": "object", "properties": {
+            "warmup_iters": {"type": "integer", "minimum": 0, "default": 5},
+            "iters": {"type": "integer", "minimum": 1, "default": 20},
+            "repetitions": {"type": "integer", "minimum": 1, "default": 10},
+            "cv_target": {"type": ["number", "null"], "default": None},
+            "sampling_cap_s": {"type": "number", "exclusiveMinimum": 0, "default": 10}}},
+        "entry": {"properties": {"world_sizes": {"default": [2]}}},
+    }}),
+    "ranks.py": '''
+import torch.distributed as dist
+
+from bench.agent.harness import repeat, run_record
+from bench.common.stats import metric
+from bench.suites.barrier.suite import Params
+
+
+def run(ctx, entry, emit):
+    params = Params.of(entry)
+    mean_s, max_s = repeat(ctx, dist.barrier, params, use_graph=False)
+    emit(run_record(ctx, "barrier", {"iters": params.iters}, {"time_s": metric(mean_s), "time_max_rank_s": metric(max_s)}))
+''',
+    "report.py": '''
+from bench.report.document import Heading, Table
+from bench.report.tables import pooled_spread, spread
+
+
+def section(comparison, plot, colours):
+    entries = [e for e in comparison.runs if e.run["suite"] == "barrier"]
+    rows = [[e.host.name, str(e.run["world_size"]), spread(pooled_spread([e], "time_s"), 1e6, ".4g")] for e in entries]
+    return [Heading(2, "Barrier latency"), Table(["host", "ranks", "time µs median [p5, p95]"], rows)] if rows else []
+''',
+}
+PLAN = {"name": "toy", "timeout_s": 120, "suites": [
+    {"suite": "barrier", "params": {"iters": 5, "repetitions": 5}},
+    {"suite": "collectives", "world_sizes": [2], "params": {
+        "ops": ["all_reduce"], "dtypes": ["float32"], "in_place": [True], "begin_bytes": 4096, "end_bytes": 4096,
+        "factor": 2, "warmup_iters": 1, "iters": 2, "repetitions": 3}},
+]}
+
+
+@pytest.fixture(scope="module")
+def toy(tmp_path_factory):
+    """The suite path holding the toy suite's folder, and the plan that runs it beside a collectives entry."""
+    root = tmp_path_factory.mktemp("suites")
+    (root / "barrier").mkdir()
+    for name, text in SUITE.items():
+        (root / "barrier" / name).write_text(text)
+    plan = root / "toy.yaml"
+    plan.write_text(yaml.safe_dump(PLAN))
+    return root, plan
+
+
+@pytest.fixture(scope="module")
+def two_runs(toy, tmp_path_factory):
+    root, plan = toy
+    out = tmp_path_factory.mktemp("toy-runs")
+    done = [cli("run", "--plan", plan, "--out", out, env={SUITES_PATH_ENV: str(root)}) for _ in range(2)]
+    for run in done:
+        assert run.returncode == 0, run.stderr
+    return done
+
+
+def test_the_toy_suite_runs_end_to_end_with_an_estimate_and_progress(toy, two_runs):
+    root, _ = toy
+    first = two_runs[0]
+    assert re.search(r"^\[local\] 2 launches, estimated .*00-barrier-default-ws2 \(1 configuration, ~\d+ s\)", first.stderr, re.M)
+    assert re.search(r"^\[local\] 00-barrier-default-ws2 1/1 barrier, 2 ranks \(elapsed ", first.stderr, re.M)
+    path = bundle_path_from(first.stdout)
+    bundle = json.loads(path.read_text())
+    (run,) = [r for r in bundle["hosts"][0]["runs"] if r["suite"] == "barrier"]
+    assert run["world_size"] == 2 and run["status"] == "ok" and len(run["metrics"]["time_s"]["samples"]) == 5
+    assert run["params"] == {"iters": 5}
+    validated = cli("validate", path, env={SUITES_PATH_ENV: str(root)})
+    assert validated.returncode == 0 and validated.stdout.startswith(f"{path}: ok: bundle"), validated.stderr
+    report = (path.parent / "report.md").read_text()
+    assert "## Barrier latency" in report and "## Collectives" in report
+
+
+def test_compare_judges_the_toy_suites_runs_by_their_headline_metric(toy, two_runs, tmp_path):
+    root, _ = toy
+    first, second = (bundle_path_from(run.stdout) for run in two_runs)
+    done = cli("compare", first, second, "--out", tmp_path, env={SUITES_PATH_ENV: str(root)})
+    assert done.returncode in (0, 1, 3), done.stderr  # passed, failed or inconclusive: a verdict, whichever it is
+    verdict = json.loads((tmp_path / "verdict.json").read_text())
+    (toy_run,) = [run for run in verdict["runs"] if run["suite"] == "barrier"]
+    assert toy_run["metric"] == "time_s" and toy_run["verdict"] in ("reproduced", "inconclusive", "faster", "slower")
+    assert "time_s" in verdict["tolerances"]
+
+
+def test_without_its_report_part_the_report_says_so_and_keeps_the_others(toy, two_runs, tmp_path):
+    root, _ = toy
+    bare = tmp_path / "suites"
+    shutil.copytree(root / "barrier", bare / "barrier")
+    (bare / "barrier" / "report.py").unlink()
+    done = cli("report", bundle_path_from(two_runs[0].stdout), "--out", tmp_path / "report", env={SUITES_PATH_ENV: str(bare)})
+    assert done.returncode == 0, done.stderr
+    report = (tmp_path / "report" / "report.md").read_text()
+    assert "## Collectives" in report and "## Hosts" in report and "Barrier latency" not in report
+    missing = [line for line in report.splitlines() if "barrier" in line and "no report part" in line]
+    assert len(missing) == 1 and "its 1 successful run(s) are not shown" in missing[0]
+
+
+def test_a_suite_nobody_has_is_one_error_line_in_a_plan_a_bundle_and_a_compare(toy, two_runs, tmp_path):
+    _, plan = toy  # without the suite path: this ddpbench has no suite "barrier"
+    bundle = bundle_path_from(two_runs[0].stdout)
+    for args in (("run", "--plan", plan, "--out", tmp_path), ("validate", plan), ("report", bundle, "--out", tmp_path / "r"),
+                 ("compare", bundle, bundle, "--out", tmp_path / "v")):
+        done = cli(*args)
+        assert done.returncode == 2, (args, done.stderr)
+        (line,) = done.stderr.strip().splitlines()
+        assert line.startswith("error: ") and "unknown suite 'barrier': this ddpbench has collectives, copy, ddp" in line, line
+        assert "Traceback" not in done.stderr
