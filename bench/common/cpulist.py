@@ -1,0 +1,24 @@
+"""The kernel's CPU list notation ('0-3,8'), read and written."""
+from __future__ import annotations
+
+
+def parse_cpulist(text: "str | None") -> set[int]:
+    """{0, 1, 2, 3, 8} from '0-3,8'; empty for empty or unparseable text."""
+    cpus: set[int] = set()
+    for part in (text or "").split(","):
+        low, _, high = part.strip().partition("-")
+        if not low.isdigit() or (high and not high.isdigit()):
+            return set()
+        cpus.update(range(int(low), int(high or low) + 1))
+    return cpus
+
+
+def format_cpulist(cpus: "set[int] | list[int]") -> str:
+    """'0-3,8' from {0, 1, 2, 3, 8}."""
+    ranges: list[list[int]] = []
+    for cpu in sorted(cpus):
+        if ranges and cpu == ranges[-1][1] + 1:
+            ranges[-1][1] = cpu
+        else:
+            ranges.append([cpu, cpu])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in ranges)
