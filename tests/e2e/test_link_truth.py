@@ -184,16 +184,64 @@ def throttling_box():
     return fake_pynvml(capture)
 
 
-def test_sampler_summarises_each_gpu_and_ends_with_its_launch():
+def test_sampler_summarises_each_gpu_ends_with_its_launch_and_states_its_cost():
     with counters.Sampler(nvml=throttling_box(), interval_s=0.01) as sampler:
         time.sleep(0.3)
     assert not sampler._thread.is_alive()
-    gpu0, gpu1 = sampler.summary()["gpus"]
+    summary = sampler.summary()
+    gpu0, gpu1 = summary["gpus"]
     assert gpu0["samples_count"] > 10 and gpu0["throttled_fraction"] == 0.0
     assert (gpu1["throttled_fraction"], gpu1["throttle_reasons_fraction"]) == (1.0, {"sw_power_cap": 1.0})
     assert (gpu1["power_w_median"], gpu1["power_limit_w"], gpu1["sm_clock_mhz_median"]) == (21.0, 350.0, 210)
+    # The capture does not answer the maximum clock: whether the clocks were held back is not measured.
+    assert (gpu1["sm_clock_max_mhz"], gpu1["held_back_fraction"]) == (None, None)
     assert gpu0["pcie_tx_bytes"] == pytest.approx(1e9 * gpu0["duration_s"], rel=0.05)
     assert gpu0["nvlink_tx_bytes"] is None  # no NVLink: not measured
+    assert summary["sweeps_count"] == gpu0["samples_count"] and 0.3 <= summary["sampler_duration_s"] < 2
+    assert 0 < summary["sampler_cpu_s"] <= summary["sampler_duration_s"]
+    launch = {"id": "00-ddp-default-ws2", "suite": "ddp", "preset": "default", "world_size": 2, "status": "ok",
+              "error": None, "duration_s": 1.0, "gpu_counters": summary}
+    assert schemas.first_problem(launch, "bundle", "launch") is None
+
+
+NOT_READ = dict.fromkeys(counters.BYTE_COUNTERS)  # the NVLink counters at a launch's start and end
+
+
+def h200_samples(clocks_and_watts: list[tuple[int, float]]) -> list[dict]:
+    """An H200 sampled every 0.1 s with sw_power_cap raised in every sample, at these SM clocks and powers."""
+    return [{"t": i / 10, "sm_clock_mhz": mhz, "mem_clock_mhz": 3201, "power_w": watts, "temperature_c": 50, "reasons": 0x4,
+             "pcie_tx_kbps": None, "pcie_rx_kbps": None, "nvlink_tx_bytes": None, "nvlink_rx_bytes": None}
+            for i, (mhz, watts) in enumerate(clocks_and_watts)]
+
+
+def test_clocks_count_as_held_back_only_below_the_maximum():
+    # As NVML answered on an H200 (issue 34): sw_power_cap at 1965-1980 MHz and 122 W under a gpt2 step,
+    # and at 1455-1530 MHz and 689 W of 700 under large matmuls.
+    at_max = counters.summarize(0, h200_samples([(1980, 122.0), (1965, 122.0)] * 5), NOT_READ, NOT_READ, 700.0, 1980)
+    assert (at_max["throttled_fraction"], at_max["held_back_fraction"], at_max["held_back_reasons_fraction"]) == (1.0, 0.0, {})
+    assert at_max["held_back_sm_clock_mhz_median"] is None
+    capped = counters.summarize(0, h200_samples([(1980, 122.0)] * 7 + [(1455, 689.0), (1500, 689.0), (1530, 689.0)]),
+                                NOT_READ, NOT_READ, 700.0, 1980)
+    assert capped["sm_clock_mhz_median"] == 1980  # the median alone would hide it
+    assert (capped["held_back_fraction"], capped["held_back_sm_clock_mhz_median"]) == (pytest.approx(0.3), 1500)
+    assert capped["held_back_reasons_fraction"] == {"sw_power_cap": pytest.approx(0.3)}
+    idle = counters.summarize(0, [{**s, "reasons": 0x1} for s in h200_samples([(345, 80.0)] * 3)], NOT_READ, NOT_READ, 700.0, 1980)
+    assert idle["held_back_fraction"] == 0.0  # an idle GPU's low clock is not held back
+    assert counters.summarize(0, h200_samples([(1455, 689.0)] * 3), NOT_READ, NOT_READ, 700.0, None)["held_back_fraction"] is None
+
+
+def test_sampler_reads_the_maximum_clock_and_judges_each_sample_against_it():
+    capture = load("rtx4090x2")
+    capture["gpus"][1].update(clock_reasons=0x4, sm_clock_mhz=2235, max_sm_clock_mhz=2520)  # capped 11% below
+    capture["gpus"][0].update(clock_reasons=0x4, sm_clock_mhz=2520, max_sm_clock_mhz=2520)  # the reason at the maximum
+    with counters.Sampler(nvml=fake_pynvml(capture), interval_s=0.01) as sampler:
+        time.sleep(0.1)
+    gpu0, gpu1 = sampler.summary()["gpus"]
+    assert (gpu0["sm_clock_max_mhz"], gpu0["throttled_fraction"], gpu0["held_back_fraction"]) == (2520, 1.0, 0.0)
+    assert (gpu1["held_back_fraction"], gpu1["held_back_sm_clock_mhz_median"], gpu1["held_back_reasons_fraction"]) == (
+        1.0, 2235, {"sw_power_cap": 1.0})
+    window = {"start_s": 0.0, "end_s": time.monotonic(), "steps_count": 3}
+    assert sampler.window_summary(window)["gpus"][1]["held_back_fraction"] == 1.0
 
 
 def test_sampler_stops_when_the_launch_raises():
