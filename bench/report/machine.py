@@ -162,11 +162,12 @@ def _clocks(gpu: dict, fingerprint_max_mhz: "float | None") -> "tuple[str, dict 
     more than 2% below the GPU's maximum while NVML named a reason other than idle. Newer bundles
     judged every sample; for older ones the window's median clock stands against the fingerprint's
     maximum, and the reasons are those of all its samples."""
-    if gpu.get("held_back_fraction") is not None:
+    if gpu.get("held_back_fraction") is not None and gpu.get("sm_clock_max_mhz"):
         if not gpu["held_back_fraction"]:
             return "no", None
-        return "held back", {"fraction": gpu["held_back_fraction"], "clock_mhz": gpu["held_back_sm_clock_mhz_median"],
-                             "max_mhz": gpu["sm_clock_max_mhz"], "reasons": gpu["held_back_reasons_fraction"] or {}}
+        if gpu.get("held_back_sm_clock_mhz_median") is not None:
+            return "held back", {"fraction": gpu["held_back_fraction"], "clock_mhz": gpu["held_back_sm_clock_mhz_median"],
+                                 "max_mhz": gpu["sm_clock_max_mhz"], "reasons": gpu["held_back_reasons_fraction"] or {}}
     if gpu["throttled_fraction"] is None or gpu["sm_clock_mhz_median"] is None:
         return "not measured", None
     max_mhz = gpu.get("sm_clock_max_mhz") or fingerprint_max_mhz

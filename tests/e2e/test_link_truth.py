@@ -130,6 +130,9 @@ def test_a_rank_allowed_no_cpu_of_its_gpus_node_is_named():
     fp["numa"] = {**fp["numa"], "allowed_cpus": "0-15"}  # e.g. docker run --cpuset-cpus 0-15
     (line,) = [line for line in health_warnings(fp) if line.startswith("GPU1 hangs off NUMA node 1")]
     assert "CPUs 0-15" in line and "fix: give the agent CPUs of node 1" in line
+    # A bundle is hostile input: a list of a billion CPUs is no machine's, read as unknown.
+    fp["numa"]["allowed_cpus"] = "0-999999999"
+    assert not [line for line in health_warnings(fp) if "hangs off" in line]
 
 
 def test_h200_fixtures_raise_no_false_concern():
