@@ -101,12 +101,15 @@ def _held_back(samples: list[dict], max_sm_clock_mhz: "float | None") -> dict:
     judged = [s for s in samples if s["reasons"] is not None and s["sm_clock_mhz"] is not None]
     if not judged or not max_sm_clock_mhz:
         return {"held_back_fraction": None, "held_back_sm_clock_mhz_median": None, "held_back_reasons_fraction": None}
-    held = [(s, set(reason_names(s["reasons"])) - BENIGN_REASONS) for s in judged
-            if clock_held_back(s["sm_clock_mhz"], max_sm_clock_mhz, reason_names(s["reasons"]))]
+    held = []  # (SM clock, the reasons NVML gave) of each sample held back
+    for sample in judged:
+        names = reason_names(sample["reasons"])
+        if clock_held_back(sample["sm_clock_mhz"], max_sm_clock_mhz, names):
+            held.append((sample["sm_clock_mhz"], set(names) - BENIGN_REASONS))
     reasons = sorted({name for _, names in held for name in names})
     return {
         "held_back_fraction": len(held) / len(judged),
-        "held_back_sm_clock_mhz_median": _median([s["sm_clock_mhz"] for s, _ in held]),
+        "held_back_sm_clock_mhz_median": _median([clock for clock, _ in held]),
         "held_back_reasons_fraction": {name: sum(1 for _, names in held if name in names) / len(judged) for name in reasons},
     }
 

@@ -1,5 +1,5 @@
 """The PCIe bridges between each GPU and the root complex, and their Access Control Services
-(ACS) setting, read from sysfs.
+(ACS) setting, read from sysfs (bench.common.concerns judges them).
 
 A bridge whose ACS control redirects peer requests or completions (ReqRedir, CmpltRedir) or
 controls egress (EgressCtrl) sends GPU-to-GPU traffic up through the root complex, where it is
@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-ADDRESS = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
+ADDRESS = re.compile(r"^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 ACS_CAPABILITY_ID = 0x000D
 EXTENDED_START = 0x100
 CONFIG_SPACE_BYTES = 4096
@@ -21,8 +21,6 @@ CONFIG_SPACE_BYTES = 4096
 UNPRIVILEGED_BYTES = 128
 # The ACS control register's bits, named as lspci names them.
 ACS_CONTROL_BITS = ("SrcValid", "TransBlk", "ReqRedir", "CmpltRedir", "UpstreamFwd", "EgressCtrl", "DirectTrans")
-# The bits that keep peer-to-peer traffic from going straight across a bridge.
-P2P_REDIRECTING = frozenset({"ReqRedir", "CmpltRedir", "EgressCtrl"})
 
 
 def sysfs_address(bus_id: "str | None") -> "str | None":
