@@ -4,9 +4,16 @@ throughput, the cumulative NVLink byte counters) and the NVLink counters once mo
 and the end, and summarises per GPU: over the launch, and over each run's measured window (the
 timed calls, which the ranks record on the same CLOCK_MONOTONIC as the samples' `t`).
 
+Clocks count as held back only in the samples whose SM clock lies below the GPU's maximum (NVML's
+max clock, read once) by more than concerns.HELD_BACK_BELOW_MAX_FRACTION while NVML names a reason
+other than idle: NVML raises sw_power_cap at the maximum clock too. The launch's summary states
+what the sampler itself cost: its thread's CPU time, its duration and its sweeps over the GPUs.
+
 PCIe bytes are NVML's throughput (KB/s over a 20 ms window, each read blocks that long, so one
 H200 got about 6.6 sweeps a second) integrated over the samples: an estimate (on the H200's copy
-run it read 1.3x the bytes copied host-to-device and 1.6x device-to-host). NVML's cumulative PCIe byte fields are not used:
+run it read 1.3x the bytes copied host-to-device and 1.6x device-to-host), and of all the traffic,
+not only data: the GPU fetching its work counts too (on an H200 each eager kernel launch cost about
+1.8 KB of PCIe rx, a kernel replayed from a CUDA graph about 2 bytes). NVML's cumulative PCIe byte fields are not used:
 on an H200 they wrapped at 2^32 (4 GiB, a tenth of a second at Gen5 speed) and a copy of many
 GiB read back as zero.
 
@@ -22,7 +29,7 @@ import threading
 import time
 
 from bench.agent.fingerprint.health import clock_reasons, reason_names
-from bench.common.concerns import BENIGN_REASONS
+from bench.common.concerns import BENIGN_REASONS, clock_held_back
 
 try:
     import pynvml
@@ -88,7 +95,27 @@ def _median(values: list) -> "float | None":
     return statistics.median(known) if known else None
 
 
-def summarize(index: int, samples: list[dict], start: dict, end: dict, power_limit_w: "float | None") -> dict:
+def _held_back(samples: list[dict], max_sm_clock_mhz: "float | None") -> dict:
+    """The share of samples with clocks held back below the maximum, their median SM clock, and the
+    reasons NVML gave in them (each as a share of all samples); null where not measured."""
+    judged = [s for s in samples if s["reasons"] is not None and s["sm_clock_mhz"] is not None]
+    if not judged or not max_sm_clock_mhz:
+        return {"held_back_fraction": None, "held_back_sm_clock_mhz_median": None, "held_back_reasons_fraction": None}
+    held = []  # (SM clock, the reasons NVML gave) of each sample held back
+    for sample in judged:
+        names = reason_names(sample["reasons"])
+        if clock_held_back(sample["sm_clock_mhz"], max_sm_clock_mhz, names):
+            held.append((sample["sm_clock_mhz"], set(names) - BENIGN_REASONS))
+    reasons = sorted({name for _, names in held for name in names})
+    return {
+        "held_back_fraction": len(held) / len(judged),
+        "held_back_sm_clock_mhz_median": _median([clock for clock, _ in held]),
+        "held_back_reasons_fraction": {name: sum(1 for _, names in held if name in names) / len(judged) for name in reasons},
+    }
+
+
+def summarize(index: int, samples: list[dict], start: dict, end: dict, power_limit_w: "float | None",
+              max_sm_clock_mhz: "float | None" = None) -> dict:
     """One GPU's summary of a launch (schema: bundle's $defs/gpu_counters)."""
     masks = [s["reasons"] for s in samples if s["reasons"] is not None]
     held_back = [set(reason_names(m)) - BENIGN_REASONS for m in masks]
@@ -100,6 +127,7 @@ def summarize(index: int, samples: list[dict], start: dict, end: dict, power_lim
         "samples_count": len(samples),
         "duration_s": round(duration, 3),
         "sm_clock_mhz_median": _median([s["sm_clock_mhz"] for s in samples]),
+        "sm_clock_max_mhz": max_sm_clock_mhz,
         "mem_clock_mhz_median": _median([s["mem_clock_mhz"] for s in samples]),
         "power_w_median": _median([s["power_w"] for s in samples]),
         "power_w_max": max((s["power_w"] for s in samples if s["power_w"] is not None), default=None),
@@ -109,20 +137,22 @@ def summarize(index: int, samples: list[dict], start: dict, end: dict, power_lim
         "throttle_reasons_fraction": {
             name: sum(1 for names in held_back if name in names) / len(masks) for name in reasons
         } if masks else None,
+        **_held_back(samples, max_sm_clock_mhz),
         "pcie_tx_bytes": integrate_kbps(samples, "pcie_tx_kbps"),
         "pcie_rx_bytes": integrate_kbps(samples, "pcie_rx_kbps"),
         **moved,
     }
 
 
-def summarize_window(index: int, samples: list[dict], power_limit_w: "float | None", window: dict) -> dict:
+def summarize_window(index: int, samples: list[dict], power_limit_w: "float | None", window: dict,
+                     max_sm_clock_mhz: "float | None" = None) -> dict:
     """One GPU's summary of a run: the samples inside its measured window (fewer than two: not
     measured), plus bytes per timed call, scaled from the samples' span to the whole window."""
     inside = [s for s in samples if window["start_s"] <= s["t"] <= window["end_s"]]
     if len(inside) < 2:
         inside = []
     edges = (inside[0], inside[-1]) if inside else (dict.fromkeys(BYTE_COUNTERS),) * 2
-    summary = summarize(index, inside, *edges, power_limit_w)
+    summary = summarize(index, inside, *edges, power_limit_w, max_sm_clock_mhz)
     sampled_s = inside[-1]["t"] - inside[0]["t"] if inside else 0.0
     scale = None
     if sampled_s > 0 and window["steps_count"] > 0:
@@ -148,6 +178,10 @@ class Sampler:
         self.start: list[dict] = []
         self.end: list[dict] = []
         self.limits: list = []
+        self.max_sm_clocks: list = []
+        self.cpu_s: "float | None" = None  # the sampling thread's own CPU time
+        self.sweeps_count = 0
+        self.began = self.ended = 0.0
         self._stop = threading.Event()
         self._thread: "threading.Thread | None" = None
 
@@ -161,6 +195,9 @@ class Sampler:
             self.nvml, self.handles = None, []
             return self
         self.limits = [_call(self.nvml, "nvmlDeviceGetEnforcedPowerLimit", h) for h in self.handles]
+        self.max_sm_clocks = [_call(self.nvml, "nvmlDeviceGetMaxClockInfo", h, getattr(self.nvml, "NVML_CLOCK_SM", 1))
+                              for h in self.handles]
+        self.began = time.monotonic()
         self.start = [read_byte_counters(self.nvml, h) for h in self.handles]
         self.samples = [[] for _ in self.handles]
         self._thread = threading.Thread(target=self._run, daemon=True, name="gpu-counters")
@@ -168,17 +205,23 @@ class Sampler:
         return self
 
     def _run(self) -> None:
-        while True:
-            for handle, samples in zip(self.handles, self.samples):
-                samples.append(read_sample(self.nvml, handle))
-            if self._stop.wait(self.interval_s):
-                return
+        cpu_began = time.thread_time()
+        try:
+            while True:
+                for handle, samples in zip(self.handles, self.samples):
+                    samples.append(read_sample(self.nvml, handle))
+                self.sweeps_count += 1
+                if self._stop.wait(self.interval_s):
+                    return
+        finally:
+            self.cpu_s = time.thread_time() - cpu_began
 
     def __exit__(self, *exc) -> None:
         if self.nvml is None:
             return
         self._stop.set()
         self._thread.join()
+        self.ended = time.monotonic()
         self.end = [read_byte_counters(self.nvml, h) for h in self.handles]
         _call(self.nvml, "nvmlShutdown")
 
@@ -187,9 +230,13 @@ class Sampler:
             return None
         return {
             "interval_s": self.interval_s,
+            "sampler_cpu_s": None if self.cpu_s is None else round(self.cpu_s, 4),
+            "sampler_duration_s": round(self.ended - self.began, 3),
+            "sweeps_count": self.sweeps_count,
             "gpus": [
-                summarize(i, samples, start, end, _watts(limit))
-                for i, (samples, start, end, limit) in enumerate(zip(self.samples, self.start, self.end, self.limits))
+                summarize(i, samples, start, end, _watts(limit), max_sm)
+                for i, (samples, start, end, limit, max_sm)
+                in enumerate(zip(self.samples, self.start, self.end, self.limits, self.max_sm_clocks))
             ],
         }
 
@@ -200,6 +247,6 @@ class Sampler:
             return None
         return {
             "interval_s": self.interval_s,
-            "gpus": [summarize_window(i, samples, _watts(limit), window)
-                     for i, (samples, limit) in enumerate(zip(self.samples, self.limits))],
+            "gpus": [summarize_window(i, samples, _watts(limit), window, max_sm)
+                     for i, (samples, limit, max_sm) in enumerate(zip(self.samples, self.limits, self.max_sm_clocks))],
         }

@@ -1,16 +1,37 @@
 """What a fingerprint says that a reader must be told before trusting a number, one line each:
 other processes on the GPUs, memory errors, a power limit below the default, clocks held back at
 rest, a PCIe link narrower under load than its slot allows, NVLinks inactive under load, GPU pairs
-without peer access.
+without peer access; and what a rented or consumer box gets wrong, each line with its fix: a link
+that reads asleep and was never read awake, ACS on the PCIe path between GPUs, a small /dev/shm,
+GPUs split over NUMA nodes, persistence mode off, the IOMMU translating the GPUs' transfers.
 
 The agent prints these lines before its first launch, and the report and `verify` read them
 from a bundle's fingerprints.
 """
 from __future__ import annotations
 
+from bench.common.cpulist import parse_cpulist
+
 GIB = 1 << 30
+MIB = 1 << 20
 # Clock event reasons that are normal or harmless: idle, and GPUs of one board boosting together.
 BENIGN_REASONS = {"gpu_idle", "sync_boost"}
+# A clock this close to the GPU's maximum is not held back, whatever reason NVML raises: an H200
+# raised sw_power_cap at 1965-1980 of its 1980 MHz while drawing 122 W of 700 (held back for real,
+# under large matmuls: 1455-1530 MHz at 689 W).
+HELD_BACK_BELOW_MAX_FRACTION = 0.02
+
+
+def clock_held_back(sm_clock_mhz: "float | None", max_sm_clock_mhz: "float | None", reasons: "list[str] | None") -> bool:
+    """Whether an SM clock lies below the GPU's maximum by more than HELD_BACK_BELOW_MAX_FRACTION
+    while NVML names a reason other than idle or sync boost."""
+    if sm_clock_mhz is None or not max_sm_clock_mhz or reasons is None:
+        return False
+    return sm_clock_mhz < max_sm_clock_mhz * (1 - HELD_BACK_BELOW_MAX_FRACTION) and bool(set(reasons) - BENIGN_REASONS)
+# NCCL's troubleshooting guide asks a container for `--shm-size=1g`; Docker's default is 64 MiB.
+SHM_NEEDED_BYTES = 1 << 30
+# The ACS control bits that keep peer traffic from going straight across a bridge.
+ACS_P2P_REDIRECTING = ("ReqRedir", "CmpltRedir", "EgressCtrl")
 
 
 def pcie_links(fp: dict) -> list[dict]:
@@ -103,7 +124,141 @@ def _health_lines(gpu: dict) -> list[str]:
     return lines
 
 
-def health_warnings(fp: dict) -> list[str]:
-    """Every concern of a fingerprint, one line each, GPU by GPU; empty for a healthy machine."""
+def links_asleep_unmeasured(fp: dict) -> list[str]:
+    """One note for the GPUs whose link reads below its slot's at rest and was never read under load:
+    idle GPUs train their links down, so that reading may be a sleeping link, not a narrow one."""
+    asleep = [link for link in pcie_links(fp)
+              if not link["loaded"] and None not in (link["gen"], link["width"], link["gen_max"], link["width_max"])
+              and (link["gen"] < link["gen_max"] or link["width"] < link["width_max"])]
+    if not asleep:
+        return []
+    listed = ", ".join(f"GPU{link['index']} {link['gen']}.0 x{link['width']} (slot {link['gen_max']}.0 x{link['width_max']})"
+                       for link in asleep)
+    return [f"PCIe link below its slot at rest and never read under load: {listed}; an idle GPU trains its link "
+            "down, so the link label and peak here are the at-rest values and a copy into a sleeping link runs slow "
+            "(3.2 against 13.1 GB/s awake, club-3090 #1507); fix: wake the link before judging it: install "
+            "nvidia-ml-py where the agent runs, so the fingerprint reads the link during a copy"]
+
+
+def _p2p_possible(fp: dict, a: str, b: str) -> bool:
+    """Whether GPU a may reach GPU b's memory peer to peer: as CUDA said under the link probe, else as
+    the driver's `topo -p2p r` says, else (nothing tells) maybe."""
+    access = (((fp.get("link_load") or {}).get("p2p_access")) or {}).get(a, {}).get(b)
+    if access is not None:
+        return access
+    read = (((fp.get("topology") or {}).get("p2p_read")) or {}).get(a, {}).get(b)
+    return read is None or read == "OK"
+
+
+def acs_on_gpu_path(fp: dict) -> list[str]:
+    """ACS redirecting peer traffic on a bridge between two GPUs that may use P2P (between GPUs
+    without P2P, NCCL goes through host memory, which ACS does not touch)."""
+    path = fp.get("pcie_path") or {}
+    chains, bridges = path.get("gpus") or {}, path.get("bridges") or {}
+    redirecting: set[str] = set()
+    labels = sorted(chains, key=lambda label: int(label[3:]))
+    for i, a in enumerate(labels):
+        for b in labels[i + 1:]:
+            if _p2p_possible(fp, a, b) or _p2p_possible(fp, b, a):
+                between = set(chains[a]) ^ set(chains[b])  # the bridges below the one they share
+                redirecting |= {bridge for bridge in between
+                                if set((bridges.get(bridge) or {}).get("acs_ctl") or []) & set(ACS_P2P_REDIRECTING)}
+    if not redirecting:
+        return []
+    named = ", ".join(f"{bridge} ({' '.join(bit + '+' for bit in bridges[bridge]['acs_ctl'] if bit in ACS_P2P_REDIRECTING)})"
+                      for bridge in sorted(redirecting))
+    return [f"ACS redirects peer-to-peer traffic on the PCIe path between the GPUs at {named}: GPU-to-GPU copies "
+            "go up through the root complex, slower, or hang; fix: disable ACS (in the BIOS: ACS, or IOMMU/VT-d, "
+            f"off; or after each boot `sudo setpci -s <bridge> ECAP_ACS+0x6.w=0000` on each bridge named), or run "
+            "with NCCL_P2P_DISABLE=1"]
+
+
+def small_dev_shm(fp: dict) -> list[str]:
+    """/dev/shm too small for NCCL's shared-memory transport on a host with GPUs to join."""
+    size = fp.get("dev_shm_total_bytes")
+    if size is None or len(fp.get("gpus") or []) < 2 or size >= SHM_NEEDED_BYTES:
+        return []
+    return [f"/dev/shm is {size / MIB:.0f} MiB: NCCL's shared-memory transport (the `p2p_off` preset, and GPU pairs "
+            f"without P2P) allocates its buffers there and fails to start when it is small (\"failed to extend "
+            f"/dev/shm/nccl-...\"); it needs about {SHM_NEEDED_BYTES / GIB:.0f} GiB; fix: start the container with "
+            "`--shm-size=1g` (or `--ipc=host`)"]
+
+
+def _gpu_nodes(fp: dict) -> dict[str, int]:
+    """GPU -> NUMA node, from sysfs where read, else from nvidia-smi's topology matrix."""
+    nodes = ((fp.get("numa") or {}).get("gpu_nodes")) or {}
+    if not nodes:
+        affinity = ((fp.get("topology") or {}).get("numa_affinity")) or {}
+        nodes = {gpu: int(node) for gpu, node in affinity.items() if node.strip().isdigit()}
+    return {gpu: node for gpu, node in nodes.items() if node is not None}
+
+
+def numa_split(fp: dict) -> list[str]:
+    """GPUs on different NUMA nodes; and a GPU whose node has none of the CPUs the ranks may run on."""
+    nodes, lines = _gpu_nodes(fp), []
+    if len(set(nodes.values())) > 1:
+        where = ", ".join(f"{gpu} on node {node}" for gpu, node in sorted(nodes.items(), key=lambda item: int(item[0][3:])))
+        lines.append(f"GPUs split over NUMA nodes ({where}): traffic between them, and a rank's host memory where the "
+                     "rank runs on the other node, cross the link between the sockets (a 4+4 split cost 85% a step on "
+                     "a rented 8x H100); fix: bind each rank to its GPU's node (`torchrun --numa-binding=node`, torch "
+                     "2.9 and later, or `numactl --cpunodebind=N --membind=N`), and compare only with machines split "
+                     "the same way")
+    numa = fp.get("numa") or {}
+    allowed = parse_cpulist(numa.get("allowed_cpus"))
+    for gpu, node in sorted(nodes.items(), key=lambda item: int(item[0][3:])):
+        node_cpus = parse_cpulist((numa.get("node_cpus") or {}).get(str(node)))
+        if allowed and node_cpus and not allowed & node_cpus:
+            lines.append(f"{gpu} hangs off NUMA node {node}, but the ranks may run only on CPUs {numa['allowed_cpus']}, "
+                         f"none of them on that node: its rank reaches it across the socket link; fix: give the agent "
+                         f"CPUs of node {node} (e.g. `docker run --cpuset-cpus`, or the scheduler's CPU binding)")
+    return lines
+
+
+def persistence_off(fp: dict) -> list[str]:
+    """GPUs with persistence mode off: the driver tears them down between launches."""
+    off = [f"GPU{gpu.get('index', i)}" for i, gpu in enumerate(fp.get("gpus") or []) if gpu.get("persistence_mode") is False]
+    if not off:
+        return []
+    return [f"persistence mode off on {', '.join(off)}: with no client the driver tears the GPUs down between "
+            "launches, so each launch starts by initialising them again and its first steps meet cold clocks and "
+            "links; fix: `sudo nvidia-smi -pm 1` (or run nvidia-persistenced)"]
+
+
+def iommu_translated(fp: dict) -> list[str]:
+    """An IOMMU translating the transfers of a host with GPUs to join."""
+    iommu = fp.get("iommu") or {}
+    if iommu.get("mode") != "translated" or len(fp.get("gpus") or []) < 2:
+        return []
+    domains = ", ".join(f"{gpu} {kind}" for gpu, kind in sorted((iommu.get("gpu_domain_types") or {}).items()) if kind)
+    return [f"IOMMU in translated mode ({domains}): every peer-to-peer and host transfer of the GPUs goes through "
+            "its page tables, which slows peer-to-peer copies or blocks them (NCCL may hang); fix: boot with "
+            "`iommu=pt` (beside intel_iommu=on or amd_iommu=on), or turn the IOMMU off in the BIOS, or run with "
+            "NCCL_P2P_DISABLE=1"]
+
+
+# The consumer box's concerns, by name, each with what a fingerprint must hold for it to be read:
+# older fingerprints lack these fields, and `verify` compares a concern only where both sides read it.
+MACHINE_CHECKS = {
+    "acs_on_gpu_path": (lambda fp: "pcie_path" in fp, acs_on_gpu_path),
+    "small_dev_shm": (lambda fp: "dev_shm_total_bytes" in fp, small_dev_shm),
+    "numa_split": (lambda fp: "numa" in fp or bool((fp.get("topology") or {}).get("numa_affinity")), numa_split),
+    "persistence_off": (lambda fp: any("persistence_mode" in gpu for gpu in fp.get("gpus") or []), persistence_off),
+    "iommu_translated": (lambda fp: "iommu" in fp, iommu_translated),
+}
+
+
+def machine_concerns(fp: dict) -> dict[str, list[str]]:
+    """{name: lines} of the machine checks the fingerprint holds the readings for."""
+    return {name: check(fp) for name, (measured, check) in MACHINE_CHECKS.items() if measured(fp)}
+
+
+def gpu_warnings(fp: dict) -> list[str]:
+    """The GPUs' own concerns, one line each, GPU by GPU: health, narrow links, idle NVLinks."""
     lines = [line for gpu in ((fp.get("health") or {}).get("gpus") or []) for line in _health_lines(gpu)]
     return lines + narrow_links(fp) + idle_nvlinks(fp)
+
+
+def health_warnings(fp: dict) -> list[str]:
+    """Every concern of a fingerprint, one line each; empty for a healthy machine."""
+    machine = [line for lines in machine_concerns(fp).values() for line in lines]
+    return gpu_warnings(fp) + links_asleep_unmeasured(fp) + machine

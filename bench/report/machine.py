@@ -1,24 +1,18 @@
-"""The machine's side of a report: copy bandwidth per GPU and pair beside the link's peak, the
-concerns its fingerprint raised (health, a link narrower than its slot, pairs without P2P), and
-what the NVML counters saw during each launch and each run's timed steps (clocks, power, throttling,
-bytes on each link).
+"""The machine's side of a report: the concerns its fingerprint raised (health, a link narrower
+than its slot, pairs without P2P, the host around the GPUs), and what the NVML counters saw during
+each launch and each run's timed steps (clocks, power, clocks held back, bytes on each link).
 """
 
 from __future__ import annotations
 
-
-
-from bench.common.concerns import health_warnings, pairs_without_p2p
+from bench.common.concerns import clock_held_back, health_warnings, pairs_without_p2p
+from bench.common.units import human_bytes
 from bench.report.document import Paragraph, Table
 from bench.report.merge import Comparison
 from bench.report.tables import run_label
-from bench.common.units import human_bytes
 
-# Throttled in more than this share of a launch's samples is worth a reader's attention.
+# Clocks held back in more than this share of a launch's samples are worth a reader's attention.
 THROTTLE_FLAG_FRACTION = 0.05
-
-
-# --- Copy ----------------------------------------------------------------------------------
 
 
 # --- What the fingerprint raised -----------------------------------------------------------
@@ -46,25 +40,81 @@ def _gb(value: "int | None") -> str:
     return "-" if value is None else f"{value / 1e9:.3g}"
 
 
-def _throttled(gpu: dict) -> str:
-    if gpu["throttled_fraction"] is None:
+def _max_sm_clocks(fingerprint: dict) -> dict:
+    """GPU index -> its maximum SM clock as the fingerprint read it."""
+    return {gpu.get("index", i): gpu.get("max_sm_clock_mhz") for i, gpu in enumerate(fingerprint.get("gpus") or [])}
+
+
+def _clocks(gpu: dict, fingerprint_max_mhz: "float | None") -> "tuple[str, dict | None]":
+    """("not measured" | "max unknown" | "no" | "held back", details): held back where the SM clock lay
+    more than 2% below the GPU's maximum while NVML named a reason other than idle. Newer bundles
+    judged every sample; for older ones the window's median clock stands against the fingerprint's
+    maximum, and the reasons are those of all its samples."""
+    if gpu.get("held_back_fraction") is not None and gpu.get("sm_clock_max_mhz"):
+        if not gpu["held_back_fraction"]:
+            return "no", None
+        if gpu.get("held_back_sm_clock_mhz_median") is not None:
+            return "held back", {"fraction": gpu["held_back_fraction"], "clock_mhz": gpu["held_back_sm_clock_mhz_median"],
+                                 "max_mhz": gpu["sm_clock_max_mhz"], "reasons": gpu["held_back_reasons_fraction"] or {}}
+    if gpu["throttled_fraction"] is None or gpu["sm_clock_mhz_median"] is None:
+        return "not measured", None
+    max_mhz = gpu.get("sm_clock_max_mhz") or fingerprint_max_mhz
+    reasons = gpu["throttle_reasons_fraction"] or {}
+    if not max_mhz:
+        return ("max unknown", None) if reasons else ("no", None)
+    if not clock_held_back(gpu["sm_clock_mhz_median"], max_mhz, list(reasons)):
+        return "no", None
+    return "held back", {"fraction": gpu["throttled_fraction"], "clock_mhz": gpu["sm_clock_mhz_median"],
+                         "max_mhz": max_mhz, "reasons": reasons}
+
+
+def _below(held: dict) -> str:
+    """'1490 of 1980 MHz, 490 MHz (25%) below the maximum'."""
+    gap = held["max_mhz"] - held["clock_mhz"]
+    return f"{held['clock_mhz']:.0f} of {held['max_mhz']:.0f} MHz, {gap:.0f} MHz ({gap / held['max_mhz']:.0%}) below the maximum"
+
+
+def _reasons(held: dict) -> str:
+    return ", ".join(f"{name} {share:.0%}" for name, share in sorted(held["reasons"].items())) or "no reason given"
+
+
+def _throttled(gpu: dict, max_mhz: "float | None") -> str:
+    """The table's cell: whether and how far the clocks were held back, and NVML's reasons then."""
+    state, held = _clocks(gpu, max_mhz)
+    if state == "not measured":
         return "-"
-    reasons = ", ".join(f"{name} {share:.0%}" for name, share in sorted((gpu["throttle_reasons_fraction"] or {}).items()))
-    return f"{gpu['throttled_fraction']:.0%}" + (f" ({reasons})" if reasons else "")
+    if held is None:
+        return state
+    return f"{held['fraction']:.0%}: {_below(held)} ({_reasons(held)})"
 
 
-def _held_back(where: str, gpu: dict) -> "str | None":
-    """A warning line where the GPU throttled in more than THROTTLE_FLAG_FRACTION of the samples."""
-    if (gpu["throttled_fraction"] or 0) <= THROTTLE_FLAG_FRACTION:
+def _held_back(where: str, gpu: dict, max_mhz: "float | None") -> "str | None":
+    """A warning line where the clocks were held back in more than THROTTLE_FLAG_FRACTION of the samples."""
+    state, held = _clocks(gpu, max_mhz)
+    if held is None or held["fraction"] <= THROTTLE_FLAG_FRACTION:
         return None
-    return (f"{where} GPU{gpu['index']}: clocks held back in {gpu['throttled_fraction']:.0%} of the samples "
-            f"({', '.join(sorted(gpu['throttle_reasons_fraction']))})")
+    return (f"{where} GPU{gpu['index']}: clocks held back in {held['fraction']:.0%} of the samples, "
+            f"{_below(held)} (NVML's reasons: {_reasons(held)})")
+
+
+def _sampler_cost(comparison: Comparison) -> "str | None":
+    """The sampler's own CPU time a second over every launch that says it."""
+    cpu = duration = 0.0
+    for host in comparison.hosts:
+        for launch in host.host["launches"]:
+            summary = launch.get("gpu_counters") or {}
+            if summary.get("sampler_cpu_s") is not None and summary.get("sampler_duration_s"):
+                cpu, duration = cpu + summary["sampler_cpu_s"], duration + summary["sampler_duration_s"]
+    if not duration:
+        return None
+    return f"The sampler itself used {cpu / duration * 1000:.0f} ms of CPU a second."
 
 
 def _launch_counters(comparison: Comparison) -> tuple[list, list]:
-    """A row per launch and GPU, and the warning lines of the launches where a GPU throttled."""
+    """A row per launch and GPU, and the warning lines of the launches where a GPU's clocks were held back."""
     rows, flags = [], []
     for host in comparison.hosts:
+        max_clocks = _max_sm_clocks(host.fingerprint)
         for launch in host.host["launches"]:
             summary = launch.get("gpu_counters")
             if not summary:
@@ -77,10 +127,10 @@ def _launch_counters(comparison: Comparison) -> tuple[list, list]:
                              "-" if gpu["mem_clock_mhz_median"] is None else f"{gpu['mem_clock_mhz_median']:.0f}",
                              f"{power} / {limit}",
                              "-" if gpu["temperature_c_max"] is None else f"{gpu['temperature_c_max']:.0f}",
-                             _throttled(gpu),
+                             _throttled(gpu, max_clocks.get(gpu["index"])),
                              f"{_gb(gpu['pcie_tx_bytes'])} / {_gb(gpu['pcie_rx_bytes'])}",
                              f"{_gb(gpu['nvlink_tx_bytes'])} / {_gb(gpu['nvlink_rx_bytes'])}"])
-                flags.append(_held_back(f"{host.name} {launch['id']}", gpu))
+                flags.append(_held_back(f"{host.name} {launch['id']}", gpu, max_clocks.get(gpu["index"])))
     return rows, [flag for flag in flags if flag]
 
 
@@ -89,45 +139,95 @@ def _per_step(gpu: dict, link: str) -> str:
     return " / ".join("-" if value is None else human_bytes(round(value)) for value in (tx, rx))
 
 
+def _median_metric(run: dict, name: str) -> "float | None":
+    found = run["metrics"].get(name)
+    return found["summary"]["median"] if found else None
+
+
+def _collective_bytes(run: dict) -> "float | None":
+    """The bytes a step's collectives move per GPU each way, as bus bandwidth counts them: a DDP
+    step's gradient all-reduce (2(n-1)/n of the gradient bytes), a collectives call's size times
+    its bus factor; None where the run does not say."""
+    if run["suite"] == "ddp":
+        grad, n = _median_metric(run, "grad_allreduce_bytes"), run["world_size"]
+        return None if grad is None else grad * 2 * (n - 1) / n
+    size, algbw, busbw = run["params"].get("size_bytes"), _median_metric(run, "algbw_gbps"), _median_metric(run, "busbw_gbps")
+    return None if size is None or not algbw or busbw is None else size * busbw / algbw
+
+
+def _collective_link(entry) -> "str | None":
+    """The link a run's collective data crossed: NVLink where NCCL went peer to peer between GPUs
+    joined by NVLink, PCIe where it went through host memory, the network or PCIe peer to peer."""
+    used = set(entry.run["transport"]["nccl_used"])
+    if used & {"SHM"} or any(name.startswith("NET") for name in used):
+        return "PCIe"
+    if "P2P" in used:
+        return {"nvlink": "NVLink", "pcie": "PCIe"}.get(entry.host.link.get("link_class"))
+    return None
+
+
+def _data(entry, gpu: dict) -> str:
+    """The table's cell: the collective data of a step, and its share of the PCIe traffic where it crossed PCIe."""
+    data = _collective_bytes(entry.run)
+    if data is None:
+        return "-"
+    link = _collective_link(entry) if data else None
+    rx = gpu.get("pcie_rx_bytes_per_step")
+    if link == "PCIe" and rx:
+        return f"{human_bytes(round(data))}, {data / rx:.0%} of PCIe rx"
+    return human_bytes(round(data)) + (f", over {link}" if link else "")
+
+
 def _run_counters(comparison: Comparison) -> tuple[list, list]:
-    """A row per DDP run and GPU (which link a step's gradient bytes crossed), and the warning lines
-    of every run where a GPU throttled while it was timed."""
+    """A row per DDP and collectives run and GPU (the traffic of a step on each link beside the data
+    its collectives moved), and the warning lines of every run where a GPU's clocks were held back
+    while it was timed."""
     rows, flags = [], []
     for entry in comparison.runs:
         summary = entry.run.get("gpu_counters")
         if not summary:
             continue
+        max_clocks = _max_sm_clocks(entry.host.fingerprint)
         what = f"{entry.host.name} {entry.run['launch_id']} ({run_label(entry.run)})"
         for gpu in summary["gpus"]:
-            flags.append(_held_back(what, gpu))
-            if entry.run["suite"] == "ddp":
+            flags.append(_held_back(what, gpu, max_clocks.get(gpu["index"])))
+            if entry.run["suite"] in ("ddp", "collectives"):
                 rows.append([entry.host.name, run_label(entry.run), entry.series.transport_label, f"GPU{gpu['index']}",
-                             _per_step(gpu, "pcie"), _per_step(gpu, "nvlink"), _throttled(gpu)])
+                             _per_step(gpu, "pcie"), _per_step(gpu, "nvlink"), _data(entry, gpu),
+                             _throttled(gpu, max_clocks.get(gpu["index"]))])
     return rows, [flag for flag in flags if flag]
 
 
 def counters(comparison: Comparison) -> list:
-    """The launches' counters, which link each DDP run's step bytes crossed, and a warning naming
-    each launch and run where a GPU throttled."""
+    """The launches' counters, the traffic on each link of every DDP and collectives run's steps
+    beside the data their collectives moved, and a warning naming each launch and run where a GPU's
+    clocks were held back below its maximum."""
     launch_rows, launch_flags = _launch_counters(comparison)
     run_rows, run_flags = _run_counters(comparison)
-    blocks = []
+    blocks, cost = [], _sampler_cost(comparison)
     if launch_rows:
         blocks.append(Paragraph(
             "NVML, read every tenth of a second or so during each launch: medians of the clocks and the power (against the "
-            "enforced limit), the hottest reading, the share of samples with a clock event reason other than idle, and "
-            "the bytes each GPU sent / received over PCIe (NVML's sampled throughput, integrated: an estimate) and "
-            "NVLink (its byte counters) during the whole launch: which link the bytes crossed."))
+            "enforced limit), the hottest reading, whether the clocks were held back (the share of samples whose SM clock "
+            "lay more than 2% below the GPU's maximum while NVML named a reason other than idle, how far, and NVML's "
+            "reasons then; NVML raises a reason such as sw_power_cap at the maximum clock too, which is not held back), "
+            "and the bytes each GPU sent / received over PCIe (NVML's sampled throughput, integrated: an estimate, and of "
+            "all the traffic, kernel launches included: an H200 fetched about 1.8 KB per eager kernel launch, about 2 "
+            "bytes per kernel replayed from a CUDA graph) and NVLink (its byte counters) during the whole launch."
+            + (f" {cost}" if cost else "")))
     if launch_flags or run_flags:
-        blocks.append(Paragraph("Throttled while measuring:\n" + "\n".join(launch_flags + run_flags), warning=True))
+        blocks.append(Paragraph("Clocks held back while measuring:\n" + "\n".join(launch_flags + run_flags), warning=True))
     if launch_rows:
-        blocks.append(Table(["host", "launch", "GPU", "SM MHz", "memory MHz", "power W / limit", "max °C", "throttled",
-                             "PCIe GB tx / rx", "NVLink GB tx / rx"], launch_rows))
+        blocks.append(Table(["host", "launch", "GPU", "SM MHz", "memory MHz", "power W / limit", "max °C", "clocks held back",
+                             "PCIe GB tx / rx (kernel launches included)", "NVLink GB tx / rx"], launch_rows))
     if run_rows:
         blocks += [Paragraph(
-            "Per DDP run, the same counters over its timed steps only (not the warm-up): the bytes each GPU sent / "
-            "received per training step over PCIe (an estimate) and over NVLink, so which link the gradient all-reduce "
-            "crossed, and the share of the steps' samples with clocks held back (-: fewer than two samples, not measured)."),
-            Table(["host", "run", "transport", "GPU", "PCIe per step tx / rx", "NVLink per step tx / rx", "throttled"],
-                  run_rows)]
+            "Per DDP and collectives run, the same counters over its timed steps only (not the warm-up; a collectives "
+            "step is one timed call): the PCIe traffic each GPU sent / received per step, kernel launches included, "
+            "so a step of many small kernels shows PCIe traffic where no data crossed; the NVLink traffic; and the data "
+            "the step's collectives moved per GPU each way (a DDP step's gradient all-reduce, 2(n-1)/n of its gradient "
+            "bytes; a collectives call's size times its bus factor), with its share of the PCIe rx where it crossed PCIe: "
+            "the rest is the GPU fetching its work and the step's inputs. -: fewer than two samples, not measured."),
+            Table(["host", "run", "transport", "GPU", "PCIe traffic per step tx / rx (kernel launches included)",
+                   "NVLink per step tx / rx", "collective data per step, each way", "clocks held back"], run_rows)]
     return blocks

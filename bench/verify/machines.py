@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from bench.common.concerns import gpu_warnings, machine_concerns, pairs_without_p2p
 from bench.common.links import link_summary
-from bench.common.concerns import health_warnings, pairs_without_p2p
 
+# The machine's concerns that change the path a run's bytes take. A small /dev/shm stops runs
+# rather than slowing them, and persistence mode off costs a launch's start, not its timed steps.
+COMPARED_CONCERNS = ("acs_on_gpu_path", "numa_split", "iommu_translated")
 # Compared only where both fingerprints measured them (older fingerprints did not).
-MEASURED_SINCE = frozenset({"health", "pairs_without_p2p"})
+MEASURED_SINCE = frozenset({"health", "pairs_without_p2p", *COMPARED_CONCERNS})
 
 
 def _pcie(gpus: list, field: str) -> list:
@@ -42,7 +45,9 @@ def profile(fingerprint: dict) -> dict:
         fields["cpu_model"] = (fingerprint.get("cpu") or {}).get("model")
     if "health" in fingerprint:
         # The concerns without GPU numbers: a machine whose second GPU is capped differs from one whose first is.
-        fields["health"] = sorted({line.split(": ", 1)[1] for line in health_warnings(fingerprint)})
+        fields["health"] = sorted({line.split(": ", 1)[1] for line in gpu_warnings(fingerprint)})
+    found = machine_concerns(fingerprint)
+    fields.update({name: found[name] for name in COMPARED_CONCERNS if name in found})
     if (fingerprint.get("link_load") or {}).get("p2p_access") is not None:
         fields["pairs_without_p2p"] = len(pairs_without_p2p(fingerprint))
     return fields

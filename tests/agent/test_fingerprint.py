@@ -7,14 +7,17 @@ import os
 import stat
 import subprocess
 import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 from jsonschema import Draft202012Validator
 
-from bench.agent.fingerprint import collect, environment, nvidia_smi, nvml
+from bench.agent.fingerprint import collect, driver_module, environment, iommu, numa, nvidia_smi, nvml, pcie_path, system
 from bench.common.links import link_summary
 from tests.conftest import FIXTURES, REPO
+from tests.support import host_tree
+from tests.support.nvml_capture import fake_pynvml as capture_pynvml, load
 
 SCHEMA = json.loads((REPO / "schema" / "fingerprint.schema.json").read_text())
 VALIDATOR = Draft202012Validator(SCHEMA)
@@ -219,6 +222,9 @@ def fake_pynvml(capture: dict):
     )
 
 
+NEWER_THAN_NVML_CAPTURE = {"bar1_total_bytes": None, "persistence_mode": None}
+
+
 def test_nvml_reader_h200x2_tolerates_missing_nvlink_calls():
     errors: list[str] = []
     read = nvml.read(errors, fake_pynvml(json.loads(fixture("nvml.json"))))
@@ -229,8 +235,11 @@ def test_nvml_reader_h200x2_tolerates_missing_nvlink_calls():
         assert not list(GPU_VALIDATOR.iter_errors(gpu))
         assert gpu["compute_capability"] == "9.0"
         assert gpu["nvlink"] == {"active_links": None, "link_speed_gbps": None}
-        # Both sources describe the same GPU the same way.
-        assert {**gpu, "compute_capability": None} == from_xml
+        # Both sources describe the same GPU the same way; the NVML capture predates the BAR1 and
+        # persistence reads (not measured there), which the XML has.
+        assert {**gpu, "compute_capability": None, **NEWER_THAN_NVML_CAPTURE} == {**from_xml, **NEWER_THAN_NVML_CAPTURE}
+        assert (gpu["bar1_total_bytes"], gpu["persistence_mode"]) == (None, None)
+        assert (from_xml["bar1_total_bytes"], from_xml["persistence_mode"]) == (262144 << 20, True)
     assert len(errors) == 2 and all("nvlink: AttributeError" in error for error in errors)
     assert not any(uuid in json.dumps(read) for uuid in UUIDS)
 
@@ -296,8 +305,11 @@ def test_collect_without_optional_packages(blocked):
 def test_collect_through_nvidia_smi_h200x2(tmp_path, nvlink_prints, links, link_speed_gbps):
     """Without pynvml, collect() reads GPUs from nvidia-smi: a stand-in prints the h200x2
     captures; `nvlink -s` printing nothing (as on a lone H100) means no active link."""
+    p2p = fixture("topo-p2p.txt")
+    (tmp_path / "p2p-w.txt").write_text(p2p[p2p.index("### nvidia-smi topo -p2p w"):])
     answers = {"-q -x": FIXTURES / "nvidia-smi-q.xml", "topo -m": FIXTURES / "topo-m.txt",
-               "topo -p2p r": FIXTURES / "topo-p2p.txt", "nvlink -s": FIXTURES / nvlink_prints if nvlink_prints else "/dev/null"}
+               "topo -p2p r": FIXTURES / "topo-p2p.txt", "topo -p2p w": tmp_path / "p2p-w.txt",
+               "nvlink -s": FIXTURES / nvlink_prints if nvlink_prints else "/dev/null"}
     cases = "".join(f'  "{args}") cat "{path}";;\n' for args, path in answers.items())
     script = tmp_path / "nvidia-smi"
     script.write_text(f'#!/bin/sh\ncase "$*" in\n{cases}  *) exit 2;;\nesac\n')
@@ -308,7 +320,8 @@ def test_collect_through_nvidia_smi_h200x2(tmp_path, nvlink_prints, links, link_
     assert (fp["gpu_count"], fp["driver_version"], fp["cuda_driver_version"]) == (2, "580.159.04", "13.0")
     assert fp["gpus"][1]["nvlink"] == {"active_links": links, "link_speed_gbps": link_speed_gbps}
     assert fp["topology"]["matrix"]["GPU1"] == {"GPU0": "NV18"}
-    assert fp["topology"]["p2p_read"]["GPU0"] == {"GPU1": "OK"}
+    assert fp["topology"]["p2p_read"]["GPU0"] == fp["topology"]["p2p_write"]["GPU0"] == {"GPU1": "OK"}
+    assert [gpu["persistence_mode"] for gpu in fp["gpus"]] == [True, True]
     assert fp["probe_errors"] == []
     assert not any(uuid in json.dumps(fp) for uuid in UUIDS)
     assert link_summary(fp)["link_label"] == "2x NVIDIA H200, NVLink NV18"
@@ -321,3 +334,98 @@ def test_fingerprint_imports_no_controller_side_packages():
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+# --- The host around the GPUs: the driver's module, the PCIe path, the IOMMU, NUMA, /dev/shm ---
+
+RTX_GPUS = [{"index": 0, "pci_bus_id": "00000000:01:00.0"}, {"index": 1, "pci_bus_id": "00000000:81:00.0"}]
+
+
+def test_host_readings_from_the_consumer_box_files(tmp_path):
+    root = host_tree.build("rtx4090x2", tmp_path)
+    assert driver_module.read(root, modinfo=lambda: None) == {"flavor": "proprietary", "version": "570.133.07"}
+    assert pcie_path.read(RTX_GPUS, root) == {
+        "gpus": {"GPU0": ["0000:00:01.0"], "GPU1": ["0000:80:01.0"]},
+        "bridges": {bridge: {"acs_ctl": ["SrcValid", "ReqRedir", "CmpltRedir", "UpstreamFwd"]} for bridge in ("0000:00:01.0", "0000:80:01.0")},
+    }
+    assert iommu.read(RTX_GPUS, root) == {"mode": "translated", "units": ["dmar0", "dmar1"],
+                                          "gpu_domain_types": {"GPU0": "DMA-FQ", "GPU1": "DMA-FQ"}, "cmdline": ["intel_iommu=on"]}
+    assert numa.read(RTX_GPUS, root, allowed={0, 1, 2, 3, 8}) == {
+        "node_cpus": {"0": "0-15", "1": "16-31"}, "gpu_nodes": {"GPU0": 0, "GPU1": 1}, "allowed_cpus": "0-3,8"}
+
+
+def config_space(size: int, capabilities: list[tuple[int, int, int]]) -> bytes:
+    """A configuration space of `size` bytes holding extended capabilities (offset, id, second dword)
+    chained in the order given."""
+    space = bytearray(size)
+    for i, (offset, cap_id, second) in enumerate(capabilities):
+        following = capabilities[i + 1][0] if i + 1 < len(capabilities) else 0
+        space[offset:offset + 8] = (cap_id | 1 << 16 | following << 20).to_bytes(4, "little") + second.to_bytes(4, "little")
+    return bytes(space)
+
+
+def test_acs_control_is_found_along_the_capability_chain_and_unknown_without_privilege():
+    aer, acs = (0x100, 0x0001, 0), (0x148, 0x000D, 0x0005_007F)  # ACS control: SrcValid, ReqRedir
+    assert pcie_path.acs_control(config_space(4096, [aer, acs])) == ["SrcValid", "ReqRedir"]
+    assert pcie_path.acs_control(config_space(4096, [aer])) == []  # no ACS capability
+    assert pcie_path.acs_control(config_space(256, [])) == []  # conventional PCI: no extended space
+    assert pcie_path.acs_control(config_space(4096, [aer, acs])[:64]) is None  # what a process without CAP_SYS_ADMIN reads
+    looped = bytearray(config_space(4096, [aer]))
+    looped[0x100:0x104] = (0x0001 | 1 << 16 | 0x100 << 20).to_bytes(4, "little")  # a capability that names itself next
+    assert pcie_path.acs_control(bytes(looped)) == []
+
+
+def test_sysfs_addresses_and_a_gpu_sysfs_does_not_show(tmp_path):
+    assert pcie_path.sysfs_address("00000000:81:00.0") == "0000:81:00.0"
+    assert pcie_path.sysfs_address("0000:0A:00.1") == "0000:0a:00.1"
+    assert pcie_path.sysfs_address("GPU-x") is None and pcie_path.sysfs_address(None) is None
+    root = host_tree.build("rtx4090x2", tmp_path)
+    stranger = [*RTX_GPUS, {"index": 2, "pci_bus_id": "00000000:c1:00.0"}]
+    assert set(pcie_path.read(stranger, root)["gpus"]) == {"GPU0", "GPU1"}
+
+
+def test_a_machine_without_any_of_these_files_records_nulls(tmp_path):
+    assert driver_module.read(tmp_path, modinfo=lambda: None) == {"flavor": None, "version": None}
+    assert pcie_path.read(RTX_GPUS, tmp_path) is None
+    assert iommu.read(RTX_GPUS, tmp_path) == {"mode": None, "units": None, "gpu_domain_types": {}, "cmdline": []}
+    assert numa.read(RTX_GPUS, tmp_path, allowed=set()) == {"node_cpus": {}, "gpu_nodes": {}, "allowed_cpus": None}
+    assert system.dev_shm_total_bytes(tmp_path / "no-shm") is None
+    (tmp_path / "sys/class/iommu").mkdir(parents=True)
+    assert iommu.read(RTX_GPUS, tmp_path)["mode"] == "off"  # the kernel registered no IOMMU
+
+
+def test_dev_shm_is_the_filesystems_size():
+    stat = os.statvfs("/dev/shm")
+    assert system.dev_shm_total_bytes() == stat.f_blocks * stat.f_frsize
+
+
+def test_kernel_module_flavor_from_its_banner_or_its_license():
+    # First lines of /proc/driver/nvidia/version as published (NVIDIA/open-gpu-kernel-modules users, forums).
+    assert driver_module.parse_version_file(
+        "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  555.58.02  Release Build  (dvs-builder@U16-I3-B03-4-3)  "
+        "Tue Jun 25 01:26:03 UTC 2024\nGCC version:  gcc version 14.2.1") == {"flavor": "open", "version": "555.58.02"}
+    assert driver_module.parse_version_file("NVRM version: NVIDIA UNIX x86_64 Kernel Module  515.76  Mon Sep 12 19:21:56 UTC 2022") == {
+        "flavor": "proprietary", "version": "515.76"}
+    assert driver_module.parse_version_file("nothing here") is None
+    assert driver_module.parse_modinfo("filename:       /lib/modules/nvidia.ko\nversion:        570.133.07\nlicense:        Dual MIT/GPL\n") == {
+        "flavor": "open", "version": "570.133.07"}
+    assert driver_module.parse_modinfo("license:        NVIDIA\n") == {"flavor": "proprietary", "version": None}
+    assert driver_module.read(Path("/nonexistent"), modinfo=lambda: "version: 570.1\nlicense: NVIDIA\n")["flavor"] == "proprietary"
+
+
+def test_nvml_reads_persistence_mode_and_bar1_where_the_gpu_tells():
+    capture = load("rtx4090x2")
+    capture["gpus"][0]["bar1_total"] = 256 << 20
+    read = nvml.read([], capture_pynvml(capture))
+    assert [(gpu["persistence_mode"], gpu["bar1_total_bytes"]) for gpu in read["gpus"]] == [(False, 256 << 20), (False, None)]
+    for gpu in read["gpus"]:
+        assert not list(GPU_VALIDATOR.iter_errors(gpu))
+
+
+def test_collect_on_a_bare_root_validates_and_states_what_each_probe_cost(tmp_path):
+    fp = collect({"DDPBENCH_IMAGE_PIN": str(tmp_path / "absent.json")}, root=tmp_path)
+    assert_valid(fp)
+    assert (fp["kernel_module"], fp["pcie_path"], fp["dev_shm_total_bytes"]) == ({"flavor": None, "version": None}, None, None)
+    assert fp["probe_errors"] == []
+    assert {"nvml", "iommu", "numa", "/dev/shm"} <= set(fp["probes"]["durations_s"])
+    assert fp["probes"]["duration_s"] >= max(fp["probes"]["durations_s"].values())

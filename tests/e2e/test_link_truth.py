@@ -22,7 +22,8 @@ from bench.controller.plans import check
 from bench.report import write_report
 from bench.verify.machines import differences
 from bench import schemas
-from tests.conftest import REPO
+from tests.conftest import FIXTURES as H200X2, REPO
+from tests.support import host_tree
 from tests.support.nvml_capture import FIXTURES, fake_pynvml, load
 
 import yaml
@@ -44,6 +45,7 @@ def rtx_fingerprint() -> dict:
               health=read["health"], link_load=json.loads((RTX / "link_load.json").read_text()))
     fp["topology"].update(nvidia_smi.parse_topo_matrix((RTX / "topo-m.txt").read_text()))
     fp["topology"]["p2p_read"] = nvidia_smi.parse_p2p_matrix((RTX / "topo-p2p.txt").read_text())
+    fp.update(host_tree.readings("rtx4090x2", fp["gpus"]))
     return fp
 
 
@@ -64,12 +66,98 @@ def test_h200_capture_parses_and_its_link_held_gen5_x16_under_load():
     assert link_summary(h200_fingerprint())["link_peak_gbps"] == pytest.approx(63.0, abs=0.01)
 
 
-def test_consumer_box_concerns_one_line_each():
-    assert health_warnings(rtx_fingerprint()) == [
+# The consumer box's planted problems (tests/data/fixtures/README.md): the start of each one's
+# line, and its fix.
+PLANTED = {
+    "/dev/shm is 64 MiB": "start the container with `--shm-size=1g` (or `--ipc=host`)",
+    "GPUs split over NUMA nodes (GPU0 on node 0, GPU1 on node 1)": "`torchrun --numa-binding=node`",
+    "persistence mode off on GPU0, GPU1": "`sudo nvidia-smi -pm 1`",
+    "IOMMU in translated mode (GPU0 DMA-FQ, GPU1 DMA-FQ)": "boot with `iommu=pt`",
+}
+
+
+def test_consumer_box_concerns_one_line_each_with_its_fix():
+    lines = health_warnings(rtx_fingerprint())
+    assert lines[:3] == [
         "GPU0: 1 other process(es) on the GPU before the first launch, holding 1.1 GiB (pid 1873)",
         "GPU1: power limit 350 W, below its default 450 W",
         "GPU1: PCIe link under load is 4.0 x8, its slot allows 4.0 x16",
     ]
+    for problem, fix in PLANTED.items():
+        (line,) = [line for line in lines if line.startswith(problem)]
+        assert fix in line.split("; fix: ", 1)[1], line
+    assert len(lines) == 3 + len(PLANTED)
+
+
+def with_p2p(fp: dict) -> dict:
+    """The box as a P2P-enabled driver (tinygrad's patched open module, say) shows it: CUDA may access each peer."""
+    return {**fp, "link_load": {**fp["link_load"], "p2p_access": {"GPU0": {"GPU1": True}, "GPU1": {"GPU0": True}}}}
+
+
+def test_acs_on_the_path_between_gpus_is_named_where_p2p_may_cross_it():
+    fp = rtx_fingerprint()
+    # Read from the root ports' configuration spaces: what Linux sets on them when an IOMMU is on.
+    assert fp["pcie_path"]["gpus"] == {"GPU0": ["0000:00:01.0"], "GPU1": ["0000:80:01.0"]}
+    assert fp["pcie_path"]["bridges"]["0000:80:01.0"] == {"acs_ctl": ["SrcValid", "ReqRedir", "CmpltRedir", "UpstreamFwd"]}
+    # The stock driver gives these GeForce cards no P2P: NCCL goes through host memory, which ACS does not touch.
+    assert not [line for line in health_warnings(fp) if "ACS" in line]
+    (line,) = [line for line in health_warnings(with_p2p(fp)) if "ACS" in line]
+    assert line.startswith("ACS redirects peer-to-peer traffic on the PCIe path between the GPUs at "
+                           "0000:00:01.0 (ReqRedir+ CmpltRedir+), 0000:80:01.0 (ReqRedir+ CmpltRedir+): ")
+    assert "fix: disable ACS" in line and "ECAP_ACS+0x6.w=0000" in line and "NCCL_P2P_DISABLE=1" in line
+    # Where the bridges' ACS could not be read (no CAP_SYS_ADMIN), nothing is claimed.
+    unread = with_p2p(fp)
+    unread["pcie_path"] = {**fp["pcie_path"], "bridges": {b: {"acs_ctl": None} for b in fp["pcie_path"]["bridges"]}}
+    assert not [line for line in health_warnings(unread) if "ACS" in line]
+
+
+def test_a_link_asleep_at_rest_is_a_concern_only_where_it_was_never_read_awake():
+    fp = rtx_fingerprint()
+    assert [gpu["pcie"]["gen_current"] for gpu in fp["gpus"]] == [1, 1]  # both asleep at rest, both read at 4.0 under load
+    assert not [line for line in health_warnings(fp) if "at rest" in line]  # power saving, not a concern
+    # The same box fingerprinted where the link probe cannot run (no nvidia-ml-py): one note for both links.
+    unread = {**fp, "link_load": {"pcie_loaded": None, "p2p_access": None}}
+    (line,) = [line for line in health_warnings(unread) if "at rest" in line]
+    assert line.startswith("PCIe link below its slot at rest and never read under load: "
+                           "GPU0 1.0 x16 (slot 4.0 x16), GPU1 1.0 x8 (slot 4.0 x16); ")
+    assert "fix: wake the link before judging it" in line
+    assert not [line for line in health_warnings(unread) if "under load is" in line]  # nothing measured to call narrow
+
+
+def test_a_rank_allowed_no_cpu_of_its_gpus_node_is_named():
+    fp = rtx_fingerprint()
+    fp["numa"] = {**fp["numa"], "allowed_cpus": "0-15"}  # e.g. docker run --cpuset-cpus 0-15
+    (line,) = [line for line in health_warnings(fp) if line.startswith("GPU1 hangs off NUMA node 1")]
+    assert "CPUs 0-15" in line and "fix: give the agent CPUs of node 1" in line
+    # A bundle is hostile input: a list of a billion CPUs is no machine's, read as unknown.
+    fp["numa"]["allowed_cpus"] = "0-999999999"
+    assert not [line for line in health_warnings(fp) if "hangs off" in line]
+
+
+def test_h200_fixtures_raise_no_false_concern():
+    assert health_warnings(h200_fingerprint()) == []
+    (from_xml,) = nvidia_smi.parse_query_xml((H200 / "nvidia-smi-q.xml").read_text())["gpus"]
+    assert health_warnings({**h200_fingerprint(), "gpus": [from_xml]}) == []
+    assert health_warnings(h200x2_fingerprint()) == []
+
+
+def h200x2_fingerprint() -> dict:
+    """The lent 2x H200 (tests/conftest.py's FIXTURES) from its captures: nvidia-smi's XML (persistence
+    mode on, BAR1 256 GiB), NVLink status, topology and P2P matrices; NUMA as its lscpu printed it
+    (one node, CPUs 0-31); an NVML that could not read the host (no IOMMU, ACS or /dev/shm reading)."""
+    fp = h200_fingerprint()
+    gpus = nvidia_smi.parse_query_xml((H200X2 / "nvidia-smi-q.xml").read_text())["gpus"]
+    for gpu, status in zip(gpus, nvidia_smi.parse_nvlink_status((H200X2 / "nvlink-s.txt").read_text()).values()):
+        gpu["nvlink"] = status
+    p2p = (H200X2 / "topo-p2p.txt").read_text()
+    fp.update(gpus=gpus, gpu_count=2, link_load={"pcie_loaded": None, "p2p_access": None},
+              numa={"node_cpus": {"0": "0-31"}, "gpu_nodes": {}, "allowed_cpus": "0-31"},
+              kernel_module={"flavor": None, "version": None}, pcie_path=None, iommu=None, dev_shm_total_bytes=None)
+    fp["topology"] = {**nvidia_smi.parse_topo_matrix((H200X2 / "topo-m.txt").read_text()),
+                      "p2p_read": nvidia_smi.parse_p2p_matrix(p2p),
+                      "p2p_write": nvidia_smi.parse_p2p_matrix(p2p[p2p.index("### nvidia-smi topo -p2p w"):])}
+    assert schemas.first_problem(fp, "fingerprint") is None
+    return fp
 
 
 def test_geforce_health_fields_nvml_cannot_tell_are_not_measured():
@@ -98,16 +186,64 @@ def throttling_box():
     return fake_pynvml(capture)
 
 
-def test_sampler_summarises_each_gpu_and_ends_with_its_launch():
+def test_sampler_summarises_each_gpu_ends_with_its_launch_and_states_its_cost():
     with counters.Sampler(nvml=throttling_box(), interval_s=0.01) as sampler:
         time.sleep(0.3)
     assert not sampler._thread.is_alive()
-    gpu0, gpu1 = sampler.summary()["gpus"]
+    summary = sampler.summary()
+    gpu0, gpu1 = summary["gpus"]
     assert gpu0["samples_count"] > 10 and gpu0["throttled_fraction"] == 0.0
     assert (gpu1["throttled_fraction"], gpu1["throttle_reasons_fraction"]) == (1.0, {"sw_power_cap": 1.0})
     assert (gpu1["power_w_median"], gpu1["power_limit_w"], gpu1["sm_clock_mhz_median"]) == (21.0, 350.0, 210)
+    # The capture does not answer the maximum clock: whether the clocks were held back is not measured.
+    assert (gpu1["sm_clock_max_mhz"], gpu1["held_back_fraction"]) == (None, None)
     assert gpu0["pcie_tx_bytes"] == pytest.approx(1e9 * gpu0["duration_s"], rel=0.05)
     assert gpu0["nvlink_tx_bytes"] is None  # no NVLink: not measured
+    assert summary["sweeps_count"] == gpu0["samples_count"] and 0.3 <= summary["sampler_duration_s"] < 2
+    assert 0 < summary["sampler_cpu_s"] <= summary["sampler_duration_s"]
+    launch = {"id": "00-ddp-default-ws2", "suite": "ddp", "preset": "default", "world_size": 2, "status": "ok",
+              "error": None, "duration_s": 1.0, "gpu_counters": summary}
+    assert schemas.first_problem(launch, "bundle", "launch") is None
+
+
+NOT_READ = dict.fromkeys(counters.BYTE_COUNTERS)  # the NVLink counters at a launch's start and end
+
+
+def h200_samples(clocks_and_watts: list[tuple[int, float]]) -> list[dict]:
+    """An H200 sampled every 0.1 s with sw_power_cap raised in every sample, at these SM clocks and powers."""
+    return [{"t": i / 10, "sm_clock_mhz": mhz, "mem_clock_mhz": 3201, "power_w": watts, "temperature_c": 50, "reasons": 0x4,
+             "pcie_tx_kbps": None, "pcie_rx_kbps": None, "nvlink_tx_bytes": None, "nvlink_rx_bytes": None}
+            for i, (mhz, watts) in enumerate(clocks_and_watts)]
+
+
+def test_clocks_count_as_held_back_only_below_the_maximum():
+    # As NVML answered on an H200 (issue 34): sw_power_cap at 1965-1980 MHz and 122 W under a gpt2 step,
+    # and at 1455-1530 MHz and 689 W of 700 under large matmuls.
+    at_max = counters.summarize(0, h200_samples([(1980, 122.0), (1965, 122.0)] * 5), NOT_READ, NOT_READ, 700.0, 1980)
+    assert (at_max["throttled_fraction"], at_max["held_back_fraction"], at_max["held_back_reasons_fraction"]) == (1.0, 0.0, {})
+    assert at_max["held_back_sm_clock_mhz_median"] is None
+    capped = counters.summarize(0, h200_samples([(1980, 122.0)] * 7 + [(1455, 689.0), (1500, 689.0), (1530, 689.0)]),
+                                NOT_READ, NOT_READ, 700.0, 1980)
+    assert capped["sm_clock_mhz_median"] == 1980  # the median alone would hide it
+    assert (capped["held_back_fraction"], capped["held_back_sm_clock_mhz_median"]) == (pytest.approx(0.3), 1500)
+    assert capped["held_back_reasons_fraction"] == {"sw_power_cap": pytest.approx(0.3)}
+    idle = counters.summarize(0, [{**s, "reasons": 0x1} for s in h200_samples([(345, 80.0)] * 3)], NOT_READ, NOT_READ, 700.0, 1980)
+    assert idle["held_back_fraction"] == 0.0  # an idle GPU's low clock is not held back
+    assert counters.summarize(0, h200_samples([(1455, 689.0)] * 3), NOT_READ, NOT_READ, 700.0, None)["held_back_fraction"] is None
+
+
+def test_sampler_reads_the_maximum_clock_and_judges_each_sample_against_it():
+    capture = load("rtx4090x2")
+    capture["gpus"][1].update(clock_reasons=0x4, sm_clock_mhz=2235, max_sm_clock_mhz=2520)  # capped 11% below
+    capture["gpus"][0].update(clock_reasons=0x4, sm_clock_mhz=2520, max_sm_clock_mhz=2520)  # the reason at the maximum
+    with counters.Sampler(nvml=fake_pynvml(capture), interval_s=0.01) as sampler:
+        time.sleep(0.1)
+    gpu0, gpu1 = sampler.summary()["gpus"]
+    assert (gpu0["sm_clock_max_mhz"], gpu0["throttled_fraction"], gpu0["held_back_fraction"]) == (2520, 1.0, 0.0)
+    assert (gpu1["held_back_fraction"], gpu1["held_back_sm_clock_mhz_median"], gpu1["held_back_reasons_fraction"]) == (
+        1.0, 2235, {"sw_power_cap": 1.0})
+    window = {"start_s": 0.0, "end_s": time.monotonic(), "steps_count": 3}
+    assert sampler.window_summary(window)["gpus"][1]["held_back_fraction"] == 1.0
 
 
 def test_sampler_stops_when_the_launch_raises():
@@ -225,6 +361,18 @@ def test_verify_names_health_and_p2p_when_machines_differ():
     assert (found["pairs_without_p2p"]["original"], found["pairs_without_p2p"]["new"]) == (0, 2)
     old = {k: v for k, v in h200_fingerprint().items() if k not in ("health", "link_load")}
     assert "health" not in {d["field"] for d in differences(old, rtx_fingerprint())}  # not measured then: not compared
+
+
+def test_verify_compares_the_machine_concerns_that_change_a_runs_path_where_both_read_them():
+    fixed = rtx_fingerprint()
+    fixed.update(iommu={**fixed["iommu"], "mode": "passthrough"}, dev_shm_total_bytes=8 << 30)
+    fixed["gpus"] = [{**gpu, "persistence_mode": True} for gpu in fixed["gpus"]]
+    found = {d["field"]: d for d in differences(rtx_fingerprint(), fixed)}
+    assert set(found) == {"iommu_translated"}  # /dev/shm stops runs and persistence costs a start: not compared
+    assert found["iommu_translated"]["original"][0].startswith("IOMMU in translated mode") and found["iommu_translated"]["new"] == []
+    # A fingerprint from before these readings: only what both read is compared.
+    older = {k: v for k, v in rtx_fingerprint().items() if k not in ("iommu", "pcie_path", "numa")}
+    assert not {"iommu_translated", "acs_on_gpu_path"} & {d["field"] for d in differences(older, fixed)}
 
 
 def nvlinked_h200x2(nvlink_loaded: "dict | None") -> dict:

@@ -14,6 +14,7 @@ from bench.bundle.assembly import derive
 from bench.bundle import seal
 from bench.cli import main
 from bench.common.stats import metric
+from bench.common.units import human_bytes
 from tests.conftest import REPO, cli as ddpbench
 from tests.support.report_variants import make_variant, write
 
@@ -250,34 +251,82 @@ def test_implausible_figures_are_flagged_beside_them_with_their_likely_cause(rea
     assert "implausible figure(s), marked ⚠ in the table above" in md
 
 
-def _gpu_window(index: int, nvlink_per_step: "float | None", pcie_per_step: "float | None", throttled: float) -> dict:
-    """One GPU's counters over a run's timed steps (bench/agent/counters.summarize_window's fields)."""
-    measured = nvlink_per_step is not None
-    return {"index": index, "samples_count": 20 if measured else 0, "duration_s": 2.0 if measured else 0.0,
-            "sm_clock_mhz_median": 1980 if measured else None, "mem_clock_mhz_median": 2619 if measured else None,
-            "power_w_median": 600.0 if measured else None, "power_w_max": 690.0 if measured else None,
-            "power_limit_w": 700.0, "temperature_c_max": 61 if measured else None,
-            "throttled_fraction": throttled if measured else None,
-            "throttle_reasons_fraction": ({"sw_power_cap": throttled} if throttled else {}) if measured else None,
-            **{f"{link}_{way}_bytes{tail}": None if not measured else value * (20 if not tail else 1)
-               for link, value in (("pcie", pcie_per_step), ("nvlink", nvlink_per_step))
-               for way in ("tx", "rx") for tail in ("", "_per_step")}}
+def _gpu_window(index: int, per_step: "tuple | None", clock_mhz: float = 1980, reasons: "dict | None" = None,
+                held_back: "dict | None" = None) -> dict:
+    """One GPU's counters over a run's timed steps (bench/agent/counters.summarize_window's fields):
+    `per_step` (NVLink bytes, PCIe bytes) per step each way, or None for a window of fewer than two
+    samples; `reasons` NVML's over all samples; `held_back` the per-sample judgement of newer bundles
+    ({"fraction", "clock_mhz", "reasons"}), absent from older ones."""
+    measured = per_step is not None
+    nvlink, pcie = per_step or (None, None)
+    gpu = {"index": index, "samples_count": 20 if measured else 0, "duration_s": 2.0 if measured else 0.0,
+           "sm_clock_mhz_median": clock_mhz if measured else None, "mem_clock_mhz_median": 3201 if measured else None,
+           "power_w_median": 600.0 if measured else None, "power_w_max": 690.0 if measured else None,
+           "power_limit_w": 700.0, "temperature_c_max": 61 if measured else None,
+           "throttled_fraction": max((reasons or {}).values(), default=0.0) if measured else None,
+           "throttle_reasons_fraction": (reasons or {}) if measured else None,
+           **{f"{link}_{way}_bytes{tail}": None if not measured else value * (20 if not tail else 1)
+              for link, value in (("pcie", pcie), ("nvlink", nvlink)) for way in ("tx", "rx") for tail in ("", "_per_step")}}
+    if held_back is not None:
+        gpu.update(sm_clock_max_mhz=1980, held_back_fraction=held_back["fraction"],
+                   held_back_sm_clock_mhz_median=held_back["clock_mhz"], held_back_reasons_fraction=held_back["reasons"])
+    return gpu
 
 
-def test_ddp_runs_show_which_link_a_steps_bytes_crossed_and_where_a_gpu_throttled(real_bundle, tmp_path):
+def test_ddp_runs_show_each_links_traffic_beside_the_gradient_data_and_where_clocks_were_held_back(real_bundle, tmp_path):
     doc = json.loads(json.dumps(real_bundle))
     host = doc["hosts"][0]
-    two_gpus = [r for r in host["runs"] if r["suite"] == "ddp" and r["world_size"] == 2]
-    for run in two_gpus:
-        run["gpu_counters"] = {"interval_s": 0.1, "gpus": [_gpu_window(0, 100 << 20, 1 << 20, 0.0),
-                                                           _gpu_window(1, 100 << 20, 1 << 20, 0.6)]}
-    two_gpus[-1]["gpu_counters"]["gpus"][0] = _gpu_window(0, None, None, 0.0)  # fewer than two samples
+    h200 = json.loads((REPO / "tests/data/fixtures/h200x1/fingerprint.json").read_text())["gpus"][0]  # max SM clock 1980 MHz
+    host["fingerprint"].update(gpus=[{**h200, "index": i} for i in (0, 1)], gpu_count=2)
+    first, last = [r for r in host["runs"] if r["suite"] == "ddp" and r["world_size"] == 2]  # batches 4 and 8
+    shm = {"preset": "p2p_off", "backend": "nccl", "env": {}, "nccl_used": ["SHM"], "nccl_via": [], "matches_preset": True}
+    grad = first["metrics"]["grad_allreduce_bytes"]["summary"]["median"]
+    traffic = (0, 2 * grad)  # per step: no NVLink, twice the gradient bytes over PCIe
+    first["gpu_counters"] = {"interval_s": 0.1, "gpus": [
+        # A newer bundle judged each sample: held back in 30% of them although the median is the maximum;
+        _gpu_window(0, traffic, reasons={"sw_power_cap": 1.0}, held_back={"fraction": 0.3, "clock_mhz": 1500, "reasons": {"sw_power_cap": 0.3}}),
+        # an older one: the median clock 490 MHz below the maximum, at 689 W (issue 34's large matmuls).
+        _gpu_window(1, traffic, clock_mhz=1490, reasons={"sw_power_cap": 0.8})]}
+    last["gpu_counters"] = {"interval_s": 0.1, "gpus": [
+        _gpu_window(0, traffic, reasons={"sw_power_cap": 1.0}),  # sw_power_cap at the maximum clock (issue 34's gpt2 run)
+        _gpu_window(1, None)]}  # fewer than two samples
+    for run in (first, last):
+        run["transport"] = shm
+    assert main(["report", str(write(tmp_path / "a.json", seal(doc))), "--out", str(tmp_path / "out")]) == 0
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "| host | run | transport | GPU | PCIe traffic per step tx / rx (kernel launches included) |" in md
+    labels = [f"tiny fp32, batch {run['params']['global_batch']}, 2 GPUs" for run in (first, last)]
+    sent, data = f"{human_bytes(2 * grad)} / {human_bytes(2 * grad)}", f"{human_bytes(grad)}, 50% of PCIe rx"
+    below = "1490 of 1980 MHz, 490 MHz (25%) below the maximum"
+    assert table(md, "host | run | transport | GPU") == [
+        ["local", labels[0], "p2p_off via SHM", "GPU0", sent, "0 B / 0 B", data,
+         "30%: 1500 of 1980 MHz, 480 MHz (24%) below the maximum (sw_power_cap 30%)"],
+        ["local", labels[0], "p2p_off via SHM", "GPU1", sent, "0 B / 0 B", data, f"80%: {below} (sw_power_cap 80%)"],
+        ["local", labels[1], "p2p_off via SHM", "GPU0", sent, "0 B / 0 B", data, "no"],
+        ["local", labels[1], "p2p_off via SHM", "GPU1", "- / -", "- / -", f"{human_bytes(grad)}, over PCIe", "-"],
+    ]
+    assert (f"local {first['launch_id']} ({labels[0]}) GPU1: clocks held back in 80% of the samples, {below} "
+            "(NVML's reasons: sw\\_power\\_cap 80%)") in md
+    assert len([line for line in md.splitlines() if "clocks held back in" in line]) == 2  # never the GPU at its maximum
+
+
+def test_collectives_runs_show_their_data_over_nvlink_and_the_report_states_the_samplers_cost(real_bundle, tmp_path):
+    doc = json.loads(json.dumps(real_bundle))
+    host = doc["hosts"][0]
+    h200 = json.loads((REPO / "tests/data/fixtures/h200x1/fingerprint.json").read_text())["gpus"][0]
+    host["fingerprint"].update(gpus=[{**h200, "index": i} for i in (0, 1)], gpu_count=2)
+    host["fingerprint"]["topology"]["matrix"] = {"GPU0": {"GPU1": "NV18"}, "GPU1": {"GPU0": "NV18"}}
+    p2p = {"preset": "default", "backend": "nccl", "env": {}, "nccl_used": ["P2P"], "nccl_via": [], "matches_preset": True}
+    run = next(r for r in host["runs"] if r["suite"] == "collectives" and r["params"]["op"] == "all_reduce")
+    run["transport"] = p2p
+    run["gpu_counters"] = {"interval_s": 0.1, "gpus": [_gpu_window(i, (run["params"]["size_bytes"], 4096)) for i in (0, 1)]}
+    launch = next(l for l in host["launches"] if l["id"] == run["launch_id"])
+    launch["gpu_counters"] = {"interval_s": 0.1, "sampler_cpu_s": 0.25, "sampler_duration_s": 10.0, "sweeps_count": 66,
+                              "gpus": [_gpu_window(i, (0, 0)) for i in (0, 1)]}
     assert main(["report", str(write(tmp_path / "a.json", seal(doc))), "--out", str(tmp_path / "out")]) == 0
     md = (tmp_path / "out" / "report.md").read_text()
     rows = table(md, "host | run | transport | GPU")
-    label = f"tiny fp32, batch {two_gpus[0]['params']['global_batch']}, 2 GPUs"
-    assert [host["name"], label, "default (gloo)", "GPU0", "1 MiB / 1 MiB", "100 MiB / 100 MiB", "0%"] in rows
-    assert [host["name"], label, "default (gloo)", "GPU1", "1 MiB / 1 MiB", "100 MiB / 100 MiB", "60% (sw_power_cap 60%)"] in rows
-    assert rows[-2][3:] == ["GPU0", "- / -", "- / -", "-"]  # the last run's GPU0: not measured
-    assert f"{host['name']} {two_gpus[0]['launch_id']} ({label}) GPU1: clocks held back in 60% of the samples (sw\\_power\\_cap)" in md
-    assert len(rows) == 2 * len(two_gpus)
+    size = run["params"]["size_bytes"]  # all_reduce on 2 ranks: each rank sends and receives its size once (bus factor 1)
+    assert [row[3:] for row in rows] == [[f"GPU{i}", "4 KiB / 4 KiB", f"{human_bytes(size)} / {human_bytes(size)}",
+                                          f"{human_bytes(size)}, over NVLink", "no"] for i in (0, 1)]
+    assert "The sampler itself used 25 ms of CPU a second." in md

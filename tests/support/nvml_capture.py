@@ -22,6 +22,8 @@ def fake_pynvml(capture: dict) -> SimpleNamespace:
             self.value = value
 
     def answer(handle, key):
+        if key not in capture["gpus"][handle]:  # a capture made before ddpbench read it: not measured
+            raise NVMLError(ERROR_CODES["NVMLError_NotSupported"])
         value = capture["gpus"][handle][key]
         if isinstance(value, dict) and "error" in value:
             raise NVMLError(ERROR_CODES.get(value["error"].split(":")[0], 999))
@@ -62,7 +64,9 @@ def fake_pynvml(capture: dict) -> SimpleNamespace:
         nvmlDeviceGetPowerManagementDefaultLimit=lambda h: answer(h, "power_default_mw"),
         nvmlDeviceGetPowerUsage=lambda h: answer(h, "power_usage_mw"),
         nvmlDeviceGetClockInfo=lambda h, clock: answer(h, "sm_clock_mhz" if clock == 1 else "mem_clock_mhz"),
-        nvmlDeviceGetMaxClockInfo=lambda h, clock: answer(h, "sm_clock_mhz" if clock == 1 else "mem_clock_mhz"),
+        nvmlDeviceGetMaxClockInfo=lambda h, clock: answer(h, "max_sm_clock_mhz" if clock == 1 else "max_mem_clock_mhz"),
+        nvmlDeviceGetBAR1MemoryInfo=lambda h: SimpleNamespace(bar1Total=answer(h, "bar1_total")),
+        nvmlDeviceGetPersistenceMode=lambda h: answer(h, "persistence_mode"),
         nvmlDeviceGetTemperature=lambda h, sensor: answer(h, "temperature_c"),
         nvmlDeviceGetCurrentClocksEventReasons=lambda h: answer(h, "clock_reasons"),
         nvmlDeviceGetComputeRunningProcesses=processes("compute_processes"),

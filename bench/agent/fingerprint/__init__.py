@@ -8,29 +8,37 @@ from __future__ import annotations
 
 import os
 import platform
+import time
+from pathlib import Path
 from typing import Callable, Mapping
 
 from bench.common.timestamps import utc_timestamp
 
-from . import environment, link_load, nvidia_smi, nvml, software, system
+from . import driver_module, environment, iommu, link_load, numa, nvidia_smi, nvml, pcie_path, software, system
 
 __all__ = ["FINGERPRINT_VERSION", "collect"]
 
 FINGERPRINT_VERSION = 1
 
 
-def collect(env: Mapping[str, str] | None = None) -> dict:
+def collect(env: Mapping[str, str] | None = None, root: Path = Path("/")) -> dict:
     """Fingerprint of this machine; `env` (default os.environ) is the environment to report
-    and the one that names the container pin file."""
+    and the one that names the container pin file; `root` is where /sys and /proc are read (the
+    host's files about its GPUs, the IOMMU, NUMA and the driver's module)."""
     env = os.environ if env is None else env
     errors: list[str] = []
+    durations: dict[str, float] = {}
+    began = time.monotonic()
 
     def probe(name: str, read: Callable, default=None):
+        start = time.monotonic()
         try:
             return read()
         except Exception as error:  # noqa: BLE001 - a fingerprint must never stop a run
             errors.append(f"{name}: {type(error).__name__}: {error}"[:200])
             return default
+        finally:
+            durations[name] = round(durations.get(name, 0.0) + time.monotonic() - start, 3)
 
     gpu_facts, gpu_source = probe("nvml", lambda: nvml.read(errors)), "nvml"
     if gpu_facts is None:
@@ -42,16 +50,17 @@ def collect(env: Mapping[str, str] | None = None) -> dict:
     # The link under load needs NVML and torch on a GPU; without them it stays "not measured".
     loaded = (probe("link under load", link_load.run) if gpus and gpu_source == "nvml" else None) or {}
 
-    topology = {"matrix": None, "p2p_read": None, "cpu_affinity": None, "numa_affinity": None}
-    if gpus:  # no GPU, no topology: spares three nvidia-smi calls that could each hang 10 s
+    topology = {"matrix": None, "p2p_read": None, "p2p_write": None, "cpu_affinity": None, "numa_affinity": None}
+    if gpus:  # no GPU, no topology: spares the nvidia-smi calls that could each hang 10 s
         topology.update(probe("nvidia-smi topo -m", lambda: _smi(nvidia_smi.TOPO_MATRIX, nvidia_smi.parse_topo_matrix)) or {})
         topology["p2p_read"] = probe("nvidia-smi topo -p2p r", lambda: _smi(nvidia_smi.P2P_READ, nvidia_smi.parse_p2p_matrix))
+        topology["p2p_write"] = probe("nvidia-smi topo -p2p w", lambda: _smi(nvidia_smi.P2P_WRITE, nvidia_smi.parse_p2p_matrix))
         nvlink_status = probe("nvidia-smi nvlink -s", lambda: _smi(nvidia_smi.NVLINK_STATUS, nvidia_smi.parse_nvlink_status))
         if nvlink_status is not None:
             _fill_nvlink(gpus, nvlink_status)
 
     cpu_default = {"model": None, "sockets": None, "cores_physical": None, "logical_cpus": os.cpu_count() or 1, "numa_nodes": None}
-    return {
+    fingerprint = {
         "fingerprint_version": FINGERPRINT_VERSION,
         "collected_at": utc_timestamp(),
         "host": probe("host", system.host, {"hostname_sha256": None, "kernel": None, "os": None, "arch": None}),
@@ -73,9 +82,18 @@ def collect(env: Mapping[str, str] | None = None) -> dict:
         "container": probe("container", lambda: software.container(env),
                            {"image": env.get("DDPBENCH_IMAGE") or None, "digest": None, "pin": None}),
         "env": probe("env", lambda: environment.allowed(env), {}),
+        # modinfo, the fallback, only where there are GPUs: a CPU host need not start it.
+        "kernel_module": probe("kernel module", lambda: driver_module.read(root, **({} if gpus else {"modinfo": lambda: None})),
+                               {"flavor": None, "version": None}),
+        "pcie_path": probe("pcie path", lambda: pcie_path.read(gpus, root)),
+        "iommu": probe("iommu", lambda: iommu.read(gpus, root)),
+        "numa": probe("numa", lambda: numa.read(gpus, root)),
+        "dev_shm_total_bytes": probe("/dev/shm", lambda: system.dev_shm_total_bytes(root / "dev/shm")),
         "probes": {"gpu_source": gpu_source},
         "probe_errors": errors,
     }
+    fingerprint["probes"].update(duration_s=round(time.monotonic() - began, 3), durations_s=durations)
+    return fingerprint
 
 
 def _smi(args: tuple, parse: Callable):

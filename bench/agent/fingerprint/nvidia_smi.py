@@ -14,6 +14,7 @@ TIMEOUT_S = 10
 QUERY_XML = ("-q", "-x")
 TOPO_MATRIX = ("topo", "-m")
 P2P_READ = ("topo", "-p2p", "r")
+P2P_WRITE = ("topo", "-p2p", "w")
 NVLINK_STATUS = ("nvlink", "-s")
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -57,6 +58,11 @@ def _bytes(text: str | None) -> int | None:
     return int(value * _UNIT_BYTES[unit[0]])
 
 
+def _enabled(text: str | None) -> bool | None:
+    """'Enabled' -> True, 'Disabled' -> False, anything else (N/A) -> None."""
+    return {"Enabled": True, "Disabled": False}.get(text or "")
+
+
 def _first(gpu: ET.Element, *paths: str) -> str | None:
     """Text of the first path present and not 'N/A' (tag names moved between driver releases)."""
     for path in paths:
@@ -94,6 +100,8 @@ def parse_query_xml(text: str) -> dict:
             "max_mem_clock_mhz": _int(_first(gpu, "max_clocks/mem_clock")),
             "compute_capability": None,
             "nvlink": {"active_links": None, "link_speed_gbps": None},
+            "bar1_total_bytes": _bytes(_first(gpu, "bar1_memory_usage/total")),
+            "persistence_mode": _enabled(_first(gpu, "persistence_mode")),
         })
     return {
         "driver_version": _first(root, "driver_version"),
@@ -149,7 +157,7 @@ def parse_topo_matrix(text: str) -> dict | None:
 
 
 def parse_p2p_matrix(text: str) -> dict | None:
-    """`nvidia-smi topo -p2p r` -> {"GPU0": {"GPU1": "OK"}, ...} (OK, NS, CNS, GNS, TNS, U)."""
+    """`nvidia-smi topo -p2p r` (or w) -> {"GPU0": {"GPU1": "OK"}, ...} (OK, NS, CNS, GNS, TNS, U)."""
     parsed = _first_matrix(text)
     if parsed is None:
         return None

@@ -24,6 +24,14 @@ def _text(value) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+def _optional(call):
+    """call()'s answer, or None where the GPU, the driver or an older binding cannot tell."""
+    try:
+        return call()
+    except Exception:  # noqa: BLE001 - not measured, not an error of the fingerprint
+        return None
+
+
 def read(errors: list[str], nvml=pynvml) -> dict | None:
     """{"driver_version", "cuda_driver_version", "gpus": [...]} from NVML, or None when NVML is
     not available. Calls that fail record null; unexpected failures also append to `errors`.
@@ -76,6 +84,8 @@ def _read(nvml, errors: list[str]) -> dict:
             "max_mem_clock_mhz": get("max mem clock", lambda: nvml.nvmlDeviceGetMaxClockInfo(handle, nvml.NVML_CLOCK_MEM)),
             "compute_capability": None if capability is None else "%d.%d" % tuple(capability),
             "nvlink": get("nvlink", lambda: nvlink_state(nvml, handle)) or {"active_links": None, "link_speed_gbps": None},
+            "bar1_total_bytes": _optional(lambda: int(nvml.nvmlDeviceGetBAR1MemoryInfo(handle).bar1Total)),
+            "persistence_mode": _optional(lambda: nvml.nvmlDeviceGetPersistenceMode(handle) == nvml.NVML_FEATURE_ENABLED),
         })
     return {
         "health": get("health", lambda: health.read(nvml)),

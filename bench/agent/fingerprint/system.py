@@ -16,7 +16,7 @@ except ImportError:
 SYS = Path("/sys")
 
 
-def _read(path: Path) -> str | None:
+def read_text(path: Path) -> str | None:
     try:
         return path.read_text().strip()
     except OSError:
@@ -26,7 +26,7 @@ def _read(path: Path) -> str | None:
 def host() -> dict:
     """Hostname as sha256 (first 16 hex chars): tells machines apart without naming them."""
     os_name = None
-    for line in (_read(Path("/etc/os-release")) or "").splitlines():
+    for line in (read_text(Path("/etc/os-release")) or "").splitlines():
         if line.startswith("PRETTY_NAME="):
             os_name = line.split("=", 1)[1].strip().strip('"')
     return {
@@ -39,14 +39,14 @@ def host() -> dict:
 
 def cpu() -> dict:
     model = None
-    for line in (_read(Path("/proc/cpuinfo")) or "").splitlines():
+    for line in (read_text(Path("/proc/cpuinfo")) or "").splitlines():
         if line.lower().startswith("model name"):
             model = line.split(":", 1)[1].strip()
             break
     # (package, core) pairs from sysfs count sockets and physical cores on x86 and arm alike.
     packages, cores = set(), set()
     for topology in SYS.glob("devices/system/cpu/cpu[0-9]*/topology"):
-        package, core = _read(topology / "physical_package_id"), _read(topology / "core_id")
+        package, core = read_text(topology / "physical_package_id"), read_text(topology / "core_id")
         if package is not None and core is not None:
             packages.add(package)
             cores.add((package, core))
@@ -63,7 +63,7 @@ def cpu() -> dict:
 def memory_total_bytes() -> int | None:
     if psutil:
         return int(psutil.virtual_memory().total)
-    match = re.search(r"^MemTotal:\s+(\d+) kB", _read(Path("/proc/meminfo")) or "", re.M)
+    match = re.search(r"^MemTotal:\s+(\d+) kB", read_text(Path("/proc/meminfo")) or "", re.M)
     return int(match.group(1)) * 1024 if match else None
 
 
@@ -73,13 +73,13 @@ def network() -> dict:
     nics = []
     for net in sorted((SYS / "class/net").glob("*")):
         if (net / "device").exists():
-            speed = _read(net / "speed")  # unreadable when the link is down; -1 when unknown
+            speed = read_text(net / "speed")  # unreadable when the link is down; -1 when unknown
             speed_mbps = int(speed) if speed and speed.lstrip("-").isdigit() else None
             nics.append({"name": net.name, "speed_mbps": speed_mbps if speed_mbps and speed_mbps > 0 else None})
     infiniband = []
     for port in sorted(SYS.glob("class/infiniband/*/ports/*")):
-        rate = re.match(r"([\d.]+) Gb/sec", _read(port / "rate") or "")  # '400 Gb/sec (4X NDR)'
-        state = _read(port / "state")  # '4: ACTIVE'
+        rate = re.match(r"([\d.]+) Gb/sec", read_text(port / "rate") or "")  # '400 Gb/sec (4X NDR)'
+        state = read_text(port / "state")  # '4: ACTIVE'
         infiniband.append({
             "device": port.parent.parent.name,
             "port": int(port.name),
@@ -87,3 +87,13 @@ def network() -> dict:
             "state": state.split(":", 1)[-1].strip() if state else None,
         })
     return {"nics": nics, "infiniband": infiniband}
+
+
+def dev_shm_total_bytes(path: Path = Path("/dev/shm")) -> int | None:
+    """The size of the shared-memory filesystem NCCL's SHM transport allocates in (Docker gives a
+    container 64 MiB unless told otherwise); None where there is none."""
+    try:
+        stat = os.statvfs(path)
+    except OSError:
+        return None
+    return stat.f_blocks * stat.f_frsize
