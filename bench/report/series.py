@@ -117,8 +117,8 @@ def efficiency_bars(comparison: Comparison) -> list[Bar]:
     for (key, series), entries in sorted(groups.items()):
         # Efficiency = baseline per-sample time / this run's: the baseline is the numerator.
         base, samples = _baseline_samples(entries, "per_sample_gpu_time_s"), pooled(entries, "per_sample_gpu_time_s")
-        if base and samples:
-            bars.append(Bar(series, group_label(key), ratio_of_medians(base, samples)))
+        if base and samples and (efficiency := ratio_of_medians(base, samples)) is not None:  # None: a 0 s per-sample time
+            bars.append(Bar(series, group_label(key), efficiency))
     return bars
 
 
