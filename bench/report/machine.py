@@ -51,7 +51,7 @@ def copy_tables(comparison: Comparison) -> list:
         largest = max(e.params["size_bytes"] for e in group)
         cells = {}
         for e in group:
-            if e.params["size_bytes"] == largest:
+            if e.params["size_bytes"] == largest and e.samples("copy_gbps"):
                 cells[(e.params["src"], e.params["dst"])] = Spread.of(e.samples("copy_gbps")).median
         ends = sorted({end for pair in cells for end in pair}, key=lambda end: (end != "host", end))
         rows = [[src, *(f"{cells[(src, dst)]:.4g}" if (src, dst) in cells else "-" for dst in ends)] for src in ends]
@@ -64,9 +64,10 @@ def copy_tables(comparison: Comparison) -> list:
         p = e.params
         points[(e.host.name, e.series.hardware, p["direction"], _mode(p), p["src"], p["dst"], p["size_bytes"])].append(e)
     for (host, hardware, direction, mode, src, dst, size), group in sorted(points.items()):
-        value = Spread.of([s for e in group for s in e.samples("copy_gbps")])
+        samples = [s for e in group for s in e.samples("copy_gbps")]
+        value = Spread.of(samples) if samples else None  # an ok run that recorded no copy_gbps
         rows.append([host, hardware, direction, mode, f"{src} → {dst}", human_bytes(size),
-                     f"{value.median:.4g} [{value.low:.4g}, {value.high:.4g}] n={value.n}"])
+                     f"{value.median:.4g} [{value.low:.4g}, {value.high:.4g}] n={value.n}" if value else "-"])
     blocks.append(Table(["host", "GPUs and link", "direction", "engine", "source → destination", "size",
                          "GB/s median [p5, p95]"], rows))
     return blocks
@@ -94,7 +95,8 @@ def copy_bars(comparison: Comparison) -> list[CopyBar]:
     for (host, gpu, label), group in sorted(groups.items()):
         largest = max(e.params["size_bytes"] for e in group)
         samples = [s for e in group if e.params["size_bytes"] == largest for s in e.samples("copy_gbps")]
-        bars.append(CopyBar(f"{host} · {gpu}", label, Spread.of(samples), peaks.get((host, gpu))))
+        if samples:
+            bars.append(CopyBar(f"{host} · {gpu}", label, Spread.of(samples), peaks.get((host, gpu))))
     return bars
 
 
@@ -163,8 +165,8 @@ def _held_back(where: str, gpu: dict) -> "str | None":
     """A warning line where the GPU throttled in more than THROTTLE_FLAG_FRACTION of the samples."""
     if (gpu["throttled_fraction"] or 0) <= THROTTLE_FLAG_FRACTION:
         return None
-    return (f"{where} GPU{gpu['index']}: clocks held back in {gpu['throttled_fraction']:.0%} of the samples "
-            f"({', '.join(sorted(gpu['throttle_reasons_fraction']))})")
+    reasons = ", ".join(sorted(gpu["throttle_reasons_fraction"] or {}))  # null: not told apart
+    return f"{where} GPU{gpu['index']}: clocks held back in {gpu['throttled_fraction']:.0%} of the samples" + (f" ({reasons})" if reasons else "")
 
 
 def _launch_counters(comparison: Comparison) -> tuple[list, list]:

@@ -136,7 +136,7 @@ def predictions(comparison: Comparison) -> list[Prediction]:
     groups = defaultdict(list)
     for entry in comparison.runs:
         predicted = (entry.run.get("derived") or {}).get("predicted_step_time_s")
-        if entry.run["suite"] == "ddp" and entry.run["world_size"] > 1 and predicted is not None:
+        if entry.run["suite"] == "ddp" and entry.run["world_size"] > 1 and predicted is not None and entry.samples("step_time_s"):
             groups[(_ddp_group(entry), entry.series)].append(entry)
     found = []
     for (key, series), entries in sorted(groups.items()):
@@ -201,7 +201,7 @@ def p2p_matrices(comparison: Comparison) -> list[P2PMatrix]:
     hosts, topologies = defaultdict(set), {}
     for entry in comparison.runs:
         p = entry.params
-        if entry.run["suite"] == "collectives" and p["op"] == "sendrecv":
+        if entry.run["suite"] == "collectives" and p["op"] == "sendrecv" and entry.samples("busbw_gbps"):
             topology = (entry.host.fingerprint.get("topology") or {}).get("matrix")
             kind = (entry.series.hardware, entry.series.transport, entry.series.mismatch,
                     json.dumps(topology, sort_keys=True))
