@@ -249,11 +249,14 @@ HOSTS_TEXT = {
     "nan_timeout": "hosts:\n  - {name: a, runtime: native, address: 127.0.0.1, connect_timeout_s: .nan}\n",
     "megabyte_name": "hosts:\n  - {name: " + "a" * 1_000_000 + ", runtime: local}\n",
     "too_many_hosts": "hosts:\n" + "".join(f"  - {{name: h{i}, runtime: local}}\n" for i in range(300)),
+    "bidi_override_label": 'hosts:\n  - {name: a, runtime: local, labels: ["PCIe \\u202e4x"]}\n',
+    "c1_control_label": 'hosts:\n  - {name: a, runtime: local, labels: ["a\\x9bb"]}\n',
 }
 HOSTS_REFUSALS = {
     "timestamp_name": "timestamp is not allowed", "binary_label": "binary is not allowed", "set_labels": "set is not allowed",
     "integer_key": "the key '7' is not a string", "duplicate_host_key": "given twice", "nan_timeout": "not a finite number",
     "megabyte_name": "field hosts[0].name", "too_many_hosts": "field hosts",
+    "bidi_override_label": "field hosts[0].labels[0]", "c1_control_label": "field hosts[0].labels[0]",
 }
 
 
