@@ -23,7 +23,7 @@ from xml.etree import ElementTree
 
 import pytest
 
-from bench.bundle import seal
+from bench.bundle import canonical_pieces, digest, seal
 from tests.conftest import REPO, bundle_path_from, cli
 
 CASE_TIMEOUT_S = 30
@@ -540,6 +540,8 @@ RUN_JSON = {
                           "plan": with_env({"LD_PRELOAD": "x"})}, "env"),
     "not_an_object": ("[1, 2]", "damaged"),
     "nan": ('{"run_id": NaN}', "NaN"),
+    "key_twice": ('{"run_id": "../escape", "run_id": "20250101T000000Z-abcdef", "started_at": "2025-01-01T00:00:00Z", "plan": {}}',
+                  "the key 'run_id' is given twice"),
 }
 
 
@@ -721,6 +723,19 @@ def test_a_big_file_is_read_in_bounded_memory(case, tmp_path, sandbox):
     assert "Traceback" not in stderr and stderr.count("\n") == 1 and fragment in stderr, stderr
     print(f"{case}: {path.stat().st_size / 1e6:.0f} MB read in {peak / 2**20:.0f} MiB")
     assert peak < MEMORY_LIMIT_BYTES, f"{peak / 2**20:.0f} MiB"
+
+
+def test_the_digest_hashed_in_pieces_is_the_canonical_jsons(bundle_doc):
+    """Bundles sealed by any ddpbench hash alike: the pieces join to json.dumps' canonical text."""
+    doc = copy.deepcopy(bundle_doc)
+    doc["hosts"][0]["labels"] = ["é 中文 \U0001f600 \\ \"quoted\""]
+    doc["hosts"][0]["runs"][0]["notes"] = ["\x00\u202e", "1e300"]
+    doc["hosts"].append({**doc["hosts"][0], "runs": [], "launches": []})
+    body = {k: v for k, v in doc.items() if k != "sha256"}
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+    assert "".join(canonical_pieces(body)) == canonical
+    assert digest(doc) == hashlib.sha256(canonical.encode()).hexdigest()
+    assert digest(bundle_doc) == bundle_doc["sha256"]
 
 
 def test_non_ascii_text_counts_as_python_holds_it(tmp_path, sandbox):
