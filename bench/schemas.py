@@ -130,8 +130,8 @@ def _pattern_descriptions() -> dict:
     return found
 
 
-def validate(name: str, document, source: str, fix: str, thorough: bool = True) -> None:
+def validate(name: str, document, source: str, fix: str) -> None:
     """Raise a UserError naming the source, the field and the fix for the most relevant problem."""
-    problem = first_problem(document, name, thorough=thorough)
+    problem = first_problem(document, name)
     if problem is not None:
         raise UserError(f"{source}: {problem}; {fix}")

@@ -115,12 +115,22 @@ def parsed_bytes(data: bytes) -> int:
     return len(data) + sum(data.count(token) * cost for token, cost in TOKEN_BYTES.items())
 
 
+# UTF-8 lead bytes of characters beyond U+FFFF, and of those beyond U+00FF.
+BEYOND_BMP, BEYOND_LATIN1 = re.compile(rb"[\xf0-\xf4]"), re.compile(rb"[\xc4-\xef]")
+
+
+def _width(data: bytes) -> int:
+    """The bytes a character Python holds this text in once decoded: 1, 2 or 4, by its widest
+    character (ddpbench writes ASCII)."""
+    if data.isascii():
+        return 1
+    start = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
+    return 4 if BEYOND_BMP.search(data, start) else 2 if BEYOND_LATIN1.search(data, start) else 1
+
+
 def _text(path: Path, data: bytes) -> str:
     """The bytes as text, refused where the text or its parsed values would pass their limits."""
-    bom = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
-    # Python holds text in 1, 2 or 4 bytes a character, the widest character's: ddpbench writes ASCII.
-    width = 1 if data.isascii() else 4 if re.compile(rb"[\xf0-\xf4]").search(data, bom) else 2 \
-        if re.compile(rb"[\xc4-\xef]").search(data, bom) else 1
+    width = _width(data)
     if len(data) * width > MAX_BUNDLE_BYTES:
         raise UserError(f"{path}: {len(data)} bytes of text with characters Python holds in {width} bytes each is over "
                         f"the {MAX_BUNDLE_BYTES}-byte limit for a bundle; ddpbench writes bundles as ASCII: get the original")
@@ -156,11 +166,15 @@ def _structure_problem(document) -> "str | None":
         keyed = isinstance(item, dict)
         for key, value in item.items() if keyed else enumerate(item):
             # Only a long or non-ASCII text can be a problem: the rest is passed over at C speed.
-            if keyed and (len(key) > longest or not key.isascii()) and text_problem((*path, key), key):
-                return text_problem((*path, key), key)
+            if keyed and (len(key) > longest or not key.isascii()):
+                problem = text_problem((*path, key), key)
+                if problem:
+                    return problem
             if type(value) is str:
-                if (len(value) > longest or not value.isascii()) and text_problem((*path, key), value):
-                    return text_problem((*path, key), value)
+                if len(value) > longest or not value.isascii():
+                    problem = text_problem((*path, key), value)
+                    if problem:
+                        return problem
             elif type(value) in (dict, list):
                 stack.append((value, (*path, key)))
     return None
