@@ -77,13 +77,17 @@ def cmd_report(args) -> int:
     # come is a tenth of the import time.
     gc.disable()
     from bench.report import write_report
-    from bench.report.inputs import expand, load
+    from bench.report.inputs import expand, load, write_without_failing
 
     gc.enable()
 
-    loaded, skipped = load(expand(args.bundles), args.strict, lambda line: print(line, file=sys.stderr))
-    path = write_report([item.bundle for item in loaded], args.out, skipped, args.group_by)
-    print(f"report: {path} and {path.with_suffix('.html').name}, from {len(loaded)} bundle(s)")
+    def warn(line: str) -> None:
+        print(line, file=sys.stderr)
+
+    loaded, skipped = load(expand(args.bundles), args.strict, warn)
+    path, count = write_without_failing(
+        loaded, args.out, lambda bundles, noted, out: write_report(bundles, out, noted, args.group_by), skipped, args.strict, warn)
+    print(f"report: {path} and {path.with_suffix('.html').name}, from {count} bundle(s)")
     gc.freeze()  # the process ends here: the collection at exit then skips all of the above (a tenth of a second)
     return 0
 

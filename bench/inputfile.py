@@ -31,16 +31,16 @@ def read_input(path: Path, what: str, max_bytes: int = MAX_TEXT_BYTES) -> bytes:
             raise UserError(f"{path}: {kind}; give the path of a {what} file")
         if info.st_size > max_bytes:
             raise UserError(f"{path}: {info.st_size} bytes is over the {max_bytes}-byte limit for a {what}; this is not a ddpbench {what}")
-        chunks, size = [], 0
-        while size <= max_bytes:
-            chunk = os.read(fd, min(1 << 20, max_bytes + 1 - size))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
+        # One read of the size fstat gave (and a byte more, to see a file that grew): a big file is
+        # then held once, not once in pieces and again joined.
+        chunks = [os.read(fd, info.st_size + 1)]
+        size = len(chunks[0])
+        while size <= max_bytes and chunks[-1]:
+            chunks.append(os.read(fd, min(1 << 20, max_bytes + 1 - size)))
+            size += len(chunks[-1])
         if size > max_bytes:  # grew while we read it
             raise UserError(f"{path}: over the {max_bytes}-byte limit for a {what}; this is not a ddpbench {what}")
-        return b"".join(chunks)
+        return chunks[0] if len(chunks[0]) == size else b"".join(chunks)
     except OSError as err:
         raise UserError(f"{path}: cannot read this {what} ({err.strerror}); give a readable file") from None
     finally:
@@ -51,15 +51,49 @@ def read_json_text(path: Path, what: str, max_bytes: int = MAX_TEXT_BYTES):
     """A JSON document from a file, with NaN, Infinity and numbers that overflow to inf refused."""
     data = read_input(path, what, max_bytes)
     try:
-        document = json.loads(data, parse_constant=reject_constant, parse_float=finite_float)
+        document = loads(data)
     except RecursionError:
         raise UserError(f"{path}: nested too deeply to be a {what}") from None
+    except GivenTwice as err:
+        raise UserError(f"{path}: {err}; this {what} is damaged") from None
     except (UnicodeDecodeError, ValueError) as err:
         raise UserError(f"{path}: not valid JSON ({err}); this {what} is damaged") from None
     problem = lone_surrogate(document)
     if problem:
         raise UserError(f"{path}: {problem}; this {what} is damaged")
     return document
+
+
+def loads(text: "str | bytes"):
+    """json.loads as I-JSON (RFC 7493) reads: no key given twice in an object (readers differ on
+    which one counts, so a seal over one reading would vouch for another), no integer past
+    +-(2**53 - 1) (a double holds no more), no NaN or infinity."""
+    return json.loads(text, object_pairs_hook=unique_keys, parse_int=exact_int, parse_constant=reject_constant,
+                      parse_float=finite_float)
+
+
+class GivenTwice(ValueError):
+    """A JSON object with a key given twice."""
+
+
+def unique_keys(pairs: list) -> dict:
+    document = dict(pairs)
+    if len(document) < len(pairs):
+        seen: set = set()
+        twice = next(key for key, _ in pairs if key in seen or seen.add(key))
+        raise GivenTwice(f"the key {twice[:80]!r} is given twice in one object (I-JSON, RFC 7493)")
+    return document
+
+
+MAX_EXACT_INT = 2**53 - 1
+
+
+def exact_int(text: str) -> int:
+    # The length first: converting a long run of digits costs time in its square (Python < 3.11).
+    value = int(text) if len(text) <= 17 else None
+    if value is None or abs(value) > MAX_EXACT_INT:
+        raise ValueError(f"{text[:20]} is past the integers JSON readers agree on (+-2**53 - 1)")
+    return value
 
 
 def reject_constant(name: str):

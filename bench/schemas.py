@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import re
 from pathlib import Path
@@ -66,6 +67,11 @@ def _with_suites_in_bundle(bundle: dict) -> dict:
     return bundle
 
 
+def documents() -> dict:
+    """$id -> every schema a document may refer to (the files in schema/, each suite's params.schema.json)."""
+    return {document["$id"]: document for document in _resources()}
+
+
 def _resources() -> list:
     """Every schema a document may refer to: the files in schema/ and each suite's params.schema.json."""
     return [schema(name) for name in NAMES] + [suite.schema for suite in suites.registry().values()]
@@ -102,30 +108,40 @@ def field_path(path) -> str:
     """`suites[0].params.ops[1]` from a jsonschema path."""
     text = ""
     for part in path:
+        if isinstance(part, str) and not part.isprintable():  # a hostile key: shown escaped, never as it is
+            part = ascii(part)
         text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
     return text or "(top level)"
 
 
-def first_problem(document, name: str, definition: str = "") -> "str | None":
-    """`field X: what is wrong` for the most relevant problem, or None when the document is valid."""
+def first_problem(document, name: str, definition: str = "", thorough: bool = True, at: tuple = ()) -> "str | None":
+    """`field X: what is wrong` for the most relevant problem, or None when the document is valid.
+    Not thorough: the first problem found, for a document so big that weighing every problem
+    (in Python) would take minutes. `at`: where the document lies in a larger one, for the field's name."""
     try:
         if fast_validator(name, definition).is_valid(document):
             return None
     except UnicodeEncodeError as err:  # a lone UTF-16 surrogate (a \ud800 escape in JSON) is no text the validator takes
         return f"a text value holds {err.object[err.start:err.end]!r}, a lone surrogate that is not text"
-    return _explain(document, name, definition)
+    return _explain(document, name, definition, thorough, at)
 
 
-def _explain(document, name: str, definition: str) -> str:
+MAX_WEIGHED_ERRORS = 1000  # a document with a problem in each of a million values is explained from its first thousand
+
+
+def _explain(document, name: str, definition: str, thorough: bool = True, at: tuple = ()) -> str:
     from jsonschema.exceptions import best_match
 
-    errors = list(validator(name, definition).iter_errors(document))
+    errors = list(itertools.islice(validator(name, definition).iter_errors(document), MAX_WEIGHED_ERRORS)) if thorough else []
     # The deepest error names the field the user got wrong; "unevaluated" errors at a parent
     # are only the echo of a failed subschema.
     error = max(errors, key=lambda e: len(e.absolute_path), default=None)
     error = error and best_match(e for e in errors if len(e.absolute_path) == len(error.absolute_path))
-    if error is None:  # only the final validator refuses it: its own words
-        error = next(fast_validator(name, definition).iter_errors(document))
+    if error is None:  # only the final validator refuses it (or not thorough): its own words, for its first problem
+        try:
+            fast_validator(name, definition).validate(document)
+        except jsonschema_rs.ValidationError as found:
+            error = found
         path, message = error.instance_path, error.message
         refused = re.search(r'does not match "(.*)"$', message, re.DOTALL)
         schema_part = {"description": _pattern_descriptions().get(refused and refused.group(1).replace("\\\\", "\\"))}
@@ -133,10 +149,10 @@ def _explain(document, name: str, definition: str) -> str:
         path, message, schema_part = error.absolute_path, error.message, error.schema if error.validator == "pattern" else {}
     if schema_part.get("description"):  # the regex means little to a reader
         message = f"{_short(_instance_at(document, path))} is not allowed here: {schema_part['description'].rstrip('.')}"
-    message = " ".join(message.split())
+    message = " ".join(message[:1000].split())  # a message may quote a value of megabytes
     if len(message) > 300:
         message = message[:297] + "..."
-    return f"field {field_path(path)}: {message}"
+    return f"field {field_path((*at, *path))}: {message}"
 
 
 def _short(value) -> str:

@@ -2,20 +2,26 @@
 
 The sha256 covers the canonical JSON (sorted keys, no whitespace, ASCII) of the whole
 document except the sha256 field, so changing one number anywhere breaks it. Reading is
-safe whatever the file holds: JSON only, a size limit, a nesting-depth limit, no code run.
+safe whatever the file holds: I-JSON only (no key twice, integers a double holds), a size
+limit, a bound on the memory its parsing may take (estimated from the text before a value
+is built), a nesting-depth limit, no text or array longer than the schema lets any field
+hold, no code run.
 """
 
 from __future__ import annotations
 
+import codecs
+import functools
 import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Callable
 
 from bench import schemas, suites
 from bench.common.files import write_text
 from bench.errors import UserError
-from bench.inputfile import finite_float, lone_surrogate, read_input, reject_constant
+from bench.inputfile import GivenTwice, loads, lone_surrogate, read_input
 
 SCHEMA_VERSION = 1
 # Reading an older bundle: MIGRATIONS[v] turns a version-v document into a version-(v+1) one.
@@ -23,15 +29,51 @@ SCHEMA_VERSION = 1
 MIGRATIONS: "dict[int, Callable[[dict], dict]]" = {}
 MAX_BUNDLE_BYTES = 256 * 1024 * 1024
 MAX_DEPTH = 64
+# The Python objects a bundle's text may become, at the most (estimated from the text before one
+# is built): with the text held while it is parsed, then a run's canonical text or a copy of it
+# while it is hashed or explained, reading any file under MAX_BUNDLE_BYTES takes well under 1 GiB
+# (tests/e2e/test_hostile_input.py measures it).
+MAX_PARSED_BYTES = 384 * 1024 * 1024
+# What a token of the text costs once parsed, at the most (CPython 3.11, measured): each value
+# after a comma a float and its slot in a list (32) or a long integer (40); each string (two
+# quotes) a str (from 50), or a new key with its pair and memo entry (up to 180); an array an
+# empty list (56); an object a dict of one entry and its pairs (up to 240). Real bundles take
+# about a quarter of this estimate: their keys repeat.
+TOKEN_BYTES = {b",": 48, b'"': 90, b"[": 80, b"{": 240}
+# A big bundle is explained by the first problem found in its smallest part that has one (a run,
+# a launch, the rest): weighing every problem (in Python) or quoting a big part would take minutes
+# and gigabytes.
+BIG_BUNDLE_BYTES = 4 * 1024 * 1024
+CANONICAL = {"sort_keys": True, "separators": (",", ":"), "ensure_ascii": True, "allow_nan": False}
+PIECE_DEPTH = 4  # a run or a launch: its canonical text is made whole, what holds it piece by piece
+HASHED_CHARS = 1 << 20
 
 
-def canonical_json(document: dict) -> bytes:
-    body = {k: v for k, v in document.items() if k != "sha256"}
-    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False).encode()
+def canonical_pieces(value, depth: int = 0):
+    """json.dumps(value, **CANONICAL) in pieces: the containers of the first PIECE_DEPTH levels
+    (bundle, hosts, host, runs) piece by piece, each value below them whole. Hashing a bundle then
+    never holds its whole canonical text, which for a big one could be larger than its file."""
+    if depth >= PIECE_DEPTH or not isinstance(value, (dict, list)):
+        yield json.dumps(value, **CANONICAL)
+    elif isinstance(value, dict):
+        for i, key in enumerate(sorted(value)):
+            yield ("{" if i == 0 else ",") + json.dumps(key, **CANONICAL) + ":"
+            yield from canonical_pieces(value[key], depth + 1)
+        yield "}" if value else "{}"
+    else:
+        for i, item in enumerate(value):
+            yield "[" if i == 0 else ","
+            yield from canonical_pieces(item, depth + 1)
+        yield "]" if value else "[]"
 
 
 def digest(document: dict) -> str:
-    return hashlib.sha256(canonical_json(document)).hexdigest()
+    """sha256 of the canonical JSON of everything but the sha256 field."""
+    hashed = hashlib.sha256()
+    for piece in canonical_pieces({k: v for k, v in document.items() if k != "sha256"}):
+        for start in range(0, len(piece), HASHED_CHARS):
+            hashed.update(piece[start:start + HASHED_CHARS].encode())
+    return hashed.hexdigest()
 
 
 def seal(document: dict) -> dict:
@@ -53,18 +95,94 @@ def agent_raw_problem(raw) -> "str | None":
     return schemas.first_problem(raw, "bundle", "agent_raw")
 
 
-def _depth(value, limit: int) -> int:
-    stack, deepest = [(value, 1)], 0
+@functools.lru_cache(maxsize=None)
+def _largest(keyword: str) -> int:
+    """The largest value of a schema keyword (maxLength, maxItems) across the schemas a bundle uses."""
+    found, stack = 0, [schemas.schema(name) for name in ("bundle", "plan", "fingerprint")]
     while stack:
-        item, depth = stack.pop()
-        deepest = max(deepest, depth)
-        if depth > limit:
-            return depth
-        if isinstance(item, dict):
-            stack.extend((v, depth + 1) for v in item.values())
-        elif isinstance(item, list):
-            stack.extend((v, depth + 1) for v in item)
-    return deepest
+        node = stack.pop()
+        if isinstance(node, dict):
+            if isinstance(node.get(keyword), int):
+                found = max(found, node[keyword])
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return found
+
+
+def parsed_bytes(data: bytes) -> int:
+    """At the most, the memory the text's values take once parsed (TOKEN_BYTES), its strings included."""
+    return len(data) + sum(data.count(token) * cost for token, cost in TOKEN_BYTES.items())
+
+
+# UTF-8 lead bytes of characters beyond U+FFFF, and of those beyond U+00FF.
+BEYOND_BMP, BEYOND_LATIN1 = re.compile(rb"[\xf0-\xf4]"), re.compile(rb"[\xc4-\xef]")
+
+
+def _width(data: bytes) -> int:
+    """The bytes a character Python holds this text in once decoded: 1, 2 or 4, by its widest
+    character (ddpbench writes ASCII)."""
+    if data.isascii():
+        return 1
+    start = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
+    return 4 if BEYOND_BMP.search(data, start) else 2 if BEYOND_LATIN1.search(data, start) else 1
+
+
+def _text(path: Path, data: bytes) -> str:
+    """The bytes as text, refused where the text or its parsed values would pass their limits."""
+    width = _width(data)
+    if len(data) * width > MAX_BUNDLE_BYTES:
+        raise UserError(f"{path}: {len(data)} bytes of text with characters Python holds in {width} bytes each is over "
+                        f"the {MAX_BUNDLE_BYTES}-byte limit for a bundle; ddpbench writes bundles as ASCII: get the original")
+    estimate = parsed_bytes(data)
+    if estimate > MAX_PARSED_BYTES:
+        raise UserError(f"{path}: its values would take about {estimate >> 20} MiB once read, over the "
+                        f"{MAX_PARSED_BYTES >> 20} MiB a bundle may take; this is not a ddpbench bundle")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise UserError(f"{path}: not UTF-8 text ({err}); this is not a ddpbench bundle") from None
+
+
+def _structure_problem(document) -> "str | None":
+    """What no bundle can hold, found in one walk before anything else looks at the document: a
+    nesting deeper than MAX_DEPTH, a lone surrogate, a text longer or an array or object larger
+    than the schema lets any field be (so that no refusal ever quotes a huge value)."""
+    longest, most = _largest("maxLength"), _largest("maxItems")
+
+    def text_problem(path: tuple, text: str) -> "str | None":
+        if len(text) > longest:
+            return f"{_field(path)}: a text of {len(text)} characters ({text[:20]!r}...), longer than any field of a bundle holds ({longest})"
+        surrogate = lone_surrogate(text)
+        return surrogate and f"{_field(path)}: {surrogate}"
+
+    stack = [(document, ())]
+    while stack:
+        item, path = stack.pop()
+        if len(item) > most:
+            return f"{_field(path)}: {len(item)} items, more than any array or object of a bundle holds ({most})"
+        if item and len(path) + 1 >= MAX_DEPTH:
+            return f"{_field(path)}: nested deeper than {MAX_DEPTH} levels"
+        keyed = isinstance(item, dict)
+        for key, value in item.items() if keyed else enumerate(item):
+            # Only a long or non-ASCII text can be a problem: the rest is passed over at C speed.
+            if keyed and (len(key) > longest or not key.isascii()):
+                problem = text_problem((*path, key), key)
+                if problem:
+                    return problem
+            if type(value) is str:
+                if len(value) > longest or not value.isascii():
+                    problem = text_problem((*path, key), value)
+                    if problem:
+                        return problem
+            elif type(value) in (dict, list):
+                stack.append((value, (*path, key)))
+    return None
+
+
+def _field(path: tuple) -> str:
+    where = schemas.field_path(path)
+    return f"field {where if len(where) <= 200 else where[:197] + '...'}"
 
 
 def readable_versions() -> list[int]:
@@ -86,25 +204,29 @@ def migrate(document: dict) -> dict:
 
 
 def read_bundle(path: Path) -> dict:
-    """Load, check size, depth, schema version, sha256 and schema; one UserError per problem."""
+    """Load, check size, structure, schema version, sha256 and schema; one UserError per problem."""
     data = read_input(path, "bundle", MAX_BUNDLE_BYTES)
+    big = len(data) > BIG_BUNDLE_BYTES
+    text = _text(path, data)
+    del data  # the text alone is held while it is parsed
     try:
-        document = json.loads(data, parse_constant=reject_constant, parse_float=finite_float)
+        document = loads(text)
     except RecursionError:
         raise UserError(f"{path}: nested too deeply to be a bundle; this is not a ddpbench bundle") from None
-    except (UnicodeDecodeError, ValueError) as err:
+    except GivenTwice as err:
+        raise UserError(f"{path}: {err}; ddpbench never writes one: get the original") from None
+    except ValueError as err:
         # A cut can fall anywhere (inside a string, a number, `true`), so the decoder's position
         # does not tell; an object that never closes does.
-        truncated = data.lstrip().startswith(b"{") and not data.rstrip().endswith(b"}")
+        truncated = text.lstrip().startswith("{") and not text.rstrip().endswith("}")
         what = "truncated (the JSON ends early)" if truncated else f"not valid JSON ({err})"
         raise UserError(f"{path}: {what}; fetch the bundle again or rerun `ddpbench run`") from None
+    del text
     if not isinstance(document, dict):
         raise UserError(f"{path}: a bundle is a JSON object, this is a {type(document).__name__}; check the file")
-    if _depth(document, MAX_DEPTH) > MAX_DEPTH:
-        raise UserError(f"{path}: nested deeper than {MAX_DEPTH} levels; this is not a ddpbench bundle")
-    surrogate = lone_surrogate(document)
-    if surrogate:
-        raise UserError(f"{path}: {surrogate}; this is not a bundle ddpbench wrote: get the original")
+    problem = _structure_problem(document)
+    if problem:
+        raise UserError(f"{path}: {problem}; this is not a bundle ddpbench wrote: get the original")
     version = document.get("schema_version")
     if type(version) is not int or version not in readable_versions():
         readable = ", ".join(str(v) for v in readable_versions())
@@ -120,8 +242,38 @@ def read_bundle(path: Path) -> dict:
         )
     document = migrate(document)
     _check_suites_known(document, path)
-    schemas.validate("bundle", document, str(path), "the bundle does not follow schema/bundle.schema.json: get the original")
+    problem = _problem_of_a_big_bundle(document) if big else schemas.first_problem(document, "bundle")
+    if problem:
+        raise UserError(f"{path}: {problem}; the bundle does not follow schema/bundle.schema.json: get the original")
     return document
+
+
+def _problem_of_a_big_bundle(document: dict) -> "str | None":
+    """The first problem of a big bundle, explained on the smallest part that holds it: a run, a
+    launch, or the bundle without its runs and launches (each valid then)."""
+    if schemas.fast_validator("bundle").is_valid(document):
+        return None
+    hosts = document.get("hosts") if isinstance(document.get("hosts"), list) else []
+    limits = {key: spec["maxItems"] for key, spec in schemas.schema("bundle")["$defs"]["host_result"]["properties"].items()
+              if key in ("runs", "launches")}
+    skeleton = []
+    for h, host in enumerate(hosts):
+        if not isinstance(host, dict):
+            skeleton.append(host)
+            continue
+        kept = {}
+        for key, definition in (("launches", "launch"), ("runs", "run")):
+            items = host.get(key)
+            if not isinstance(items, list) or len(items) > limits[key]:
+                continue
+            for i, item in enumerate(items):
+                problem = schemas.first_problem(item, "bundle", definition, thorough=False, at=("hosts", h, key, i))
+                if problem:
+                    return problem
+            kept[key] = []
+        skeleton.append({**host, **kept})
+    return (schemas.first_problem({**document, "hosts": skeleton}, "bundle", thorough=False)
+            or schemas.first_problem(document, "bundle", thorough=False))
 
 
 def _check_suites_known(document: dict, path: Path) -> None:

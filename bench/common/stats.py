@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 import random
 import statistics
+import sys
 from dataclasses import dataclass
 
 LEVEL = 0.95
@@ -60,6 +61,7 @@ def family_method(level: float, count: int) -> str:
 
 
 RESOLVED_LEVEL = 1 - 2 * TAIL_RESAMPLES_MIN / RESAMPLES  # the widest percentile interval RESAMPLES resolve: 99%
+LOG_FLOAT_MAX = math.log(sys.float_info.max)
 
 
 def _resolved(level: float) -> bool:
@@ -69,19 +71,27 @@ def _resolved(level: float) -> bool:
 def _interval(value: float, ratios: list[float], level: float, n: int) -> Spread:
     """The central `level` of the sorted resampled ratios; past RESOLVED_LEVEL, each end of their
     RESOLVED_LEVEL percentile interval extrapolated on the log scale by the ratio of normal
-    quantiles, each tail by its own distance from the median (the resamples may be skewed)."""
+    quantiles, each tail by its own distance from the median (the resamples may be skewed). No
+    interval where that scale has no room: half the ratios 0, or an end pushed past a float's range."""
     def central(at: float) -> tuple[float, float]:
         tail = (1 - at) / 2 * 100
         return percentile(ratios, tail), percentile(ratios, 100 - tail)
     if _resolved(level):
         return Spread(value, *central(level), n)
     low, high = central(RESOLVED_LEVEL)
-    centre = math.log(percentile(ratios, 50))
+    middle = percentile(ratios, 50)
+    if middle <= 0:
+        return Spread(value, None, None, n)
     def z(at: float) -> float:
         return statistics.NormalDist().inv_cdf(1 - (1 - at) / 2)
     stretch = z(level) / z(RESOLVED_LEVEL)
-    return Spread(value, math.exp(centre - (centre - math.log(low)) * stretch),
-                  math.exp(centre + (math.log(high) - centre) * stretch), n)
+    centre = math.log(middle)
+    top = centre + (math.log(high) - centre) * stretch
+    if top > LOG_FLOAT_MAX:
+        return Spread(value, None, None, n)
+    # A low end of 0 stays 0: on the log scale it is already as far out as an end can be.
+    bottom = math.exp(centre - (centre - math.log(low)) * stretch) if low > 0 else 0.0
+    return Spread(value, bottom, math.exp(top), n)
 
 
 def percentile(sorted_samples: list[float], q: float) -> float:
@@ -140,6 +150,8 @@ class Spread:
         return cls(statistics.median(ordered), percentile(ordered, 5), percentile(ordered, 95), len(ordered))
 
     def scaled(self, factor: float) -> "Spread":
+        if self.low is None:
+            return Spread(self.median * factor, None, None, self.n)
         return Spread(self.median * factor, self.low * factor, self.high * factor, self.n)
 
     @property
@@ -173,22 +185,32 @@ def _resampled_median_of_many(rng: random.Random, ordered: list[float]) -> float
     return (low + ordered[min(int(above * n), n - 1)]) / 2
 
 
-def ratio_of_medians(numerator: list, denominator: list, level: float = LEVEL) -> Spread:
+def ratio_of_medians(numerator: list, denominator: list, level: float = LEVEL) -> "Spread | None":
     """median(numerator) / median(denominator) and its bootstrap interval; n is the smaller side's count."""
     return ratio_of_pooled_medians([numerator], [denominator], level)
 
 
-def ratio_of_pooled_medians(numerator: "list[list]", denominator: "list[list]", level: float = LEVEL) -> Spread:
+def ratio_of_pooled_medians(numerator: "list[list]", denominator: "list[list]", level: float = LEVEL) -> "Spread | None":
     """As ratio_of_medians, each side given as the samples of each launch that measured it: the
-    medians are of the pooled samples, the interval resamples launches, then samples within each."""
+    medians are of the pooled samples, the interval resamples launches, then samples within each.
+
+    None where the ratio is no number: a side without samples, a denominator whose median is not
+    positive, a quotient past a float's range. No interval (low and high None) where a resample's
+    ratio could be none: a denominator sample not positive, a resampled quotient past that range."""
     top, bottom = ([[float(x) for x in launch] for launch in side if launch] for side in (numerator, denominator))
     pooled_top, pooled_bottom = [x for launch in top for x in launch], [x for launch in bottom for x in launch]
+    if not pooled_top or not pooled_bottom or statistics.median(pooled_bottom) <= 0:
+        return None
     value = statistics.median(pooled_top) / statistics.median(pooled_bottom)
+    if not math.isfinite(value):
+        return None
     n = min(len(pooled_top), len(pooled_bottom))
     if min(pooled_bottom) <= 0:
         return Spread(value, None, None, n)
     rng = random.Random(SEED)
     ratios = sorted(t / b for t, b in zip(_resampled_pooled_medians(rng, top), _resampled_pooled_medians(rng, bottom)))
+    if not math.isfinite(ratios[-1]):
+        return Spread(value, None, None, n)
     return _interval(value, ratios, level, n)
 
 

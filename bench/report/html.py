@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import base64
-from html import escape
+import html
 
 from bench.report.document import Bullets, Heading, Paragraph, Plot, Table
+from bench.report.visible import visible
 
 STYLE = """
 body { font-family: system-ui, sans-serif; max-width: 1100px; margin: 2em auto; padding: 0 1em; color: #222; }
@@ -18,6 +19,10 @@ figure img { width: 800px; max-width: 100%; height: auto; }
 figcaption { font-size: 0.9em; color: #555; max-width: 800px; }
 .warning { border-left: 4px solid #d62728; background: #fff3f3; padding: 0.5em 1em; font-weight: bold; }
 """
+
+
+def escape(text: str) -> str:
+    return html.escape(visible(text))
 
 
 def _lines(text: str) -> str:

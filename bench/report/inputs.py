@@ -2,7 +2,8 @@
 
 A pattern is expanded here rather than by the shell, so that `make report BUNDLES='a/*.json'`
 and a quoted glob on the command line both work. A pattern that matches no file is an error;
-a file that is not a valid bundle is named and skipped (or, strict, stops the report).
+a file that is not a valid bundle is named and skipped (or, strict, stops the report), and so
+is a valid one the report fails on (a bug of ours): the others' report is still written.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import glob
 import multiprocessing
 import os
 import sys
+import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,3 +91,55 @@ def load(paths: list[Path], strict: bool, warn: Callable[[str], None]) -> tuple[
         first_seen[digest] = path
         loaded.append(Loaded(path, result))
     return loaded, [str(problem) for problem in problems]
+
+
+def write_without_failing(loaded: list[Loaded], out_dir: Path, write: Callable[[list[dict], list[str], Path], Path],
+                          skipped: list[str], strict: bool, warn: Callable[[str], None]) -> tuple[Path, int]:
+    """write(bundles, skipped, out_dir) the report; (its path, how many bundles it holds). Where
+    writing fails on a bug of ours, the bundles it fails on are found by halving (each trial a
+    report in a scratch folder: a few for one bad bundle among hundreds), named and skipped; a
+    failure that no single bundle causes is raised as it is."""
+    try:
+        return write([item.bundle for item in loaded], skipped, out_dir), len(loaded)
+    except (UserError, OSError):
+        raise
+    except Exception as err:
+        culprits = _culprits(loaded, write, err)
+        if not culprits:
+            raise
+    path, err = culprits[0]
+    if strict:
+        raise UserError(f"{path}: the report fails on this bundle ({err!r:.300}), a bug of ddpbench: please report it "
+                        "(--strict: the report stops at the first bad bundle)")
+    if len(culprits) == len(loaded):
+        raise UserError(f"the report fails on every bundle, a bug of ddpbench: please report it; the first: {path} ({err!r:.300})")
+    for path, err in culprits:
+        warn(f"warning: skipped: {path}: the report fails on this bundle ({err!r:.300}), a bug of ddpbench: please report it")
+    failed = {path for path, _ in culprits}
+    kept = [item.bundle for item in loaded if item.path not in failed]
+    noted = skipped + [f"{path}: valid, but the report fails on it ({err!r:.300}), a bug of ddpbench" for path, err in culprits]
+    return write(kept, noted, out_dir), len(kept)
+
+
+def _culprits(items: list[Loaded], write, error: "Exception | None" = None) -> "list[tuple[Path, Exception]]":
+    """The bundles on which writing a report fails alone, each with its error, found by halving the
+    ones it fails on together. error: what writing all of `items` gave already (no trial then)."""
+    if error is None:
+        error = _trial(items, write)
+        if error is None:
+            return []
+    if len(items) == 1:
+        return [(items[0].path, error)]
+    half = len(items) // 2
+    return _culprits(items[:half], write) + _culprits(items[half:], write)
+
+
+def _trial(items: list[Loaded], write) -> "Exception | None":
+    with tempfile.TemporaryDirectory(prefix="ddpbench-report-trial-") as scratch:
+        try:
+            write([item.bundle for item in items], [], Path(scratch) / "report")
+        except (UserError, OSError):
+            raise
+        except Exception as err:
+            return err
+    return None

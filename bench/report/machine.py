@@ -5,6 +5,8 @@ each launch and each run's timed steps (clocks, power, clocks held back, bytes o
 
 from __future__ import annotations
 
+import math
+
 from bench.common.concerns import clock_held_back, health_warnings, pairs_without_p2p
 from bench.common.units import human_bytes
 from bench.report.document import Paragraph, Table
@@ -55,7 +57,7 @@ def _clocks(gpu: dict, fingerprint_max_mhz: "float | None") -> "tuple[str, dict 
             return "no", None
         if gpu.get("held_back_sm_clock_mhz_median") is not None:
             return "held back", {"fraction": gpu["held_back_fraction"], "clock_mhz": gpu["held_back_sm_clock_mhz_median"],
-                                 "max_mhz": gpu["sm_clock_max_mhz"], "reasons": gpu["held_back_reasons_fraction"] or {}}
+                                 "max_mhz": gpu["sm_clock_max_mhz"], "reasons": gpu.get("held_back_reasons_fraction") or {}}
     if gpu["throttled_fraction"] is None or gpu["sm_clock_mhz_median"] is None:
         return "not measured", None
     max_mhz = gpu.get("sm_clock_max_mhz") or fingerprint_max_mhz
@@ -169,7 +171,7 @@ def _collective_link(entry) -> "str | None":
 def _data(entry, gpu: dict) -> str:
     """The table's cell: the collective data of a step, and its share of the PCIe traffic where it crossed PCIe."""
     data = _collective_bytes(entry.run)
-    if data is None:
+    if data is None or not math.isfinite(data):  # a figure past a float's range says nothing
         return "-"
     link = _collective_link(entry) if data else None
     rx = gpu.get("pcie_rx_bytes_per_step")

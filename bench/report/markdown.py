@@ -5,17 +5,18 @@ from __future__ import annotations
 import re
 
 from bench.report.document import Bullets, Heading, Paragraph, Plot, Table
+from bench.report.visible import visible
 
 
 def _inline(text: str) -> str:
     """A line that Markdown shows as written (file paths hold `_` and `*`)."""
-    return re.sub(r"([\\`*_\[\]<>])", r"\\\1", text)
+    return re.sub(r"([\\`*_\[\]<>])", r"\\\1", visible(text))
 
 
 def _text(text: str) -> str:
     """Text from a bundle (host names, labels, errors) shown as text: with no `<` left, no HTML
     tag of a stranger's can open (GitHub renders raw HTML in Markdown)."""
-    return text.replace("<", "&lt;")
+    return visible(text).replace("<", "&lt;")
 
 
 def _cell(text: str) -> str:

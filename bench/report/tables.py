@@ -20,12 +20,17 @@ def spread(value: "Spread | None", factor: float = 1.0, fmt: str = ".3g") -> str
     if value is None:  # an ok run of a bundle that recorded no samples of this metric
         return "-"
     v = value.scaled(factor)
-    return f"{v.median:{fmt}} [{v.low:{fmt}}, {v.high:{fmt}}] n={v.n}"
+    return f"{v.median:{fmt}} {_ends(v, fmt)} n={v.n}"
 
 
 def percent_spread(value: Spread) -> str:
     v = value.scaled(100)
-    return f"{v.median:.1f}% [{v.low:.1f}, {v.high:.1f}] n={v.n}"
+    return f"{v.median:.1f}% {_ends(v, '.1f')} n={v.n}"
+
+
+def _ends(v: Spread, fmt: str) -> str:
+    """"[low, high]", or "[-, -]" for a ratio with no interval (a sample of 0 below it)."""
+    return "[-, -]" if v.low is None else f"[{v.low:{fmt}}, {v.high:{fmt}}]"
 
 
 def pooled_spread(entries: list[RunEntry], metric: str) -> "Spread | None":

@@ -15,29 +15,20 @@ def _bundle_info(bundle: dict, signature: Signature) -> dict:
     return {"run_id": bundle["run_id"], "sha256": bundle["sha256"], "signature": signature.to_json()}
 
 
-def _pairs_fit(pairs: list, original_names: list, new_names: list) -> bool:
-    """Whether pairs recorded in a bundle name every original host once and only hosts that exist."""
-    return sorted(a for a, _ in pairs) == sorted(original_names) and all(b is None or b in new_names for _, b in pairs)
-
-
 def judge(original: dict, original_signature: Signature, new: dict, new_signature: Signature,
           tolerances: dict, host_map: dict, out_dir: Path) -> tuple[str, str, tuple[Path, Path]]:
     """Compare, write verdict.md and verdict.json into out_dir; (outcome, markdown, paths).
 
     Bundles of two different plans are not compared run by run: the outcome is "not comparable".
 
-    When the new bundle records that it verifies this very original (same sha256), its host
-    pairs are the default and its deviations are reported; an image deviation (--image) takes
-    the image digest out of the fingerprint comparison, since the user asked for another image."""
+    Hosts pair by the two bundles' host names and host_map (--host-map) only: never by a record
+    in the bundle being judged. When the new bundle records that it verifies this very original
+    (same sha256), its deviations are reported; an image deviation (--image) takes the image
+    digest out of the fingerprint comparison, since the user asked for another image."""
     verification = new.get("verification") or {}
     of_this = verification.get("of_sha256") == original["sha256"]
     deviations = verification.get("deviations", []) if of_this else []
-    original_names, new_names = [h["name"] for h in original["hosts"]], [h["name"] for h in new["hosts"]]
-    recorded = [(p["original"], p["new"]) for p in verification.get("host_pairs", [])]
-    if of_this and not host_map and _pairs_fit(recorded, original_names, new_names):
-        pairs, rule = recorded, verification["hosts_paired"]
-    else:
-        pairs, rule = match_hosts(original_names, new_names, host_map)
+    pairs, rule = match_hosts([h["name"] for h in original["hosts"]], [h["name"] for h in new["hosts"]], host_map)
     ignore = frozenset({"image_digest"}) if any(d["field"] == "image" for d in deviations) else frozenset()
     plans_differ = plan_differences(original, new)
     verdicts = [] if plans_differ else compare_bundles(original, new, tolerances, pairs, ignore)

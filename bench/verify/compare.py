@@ -131,7 +131,9 @@ def verdict_of(ratio: Spread, tolerance: float, metric: str) -> str:
 def why_inconclusive(ratio: Spread, tolerance: float, level: float, original: "list[list]", new: "list[list]") -> str:
     """Why the interval is too wide to judge, and what would settle it."""
     if ratio.low is None:
-        return "the original's samples hold a non-positive value: no interval"
+        if min(x for launch in original for x in launch) <= 0:
+            return "the original's samples hold a non-positive value: no interval"
+        return "the resampled ratios reach 0 or a float's range (samples of 0, or near it): no interval"
     return (
         f"the {percent(level)} interval straddles the band +-{tolerance:.3g} (CV original {_spread(original)}, new {_spread(new)}); "
         f"more samples settle it: raise the entry's repetitions or steps (or launch_repeats, where launches differ), "
@@ -212,6 +214,10 @@ def judge(measured: Measured, tolerances: dict, level: float) -> RunVerdict:
     """The verdict of a configuration both bundles measured: its ratio's interval, at `level`, against the band."""
     base, samples, new_samples = measured.base, measured.samples, measured.new_samples
     ratio = ratio_of_pooled_medians(new_samples, samples, level)
+    new_median = statistics.median([x for launch in new_samples for x in launch])
+    if ratio is None:  # the original's median is positive: only a quotient past a float's range
+        return replace(base, new_median=new_median, verdict="inconclusive",
+                       reason="the ratio of the medians is past a float's range: no number to judge")
     tolerance = tolerances[base.metric]
     verdict = verdict_of(ratio, tolerance, base.metric)
     reason = why_inconclusive(ratio, tolerance, level, samples, new_samples) if verdict == "inconclusive" else None
@@ -219,7 +225,7 @@ def judge(measured: Measured, tolerances: dict, level: float) -> RunVerdict:
     if verdict in ("slower", "faster") and busy:
         verdict, reason = "inconclusive", f"{verdict} beyond its interval, but {busy}"
     return replace(
-        base, new_median=statistics.median([x for launch in new_samples for x in launch]), ratio=ratio.median,
+        base, new_median=new_median, ratio=ratio.median,
         ci_low=ratio.low, ci_high=ratio.high, tolerance=tolerance, level=level, verdict=verdict, reason=reason,
     )
 

@@ -93,3 +93,41 @@ def test_one_wild_sample_does_not_stretch_a_family_interval_past_what_its_resamp
     tail = (1 - level) / 2 * 100
     assert judged.low == pytest.approx(stats.percentile(drawn, tail), abs=0.005)
     assert judged.high == pytest.approx(stats.percentile(drawn, 100 - tail), abs=0.005)
+
+
+# --- Samples a schema-valid bundle may hold: 0, and anything up to 1e15 ---------------------------
+
+@pytest.mark.parametrize("numerator,denominator", [([1.0, 2.0], [0.0, 0.0, 1.0]), ([1.0], []), ([], [1.0]), ([1e15] * 3, [5e-324] * 3)],
+                         ids=["zero_median_below", "no_denominator", "no_numerator", "quotient_past_float"])
+def test_a_ratio_that_is_no_number_is_none(numerator, denominator):
+    assert ratio_of_medians(numerator, denominator) is None
+    assert ratio_of_pooled_medians([numerator, numerator], [denominator], family_level(50)) is None
+
+
+@pytest.mark.parametrize("level", [stats.LEVEL, family_level(20), family_level(100_000)])
+def test_zeros_above_give_an_interval_down_to_zero_or_none_never_an_error(level):
+    mostly_zero, half_zero = [0.0] * 9 + [1.0], [0.0, 1.0] * 5
+    positive = [1.0 + 0.01 * i for i in range(10)]
+    for top in (mostly_zero, half_zero, [0.0] * 10):
+        ratio = ratio_of_medians(top, positive, level)
+        assert ratio.median == pytest.approx(statistics.median(top) / statistics.median(positive))
+        assert ratio.low is None or 0 <= ratio.low <= ratio.median <= ratio.high
+
+
+def test_resampled_quotients_past_a_float_give_no_interval():
+    """1e15 over 1e-300 overflows in some resamples only: the ratio stands, its interval does not."""
+    ratio = ratio_of_medians([1.0] * 5 + [1e15], [1.0] * 5 + [1e-300])
+    assert ratio is not None and ratio.median == 1.0 and (ratio.low, ratio.high) == (None, None)
+
+
+def test_an_interval_pushed_past_a_float_is_none():
+    """Resampled ratios from 1e-200 to 1e200, each finite; their 99% interval pushed out twice as
+    far on the log scale (one of 100,000 runs) would end past 1e308."""
+    top, bottom = [1.0] * 6 + [1e15] * 6, [1.0] * 6 + [1e-185] * 6
+    assert ratio_of_medians(top, bottom).high > 1e100
+    ratio = ratio_of_medians(top, bottom, family_level(100_000))
+    assert ratio is not None and (ratio.low, ratio.high) == (None, None)
+
+
+def test_a_spread_without_interval_scales_without_one():
+    assert stats.Spread(2.0, None, None, 3).scaled(100) == stats.Spread(200.0, None, None, 3)

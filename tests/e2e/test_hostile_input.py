@@ -11,14 +11,19 @@ only it and one `verify` run torchrun.
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import os
+import re
 import resource
+import subprocess
+import sys
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 
-from bench.bundle import seal
+from bench.bundle import canonical_pieces, digest, seal
 from tests.conftest import REPO, bundle_path_from, cli
 
 CASE_TIMEOUT_S = 30
@@ -244,11 +249,14 @@ HOSTS_TEXT = {
     "nan_timeout": "hosts:\n  - {name: a, runtime: native, address: 127.0.0.1, connect_timeout_s: .nan}\n",
     "megabyte_name": "hosts:\n  - {name: " + "a" * 1_000_000 + ", runtime: local}\n",
     "too_many_hosts": "hosts:\n" + "".join(f"  - {{name: h{i}, runtime: local}}\n" for i in range(300)),
+    "bidi_override_label": 'hosts:\n  - {name: a, runtime: local, labels: ["PCIe \\u202e4x"]}\n',
+    "c1_control_label": 'hosts:\n  - {name: a, runtime: local, labels: ["a\\x9bb"]}\n',
 }
 HOSTS_REFUSALS = {
     "timestamp_name": "timestamp is not allowed", "binary_label": "binary is not allowed", "set_labels": "set is not allowed",
     "integer_key": "the key '7' is not a string", "duplicate_host_key": "given twice", "nan_timeout": "not a finite number",
     "megabyte_name": "field hosts[0].name", "too_many_hosts": "field hosts",
+    "bidi_override_label": "field hosts[0].labels[0]", "c1_control_label": "field hosts[0].labels[0]",
 }
 
 
@@ -381,6 +389,18 @@ INVALID_BUNDLES = {
     "run_id_trailing_newline": (lambda d: d.update(run_id=d["run_id"] + "\n"), "field run_id"),
     "run_id_traversal": (lambda d: d.update(run_id="../../../../tmp/x"), "field run_id"),
     "three_hundred_hosts": (lambda d: d.update(hosts=d["hosts"] * 300), "field hosts"),
+    # The plan's and hosts file's caps hold in a bundle too; integers past 2**53 are no I-JSON.
+    "world_size_past_2_53": (lambda d: first_run(d).update(world_size=2**53 + 1), "past the integers JSON readers agree on"),
+    "world_size_past_the_cap": (lambda d: first_run(d).update(world_size=1024 * 1024 + 1), "field hosts[0].runs[0].world_size"),
+    "launch_of_a_billion_nodes": (lambda d: d["hosts"][0]["launches"][0].update(nodes=10**9), "field hosts[0].launches[0].nodes"),
+    "steps_quintillion": (lambda d: first_run(d)["measured_window"].update(steps_count=10**18), "past the integers"),
+    "size_petabyte": (lambda d: first_run(d)["params"].update(size_bytes=10**15), "field hosts[0].runs[0].params.size_bytes"),
+    # Identifiers take no control, bidirectional or invisible character; free text is escaped when shown.
+    "host_name_nul": (lambda d: d["hosts"][0].update(name="lo\x00cal"), "field hosts[0].name"),
+    "label_bidi_override": (lambda d: d["hosts"][0].update(labels=["PCIe \u202e4x 0.4"]), "field hosts[0].labels[0]"),
+    "label_c1_control": (lambda d: d["hosts"][0].update(labels=["a\x9b31mb"]), "field hosts[0].labels[0]"),
+    "label_line_separator": (lambda d: d["hosts"][0].update(labels=["a\u2028b"]), "field hosts[0].labels[0]"),
+    "launch_id_newline": (lambda d: d["hosts"][0]["launches"][0].update(id="00-x\n"), "field hosts[0].launches[0].id"),
 }
 
 
@@ -397,7 +417,8 @@ def test_schema_refuses_hostile_bundles(command, case, bundle_doc, tiny_bundle, 
 
 
 VALID_BUT_ODD = {
-    "html_names": lambda d: d["hosts"][0].update(name="<script>alert(1)</script>", labels=["<img src=x onerror=alert(1)>"]),
+    "html_texts": lambda d: (d["hosts"][0].update(labels=["<img src=x onerror=alert(1)>"]),
+                             d["hosts"][0]["fingerprint"]["software"].update(torch="<script>alert(1)</script>")),
     "html_error": lambda d: d["hosts"][0].update(status="partial", error="<iframe src=//x></iframe>\n|"),
     "no_metrics": lambda d: first_run(d).update(metrics={}),
     "zero_samples": lambda d: set_samples(d, [0.0, 0.0]),
@@ -422,6 +443,84 @@ def test_report_and_compare_survive_valid_bundles(case, bundle_doc, tiny_bundle,
             assert tag not in text, (written.name, tag)
 
 
+def with_a_key_twice(text: str, field: str, first_value: str) -> str:
+    """The JSON text with `field` given twice: a made-up value first, the sealed one last (which
+    json.loads keeps, so the seal holds for a reader that keeps the last)."""
+    found = re.search(rf'"{field}": ', text)
+    return text[:found.start()] + f'"{field}": {first_value}, ' + text[found.start():]
+
+
+@pytest.mark.parametrize("field,value", [("run_id", '"20990101T000000Z-ffffff"'), ("status", '"failed"'), ("op", '"broadcast"')],
+                         ids=["top_level", "in_a_host", "in_a_run"])
+@pytest.mark.parametrize("command", ["validate", "report", "compare"])
+def test_a_key_given_twice_is_refused(command, field, value, tiny_bundle, tmp_path, sandbox):
+    path = tmp_path / "twice" / "bundle.json"
+    path.parent.mkdir()
+    path.write_text(with_a_key_twice(tiny_bundle.read_text(), field, value))
+    assert json.loads(path.read_text()) == json.loads(tiny_bundle.read_text())  # the last key wins: the seal holds
+    args = {"validate": ["validate", str(path)], "report": ["report", str(path), "--out", str(sandbox[1])],
+            "compare": ["compare", str(tiny_bundle), str(path), "--out", str(sandbox[1])]}[command]
+    refused(run_cli(*args, cwd=sandbox[0]), sandbox, str(path), f"the key '{field}' is given twice", "I-JSON")
+
+
+def test_compare_pairs_hosts_by_the_bundles_names_not_by_the_new_bundles_own_record(bundle_doc, tiny_bundle, tmp_path, sandbox):
+    """A bundle claiming to verify the original, recording that `local` is paired with another of
+    its hosts (one that ran slower), is judged host by host as the names pair them."""
+    stranger = copy.deepcopy(bundle_doc["hosts"][0])
+    stranger["name"] = "someone-else"
+    for run in stranger["runs"]:
+        for metric in run["metrics"].values():
+            metric["samples"] = [x / 10 for x in metric["samples"]]
+
+    def claim(doc: dict) -> None:
+        doc["hosts"].append(stranger)
+        doc["verification"] = {
+            "of_run_id": bundle_doc["run_id"], "of_sha256": bundle_doc["sha256"],
+            "of_signature": {"state": "unsigned", "key": None, "principal": None, "text": "unsigned"},
+            "hosts_paired": "by name", "host_pairs": [{"original": "local", "new": "someone-else"}],
+            "image_requested": None, "images": [], "deviations": []}
+
+    new = write_bundle(tmp_path / "claims" / "bundle.json", resealed(bundle_doc, claim))
+    done = run_cli("compare", str(tiny_bundle), str(new), "--out", str(sandbox[1]), cwd=sandbox[0])
+    assert done.returncode in (0, 1) and "Traceback" not in done.stderr, done.stdout + done.stderr  # 1: one rank's busbw is 0
+    assert "hosts paired by name: local -> local" in done.stdout and "someone-else" not in done.stdout
+    verdict = json.loads((sandbox[1] / "verdict.json").read_text())
+    assert verdict["host_pairs"] == [{"original": "local", "new": "local"}]
+    assert {run["new_host"] for run in verdict["runs"]} == {"local"}
+
+
+HIDDEN = "\x00\x07\x1b[31m\x85\u202e\u2028\u2066\ufeff"  # C0, C1, bidi, separator, invisible
+
+
+def test_control_characters_in_free_text_are_shown_escaped(bundle_doc, tiny_bundle, tmp_path, sandbox):
+    """Free text (errors, notes, the CPU model, the transport NCCL named in a legend, a log line) may
+    hold anything: every SVG stays XML, and report.md, report.html and the verdict show each such
+    character as its escape."""
+    def hide(doc: dict) -> None:
+        host = doc["hosts"][0]
+        host.update(status="partial", error=f"boom{HIDDEN}")
+        host["fingerprint"]["cpu"]["model"] = f"cpu{HIDDEN}"
+        host["launches"][0].update(status="failed", error=f"launch{HIDDEN}", log_tail=[f"log{HIDDEN}"])
+        for run in host["runs"]:
+            run["notes"] = [f"note{HIDDEN}"]
+            run["transport"]["nccl_used"] = [f"P2P{HIDDEN}"]
+
+    path = write_bundle(tmp_path / "hidden" / "bundle.json", resealed(bundle_doc, hide))
+    survived(run_cli("report", str(path), "--out", str(sandbox[1]), cwd=sandbox[0]), sandbox)
+    svgs = list(sandbox[1].glob("*.svg"))
+    assert svgs
+    for svg in svgs:
+        ElementTree.parse(svg)  # raises on a character XML does not allow
+    compared = run_cli("compare", str(tiny_bundle), str(path), "--out", str(sandbox[1] / "verdict"), cwd=sandbox[0])
+    assert compared.returncode in (0, 1, 3) and "Traceback" not in compared.stderr, compared.stderr
+    for name in ("report.md", "report.html", "verdict/verdict.md"):
+        text = (sandbox[1] / name).read_text()
+        assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufeff]", text), name
+    report = (sandbox[1] / "report.md").read_text()
+    assert "boom\\x00\\x07\\x1b[31m\\x85\\u202e" in report  # a visible placeholder, where the error is
+    assert "\\u202e" in " ".join(svg.read_text() for svg in svgs)  # the legend's transport
+
+
 # --- 4. --resume trusts nothing in the run folder ---------------------------------------------
 
 def run_folder(tmp_path: Path, run: "dict | str") -> Path:
@@ -441,6 +540,8 @@ RUN_JSON = {
                           "plan": with_env({"LD_PRELOAD": "x"})}, "env"),
     "not_an_object": ("[1, 2]", "damaged"),
     "nan": ('{"run_id": NaN}', "NaN"),
+    "key_twice": ('{"run_id": "../escape", "run_id": "20250101T000000Z-abcdef", "started_at": "2025-01-01T00:00:00Z", "plan": {}}',
+                  "the key 'run_id' is given twice"),
 }
 
 
@@ -530,3 +631,116 @@ def test_run_writes_a_new_folder_under_an_existing_out(tmp_path, sandbox):
     plan = plan_file(tmp_path, with_env({"LD_PRELOAD": "x"}))
     refused(run_cli("run", "--plan", str(plan), "--hosts", str(LOCAL_HOSTS), "--out", str(sandbox[1]), cwd=sandbox[0]), sandbox, "env")
     assert [p.name for p in sandbox[1].iterdir()] == [earlier.name] and (earlier / "keep").read_text() == "x"
+
+
+# --- 6. Reading a bundle takes bounded memory, whatever the file under the size limit ----------
+
+MEMORY_LIMIT_BYTES = 1024**3
+BUNDLE_START = {"schema_version": 1, "kind": "ddpbench.bundle", "run_id": "20250101T000000Z-abcdef",
+                "started_at": "2025-01-01T00:00:00Z", "finished_at": "2025-01-01T00:00:00Z", "complete": True,
+                "tool": {"name": "ddpbench", "version": "0", "git_commit": None}, "plan": TINY}
+
+
+def numbers_file(path: Path, size: int) -> None:
+    """A bundle-shaped file of `size` bytes, nearly all of it one list of numbers."""
+    head = json.dumps(BUNDLE_START)[:-1] + ', "hosts": [{"name": "h", "runs": [{"metrics": {"time_s": {"samples": ['
+    tail = '0.5]}}}]}], "sha256": "' + "0" * 64 + '"}'
+    chunk = "0.5," * (1 << 18)
+    with open(path, "w") as out:
+        out.write(head)
+        written = len(head) + len(tail)
+        while written + len(chunk) <= size:
+            written += out.write(chunk)
+        out.write("0," * ((size - written) // 2) + tail)
+
+
+def text_file(path: Path, size: int) -> None:
+    """A bundle-shaped file of `size` bytes, nearly all of it one label."""
+    head, tail = json.dumps(BUNDLE_START)[:-1] + ', "hosts": [{"name": "h", "labels": ["', '"]}]}'
+    chunk = "x" * (1 << 20)
+    with open(path, "w") as out:
+        written = out.write(head) + len(tail)
+        while written + len(chunk) <= size:
+            written += out.write(chunk)
+        out.write("x" * (size - written) + tail)
+
+
+def sealed_samples_file(path: Path, runs: int) -> None:
+    """A sealed bundle of `runs` runs of two full sample lists each, written as canonical JSON and
+    hashed as it is written (never held whole); schema-invalid only in what each run lacks."""
+    samples = "[" + ",".join(["0.5"] * 10_000) + "]"
+    run = '{"metrics":{' + ",".join(f'"m{i}_s":{{"samples":{samples}}}' for i in range(2)) + "}}"
+
+    def canonical(part: dict) -> str:
+        return json.dumps(part, sort_keys=True, separators=(",", ":"))[1:-1]
+
+    hashed = hashlib.sha256()
+    with open(path, "w") as out:
+        def put(text: str) -> None:
+            hashed.update(text.encode())
+            out.write(text)
+        put("{" + canonical({k: v for k, v in BUNDLE_START.items() if k < "hosts"}) + ',"hosts":[{"name":"h","runs":[')
+        for i in range(runs):
+            put(("," if i else "") + run)
+        put("]}]," + canonical({k: v for k, v in BUNDLE_START.items() if k > "hosts"}))
+        hashed.update(b"}")  # the canonical text ends here; the file has its sha256 before its end
+        out.write(f',"sha256":"{hashed.hexdigest()}"}}')
+
+
+# Measured from a small launcher: a child's peak memory starts from its parent's at the fork (the
+# test process's, which may be large), the launcher's is a few MiB.
+LAUNCHER = ("import os, subprocess, sys; child = subprocess.Popen(sys.argv[1:]); _, status, usage = os.wait4(child.pid, 0); "
+            "print(usage.ru_maxrss * 1024, os.waitstatus_to_exitcode(status))")
+
+
+def peak_memory(*args: str, cwd: Path) -> "tuple[int, str]":
+    """The command's peak resident memory (bytes, of that process alone) and its stderr."""
+    done = subprocess.run([sys.executable, "-c", LAUNCHER, sys.executable, "-m", "bench", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
+    peak, status = map(int, done.stdout.split())
+    assert status == 2, (status, done.stderr)
+    return peak, done.stderr
+
+
+BIG_FILES = {
+    # Refused from its text: its 62 million numbers would take 3 GiB once parsed.
+    "numbers_250_mb": (lambda path: numbers_file(path, 250_000_000), "once read, over the 384 MiB a bundle may take"),
+    # Parsed (the text of one string is its memory), then refused before the schema quotes it.
+    "one_text_of_250_mb": (lambda path: text_file(path, 250_000_000), "longer than any field of a bundle holds"),
+    # Parsed, hashed and checked against the schema: 6.8 million samples, explained on one run.
+    "sealed_27_mb_of_samples": (lambda path: sealed_samples_file(path, 340), 'field hosts[0].runs[0]: "suite" is a required property'),
+}
+
+
+@pytest.mark.parametrize("case", BIG_FILES, ids=BIG_FILES.keys())
+def test_a_big_file_is_read_in_bounded_memory(case, tmp_path, sandbox):
+    """The 256 MiB size limit holds in under 1 GiB: 7.3 GB was taken once to refuse a file of numbers."""
+    make, fragment = BIG_FILES[case]
+    path = tmp_path / "big.json"
+    make(path)
+    assert path.stat().st_size < 256 * 1024**2
+    peak, stderr = peak_memory("validate", str(path), cwd=sandbox[0])
+    assert "Traceback" not in stderr and stderr.count("\n") == 1 and fragment in stderr, stderr
+    print(f"{case}: {path.stat().st_size / 1e6:.0f} MB read in {peak / 2**20:.0f} MiB")
+    assert peak < MEMORY_LIMIT_BYTES, f"{peak / 2**20:.0f} MiB"
+
+
+def test_the_digest_hashed_in_pieces_is_the_canonical_jsons(bundle_doc):
+    """Bundles sealed by any ddpbench hash alike: the pieces join to json.dumps' canonical text."""
+    doc = copy.deepcopy(bundle_doc)
+    doc["hosts"][0]["labels"] = ["é 中文 \U0001f600 \\ \"quoted\""]
+    doc["hosts"][0]["runs"][0]["notes"] = ["\x00\u202e", "1e300"]
+    doc["hosts"].append({**doc["hosts"][0], "runs": [], "launches": []})
+    body = {k: v for k, v in doc.items() if k != "sha256"}
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+    assert "".join(canonical_pieces(body)) == canonical
+    assert digest(doc) == hashlib.sha256(canonical.encode()).hexdigest()
+    assert digest(bundle_doc) == bundle_doc["sha256"]
+
+
+def test_non_ascii_text_counts_as_python_holds_it(tmp_path, sandbox):
+    """One character beyond U+FFFF makes Python hold every character of the text in 4 bytes."""
+    path = tmp_path / "wide.json"
+    text_file(path, 70_000_000)
+    path.write_bytes(path.read_bytes().replace(b"xxxx", "\U0001f600".encode(), 1))
+    refused(run_cli("validate", str(path), cwd=sandbox[0]), sandbox, str(path), "characters Python holds in 4 bytes each")

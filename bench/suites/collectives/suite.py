@@ -95,7 +95,7 @@ class Collectives(Suite):
 
     def label(self, run: dict) -> str:
         p = run["params"]
-        pair = f" {p['src_rank']}→{p['dst_rank']}" if p.get("src_rank") is not None else ""
+        pair = f" {p.get('src_rank')}→{p.get('dst_rank')}" if p.get("src_rank") is not None else ""
         return f"{p['op']}{pair} {p['dtype']} {human_bytes(p['size_bytes'])}, {run['world_size']} ranks"
 
     def warnings(self, run: dict, results: HostResults) -> list:

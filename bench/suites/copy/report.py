@@ -57,7 +57,7 @@ def copy_tables(comparison: Comparison) -> list:
         largest = max(e.params["size_bytes"] for e in group)
         cells = {}
         for e in group:
-            if e.params["size_bytes"] == largest:
+            if e.params["size_bytes"] == largest and e.samples("copy_gbps"):
                 cells[(e.params["src"], e.params["dst"])] = Spread.of(e.samples("copy_gbps")).median
         ends = sorted({end for pair in cells for end in pair}, key=lambda end: (end != "host", end))
         rows = [[src, *(f"{cells[(src, dst)]:.4g}" if (src, dst) in cells else "-" for dst in ends)] for src in ends]
@@ -70,9 +70,10 @@ def copy_tables(comparison: Comparison) -> list:
         p = e.params
         points[(e.host.name, e.series.hardware, p["direction"], _mode(p), p["src"], p["dst"], p["size_bytes"])].append(e)
     for (host, hardware, direction, mode, src, dst, size), group in sorted(points.items()):
-        value = Spread.of([s for e in group for s in e.samples("copy_gbps")])
+        samples = [s for e in group for s in e.samples("copy_gbps")]
+        value = Spread.of(samples) if samples else None  # an ok run that recorded no copy_gbps
         rows.append([host, hardware, direction, mode, f"{src} → {dst}", human_bytes(size),
-                     f"{value.median:.4g} [{value.low:.4g}, {value.high:.4g}] n={value.n}"])
+                     f"{value.median:.4g} [{value.low:.4g}, {value.high:.4g}] n={value.n}" if value else "-"])
     blocks.append(Table(["host", "GPUs and link", "direction", "engine", "source → destination", "size",
                          "GB/s median [p5, p95]"], rows))
     return blocks
@@ -100,7 +101,8 @@ def copy_bars(comparison: Comparison) -> list[CopyBar]:
     for (host, gpu, label), group in sorted(groups.items()):
         largest = max(e.params["size_bytes"] for e in group)
         samples = [s for e in group if e.params["size_bytes"] == largest for s in e.samples("copy_gbps")]
-        bars.append(CopyBar(f"{host} · {gpu}", label, Spread.of(samples), peaks.get((host, gpu))))
+        if samples:
+            bars.append(CopyBar(f"{host} · {gpu}", label, Spread.of(samples), peaks.get((host, gpu))))
     return bars
 
 

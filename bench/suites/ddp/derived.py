@@ -174,7 +174,7 @@ def warnings(run: dict, baseline: "dict | None", others_share: dict) -> list[dic
     if baseline is not None:
         efficiency = ratio_of_medians(baseline["metrics"]["per_sample_gpu_time_s"]["samples"],
                                       run["metrics"]["per_sample_gpu_time_s"]["samples"])
-        if efficiency.low is not None and efficiency.low > 1:
+        if efficiency is not None and efficiency.low is not None and efficiency.low > 1:
             found.append(warning(
                 "scaling_above_perfect",
                 f"scaling efficiency {efficiency.median:.0%} (its {LEVEL:.0%} interval [{efficiency.low:.0%}, {efficiency.high:.0%}] "

@@ -69,20 +69,24 @@ def p2p_figure(matrix: P2PMatrix) -> Figure:
     """The p2p busbw matrix as a heatmap, beside the topology matrix of the same host."""
     fig = P.figure(4.4)
     left, right = fig.subplots(1, 2, width_ratios=[1.25, 1])
-    n = matrix.world_size
+    # The ranks measured, not range(world_size): a bundle may name a rank past its world size, or a
+    # world size no matrix could be drawn for.
+    ranks = sorted({rank for pair in matrix.cells for rank in pair})
+    at = {rank: i for i, rank in enumerate(ranks)}
+    n = len(ranks)
     grid = np.full((n, n), np.nan)
     for (src, dst), spread in matrix.cells.items():
-        grid[src, dst] = spread.median
+        grid[at[src], at[dst]] = spread.median
     image = left.imshow(grid, cmap="viridis", vmin=0)
     fig.colorbar(image, ax=left, label="send/recv bandwidth (GB/s)", shrink=0.85)
     top = np.nanmax(grid) if np.isfinite(grid).any() else 0
     for (src, dst), spread in matrix.cells.items():
         text = f"{spread.median:.3g}" + (f"\n[{spread.low:.3g}–{spread.high:.3g}]" if n <= 4 else "")
-        left.text(dst, src, text, ha="center", va="center", fontsize=9 if n <= 4 else 7,
+        left.text(at[dst], at[src], text, ha="center", va="center", fontsize=9 if n <= 4 else 7,
                   color="black" if spread.median > 0.6 * top else "white")
     for i in range(n):
         left.text(i, i, "–", ha="center", va="center", color="grey")
-    ticks = [f"{i}" for i in range(n)]
+    ticks = [f"{rank}" for rank in ranks]
     left.set_xticks(range(n), ticks)
     left.set_yticks(range(n), ticks)
     left.set_xlabel("destination rank")

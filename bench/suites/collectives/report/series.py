@@ -62,7 +62,7 @@ def p2p_matrices(comparison: Comparison) -> list[P2PMatrix]:
     hosts, topologies = defaultdict(set), {}
     for entry in comparison.runs:
         p = entry.params
-        if entry.run["suite"] == "collectives" and p["op"] == "sendrecv":
+        if entry.run["suite"] == "collectives" and p["op"] == "sendrecv" and entry.samples("busbw_gbps"):
             topology = (entry.host.fingerprint.get("topology") or {}).get("matrix")
             kind = (entry.series.hardware, entry.series.transport, entry.series.mismatch,
                     json.dumps(topology, sort_keys=True))

@@ -68,8 +68,8 @@ def efficiency_figure(bars: list[Bar], colours: dict) -> Figure:
         mine = [bar for bar in bars if bar.series == s]
         xs = [groups.index(bar.group) + (i - (len(series) - 1) / 2) * width for bar in mine]
         med = np.array([bar.value.median for bar in mine]) * 100
-        low = np.array([bar.value.low for bar in mine]) * 100
-        high = np.array([bar.value.high for bar in mine]) * 100
+        low = np.array([bar.value.low for bar in mine], dtype=float) * 100  # NaN: no interval, so no error bar
+        high = np.array([bar.value.high for bar in mine], dtype=float) * 100
         ax.bar(xs, med, width * 0.92, yerr=[med - low, high - med], capsize=3, color=colours[s],
                hatch="//" if s.mismatch else None, edgecolor="white", label=s.label)
         if len(bars) <= 16:  # more bars leave no room to write on them
@@ -78,7 +78,7 @@ def efficiency_figure(bars: list[Bar], colours: dict) -> Figure:
                         bbox={"boxstyle": "round,pad=0.2", "facecolor": "white", "edgecolor": "none", "alpha": 0.85})
     ax.axhline(100, color="black", linestyle="--", linewidth=1, label="100% = perfect scaling")
     ax.set_xticks(range(len(groups)), groups, fontsize=9)
-    ax.set_ylim(0, max(110, max(bar.value.high * 100 for bar in bars) + 5))
+    ax.set_ylim(0, max(110, max((bar.value.median if bar.value.high is None else bar.value.high) * 100 for bar in bars) + 5))
     ax.set_ylabel("scaling efficiency (%)")
     ax.set_title("DDP scaling efficiency against the 1-GPU baseline (higher is better)", fontsize=11)
     ax.grid(True, axis="y", alpha=0.3)
@@ -91,7 +91,7 @@ def prediction_figure(predictions: list[Prediction]) -> Figure:
     fig = P.figure(1.3 + 1.0 * len(predictions) + P.legend_height(4))
     ax = fig.add_subplot()
     factor, unit = time_unit([max(p.measured.high, p.predicted) for p in predictions])
-    right = max(max(p.measured.high, p.predicted) for p in predictions) * factor
+    right = max(max(p.measured.high, p.predicted) for p in predictions) * factor or 1.0  # all 0: an axis all the same
     for row, p in enumerate(predictions):
         # The row's title above its two bars, across the plot: a long series label fits there.
         ax.text(right * 0.005, -row * 3.2 + 0.55, f"{p.series.label} — {p.group.replace(chr(10), ', ')}", fontsize=8,

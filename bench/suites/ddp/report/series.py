@@ -91,8 +91,8 @@ def efficiency_bars(comparison: Comparison) -> list[Bar]:
     for (key, series), entries in sorted(groups.items()):
         # Efficiency = baseline per-sample time / this run's: the baseline is the numerator.
         base, samples = _baseline_samples(entries, "per_sample_gpu_time_s"), pooled(entries, "per_sample_gpu_time_s")
-        if base and samples:
-            bars.append(Bar(series, group_label(key), ratio_of_medians(base, samples)))
+        if base and samples and (efficiency := ratio_of_medians(base, samples)) is not None:  # None: a 0 s per-sample time
+            bars.append(Bar(series, group_label(key), efficiency))
     return bars
 
 
@@ -110,7 +110,7 @@ def predictions(comparison: Comparison) -> list[Prediction]:
     groups = defaultdict(list)
     for entry in comparison.runs:
         predicted = (entry.run.get("derived") or {}).get("predicted_step_time_s")
-        if entry.run["suite"] == "ddp" and entry.run["world_size"] > 1 and predicted is not None:
+        if entry.run["suite"] == "ddp" and entry.run["world_size"] > 1 and predicted is not None and entry.samples("step_time_s"):
             groups[(_ddp_group(entry), entry.series)].append(entry)
     found = []
     for (key, series), entries in sorted(groups.items()):
