@@ -248,6 +248,10 @@ def run_launch(launch: Launch, out_dir: Path, progress: Callable[[protocol.Event
     runs = [{**run, "transport": transport, "launch_id": launch.id, "repeat": launch.repeat,
              "gpu_counters": sampler.window_summary(run.get("measured_window"))}
             for run in map(json.loads, _result_lines(result_path))]
+    if status == "timeout" and runs:
+        error = (f"the launch ran past the plan's timeout_s {launch.timeout_s:g} s with {len(runs)} of "
+                 f"{max(launch.configurations, len(runs))} configurations finished (kept): raise timeout_s, or lower the "
+                 "entry's cv_target, sampling_cap_s, warmup_max_steps or its sizes, steps or batches")
     if status == "ok" and not transport["matches_preset"]:
         error = f"transport preset {launch.preset!r} asked for {sorted(PRESETS[launch.preset].accepts)}, NCCL used {transport['nccl_used']}"
     record = {
@@ -267,9 +271,16 @@ def _result_lines(result_path: Path) -> list[str]:
 def _write_spec(launch: Launch, spec_path: Path, result_path: Path) -> dict:
     """The worker's instructions; returns the resources each local rank gets, for the launch record."""
     cpus = cpus_of_local_ranks(os.sched_getaffinity(0), launch.threads_per_rank, launch.nproc_per_node)
+    deadline_s = time.monotonic() + launch.timeout_s - deadline_reserve_s(launch.timeout_s)
     protocol.LaunchSpec(launch.suite, launch.params, launch.backend, launch.timeout_s, str(result_path),
-                        launch.threads_per_rank, cpus).write(spec_path)
+                        launch.threads_per_rank, cpus, deadline_s).write(spec_path)
     return {"threads_per_rank": launch.threads_per_rank, "cpus_of_local_ranks": cpus}
+
+
+def deadline_reserve_s(timeout_s: float) -> float:
+    """How long before the launch's timeout_s its ranks stop sampling and warming up: the rest of
+    its configurations at their least samples, and the ranks' exit, in a tenth of it (10 to 60 s)."""
+    return min(60.0, max(10.0, 0.1 * timeout_s))
 
 
 def _run_torchrun(launch: Launch, spec_path: Path, log_path: Path, started: float, poll: Callable[[], None]) -> tuple[str, "str | None"]:
