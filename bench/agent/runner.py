@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import resource
 import signal
 import subprocess
@@ -22,6 +23,7 @@ from typing import Callable
 
 from bench import __version__, suites
 from bench.agent import counters, proctree, rank_errors
+from bench.agent.fingerprint import system
 from bench.common import history as earlier
 from bench.common import protocol
 from bench.common.files import write_text
@@ -243,7 +245,7 @@ def run_launch(launch: Launch, out_dir: Path, progress: Callable[[protocol.Event
         status, error = _run_torchrun(launch, spec_path, log_path, started, report_new_runs)
     log_text = log_path.read_text(errors="replace")
     if status == "failed":
-        error = rank_errors.reported(log_text) or error
+        error = rank_errors.reported(log_text) or _killed(log_text) or error
     transport = transport_record(launch.preset, launch.backend, launch.world_size, log_text)
     runs = [{**run, "transport": transport, "launch_id": launch.id, "repeat": launch.repeat,
              "gpu_counters": sampler.window_summary(run.get("measured_window"))}
@@ -261,6 +263,17 @@ def run_launch(launch: Launch, out_dir: Path, progress: Callable[[protocol.Event
         "gpu_counters": sampler.summary(),
     }
     return record, runs
+
+
+def _killed(log_text: str) -> "str | None":
+    """Why torchrun failed where a rank was killed by SIGKILL: on a host that nothing else stops, the
+    kernel's out-of-memory killer, named with what the host allows."""
+    if not re.search(r"exitcode\s*:\s*-9\b|Signal 9 \(SIGKILL\)", log_text):
+        return None
+    allowed = min(filter(None, [system.memory_total_bytes(), system.memory_limit_bytes()]), default=None)
+    figure = f"this host allows {allowed / 2**30:.1f} GiB" if allowed else "the host's memory is not known"
+    return (f"a rank was killed by SIGKILL, most likely out of memory ({figure}); lower the entry's sizes, "
+            "model or batch, or give the host more memory")
 
 
 def _result_lines(result_path: Path) -> list[str]:
