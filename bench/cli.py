@@ -30,6 +30,8 @@ def cmd_run(args) -> int:
             raise UserError(f"--resume {args.resume} runs the plan of that run; leave out --plan {args.plan}")
         previous = load_previous(args.resume)
         plan = previous.plan
+        for what in previous.left_out:
+            print(f"warning: --resume {args.resume}: {what} is not one the run's plan makes; left out of the bundle", file=sys.stderr)
     else:
         plan = load_plan(args.plan or "quick")
     path, bundle = execute(inventory, plan, args.out, previous)

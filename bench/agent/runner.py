@@ -131,7 +131,7 @@ class _Planner:
         # The entry's launches in turn, not each one k times over: a machine that drifts
         # with time then shows it as spread between repeats, not as a difference between launches.
         again = [launch for launch in launches if not launch.skipped_reason]
-        return launches + [replace(launch, id=f"{launch.id}-r{repeat}", repeat=repeat)
+        return launches + [replace(launch, id=protocol.launch_id(index, launch.suite, launch.preset, launch.world_size, repeat), repeat=repeat)
                            for repeat in range(2, repeats + 1) for launch in again]
 
     def _check_transport(self, suite: str, preset_name: str) -> None:
@@ -162,7 +162,7 @@ class _Planner:
         configuration = json.dumps([suite, preset_name, per_node, params, env], sort_keys=True)
         if not skipped and configuration in self.first_of:
             skipped = f"the same configuration as launch {self.first_of[configuration]}, which runs it once"
-        launch_id = f"{index:02d}-{suite}-{preset_name}-ws{world_size}"
+        launch_id = protocol.launch_id(index, suite, preset_name, world_size)
         self.first_of.setdefault(configuration, launch_id)
         return Launch(
             id=launch_id,
