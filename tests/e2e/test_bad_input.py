@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import resource
 import shutil
 
 import pytest
@@ -157,3 +158,12 @@ def test_bundle_float_where_an_integer_belongs(bundle_file):
     bundle_file.write_text(json.dumps(seal(document)))
     assert_one_line_error(cli("report", str(bundle_file), "--out", str(bundle_file.parent / "r")),
                           "field hosts[0].runs[0].world_size: 2.0 is not an integer; write 2")
+
+
+def test_a_full_disk_or_a_file_size_limit_names_the_file_it_stopped(bundle_file, tmp_path):
+    """ulimit -f (EFBIG) stands for a full disk (ENOSPC): the one line names the file that could not be written."""
+    out = tmp_path / "report"
+    done = cli("report", str(bundle_file), "--out", str(out),
+               preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (16384, 16384)))
+    assert_one_line_error(done, f"{out}/", "over the file size limit (ulimit -f): raise it or choose another --out")
+    assert "writing the results" not in done.stderr
