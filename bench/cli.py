@@ -30,9 +30,12 @@ def cmd_run(args) -> int:
             raise UserError(f"--resume {args.resume} runs the plan of that run; leave out --plan {args.plan}")
         previous = load_previous(args.resume)
         plan = previous.plan
+        for what in previous.left_out:
+            print(f"warning: --resume {args.resume}: {what} is not one the run's plan makes; left out of the bundle", file=sys.stderr)
     else:
         plan = load_plan(args.plan or "quick")
     path, bundle = execute(inventory, plan, args.out, previous)
+    print(f"bundle: {path}", flush=True)  # said before the report, which a full disk may stop
     report = write_report([bundle], path.parent)
     failed = [h for h in bundle["hosts"] if h["status"] != "ok"]
     for host in bundle["hosts"]:
@@ -44,7 +47,7 @@ def cmd_run(args) -> int:
                       f"(likely: {warning['likely_cause']})", file=sys.stderr)
     for host in failed:
         print(f"error: host {host['name']}: {host['status']}: {host['error']}", file=sys.stderr)
-    print(f"bundle: {path}\nreport: {report}")
+    print(f"report: {report}")
     if not bundle["complete"]:
         print(f"{stop_signals.reason()}: the bundle holds what finished and is marked incomplete", file=sys.stderr)
         return stop_signals.exit_status()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import itertools
 import json
+import math
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -120,10 +121,42 @@ def first_problem(document, name: str, definition: str = "", thorough: bool = Tr
     (in Python) would take minutes. `at`: where the document lies in a larger one, for the field's name."""
     try:
         if fast_validator(name, definition).is_valid(document):
-            return None
+            # A big document is not copied to look for 2.0 where an integer belongs (its reading is bounded in memory).
+            return _integral_float(document, name, definition) if thorough else None
     except UnicodeEncodeError as err:  # a lone UTF-16 surrogate (a \ud800 escape in JSON) is no text the validator takes
         return f"a text value holds {err.object[err.start:err.end]!r}, a lone surrogate that is not text"
     return _explain(document, name, definition, thorough, at)
+
+
+def _integral_float(document, name: str, definition: str) -> "str | None":
+    """A float such as 2.0 where the schema asks for an integer: JSON Schema counts it as one,
+    Python does not (`world_sizes: [2.0]` would pass here and fail in a worker's range()). Each such
+    float is nudged off its integer value; if that breaks the document, the type errors name it."""
+    nudged, paths = _nudge_integral_floats(document, ())
+    if not paths or fast_validator(name, definition).is_valid(nudged):
+        return None
+    errors = list(validator(name, definition).iter_errors(nudged))
+    while errors:  # a oneOf's own errors (world_sizes: an integer or "all") sit in its context
+        error = errors.pop(0)
+        path = tuple(error.absolute_path)
+        if error.validator == "type" and path in paths:
+            value = paths[path]
+            return f"field {field_path(path)}: {value!r} is not an integer; write {int(value)}"
+        errors += error.context
+    return None
+
+
+def _nudge_integral_floats(value, path: tuple) -> tuple:
+    """(a copy with every integral float moved to the next float up, {path: the float})."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2 ** 53:
+        return math.nextafter(value, math.inf), {path: value}
+    if isinstance(value, dict):
+        pairs = {key: _nudge_integral_floats(item, (*path, key)) for key, item in value.items()}
+        return {key: pair[0] for key, pair in pairs.items()}, {k: v for pair in pairs.values() for k, v in pair[1].items()}
+    if isinstance(value, list):
+        pairs = [_nudge_integral_floats(item, (*path, index)) for index, item in enumerate(value)]
+        return [pair[0] for pair in pairs], {k: v for pair in pairs for k, v in pair[1].items()}
+    return value, {}
 
 
 MAX_WEIGHED_ERRORS = 1000  # a document with a problem in each of a million values is explained from its first thousand

@@ -42,7 +42,9 @@ class MeasuredWindow:
 @dataclass
 class Context:
     """What a suite needs to know about the process it runs in; `measured` collects the timed
-    calls that the next run record will hold."""
+    calls that the next run record will hold, `notes` what it should say about them. `deadline`
+    (this host's CLOCK_MONOTONIC) is when the launch must have written its records: sampling and
+    warming up stop before it, so that a launch ends with what it measured rather than killed."""
 
     rank: int
     local_rank: int
@@ -50,10 +52,16 @@ class Context:
     device: torch.device
     backend: str
     measured: MeasuredWindow = field(default_factory=MeasuredWindow, repr=False, compare=False)
+    deadline: "float | None" = None
+    notes: list = field(default_factory=list, repr=False, compare=False)
 
     @property
     def is_cuda(self) -> bool:
         return self.device.type == "cuda"
+
+    def time_for(self, seconds: float) -> bool:
+        """Whether every rank has `seconds` left before the launch's deadline (every rank gets the same answer)."""
+        return every_rank(self, self.deadline is None or time.monotonic() + seconds < self.deadline)
 
     def sync(self) -> None:
         if self.is_cuda:
@@ -114,18 +122,29 @@ def sample_until_steady(ctx: Context, take: Callable[[int], list[float]], count:
     The timed span goes to ctx.measured, as calls_per_sample calls per sample."""
     began = time.monotonic()
     samples = take(count)
+    batch_s = time.monotonic() - began
     while (sampling.cv_target is not None and len(samples) + count <= MAX_SAMPLES
-           and _go_on(ctx, samples, sampling, time.monotonic() - began)):
+           and _go_on(ctx, samples, sampling, time.monotonic() - began, batch_s)):
         samples += take(count)
     ctx.measured.add(began, time.monotonic(), len(samples) * calls_per_sample)
     return samples
 
 
-def _go_on(ctx: Context, samples: list[float], sampling: SampledParams, elapsed_s: float) -> bool:
+def _cv(samples: list[float]) -> float:
     mean = sum(samples) / len(samples)
     variance = sum((x - mean) ** 2 for x in samples) / (len(samples) - 1) if len(samples) > 1 else 0.0
-    wants_more = elapsed_s < sampling.sampling_cap_s and mean > 0 and variance ** 0.5 / mean > sampling.cv_target
-    return any_rank(ctx, wants_more)  # the ranks' sample lists must stay one length
+    return variance ** 0.5 / mean if mean > 0 else 0.0
+
+
+def _go_on(ctx: Context, samples: list[float], sampling: SampledParams, elapsed_s: float, batch_s: float) -> bool:
+    """Another batch while the CV is above target within sampling_cap_s, and two batches' time is left
+    before the launch's deadline (the ranks' sample lists must stay one length: every rank agrees)."""
+    wants_more = any_rank(ctx, elapsed_s < sampling.sampling_cap_s and _cv(samples) > sampling.cv_target)
+    if wants_more and not ctx.time_for(2 * batch_s):
+        ctx.notes.append(f"sampling stopped at the launch's timeout_s with {len(samples)} samples, CV {_cv(samples):.1%} "
+                         f"above cv_target {sampling.cv_target:.1%}: what was measured is kept")
+        return False
+    return wants_more
 
 
 def warm_up(ctx: Context, fn: Callable[[], None], calls: int, least_s: float = 0.0) -> None:
@@ -221,4 +240,6 @@ def run_record(ctx: Context, suite: str, params: dict, metrics: dict, *, status:
         record["error"] = error
     record["metrics"] = metrics
     record["measured_window"] = ctx.measured.take()
+    if ctx.notes:
+        record["notes"], ctx.notes = ctx.notes, []
     return record

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import resource
 import signal
 import subprocess
@@ -22,6 +23,7 @@ from typing import Callable
 
 from bench import __version__, suites
 from bench.agent import counters, proctree, rank_errors
+from bench.agent.fingerprint import system
 from bench.common import history as earlier
 from bench.common import protocol
 from bench.common.files import write_text
@@ -129,7 +131,7 @@ class _Planner:
         # The entry's launches in turn, not each one k times over: a machine that drifts
         # with time then shows it as spread between repeats, not as a difference between launches.
         again = [launch for launch in launches if not launch.skipped_reason]
-        return launches + [replace(launch, id=f"{launch.id}-r{repeat}", repeat=repeat)
+        return launches + [replace(launch, id=protocol.launch_id(index, launch.suite, launch.preset, launch.world_size, repeat), repeat=repeat)
                            for repeat in range(2, repeats + 1) for launch in again]
 
     def _check_transport(self, suite: str, preset_name: str) -> None:
@@ -160,7 +162,7 @@ class _Planner:
         configuration = json.dumps([suite, preset_name, per_node, params, env], sort_keys=True)
         if not skipped and configuration in self.first_of:
             skipped = f"the same configuration as launch {self.first_of[configuration]}, which runs it once"
-        launch_id = f"{index:02d}-{suite}-{preset_name}-ws{world_size}"
+        launch_id = protocol.launch_id(index, suite, preset_name, world_size)
         self.first_of.setdefault(configuration, launch_id)
         return Launch(
             id=launch_id,
@@ -243,11 +245,15 @@ def run_launch(launch: Launch, out_dir: Path, progress: Callable[[protocol.Event
         status, error = _run_torchrun(launch, spec_path, log_path, started, report_new_runs)
     log_text = log_path.read_text(errors="replace")
     if status == "failed":
-        error = rank_errors.reported(log_text) or error
+        error = rank_errors.reported(log_text) or _killed(log_text) or error
     transport = transport_record(launch.preset, launch.backend, launch.world_size, log_text)
     runs = [{**run, "transport": transport, "launch_id": launch.id, "repeat": launch.repeat,
              "gpu_counters": sampler.window_summary(run.get("measured_window"))}
             for run in map(json.loads, _result_lines(result_path))]
+    if status == "timeout" and runs:
+        error = (f"the launch ran past the plan's timeout_s {launch.timeout_s:g} s with {len(runs)} of "
+                 f"{max(launch.configurations, len(runs))} configurations finished (kept): raise timeout_s, or lower the "
+                 "entry's cv_target, sampling_cap_s, warmup_max_steps or its sizes, steps or batches")
     if status == "ok" and not transport["matches_preset"]:
         error = f"transport preset {launch.preset!r} asked for {sorted(PRESETS[launch.preset].accepts)}, NCCL used {transport['nccl_used']}"
     record = {
@@ -259,6 +265,17 @@ def run_launch(launch: Launch, out_dir: Path, progress: Callable[[protocol.Event
     return record, runs
 
 
+def _killed(log_text: str) -> "str | None":
+    """Why torchrun failed where a rank was killed by SIGKILL: on a host that nothing else stops, the
+    kernel's out-of-memory killer, named with what the host allows."""
+    if not re.search(r"exitcode\s*:\s*-9\b|Signal 9 \(SIGKILL\)", log_text):
+        return None
+    allowed = min(filter(None, [system.memory_total_bytes(), system.memory_limit_bytes()]), default=None)
+    figure = f"this host allows {allowed / 2**30:.1f} GiB" if allowed else "the host's memory is not known"
+    return (f"a rank was killed by SIGKILL, most likely out of memory ({figure}); lower the entry's sizes, "
+            "model or batch, or give the host more memory")
+
+
 def _result_lines(result_path: Path) -> list[str]:
     """The run records the ranks have written whole so far (a line being written has no closing brace yet)."""
     return [line for line in (result_path.read_text().splitlines() if result_path.exists() else []) if line.endswith("}")]
@@ -267,9 +284,16 @@ def _result_lines(result_path: Path) -> list[str]:
 def _write_spec(launch: Launch, spec_path: Path, result_path: Path) -> dict:
     """The worker's instructions; returns the resources each local rank gets, for the launch record."""
     cpus = cpus_of_local_ranks(os.sched_getaffinity(0), launch.threads_per_rank, launch.nproc_per_node)
+    deadline_s = time.monotonic() + launch.timeout_s - deadline_reserve_s(launch.timeout_s)
     protocol.LaunchSpec(launch.suite, launch.params, launch.backend, launch.timeout_s, str(result_path),
-                        launch.threads_per_rank, cpus).write(spec_path)
+                        launch.threads_per_rank, cpus, deadline_s).write(spec_path)
     return {"threads_per_rank": launch.threads_per_rank, "cpus_of_local_ranks": cpus}
+
+
+def deadline_reserve_s(timeout_s: float) -> float:
+    """How long before the launch's timeout_s its ranks stop sampling and warming up: the rest of
+    its configurations at their least samples, and the ranks' exit, in a tenth of it (10 to 60 s)."""
+    return min(60.0, max(10.0, 0.1 * timeout_s))
 
 
 def _run_torchrun(launch: Launch, spec_path: Path, log_path: Path, started: float, poll: Callable[[], None]) -> tuple[str, "str | None"]:

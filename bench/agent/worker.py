@@ -45,7 +45,8 @@ def main(spec_path: str) -> None:
         timeout=datetime.timedelta(seconds=spec.timeout_s),
         device_id=device if device.type == "cuda" else None,
     )
-    ctx = Context(rank=rank, local_rank=local_rank, world_size=world_size, device=device, backend=spec.backend)
+    ctx = Context(rank=rank, local_rank=local_rank, world_size=world_size, device=device, backend=spec.backend,
+                  deadline=spec.deadline_s)
 
     def emit(record: dict) -> None:
         if rank == 0:

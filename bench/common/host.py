@@ -14,7 +14,7 @@ class Capabilities:
     logical_cpus: int = 1
     gpu_name: str = ""  # the first GPU's, as CUDA names it
     gpu_memory_free_bytes: int = 0  # the smallest GPU's total less what other processes hold
-    host_memory_bytes: int = 0
+    host_memory_bytes: int = 0  # what the host lets the ranks use: its memory, or its cgroup's limit where lower
     infiniband: bool = False  # an active InfiniBand port
     nvlink: bool = False  # some GPU has an active NVLink
     pcie_gen: int = 4  # the lowest PCIe generation a GPU's slot supports (4 where unknown)
@@ -30,7 +30,7 @@ class Capabilities:
             logical_cpus=(fingerprint.get("cpu") or {}).get("logical_cpus") or os.cpu_count() or 1,
             gpu_name=(gpus[0].get("name") or "") if gpus else "",
             gpu_memory_free_bytes=min(((g.get("memory_total_bytes") or 0) - (used.get(g["index"]) or 0) for g in gpus), default=0),
-            host_memory_bytes=fingerprint.get("memory_total_bytes") or 0,
+            host_memory_bytes=min(filter(None, [fingerprint.get("memory_total_bytes"), fingerprint.get("memory_limit_bytes")]), default=0),
             infiniband=any((port.get("state") or "").upper().endswith("ACTIVE") for port in ib),
             nvlink=any((g.get("nvlink") or {}).get("active_links") for g in gpus),
             pcie_gen=min(((g.get("pcie") or {}).get("gen_max") or 4 for g in gpus), default=4),

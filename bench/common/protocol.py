@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from dataclasses import asdict, dataclass, field, fields
 from typing import ClassVar
 
@@ -212,7 +213,26 @@ def read_event(line: str) -> "Event | None":
         return None
 
 
-# --- A launch's spec, read by each rank ----------------------------------------------------------
+# --- A launch's id, and its spec, read by each rank ---------------------------------------------
+
+LAUNCH_ID = re.compile(r"^(\d{2,})-([a-z][a-z0-9_]*)-([a-z][a-z0-9_]*)-ws(\d+)(?:-r(\d+))?$")
+
+
+def launch_id(index: int, suite: str, preset: str, world_size: int, repeat: int = 1) -> str:
+    """"00-collectives-default-ws2", a later repeat "...-ws2-r2": the plan entry's index, its suite, the
+    transport preset and the world size, which say what the launch ran."""
+    return f"{index:02d}-{suite}-{preset}-ws{world_size}" + (f"-r{repeat}" if repeat > 1 else "")
+
+
+def parse_launch_id(text: str) -> "tuple[int, str, str, int, int] | None":
+    """(index, suite, preset, world size, repeat) of a launch id, or None where it is none."""
+    found = LAUNCH_ID.match(text)
+    if not found:
+        return None
+    index, suite, preset, world_size, repeat = found.groups()
+    return int(index), suite, preset, int(world_size), int(repeat or 1)
+
+
 
 
 @dataclass(frozen=True)
@@ -226,6 +246,7 @@ class LaunchSpec:
     result_path: str  # rank 0 appends each run record here, one JSON line each
     threads_per_rank: "int | None" = None  # CPU hosts
     cpus_of_local_ranks: "list | None" = None  # the cores each local rank is pinned to (CPU hosts)
+    deadline_s: "float | None" = None  # this host's CLOCK_MONOTONIC by which the ranks stop sampling and warming up
 
     def write(self, path) -> None:
         with open(path, "w") as out:

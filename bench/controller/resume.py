@@ -6,10 +6,11 @@ to write one (kill -9, power cut), from run.json and each host's raw.json files.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.bundle import agent_raw_problem, read_bundle
+from bench.common.protocol import parse_launch_id
 from bench import schemas
 from bench.controller import plans
 from bench.errors import UserError
@@ -26,6 +27,7 @@ class Previous:
     started_at: str
     plan: dict
     entries: dict  # host name -> its host_result (from the bundle) or the same shape from raw.json
+    left_out: list = field(default_factory=list)  # launches found there that the run's plan never had, in words
 
 
 def load_previous(run_dir: Path) -> Previous:
@@ -35,24 +37,57 @@ def load_previous(run_dir: Path) -> Previous:
     bundle_path, run_path = run_dir / "bundle.json", run_dir / "run.json"
     if bundle_path.exists():
         bundle = read_bundle(bundle_path)
-        entries = {entry["name"]: entry for entry in bundle["hosts"]}
-        return Previous(run_dir, bundle["run_id"], bundle["started_at"], bundle["plan"], entries)
+        previous = Previous(run_dir, bundle["run_id"], bundle["started_at"], bundle["plan"], {})
+        previous.entries = {entry["name"]: _of_the_plan(entry, previous) for entry in bundle["hosts"]}
+        return previous
     if not run_path.exists():
         raise UserError(f"{run_dir}: neither bundle.json nor run.json is there; give a run folder that `ddpbench run` wrote (results/<run-id>)")
     run = read_json_text(run_path, "run.json")
     problem = schemas.first_problem(run, "bundle", "run_state")
     if problem:
         raise UserError(f"{run_path}: damaged or not written by `ddpbench run` ({problem}); start a new run instead")
-    run_id, started_at, plan = run["run_id"], run["started_at"], plans.check(run["plan"], str(run_path))
-    entries = {}
+    previous = Previous(run_dir, run["run_id"], run["started_at"], plans.check(run["plan"], str(run_path)), {})
+    entries = previous.entries
     for host_dir in sorted(run_dir.glob("hosts/*/")):
-        for raw in filter(None, map(_read_raw, sorted(host_dir.glob(RAW_GLOB)))):  # older runs first
-            entry = {
+        for raw in filter(None, map(_read_raw, sorted(host_dir.glob(RAW_GLOB), key=_raw_order))):  # older runs first
+            entry = _of_the_plan({
                 "name": host_dir.name, "status": "ok" if raw["complete"] else "partial", "error": None,
                 "fingerprint": raw["fingerprint"], "launches": raw["launches"], "runs": raw["runs"],
-            }
+            }, previous)
             entries[host_dir.name] = merge_entry(entries[host_dir.name], entry) if host_dir.name in entries else entry
-    return Previous(run_dir, run_id, started_at, plan, entries)
+    return previous
+
+
+def _of_the_plan(entry: dict, previous: Previous) -> dict:
+    """The entry without the launches (and their runs) that the run's plan could not have made: what a
+    resume seals into the bundle is what this plan measured, whatever else a folder holds."""
+    foreign = sorted({l["id"] for l in entry["launches"] if not launch_of_plan(l["id"], previous.plan)}
+                     | {r["launch_id"] for r in entry["runs"] if not launch_of_plan(r["launch_id"], previous.plan)})
+    previous.left_out += [f"host {entry['name']}: launch {name!r}" for name in foreign]
+    return {**entry, "launches": [l for l in entry["launches"] if l["id"] not in foreign],
+            "runs": [r for r in entry["runs"] if r["launch_id"] not in foreign]}
+
+
+def launch_of_plan(text: str, plan: dict) -> bool:
+    """Whether a launch id is one the plan makes: its entry's index, suite, one of its transports and
+    at most its launch repeats (on a GPU host or a CPU one)."""
+    parsed = parse_launch_id(text)
+    if parsed is None:
+        return False
+    index, suite, preset, _, repeat = parsed
+    if index >= len(plan["suites"]):
+        return False
+    entry = plan["suites"][index]
+    sides = [entry, *(entry[side] for side in ("gpu", "cpu") if side in entry)]
+    transports = {t for side in sides for t in side.get("transports", [])}
+    repeats = max(side.get("launch_repeats", 1) for side in sides)
+    return suite == entry["suite"] and preset in transports and repeat <= repeats
+
+
+def _raw_order(path: Path) -> tuple:
+    """raw.NNN.json by its number (the runs it kept, oldest first), raw.json last."""
+    number = path.name.split(".")[1] if path.name.count(".") == 2 else ""
+    return (0, int(number)) if number.isdigit() else (1, 0)
 
 
 def _read_raw(path: Path) -> "dict | None":
@@ -67,8 +102,12 @@ def keep_raw_files(run_dir: Path) -> None:
     """Before a resumed run's agents overwrite raw.json: the earlier ones move aside (raw.NNN.json)
     and stay readable, so a resume killed in turn loses nothing that finished before it."""
     for raw_path in run_dir.glob("hosts/*/raw.json"):
-        kept = len(list(raw_path.parent.glob(RAW_GLOB)))
-        raw_path.rename(raw_path.with_name(f"raw.{kept:03d}.json"))
+        # After the highest number kept, whatever gaps lie below it: never onto a file already there.
+        numbers = [_raw_order(p)[1] for p in raw_path.parent.glob(RAW_GLOB) if _raw_order(p)[0] == 0]
+        kept = raw_path.with_name(f"raw.{max(numbers, default=0) + 1:03d}.json")
+        while kept.exists():
+            kept = kept.with_name(f"raw.{int(kept.name.split('.')[1]) + 1:03d}.json")
+        raw_path.rename(kept)
 
 
 def finished_launch_ids(entries: list) -> frozenset:

@@ -58,7 +58,10 @@ class _Plots:
 
 def _draw(job: tuple) -> None:
     builder, args, png, svg = job
-    P.save(builder(*args), png, svg)
+    try:
+        P.save(builder(*args), png, svg)
+    except OSError as err:  # the image writers' own errors name no file
+        raise OSError(err.errno, err.strerror, err.filename or str(png)) from None
 
 
 def _summary(comparison: Comparison, skipped: list[str]) -> list:

@@ -153,3 +153,27 @@ def test_resume_after_kill_9_makes_the_bundle_from_what_is_on_disk(tmp_path):
     assert [l["id"] for l in host["launches"]] == ["00-collectives-default-ws2", "01-ddp-default-ws2"]
     assert host["launches"][0] == first  # taken from disk, not run again
     assert {r["suite"] for r in host["runs"]} == {"collectives", "ddp"}
+
+
+def test_resume_keeps_every_earlier_raw_file_and_seals_only_what_the_plan_made(tmp_path):
+    """A run folder whose raw files have a gap in their numbering (raw.001.json gone) and hold a launch
+    the plan never had: the resume moves raw.json past the highest number, and leaves the stranger out."""
+    out = tmp_path / "results"
+    first = cli("run", "--plan", TEST_PLANS / "short-second-launch.yaml", "--out", out, timeout=300)
+    assert first.returncode == 0, first.stderr
+    run_dir = bundle_path_from(first.stdout).parent
+    (run_dir / "bundle.json").unlink()
+    host_dir = run_dir / "hosts" / "local"
+    raw = json.loads((host_dir / "raw.json").read_text())
+    stranger = {**raw["launches"][0], "id": "07-ddp-socket-ws64"}
+    (host_dir / "raw.002.json").write_text(json.dumps({**raw, "launches": [stranger],
+                                                       "runs": [{**raw["runs"][0], "launch_id": stranger["id"]}]}))
+    kept = (host_dir / "raw.002.json").read_bytes()
+    resumed = cli("run", "--resume", run_dir, "--out", out, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    assert (host_dir / "raw.002.json").read_bytes() == kept and (host_dir / "raw.003.json").exists()
+    assert ("warning: --resume " + str(run_dir) + ": host local: launch '07-ddp-socket-ws64' is not one the run's plan "
+            "makes; left out of the bundle") in resumed.stderr
+    host = read_bundle(run_dir / "bundle.json")["hosts"][0]
+    assert [l["id"] for l in host["launches"]] == ["00-collectives-default-ws2", "01-ddp-default-ws2"]
+    assert "07-ddp-socket-ws64" not in {r["launch_id"] for r in host["runs"]}

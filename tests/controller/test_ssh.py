@@ -411,6 +411,17 @@ def test_group_member_that_fails_stops_its_group_not_the_other_hosts(loopback_ho
     assert not (tmp_path / "work" / "host2").exists() or not any((tmp_path / "work" / "host2").iterdir())
 
 
+def test_a_nested_workdir_is_removed_up_to_what_the_run_made(loopback_hosts, tmp_path):
+    """mkdir -p made three folders for the workdir; the clean-up takes them all, and nothing that was there before."""
+    before = tmp_path / "there-before"
+    before.mkdir()
+    workdir = before / "made" / "by" / "the run"
+    hosts = write_hosts(tmp_path / "hosts.yaml", loopback_hosts, ["host1"], {"host1": {"workdir": str(workdir)}})
+    done = ddpbench(hosts, PLANS / "ssh-tiny.yaml", tmp_path / "results")
+    assert done.returncode == 0, done.stderr
+    assert before.is_dir() and not any(before.iterdir())
+
+
 def test_remote_command_line_passes_every_argument_as_plain_text(tmp_path):
     pwned = tmp_path / "pwned"
     argv = ["printf", "[%s]\\n", f"$(touch {pwned})", "a b", "it's", '"q"', "x;y", "line1\nline2", "`id`", "*"]

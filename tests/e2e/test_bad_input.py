@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import resource
 import shutil
 
 import pytest
@@ -96,6 +97,18 @@ def test_plan_nccl_preset_on_cpu_host(write):
     assert "'p2p_off' needs NCCL and a GPU" in result.stderr and "Traceback" not in result.stderr
 
 
+@pytest.mark.parametrize("where, edit", [
+    ("field suites[0].world_sizes[0]: 2.0 is not an integer; write 2", ("world_sizes: [2]", "world_sizes: [2.0]")),
+    ("field suites[0].params.iters: 2.0 is not an integer; write 2", (" iters: 1,", " iters: 2.0,")),
+])
+def test_plan_float_where_an_integer_belongs(write, tmp_path, where, edit):
+    """JSON Schema counts 2.0 as an integer; the worker's range() does not: refused before any launch."""
+    plan = write("plan.yaml", QUICK_PLAN.replace("  - suite: collectives\n", "  - suite: collectives\n    world_sizes: [2]\n")
+                 .replace(*edit))
+    assert_one_line_error(cli("run", "--plan", str(plan), "--out", str(tmp_path / "results")), where, "fix the plan")
+    assert not (tmp_path / "results").exists()
+
+
 @pytest.fixture
 def bundle_file(quick_run, tmp_path):
     path = tmp_path / "bundle.json"
@@ -137,3 +150,20 @@ def test_bundle_fails_schema_after_resealing(bundle_file):
     document["hosts"][0]["runs"][0]["metrics"]["speed"] = document["hosts"][0]["runs"][0]["metrics"]["time_s"]
     bundle_file.write_text(json.dumps(seal(document)))
     assert_one_line_error(cli("validate", str(bundle_file)), "field hosts[0].runs[0].metrics", "speed")
+
+
+def test_bundle_float_where_an_integer_belongs(bundle_file):
+    document = json.loads(bundle_file.read_text())
+    document["hosts"][0]["runs"][0]["world_size"] = 2.0
+    bundle_file.write_text(json.dumps(seal(document)))
+    assert_one_line_error(cli("report", str(bundle_file), "--out", str(bundle_file.parent / "r")),
+                          "field hosts[0].runs[0].world_size: 2.0 is not an integer; write 2")
+
+
+def test_a_full_disk_or_a_file_size_limit_names_the_file_it_stopped(bundle_file, tmp_path):
+    """ulimit -f (EFBIG) stands for a full disk (ENOSPC): the one line names the file that could not be written."""
+    out = tmp_path / "report"
+    done = cli("report", str(bundle_file), "--out", str(out),
+               preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (16384, 16384)))
+    assert_one_line_error(done, f"{out}/", "over the file size limit (ulimit -f): raise it or choose another --out")
+    assert "writing the results" not in done.stderr

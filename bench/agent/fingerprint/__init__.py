@@ -66,6 +66,7 @@ def collect(env: Mapping[str, str] | None = None, root: Path = Path("/")) -> dic
         "host": probe("host", system.host, {"hostname_sha256": None, "kernel": None, "os": None, "arch": None}),
         "cpu": probe("cpu", system.cpu, cpu_default),
         "memory_total_bytes": probe("memory", system.memory_total_bytes),
+        "memory_limit_bytes": probe("memory limit", system.memory_limit_bytes),
         "gpus": gpus,
         "gpu_count": len(gpus),
         "driver_version": gpu_facts["driver_version"],

@@ -67,6 +67,16 @@ def memory_total_bytes() -> int | None:
     return int(match.group(1)) * 1024 if match else None
 
 
+def memory_limit_bytes(cgroup: Path = Path("/sys/fs/cgroup")) -> int | None:
+    """The memory this process's cgroup may use (a container's --memory, a batch job's allocation),
+    where one is set below the machine's: cgroup v2's memory.max, else v1's memory.limit_in_bytes."""
+    for path in (cgroup / "memory.max", cgroup / "memory" / "memory.limit_in_bytes"):
+        text = read_text(path)
+        if text and text.isdigit() and int(text) < 2 ** 60:  # v1 says "no limit" with a page-rounded 2**63
+            return int(text)
+    return None
+
+
 def network() -> dict:
     """NICs backed by a device (physical ports and virtual functions; veth, bridges and lo say
     nothing about the machine) with their link speed, and InfiniBand ports with rate and state."""

@@ -63,6 +63,7 @@ class NativeRuntime(StagedRuntime):
     def __init__(self) -> None:
         super().__init__()
         self.pin_mismatches = ()
+        self._made_from = ""  # the topmost folder the deploy made above the run's ("": none)
 
     def _prepare(self, job: AgentJob) -> None:
         shell = self._connect(job)
@@ -118,9 +119,15 @@ class NativeRuntime(StagedRuntime):
     def _deploy(self, job: AgentJob, shell: SSHShell) -> None:
         host = job.host
         self._remote_dir = remote_run_dir(job)
-        done = short_command(shell, ["mkdir", "-p", "--", posixpath.join(self._remote_dir, "out")], "creating the work folder")
+        # The topmost folder above the run's that mkdir -p makes (a nested workdir's parents), so that
+        # the clean-up removes what this run made and nothing that was there before.
+        made = ('top=; d="$1"; while [ ! -e "$d" ]; do top="$d"; d=$(dirname -- "$d"); done; '
+                'mkdir -p -- "$2" && printf "%s" "$top"')
+        done = short_command(shell, ["sh", "-c", made, "sh", posixpath.dirname(self._remote_dir),
+                                     posixpath.join(self._remote_dir, "out")], "creating the work folder")
         if done.code != 0:
             raise HostError(f"creating the work folder failed on {where(host)}: {last_line(done.stderr) or f'exit status {done.code}'}")
+        self._made_from = done.stdout
         shell.put(agent_zipapp(), posixpath.join(self._remote_dir, "agent.pyz"))
         shell.put(json.dumps(job.plan).encode(), posixpath.join(self._remote_dir, "plan.json"))
 
@@ -151,9 +158,12 @@ class NativeRuntime(StagedRuntime):
             elif self._remote_dir and shell.is_open():
                 job.progress(Stage("clean up"))
                 workdir = posixpath.dirname(self._remote_dir)
-                # Paths go in as arguments; the workdir goes only when nothing else is in it.
-                short_command(shell, ["sh", "-c", 'rm -rf -- "$1"; rmdir -- "$2" 2>/dev/null; true', "sh", self._remote_dir, workdir],
-                        "removing the work folder")
+                # Paths go in as arguments; the workdir goes only when nothing else is in it, and so do
+                # the parents this run made for it, up to the topmost ($3), never one that was there before.
+                remove = ('rm -rf -- "$1"; d="$2"; while rmdir -- "$d" 2>/dev/null && [ -n "$3" ] && [ "$d" != "$3" ]; '
+                          'do d=$(dirname -- "$d"); done; true')
+                short_command(shell, ["sh", "-c", remove, "sh", self._remote_dir, workdir, self._made_from],
+                              "removing the work folder")
         except (HostError, CommandNotFound) as err:
             job.progress(Warned(str(err)))
         finally:

@@ -51,6 +51,13 @@ SBATCH_ALLOWED = frozenset({
 })
 # "slurmstepd: error: *** JOB 12 ON node1 CANCELLED AT ... DUE TO TIME LIMIT ***"
 STEPD_END = re.compile(r"\*\*\* JOB \d+ ON \S+ (\S+) AT \S+(?: DUE TO ([A-Z ]+?))? \*\*\*")
+# What sbatch --parsable prints first: a job id, or an array job's id_task. Anything else (a path, a
+# line of shell) never becomes a file name, a command's argument or a field of the bundle.
+JOB_ID = re.compile(r"^[0-9]{1,20}(_[0-9]{1,20})?$")
+CLUSTER = re.compile(r"^[A-Za-z0-9_.-]{0,64}$")  # --parsable's "id;cluster" on a federation
+# The most of each field the login node's commands may put into the bundle (bundle schema's scheduler_job).
+SCHEDULER_TEXT_MAX = {"state": 64, "exit_code": 64, "source": 64, "node": 253, "reason": 1024}
+MODULE_FAILED = "ddpbench: module load failed:"  # the batch script's line when a module does not load
 
 
 def launch_bound(plan: dict) -> int:
@@ -98,7 +105,9 @@ def batch_script(job: AgentJob) -> str:
         # A login shell sets up `module` (Lmod, Environment Modules) as the cluster's profile defines it.
         "#!/bin/bash -l" if modules else "#!/bin/bash",
         f"# Written by ddpbench for run {job.run_id}, host {host.name}: one agent per node (srun), node 0 hosts the rendezvous.",
-        *(f"module load {shlex.quote(name)}" for name in modules),
+        # A module that does not load would leave the job measuring some other Python and torch: it ends the job.
+        *(f"module load {shlex.quote(name)} || {{ echo {shlex.quote(f'{MODULE_FAILED} {name}')} >&2; exit 97; }}"
+          for name in modules),
         'for n in $(seq 0 $((SLURM_JOB_NUM_NODES - 1))); do mkdir -p "node$n"; done',
     ]
     command = " ".join(shlex.quote(part) for part in agent)
@@ -131,6 +140,7 @@ class SlurmRuntime(NativeRuntime):
     def __init__(self) -> None:
         super().__init__()
         self.job_id = ""
+        self._nodes_asked = 1  # a node list longer than the job's is not the job's
         self.scheduler_job = None
 
     # -- before anything runs -------------------------------------------------------------------
@@ -197,7 +207,8 @@ class SlurmRuntime(NativeRuntime):
         done = query(self._shell, ["sbatch", "--parsable", *sbatch_options(host, plan=job.plan), SCRIPT], "sbatch", cwd=self._remote_dir)
         if done.code != 0:
             raise HostError(f"sbatch refused the job: {rejection(done.stderr, settings)}")
-        self.job_id = done.stdout.strip().splitlines()[-1].split(";")[0]
+        self.job_id = job_id_of(done.stdout)
+        self._nodes_asked = settings.get("nodes", 1)
         submitted = time.monotonic()
         self.scheduler_job = {"scheduler": "slurm", "job_id": self.job_id, "partition": settings["partition"],
                               "account": settings.get("account"), "nodes": [], "state": "PENDING", "reason": None,
@@ -213,6 +224,9 @@ class SlurmRuntime(NativeRuntime):
         finally:
             self._fetch(job)
         self.scheduler_job.update(state)
+        module_failed = module_failure(self._job_output(job))
+        if module_failed:
+            raise HostError(f"slurm job {self.job_id}: {module_failed}")
         if errors:
             raise HostError(errors[0])
         raw_path = job.result_dir / "raw.json"
@@ -309,13 +323,14 @@ class SlurmRuntime(NativeRuntime):
         if not line:
             return None
         state, reason, nodelist = line.split("|")
-        return {"state": state.strip(), "reason": reason.strip(), "nodelist": nodelist.strip()}
+        return {"state": scheduler_text(state, "state"), "reason": scheduler_text(reason, "reason"), "nodelist": nodelist.strip()}
 
     def _hostnames(self, nodelist: str) -> list:
         if not nodelist or nodelist == "(null)":
             return []
         done = query(self._shell, ["scontrol", "show", "hostnames", nodelist], "scontrol show hostnames")
-        return done.stdout.split() or [nodelist]
+        nodes = done.stdout.split() or [nodelist]
+        return [scheduler_text(node, "node") for node in nodes[:self._nodes_asked]]
 
     def _end_state(self, job: AgentJob) -> dict:
         """How the job ended: sacct's state and reason, scontrol's where the cluster keeps no
@@ -325,13 +340,16 @@ class SlurmRuntime(NativeRuntime):
         line = next((l for l in done.stdout.splitlines() if l.count("|") == 2), "")
         if done.code == 0 and line:
             state, reason, exit_code = line.split("|")
-            return {"state": state.split()[0], "reason": reason or None, "exit_code": exit_code, "source": "sacct"}
+            return {"state": scheduler_text(state.split()[0] if state.split() else "UNKNOWN", "state"),
+                    "reason": scheduler_text(reason, "reason") or None, "exit_code": scheduler_text(exit_code, "exit_code"),
+                    "source": "sacct"}
         done = query(self._shell, ["scontrol", "show", "job", "--oneliner", self.job_id], "scontrol show job")
         fields = dict(part.split("=", 1) for part in done.stdout.split() if "=" in part)
         if done.code == 0 and "JobState" in fields:
             reason = fields.get("Reason")
-            return {"state": fields["JobState"], "reason": None if reason in (None, "None") else reason,
-                    "exit_code": fields.get("ExitCode"), "source": "scontrol"}
+            return {"state": scheduler_text(fields["JobState"], "state"),
+                    "reason": None if reason in (None, "None") else scheduler_text(reason, "reason"),
+                    "exit_code": scheduler_text(fields.get("ExitCode") or "", "exit_code") or None, "source": "scontrol"}
         ended = state_from_job_output(self._job_output(job))
         if ended:
             return ended
@@ -397,6 +415,36 @@ class SlurmRuntime(NativeRuntime):
         self.scheduler_job["node_fingerprints"] = fingerprints
 
 
+def job_id_of(sbatch_stdout: str) -> str:
+    """The job id sbatch --parsable printed ("12" or "12;cluster"), or a HostError naming what it printed instead."""
+    lines = sbatch_stdout.strip().splitlines()
+    answer = lines[-1].strip() if lines else ""
+    job_id, _, cluster = answer.partition(";")
+    if not JOB_ID.match(job_id) or not CLUSTER.match(cluster):
+        shown = ascii(answer[:64]) + ("..." if len(answer) > 64 else "")
+        raise HostError(f"sbatch answered {shown} where a job id (digits) belongs: the login node's sbatch is not Slurm's "
+                        "or printed more than --parsable asks; the job may be queued: check squeue on the login node")
+    return job_id
+
+
+def scheduler_text(value: str, field: str) -> str:
+    """A field of the scheduler's answer as the bundle may hold it: printable, cut to its limit."""
+    printable = "".join(ch for ch in value.strip() if ch.isprintable())
+    return printable[:SCHEDULER_TEXT_MAX[field]]
+
+
+def module_failure(job_output: str) -> "str | None":
+    """The batch script's line for a module that did not load, with the shell's own words before it."""
+    lines = [line.strip() for line in job_output.splitlines() if line.strip()]
+    for index, line in enumerate(lines):
+        if line.startswith(MODULE_FAILED):
+            name = scheduler_text(line[len(MODULE_FAILED):], "reason")
+            why = f" ({scheduler_text(lines[index - 1], 'reason')})" if index else ""
+            return (f"module load {name} failed on the compute node{why}, so nothing ran on another Python and torch; "
+                    "fix the host's slurm.modules (module avail lists them), or leave them out where the nodes' python has torch")
+    return None
+
+
 def state_from_job_output(text: str) -> "dict | None":
     """The end slurmstepd wrote into the job's output, for a cluster that has forgotten the job."""
     ends = STEPD_END.findall(text)
@@ -404,7 +452,8 @@ def state_from_job_output(text: str) -> "dict | None":
         return None
     state, due = ends[-1]
     state = {"TIME LIMIT": "TIMEOUT", "PREEMPTION": "PREEMPTED", "NODE FAILURE": "NODE_FAIL"}.get(due, state)
-    return {"state": state, "reason": due.capitalize() if due else None, "exit_code": None, "source": "job output"}
+    return {"state": scheduler_text(state, "state"), "reason": scheduler_text(due.capitalize(), "reason") if due else None,
+            "exit_code": None, "source": "job output"}
 
 
 def query(shell: SSHShell, argv: list[str], what: str, cwd: str = "") -> Result:

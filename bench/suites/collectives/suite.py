@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from bench.common.host import Capabilities
 from bench.common.links import link_summary
+from bench.common.transports import backend_for
 from bench.common.units import human_bytes
 from bench.suites import cost
 from bench.suites.base import HostResults, Suite, warning
@@ -19,6 +20,10 @@ from bench.suites.params import PlanError, SweptParams
 # A CPU host's own sweeps are small, and their cost is inside its fitted constants.
 GLOO_HOST_BUFFER_S_PER_BYTE = 27e-9
 GATHER_OPS = ("all_gather", "reduce_scatter")  # the collectives that run out of place as well as in place
+# A rank's buffers on the host (gloo): the collective's own, the inputs rebuilt between repetitions and
+# the check's expected values in float32: about four of the largest size.
+HOST_BUFFERS_PER_RANK = 4
+HOST_MEMORY_USABLE = 0.8  # of what the host allows: the rest is the ranks' Python, torch and the OS
 
 
 @dataclass(frozen=True)
@@ -48,6 +53,14 @@ class Collectives(Suite):
 
     def check_plan(self, params: Params, host: Capabilities, *, world_size: int, transport: str, nodes: int) -> None:
         params.check_sweep(self.name)
+        largest = max([params.end_bytes, *(params.p2p_sizes_bytes or [])])
+        if backend_for(transport, host.cuda) == "gloo" and host.host_memory_bytes:
+            ranks_here = world_size // nodes
+            need = ranks_here * HOST_BUFFERS_PER_RANK * largest
+            if need > HOST_MEMORY_USABLE * host.host_memory_bytes:
+                raise PlanError(
+                    f"collectives: end_bytes {params.end_bytes} needs about {need} bytes of host memory on {ranks_here} "
+                    f"rank(s) (gloo reduces in host memory), this host allows {host.host_memory_bytes}; lower end_bytes")
         if host.cuda:
             # out, in and the check's temporaries: about three buffers of the largest size
             need = 3 * max([params.end_bytes, *(params.p2p_sizes_bytes or [])])

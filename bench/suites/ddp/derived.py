@@ -35,6 +35,7 @@ VARYING = ("global_batch", "grad_accum", "num_params", "train_flops_per_sample")
 # The all_reduce dtype of a ddp run's gradients: the weights' own (fp32 under autocast too; bf16 weights
 # give bf16 gradients), or bf16 by the compress hook.
 REDUCE_DTYPES = {"fp32": "float32", "bf16": "bfloat16"}
+DERIVED_NOTES = ("no 1-GPU run of the same shape", "no all_reduce results for transport", "all-reduce time extrapolated")
 
 
 def _shape_key(run: dict) -> tuple:
@@ -151,10 +152,13 @@ def derive_prediction(runs: list[dict], launches: list[dict]) -> None:
                 )
         derived["allreduce_time_s"] = allreduce_s
         derived["predicted_step_time_s"] = None if compute_s is None or allreduce_s is None else compute_s + allreduce_s
-        if notes:
-            run["notes"] = notes
+        # Derived again on resume (an input may have arrived since): this function's notes are replaced,
+        # the ranks' own (a sampling or warm-up stopped at the launch's deadline) kept.
+        kept = [note for note in run.get("notes", []) if not note.startswith(DERIVED_NOTES)]
+        if kept + notes:
+            run["notes"] = kept + notes
         else:
-            run.pop("notes", None)  # derived again on resume: an input may have arrived since
+            run.pop("notes", None)
 
 
 UNLIKE_BASELINE = ("the 1-GPU baseline did not get the resources per rank the N-GPU run got (threads, cores, clocks) "

@@ -252,6 +252,11 @@ def warm_up(ctx: Context, step: Callable[[], None], params: Params, least: int) 
         times.append(time.perf_counter() - begin)
         if len(times) >= least and _steady_everywhere(ctx, times[-WARMUP_WINDOW:], params.warmup_tolerance):
             break
+        # The timed and profiled steps must still fit before the launch's deadline: time them unsettled.
+        if not ctx.time_for(1.5 * (params.steps + params.profile_steps) * sorted(times[-WARMUP_WINDOW:])[-1]):
+            ctx.notes.append(f"warm-up stopped after {len(times)} steps at the launch's timeout_s before the step times "
+                             f"settled within warmup_tolerance {params.warmup_tolerance:g}: the timed steps may include warm-up")
+            break
     return len(times)
 
 

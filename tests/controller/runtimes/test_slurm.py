@@ -48,6 +48,21 @@ def login_node(slurm_cluster, tmp_path_factory):
     hosts.stop()
 
 
+@pytest.fixture(scope="session")
+def hostile_login_node(slurm_cluster, tmp_path_factory):
+    """A login node whose sbatch answers what the file `answer` beside it holds, and submits nothing:
+    a broken or hostile cluster's front end."""
+    if not Path(SSHD).exists():
+        pytest.fail("sshd is missing: `bash tests/system-deps.sh` installs it (openssh-server)")
+    fake = tmp_path_factory.mktemp("fake-slurm")
+    (fake / "sbatch").write_text(f"#!/bin/sh\ncat {fake / 'answer'}\n")
+    (fake / "sbatch").chmod(stat.S_IRWXU | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH)
+    hosts = LoopbackHosts(tmp_path_factory.mktemp("hostile-login"), count=1, first_octet=31,
+                          extra_config=f"SetEnv SLURM_CONF={slurm_cluster.conf} PATH={fake}:/usr/bin:/bin\n").start()
+    yield hosts, fake / "answer"
+    hosts.stop()
+
+
 def write_hosts(path: Path, login, **slurm) -> Path:
     host = login.hosts[0]
     settings = {"partition": "debug", "account": "physics", "poll_s": 0.5, **slurm}
@@ -282,3 +297,32 @@ def test_the_batch_script_passes_hostile_values_as_plain_text(tmp_path):
 def test_a_job_the_cluster_forgot_is_named_from_its_output(output, state, reason):
     assert state_from_job_output(output) == {"state": state, "reason": reason, "exit_code": None, "source": "job output"}
     assert state_from_job_output("all fine") is None
+
+
+@pytest.mark.parametrize("answer", ["12/../../../escaped", "1" * 80, "12;$(touch /tmp/pwned-by-sbatch)", "12 && reboot", ""])
+def test_a_job_id_that_is_no_job_id_is_refused_and_writes_nothing_outside_the_run(hostile_login_node, tmp_path, answer):
+    login, answer_file = hostile_login_node
+    answer_file.write_text(answer + "\n")
+    hosts = write_hosts(tmp_path / "hosts.yaml", login)
+    result = cli(*run_args(hosts, PLANS / "ssh-tiny.yaml", tmp_path / "results"), timeout=120)
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    line = error_line(result.stderr)
+    assert line.startswith("error: host cluster: failed: sbatch answered ") and "where a job id (digits) belongs" in line
+    assert len(line) < 400  # the answer is cut, never pasted whole
+    written = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert written and all(p.is_relative_to(tmp_path / "results") or p.name == "hosts.yaml" for p in written), written
+    assert not any(p.name.startswith("job-") or "escaped" in p.name for p in written)
+    assert read_bundle(bundle_path(result.stdout))["hosts"][0]["status"] == "failed"
+
+
+def test_a_module_that_does_not_load_ends_the_job_with_its_reason(login_node, slurm_cluster, tmp_path):
+    """The test cluster has no `module` command at all (no Lmod): the job must not go on without it."""
+    hosts = write_hosts(tmp_path / "hosts.yaml", login_node, modules=["cuda/12.4"])
+    result = cli(*run_args(hosts, PLANS / "ssh-tiny.yaml", tmp_path / "results"), timeout=300)
+    assert result.returncode == 1, result.stderr
+    line = error_line(result.stderr)
+    assert "module load cuda/12.4 failed on the compute node (" in line and "command not found" in line, line
+    assert "fix the host's slurm.modules" in line
+    entry = read_bundle(bundle_path(result.stdout))["hosts"][0]
+    assert entry["status"] == "failed" and entry["runs"] == []
+    assert slurm_cluster.active_jobs() == []
