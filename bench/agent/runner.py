@@ -237,7 +237,9 @@ def run_launch(launch: Launch, out_dir: Path, progress: Callable[[protocol.Event
         for line in _result_lines(result_path)[reported:]:
             reported += 1
             progress(protocol.RunEnded(launch.id, reported, max(launch.configurations, reported),
-                                       suites.get(launch.suite).label(json.loads(line)), round(time.time() - started, 1)))
+                                       # the backend tells the label GPUs from processes
+                                       suites.get(launch.suite).label({**json.loads(line), "transport": {"backend": launch.backend}}),
+                                       round(time.time() - started, 1)))
 
     with counters.Sampler() as sampler:
         status, error = _run_torchrun(launch, spec_path, log_path, started, report_new_runs)
