@@ -89,7 +89,8 @@ def legend_height(entries: int, labels: "list[str] | None" = None) -> float:
 
 
 BASELINE_COLOUR = "#404040"  # a lone 1-GPU baseline: never the colour of the N-GPU line beside it
-MARKERS = ["o", "s", "^", "v", "D", "P", "X", "*", "<", ">"]
+MARKERS = ["o", "^", "v", "D", "P", "X", "*", "<", ">", "h"]
+BASELINE_MARKER = "s"  # no series' marker: a baseline is never taken for a series
 
 
 def errorbar(ax, line: Line, factor: float, style: dict, in_legend: bool = True) -> None:

@@ -103,8 +103,8 @@ def test_efficiency_bars_match_the_bundles_scaling_efficiency(docs, comparison, 
     assert ax.get_ylabel() == "scaling efficiency (%)"
     assert "100% = perfect scaling" in legend_texts(fig)
     assert ax.get_title() == "tiny, fp32, 32 tokens x micro-batch 2"  # a panel per workload
-    assert [t.get_text() for t in ax.get_xticklabels()] == ["batch 4, 2 processes", "batch 4, 2 GPUs", "batch 8, 2 processes",
-                                                            "batch 8, 2 GPUs"]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["batch 4\n2 processes", "batch 4\n2 GPUs", "batch 8\n2 processes",
+                                                            "batch 8\n2 GPUs"]
     heights = sorted(round(p.get_height(), 6) for p in ax.patches)
     expected = sorted(round(r["derived"]["scaling_efficiency_fraction"] * 100, 6)
                       for doc in docs.values() for r in doc["hosts"][0]["runs"] if r["suite"] == "ddp" and r["world_size"] == 2)

@@ -26,21 +26,31 @@ PREDICTION_CAPTION = (
 )
 
 
+BASELINES_NAMED = 4
+BASELINES_LABEL = "1 GPU or process (baseline) of each machine, dashed in the colour of its first line"
+
+
 def per_sample_figure(workload: Workload, lines: list[Line], colours: dict) -> Figure:
     """Seed 000's figure: per-sample time x #GPUs against global batch, every point on its batch's
     tick; each machine's 1-GPU baseline dashed in its colour, a reference line across the plot where
     it has one batch size (nothing to join)."""
-    fig = P.figure(4.4 + P.legend_height(len(lines), [line.label for line in lines]))
+    baselines = sum(line.baseline for line in lines)
+    # A legend entry per baseline up to a few machines; past that one entry stands for them all.
+    each = baselines <= BASELINES_NAMED
+    shown = [line.label for line in lines if each or not line.baseline] + ([] if each else [BASELINES_LABEL])
+    fig = P.figure(4.4 + P.legend_height(len(shown), shown))
     ax = fig.add_subplot()
     factor, unit = time_unit([s.high if s.high is not None else s.median for line in lines for _, s in line.points])
     for line in lines:
         if line.baseline:
-            colour = colours[line.series.machine] if sum(l.baseline for l in lines) > 1 else P.BASELINE_COLOUR
-            P.errorbar(ax, line, factor, {"color": colour, "marker": "s", "linestyle": "--"})
+            colour = colours[line.series.machine] if baselines > 1 else P.BASELINE_COLOUR
+            P.errorbar(ax, line, factor, {"color": colour, "marker": P.BASELINE_MARKER, "linestyle": "--"}, in_legend=each)
             if len(line.points) == 1:
                 ax.axhline(line.points[0][1].median * factor, color=colour, linestyle="--", linewidth=1.2, alpha=0.8)
         else:
             P.errorbar(ax, line, factor, colours.style(line.series))
+    if not each:
+        ax.plot([], [], color="grey", linestyle="--", marker=P.BASELINE_MARKER, markersize=5, linewidth=1.6, label=BASELINES_LABEL)
     ax.set_xscale("log", base=2)
     P.log2_ticks(ax, [x for line in lines for x, _ in line.points], lambda b: f"{b:g}")
     ax.set_ylim(bottom=0)
@@ -69,23 +79,31 @@ def efficiency_figure(bars: list[Bar], colours: dict) -> Figure:
     return fig
 
 
+def _hatch(series, colours: dict) -> "str | None":
+    """A transport mismatch striped; past the palette's colours, a series dotted, so that no two bars look alike."""
+    if series.mismatch:
+        return "//"
+    return ".." if colours.order.get(series, 0) >= len(P.PALETTE) else None
+
+
 def _efficiency_panel(ax, bars: list[Bar], series: list, colours: dict, top: float) -> None:
-    groups = list(dict.fromkeys(bar.group.split("\n", 1)[-1] for bar in bars))
-    shown = [s for s in series if any(bar.series == s for bar in bars)]
-    width = 0.8 / len(shown)
+    """One workload's bars: a group per batch and rank count, each group's bars side by side about its tick."""
+    groups = list(dict.fromkeys(bar.tick for bar in bars))
+    most = max(sum(bar.tick == group for bar in bars) for group in groups)
+    width = 0.8 / most
     # Values written on the bars only where a bar is wide enough for "100%" at 8 pt.
     labelled = P.AXES_WIDTH_PT / len(groups) * width >= 4 * 8 * P.CHAR_WIDTH_EM
-    for i, s in enumerate(shown):
-        mine = [bar for bar in bars if bar.series == s]
-        xs = [groups.index(bar.group.split("\n", 1)[-1]) + (i - (len(shown) - 1) / 2) * width for bar in mine]
-        med = np.array([bar.value.median for bar in mine]) * 100
-        low = np.array([bar.value.low if bar.value.low is not None else bar.value.median for bar in mine]) * 100
-        high = np.array([bar.value.high if bar.value.high is not None else bar.value.median for bar in mine]) * 100
-        ax.bar(xs, med, width * 0.92, yerr=[med - low, high - med], capsize=3, color=colours[s],
-               hatch="//" if s.mismatch else None, edgecolor="white", label=s.label)
-        for x, m in zip(xs, med) if labelled else ():  # at the foot of the bar, clear of the error bar
-            ax.text(x, 2, f"{m:.0f}%", ha="center", va="bottom", fontsize=8, fontweight="bold",
-                    bbox={"boxstyle": "round,pad=0.2", "facecolor": "white", "edgecolor": "none", "alpha": 0.85})
+    for x, group in enumerate(groups):
+        mine = sorted((bar for bar in bars if bar.tick == group), key=lambda bar: series.index(bar.series))
+        for i, bar in enumerate(mine):
+            at = x + (i - (len(mine) - 1) / 2) * width
+            v = bar.value
+            low, high = (v.low, v.high) if v.low is not None and v.high is not None else (v.median, v.median)
+            ax.bar(at, v.median * 100, width * 0.92, yerr=[[(v.median - low) * 100], [(high - v.median) * 100]], capsize=3,
+                   color=colours[bar.series], hatch=_hatch(bar.series, colours), edgecolor="white", label=bar.series.label)
+            if labelled:  # at the foot of the bar, clear of the error bar
+                ax.text(at, 2, f"{v.median * 100:.0f}%", ha="center", va="bottom", fontsize=8, fontweight="bold",
+                        bbox={"boxstyle": "round,pad=0.2", "facecolor": "white", "edgecolor": "none", "alpha": 0.85})
     ax.axhline(100, color="black", linestyle="--", linewidth=1, label="100% = perfect scaling")
     P.category_ticks(ax, groups, fontsize=9)
     ax.set_ylim(0, top)

@@ -73,6 +73,7 @@ class Bar:
     group: str  # the x-axis group: "tiny fp32\nbatch 8, 2 GPUs"
     value: Spread
     workload: "Workload | None" = None  # the plot's panel
+    tick: str = ""  # the group's label within its workload's panel: "batch 8\n2 GPUs"
 
 
 def _ddp_group(entry: RunEntry) -> tuple:
@@ -95,7 +96,8 @@ def efficiency_bars(comparison: Comparison) -> list[Bar]:
         # Efficiency = baseline per-sample time / this run's: the baseline is the numerator.
         base, samples = _baseline_samples(entries, "per_sample_gpu_time_s"), pooled(entries, "per_sample_gpu_time_s")
         if base and samples:
-            bars.append(Bar(series, group_label(key), ratio_of_medians(base, samples), key[0]))
+            w, batch, ws, gpus = key
+            bars.append(Bar(series, group_label(key), ratio_of_medians(base, samples), w, f"batch {batch}\n{ranks_label(ws, gpus)}"))
     return bars
 
 
