@@ -68,13 +68,13 @@ def judged(finding: Finding) -> str:
 
 
 def _percent(value: float) -> str:
-    return f"{value * 100:.0f}%"
+    return f"{value * 100:.1f}%"
 
 
 def _interval(spread: Spread) -> str:
     if spread.low is None or spread.high is None:
         return f"{_percent(spread.median)} [-, -]"
-    return f"{_percent(spread.median)} [{spread.low * 100:.0f}, {spread.high * 100:.0f}]"
+    return f"{_percent(spread.median)} [{spread.low * 100:.1f}, {spread.high * 100:.1f}]"
 
 
 def _lost(finding: Finding) -> str:
@@ -85,7 +85,7 @@ def _lost(finding: Finding) -> str:
         return f"none lost ({_percent(-finding.lost)} above perfect scaling)"
     if spread.low is None or spread.high is None:
         return f"{_percent(finding.lost)} lost"
-    return f"{_percent(finding.lost)} lost [{max(0.0, 1 - spread.high) * 100:.0f}, {(1 - spread.low) * 100:.0f}]"
+    return f"{_percent(finding.lost)} lost [{max(0.0, 1 - spread.high) * 100:.1f}, {(1 - spread.low) * 100:.1f}]"
 
 
 def _exposed(finding: Finding) -> str:
