@@ -24,10 +24,9 @@ TITLE = "The answer: does the link slow training?"
 NEGLIGIBLE_BELOW = 0.05
 SEVERE_ABOVE = 0.15
 THRESHOLDS = (
-    f"Verdicts judge the training throughput that N GPUs lose against N times one GPU (1 − scaling efficiency; "
-    f"its {LEVEL_LABEL} in brackets): negligible under {NEGLIGIBLE_BELOW:.0%} lost, noticeable from "
-    f"{NEGLIGIBLE_BELOW:.0%} to {SEVERE_ABOVE:.0%}, severe past {SEVERE_ABOVE:.0%}. Exposed communication is the part "
-    "of each step that no computation hid: the step time less the 1-GPU step time for the same work per GPU."
+    f"Verdicts judge the training throughput N GPUs lose against N times one GPU (1 − scaling efficiency, its "
+    f"{LEVEL_LABEL} in brackets): negligible under {NEGLIGIBLE_BELOW:.0%} lost, noticeable to {SEVERE_ABOVE:.0%}, severe "
+    "past it. Exposed communication: the step time less the 1-GPU step time for the same work per GPU."
 )
 
 
@@ -58,13 +57,13 @@ def verdict(lost: float) -> str:
 
 
 def judged(finding: Finding) -> str:
-    """The verdict, and where the interval reaches another verdict, that too."""
+    """The verdict, and where its interval reaches another verdict, how far."""
     word = verdict(finding.lost)
     spread = finding.efficiency
     if spread.low is None or spread.high is None:
         return word
-    best, worst = verdict(1 - spread.high), verdict(1 - spread.low)
-    return word if best == worst else f"{word} (interval: {best} to {worst})"
+    ends = [end for end in dict.fromkeys((verdict(1 - spread.high), verdict(1 - spread.low))) if end != word]
+    return f"{word} (the interval reaches {' and '.join(ends)})" if ends else word
 
 
 def _percent(value: float) -> str:
@@ -110,23 +109,19 @@ def _line(machine: str, workload: str, ranks: str, findings: list[Finding]) -> s
         return (f"{machine} — {workload}: only {base.ranks} ran, so no link to judge (step {base.step_s * 1e3:.4g} ms at "
                 f"global batch {base.global_batch}); run it on 2 or more to answer.")
     head = _headline(scaled)
-    text = (f"{machine} — {workload} on {ranks} over {_link(head)}: {judged(head)}, {_lost(head)} of the training "
-            f"throughput (scaling efficiency {_interval(head.efficiency)}{head.flags})")
+    text = f"{machine} — {workload}, {ranks} over {_link(head)}: {judged(head)}, {_lost(head)} of the training throughput{head.flags}"
     if head.exposed_s is not None:
         text += f"; {_exposed(head)} per step is exposed communication"
-    text += f"; at global batch {head.global_batch}."
     same = sorted((f for f in scaled if f.series == head.series and f.predicted == head.predicted and f is not head),
                   key=lambda f: f.global_batch)
-    if same:
-        text += " At global batch " + ", ".join(f"{f.global_batch}: {_lost(f)}" for f in same) + "."
+    text += f" (global batch {head.global_batch}" + "".join(f"; at {f.global_batch}: {_percent(f.lost)} lost" for f in same) + ")."
     others = defaultdict(list)
     for f in scaled:
         if (f.series, f.predicted) != (head.series, head.predicted):
             others[(f.series, f.predicted)].append(f)
     for _, mine in sorted(others.items()):
         other = max(mine, key=lambda f: f.global_batch)
-        text += (f" Over {_link(other)}: {verdict(other.lost)}, {_lost(other)}{other.flags}"
-                 f" at global batch {other.global_batch}.")
+        text += f" Over {_link(other)}: {verdict(other.lost)}, {_lost(other)}{other.flags} (global batch {other.global_batch})."
     for note in head.notes:
         text += f" {note}"
     return text
@@ -137,10 +132,10 @@ def _table(findings: list[Finding]) -> Table:
     for f in findings:
         scaled = f.efficiency is not None
         rows.append([f.series.machine, f.workload, f.ranks, _link(f), str(f.global_batch),
-                     _interval(f.efficiency) + f.flags if scaled else "-", _lost(f) if scaled else "-",
-                     judged(f) if scaled else "no link (1 rank)", _exposed(f)])
+                     _interval(f.efficiency) + f.flags if scaled else "-",
+                     f"{judged(f)}: {_lost(f)}" if scaled else "no link (1 rank)", _exposed(f)])
     return Table(["host · GPUs and link", "workload", "ranks", "link NCCL used", "global batch", f"scaling % [{LEVEL_LABEL}]",
-                  "throughput lost", "verdict", "exposed communication of step"], rows)
+                  "verdict: throughput lost", "exposed communication of step"], rows)
 
 
 def _parts(comparison: Comparison) -> list:
