@@ -82,16 +82,16 @@ def test_plan_name_unknown():
     assert_one_line_error(cli("run", "--plan", "warp-speed"), "unknown plan 'warp-speed'", "quick")
 
 
-def test_plan_sizes_not_increasing(write):
+def test_plan_sizes_not_increasing(write, tmp_path):
     plan = write("plan.yaml", QUICK_PLAN.replace("begin_bytes: 4096, end_bytes: 8192", "begin_bytes: 8192, end_bytes: 4096"))
-    result = cli("run", "--plan", str(plan))
+    result = cli("run", "--plan", str(plan), "--out", tmp_path / "results")  # never the user's results/
     assert result.returncode == 1
     assert "begin_bytes 8192 is larger than end_bytes 4096" in result.stderr and "Traceback" not in result.stderr
 
 
-def test_plan_nccl_preset_on_cpu_host(write):
+def test_plan_nccl_preset_on_cpu_host(write, tmp_path):
     plan = write("plan.yaml", QUICK_PLAN.replace("  - suite: collectives\n", "  - suite: collectives\n    transports: [p2p_off]\n"))
-    result = cli("run", "--plan", str(plan))
+    result = cli("run", "--plan", str(plan), "--out", tmp_path / "results")
     assert result.returncode == 1
     assert "'p2p_off' needs NCCL and a GPU" in result.stderr and "Traceback" not in result.stderr
 
