@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -46,9 +47,15 @@ def cmd_run(args) -> int:
         print(f"error: host {host['name']}: {host['status']}: {host['error']}", file=sys.stderr)
     print(f"bundle: {path}\nreport: {report}")
     if not bundle["complete"]:
-        print(f"{stop_signals.reason()}: the bundle holds what finished and is marked incomplete", file=sys.stderr)
+        print(f"{stop_signals.reason()}: the bundle holds what finished and is marked incomplete; run the rest into the "
+              f"same folder with: {resume_command(args.hosts, path.parent)}", file=sys.stderr)
         return stop_signals.exit_status()
     return 1 if failed else 0
+
+
+def resume_command(hosts: Path, run_dir: Path) -> str:
+    """The command that finishes a stopped run, as this Python runs the tool."""
+    return f"{shlex.quote(sys.executable)} -m bench run --hosts {shlex.quote(str(hosts))} --resume {shlex.quote(str(run_dir))}"
 
 
 def cmd_fingerprint(args) -> int:

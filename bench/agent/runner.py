@@ -347,10 +347,11 @@ def run_plan(
         [l.id for l in launches], {l.id: l.estimate_s for l in launches if l.estimate_s},
         {l.id: l.configurations for l in launches if l.estimate_s},
         sorted(l.id for l in launches if l.estimate_s and l.id in measured),
+        sorted(l.id for l in launches if l.id in done_launch_ids),
     ))
     for launch in launches:
         if launch.id in done_launch_ids:
-            progress(protocol.LaunchSkipped(launch.id, "already finished (resume)"))
+            progress(protocol.LaunchSkipped(launch.id, "finished in the run resumed: kept"))
             continue
         progress(protocol.LaunchStarted(launch.id))
         record, runs = run_launch(launch, out_dir, progress)
