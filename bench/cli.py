@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import gc
 import shlex
 import subprocess
@@ -69,14 +70,31 @@ def cmd_validate(args) -> int:
             bundle = read_bundle(path)
             print(f"{path}: ok: bundle {bundle['run_id']}, {len(bundle['hosts'])} host(s), sha256 {bundle['sha256'][:12]}")
             continue
-        document = load_yaml(path, "file")
-        kind = "hosts" if isinstance(document, dict) and "hosts" in document else "plan"
+        kind = _yaml_kind(path, load_yaml(path, "file"))
         if kind == "hosts":
             load_hosts(path)
         else:
             load_plan(str(path))
         print(f"{path}: ok: {kind} file")
     return 0
+
+
+HOSTS_KEYS = {"hosts", "defaults", "groups"}  # top-level keys of schema/hosts.schema.json; a plan has none of them
+
+
+def _yaml_kind(path: Path, document) -> str:
+    """"hosts" or "plan", by the file's top-level keys; a file that is neither is named so."""
+    keys = set(document) if isinstance(document, dict) else set()
+    if keys & HOSTS_KEYS:
+        return "hosts"
+    if keys & {"name", "suites"}:
+        return "plan"
+    guesses = [f"{match[0]!r} for {key!r}" for key in sorted(map(str, keys))
+               for match in [difflib.get_close_matches(key, [*HOSTS_KEYS, "suites"], n=1, cutoff=0.75)] if match]
+    found = (f"its keys: {', '.join(sorted(map(str, keys)))}" if keys else "it holds no mapping") + (
+        f" (did you mean {', '.join(guesses)}?)" if guesses else "")
+    raise UserError(f"{path}: neither a plan (it has no suites:) nor a hosts file (no hosts:); {found}; "
+                    "see schema/plan.schema.json and schema/hosts.schema.json")
 
 
 def cmd_report(args) -> int:

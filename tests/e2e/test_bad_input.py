@@ -137,3 +137,35 @@ def test_bundle_fails_schema_after_resealing(bundle_file):
     document["hosts"][0]["runs"][0]["metrics"]["speed"] = document["hosts"][0]["runs"][0]["metrics"]["time_s"]
     bundle_file.write_text(json.dumps(seal(document)))
     assert_one_line_error(cli("validate", str(bundle_file)), "field hosts[0].runs[0].metrics", "speed")
+
+
+# --- validate and the schemas' words ----------------------------------------------------------------
+
+def test_validate_of_a_hosts_file_says_fix_the_hosts_file(write):
+    hosts = write("hosts.yaml", "defaults:\n  user: root\n")
+    assert_one_line_error(cli("validate", str(hosts)), "field (top level): 'hosts' is a required property", "fix the hosts file")
+
+
+def test_validate_of_a_file_that_is_neither_plan_nor_hosts_file_says_so(write):
+    odd = write("odd.yaml", "host:\n  - name: a\n")
+    assert_one_line_error(cli("validate", str(odd)), "neither a plan (it has no suites:) nor a hosts file (no hosts:)",
+                          "(did you mean 'hosts' for 'host'?)")
+
+
+@pytest.mark.parametrize("command", ["validate", "run"])
+def test_a_misspelled_key_gets_the_key_it_resembles(write, command):
+    hosts = write("hosts.yaml", "hosts:\n  - name: a\n    adress: 10.0.0.5\n")
+    args = [str(hosts)] if command == "validate" else ["--hosts", str(hosts)]
+    assert_one_line_error(cli(command, *args), "field hosts[0]", "'adress' was unexpected", "(did you mean 'address'?)",
+                          "fix the hosts file")
+
+
+def test_a_misspelled_plan_key_gets_the_key_it_resembles(write):
+    plan = write("plan.yaml", QUICK_PLAN.replace("    params:", "    parms:"))
+    assert_one_line_error(cli("validate", str(plan)), "field suites[0]", "(did you mean 'params'?)", "fix the plan")
+
+
+def test_a_hand_written_entry_learns_every_missing_field_at_once(write):
+    plan = write("plan.yaml", "name: t\nsuites:\n  - suite: collectives\n    params: {ops: [all_reduce], iters: 2}\n")
+    assert_one_line_error(cli("validate", str(plan)), "field suites[0].params: 'dtypes', 'in_place', 'begin_bytes', "
+                          "'end_bytes', 'factor', 'warmup_iters', 'repetitions' are required properties")
