@@ -37,6 +37,10 @@ CPU_WORLD_SIZE = 2  # "all" on a machine without a GPU: two processes, gloo
 LOG_TAIL_LINES = 20
 POLL_S = 0.5  # how often a running launch's results are looked at, for progress
 ETA_OFF_FACTOR = 2.0  # a launch this much longer or shorter than its estimate is said in the log
+# A configuration sampling to a cv_target (verify sets one from the original's CV) measures about this
+# many times over past its first batch: verify of quick on a 2-core CPU took 2 min 45 s where the
+# model without sampling said 1 min 01 s. Never more than its sampling_cap_s a configuration.
+SAMPLING_ROUNDS = 3
 
 
 def torchrun_placement(nodes: protocol.Placement) -> list[str]:
@@ -152,6 +156,9 @@ class _Planner:
             skipped = f"needs {per_node} GPUs per node, this host has {self.hw.gpu_count}"
         elif world_size == 1 and preset_name != transports[0]:
             skipped = f"one rank uses no link: its run is the one under {transports[0]!r}"
+        elif world_size == 1 and 1 not in entry["world_sizes"] and suites.get(suite).needs_two_ranks:
+            skipped = (f"world size all is one {'GPU' if self.cuda else 'process'} on this host, and {suite} over one rank "
+                       "crosses no link (busbw is 0 by definition); give world_sizes: [1] to run it anyway")
         env = {**(BASE_NCCL_ENV if backend == "nccl" else {}), **PRESETS[preset_name].env, **entry.get("env", {}), **self.host_env}
         if not self.cuda:
             env.setdefault("OMP_NUM_THREADS", str(self.threads_per_rank))
@@ -371,8 +378,10 @@ def modelled(launch: Launch, host: Capabilities) -> tuple[float, int]:
     """(seconds, configurations) of a launch by its suite's cost model, start-up included."""
     suite = suites.get(launch.suite)
     params = suite.params(launch.params)
-    seconds = LAUNCH_START_S[host.kind] + suite.launch_seconds(params, launch.preset, launch.world_size, host)
-    return seconds, suite.configurations(params, launch.world_size, host)
+    measuring = suite.launch_seconds(params, launch.preset, launch.world_size, host)
+    configurations = suite.configurations(params, launch.world_size, host)
+    sampling = 0.0 if params.cv_target is None else min(SAMPLING_ROUNDS * measuring, configurations * params.sampling_cap_s)
+    return LAUNCH_START_S[host.kind] + measuring + sampling, configurations
 
 
 def estimate_launch(launch: Launch, host: Capabilities, measured_s: "float | None" = None) -> None:

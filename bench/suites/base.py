@@ -70,6 +70,9 @@ class Suite:
     identity_params: ClassVar[tuple] = ()  # params verify's table shows for every run, varying or not
     # Where its part stands in a report: what the links do alone (copies, collectives) before training.
     report_order: ClassVar[int] = 100
+    # Measures a link between ranks (collectives): one rank measures nothing, so where world size `all`
+    # means one GPU the launch is skipped (an explicit world size 1 still runs).
+    needs_two_ranks: ClassVar[bool] = False
 
     # --- where its parts are ---------------------------------------------------------------
 

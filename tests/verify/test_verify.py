@@ -420,6 +420,12 @@ def test_bad_tolerance_is_one_line(original):
     one_line_error(ddpbench("compare", original, original, "--tolerance", "fast"), "positive finite number")
 
 
+def test_a_tolerance_without_its_percent_sign_is_not_taken_as_500_percent(original):
+    one_line_error(ddpbench("compare", original, original, "--tolerance", "5"),
+                   "--tolerance 5: a bare number is a fraction, so 5 would be 500%; write 5% (or 0.05), or 500% if that is what you mean")
+    one_line_error(ddpbench("compare", original, original, "--tolerance", "step_time_s=1"), "so 1 would be 100%")
+
+
 def test_one_rank_busbw_is_not_comparable_and_says_why(steady, tmp_path):
     """At one rank nccl-tests' bus bandwidth is 0 on any machine (quick's collectives on a one-GPU
     box): the verdict says that, not that a median is not positive."""
