@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from bench.bundle import read_bundle
+from bench.common import shared_machine
 from bench.controller.hosts import load_hosts
 from bench.controller import stop_signals
 from bench.controller.plans import load_plan, plan_names
@@ -44,6 +45,8 @@ def cmd_run(args) -> int:
             for warning in run.get("warnings", []):
                 print(f"warning: host {host['name']}: {run['launch_id']}: {warning['code']}: {warning['message']} "
                       f"(likely: {warning['likely_cause']})", file=sys.stderr)
+    for line in shared_machine.warnings(bundle["hosts"]):
+        print(f"warning: {line}", file=sys.stderr)
     for host in failed:
         print(f"error: host {host['name']}: {host['status']}: {host['error']}", file=sys.stderr)
     print(f"bundle: {path}\nreport: {report}")

@@ -15,6 +15,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from bench import suites
+from bench.common import shared_machine
 from bench.common.stats import LEVEL_LABEL, Spread
 from bench.report.document import Bullets, Heading, Paragraph, Table
 from bench.report.merge import Comparison, Series
@@ -150,7 +151,9 @@ def section(comparison: Comparison, plot, colours: dict) -> list:
     then the figures that show it (seed 000's per-sample time x #GPUs per workload)."""
     parts = _parts(comparison)
     findings = [finding for part in parts for finding in part.findings(comparison)]
-    blocks = [Heading(2, TITLE)]
+    # Hosts of one bundle that are one machine ran at the same time: nothing below is that machine's alone.
+    blocks = [Heading(2, TITLE), *(Paragraph(f"Bundle {bundle['run_id']}: {line}.", warning=True)
+                                   for bundle in comparison.bundles for line in shared_machine.warnings(bundle["hosts"]))]
     if not findings:
         return blocks + [Paragraph(
             "No training run in these bundles (suite ddp): nothing says how much the link costs training. Run a plan "
