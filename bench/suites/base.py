@@ -8,7 +8,10 @@ A suite's folder (bench/suites/NAME/) holds:
   gpu and cpu may hold; optionally `$defs/entry`, what else its plan entries must satisfy, and
   `$defs/run_params`, what its runs' params hold in a bundle);
 - `ranks.py`: what each rank runs (torch): `run(ctx, entry_params, emit)`, one record per configuration;
-- `report.py` (optional): `section(comparison, plot, colours) -> blocks`, its part of the report.
+- `report.py` (optional): `section(comparison, plot, colours) -> blocks`, its part of the report;
+  a suite that trains also answers the report's question there: `findings(comparison)` (a list of
+  bench.report.answer.Finding) and `answer_plots(comparison, plot, colours)`, which the report's
+  first section (bench/report/answer.py) shows.
 """
 
 from __future__ import annotations
