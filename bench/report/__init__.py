@@ -119,7 +119,7 @@ def build(comparison: Comparison, out_dir: Path, skipped: list[str]) -> list:
     colours = P.palette([e.series for e in comparison.runs])
     provenance, *summary = _summary(comparison, skipped)
     blocks = [Heading(1, TITLE), provenance, *answer.section(comparison, plot, colours),
-              Heading(2, "Bundles and hosts"), *summary, T.hosts_table(comparison), *machine.concerns(comparison)]
+              Heading(2, "Hosts"), *summary, T.hosts_table(comparison), *machine.concerns(comparison)]
     results = _suite_sections(comparison, plot, colours)
     counters = machine.counters(comparison)
     if counters:
