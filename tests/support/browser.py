@@ -58,8 +58,9 @@ class _DevTools:
         self._from_browser, from_browser = os.pipe()
 
         def onto_3_and_4() -> None:  # the descriptors --remote-debugging-pipe reads and writes
-            os.dup2(to_browser, 3)
-            os.dup2(from_browser, 4)
+            reads, writes = os.dup(to_browser), os.dup(from_browser)  # above 4: neither is overwritten by the other
+            os.dup2(reads, 3)
+            os.dup2(writes, 4)
 
         self.process = subprocess.Popen([chromium(), *FLAGS, f"--user-data-dir={profile}", "about:blank"],
                                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
