@@ -107,8 +107,11 @@ def _line(machine: str, workload: str, ranks: str, findings: list[Finding]) -> s
     scaled = [f for f in findings if f.efficiency is not None]
     if not scaled:
         base = max(findings, key=lambda f: f.global_batch)
-        return (f"{machine} — {workload}: only {base.ranks} ran, so no link to judge (step {base.step_s * 1e3:.4g} ms at "
-                f"global batch {base.global_batch}); run it on 2 or more to answer.")
+        step = f"step {base.step_s * 1e3:.4g} ms at global batch {base.global_batch}"
+        if base.ranks.startswith("1 "):
+            return f"{machine} — {workload}: only {base.ranks} ran, so no link to judge ({step}); run it on 2 or more to answer."
+        return (f"{machine} — {workload}, {ranks} over {_link(base)}: no scaling to judge ({step}): these bundles hold no "
+                "1-rank run of the same shape to set it against; run world size 1 beside it.")
     head = _headline(scaled)
     text = f"{machine} — {workload}, {ranks} over {_link(head)}: {judged(head)}, {_lost(head)} of the training throughput{head.flags}"
     if head.exposed_s is not None:
@@ -134,7 +137,8 @@ def _table(findings: list[Finding]) -> Table:
         scaled = f.efficiency is not None
         rows.append([f.series.machine, f.workload, f.ranks, _link(f), str(f.global_batch),
                      _interval(f.efficiency) + f.flags if scaled else "-",
-                     f"{judged(f)}: {_lost(f)}" if scaled else "no link (1 rank)", _exposed(f)])
+                     f"{judged(f)}: {_lost(f)}" if scaled else ("no link (1 rank)" if f.ranks.startswith("1 ") else "no baseline"),
+                     _exposed(f)])
     return Table(["host · GPUs and link", "workload", "ranks", "link NCCL used", "global batch", f"scaling % [{LEVEL_LABEL}]",
                   "verdict: throughput lost", "exposed communication of step"], rows)
 

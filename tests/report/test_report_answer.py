@@ -133,3 +133,16 @@ def test_failed_bundles_stand_apart_from_the_results(fleet, real_bundle, tmp_pat
     assert (f"- refused (bundle {failed['run_id']}): failed: collectives: begin_bytes 8192 is larger than end_bytes 4096; "
             "lower begin_bytes") in _section(md, "What failed")
     assert "refused" not in _section(md, TITLE)
+
+
+def test_a_multi_gpu_run_without_a_baseline_says_what_is_missing(real_bundle, tmp_path):
+    doc = make_variant(real_bundle, "no-baseline", hardware="4090-pcie-x4")
+    host = doc["hosts"][0]
+    host["runs"] = [r for r in host["runs"] if r["world_size"] == 2]
+    path = write(tmp_path / "two.json", seal({k: v for k, v in doc.items() if k != "sha256"}))
+    assert main(["report", str(path), "--out", str(tmp_path / "out")]) == 0
+    answer = _section((tmp_path / "out" / "report.md").read_text(), TITLE)
+    assert ("no-baseline · 2x RTX 4090, PCIe 4.0 x4 — tiny fp32, 2 GPUs over default via P2P: no scaling to judge (step "
+            in answer)
+    assert "these bundles hold no 1-rank run of the same shape to set it against; run world size 1 beside it." in answer
+    assert "| no baseline |" in answer
