@@ -74,9 +74,13 @@ report: $(VENV)/.installed
 	$(PY) -m bench report $(foreach b,$(BUNDLES),'$(b)') --out $(REPORT_OUT)
 
 # make verify BUNDLE=their/bundle.json [HOSTS=hosts/mine.yaml] [ARGS='--tolerance busbw_gbps=0.1 ...']
+# make exits 2 for any failed recipe, so the last line names verify's own exit status (README, "Verify").
 verify: $(VENV)/.installed
 	@test -n "$(BUNDLE)" || { echo "error: give the bundle to verify: make verify BUNDLE=path/to/bundle.json" >&2; exit 2; }
-	$(PY) -m bench verify $(BUNDLE) --hosts $(HOSTS) --out $(OUT) $(ARGS)
+	$(PY) -m bench verify $(BUNDLE) --hosts $(HOSTS) --out $(OUT) $(ARGS) || { status=$$?; \
+	  case $$status in 1) said=FAIL;; 2) said="an input was refused";; 3) said=INCONCLUSIVE;; 4) said="NOT COMPARABLE";; *) said="stopped";; esac; \
+	  echo "make verify: ddpbench verify exited $$status ($$said); make exits 2 for any failure, so a script that needs the status runs $(PY) -m bench verify itself" >&2; \
+	  exit $$status; }
 
 image: $(VENV)/.installed
 	$(PY) -m bench image build --lock $(LOCK) $(IMAGE_ARG)

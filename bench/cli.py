@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import gc
+import shlex
 import subprocess
 import sys
 from pathlib import Path
 
 from bench.bundle import read_bundle
+from bench.common import shared_machine
 from bench.controller.hosts import load_hosts
 from bench.controller import stop_signals
 from bench.controller.plans import load_plan, plan_names
@@ -45,13 +48,21 @@ def cmd_run(args) -> int:
             for warning in run.get("warnings", []):
                 print(f"warning: host {host['name']}: {run['launch_id']}: {warning['code']}: {warning['message']} "
                       f"(likely: {warning['likely_cause']})", file=sys.stderr)
+    for line in shared_machine.warnings(bundle["hosts"]):
+        print(f"warning: {line}", file=sys.stderr)
     for host in failed:
         print(f"error: host {host['name']}: {host['status']}: {host['error']}", file=sys.stderr)
     print(f"report: {report}")
     if not bundle["complete"]:
-        print(f"{stop_signals.reason()}: the bundle holds what finished and is marked incomplete", file=sys.stderr)
+        print(f"{stop_signals.reason()}: the bundle holds what finished and is marked incomplete; run the rest into the "
+              f"same folder with: {resume_command(args.hosts, path.parent)}", file=sys.stderr)
         return stop_signals.exit_status()
     return 1 if failed else 0
+
+
+def resume_command(hosts: Path, run_dir: Path) -> str:
+    """The command that finishes a stopped run, as this Python runs the tool."""
+    return f"{shlex.quote(sys.executable)} -m bench run --hosts {shlex.quote(str(hosts))} --resume {shlex.quote(str(run_dir))}"
 
 
 def cmd_fingerprint(args) -> int:
@@ -65,14 +76,31 @@ def cmd_validate(args) -> int:
             bundle = read_bundle(path)
             print(f"{path}: ok: bundle {bundle['run_id']}, {len(bundle['hosts'])} host(s), sha256 {bundle['sha256'][:12]}")
             continue
-        document = load_yaml(path, "file")
-        kind = "hosts" if isinstance(document, dict) and "hosts" in document else "plan"
+        kind = _yaml_kind(path, load_yaml(path, "file"))
         if kind == "hosts":
             load_hosts(path)
         else:
             load_plan(str(path))
         print(f"{path}: ok: {kind} file")
     return 0
+
+
+HOSTS_KEYS = {"hosts", "defaults", "groups"}  # top-level keys of schema/hosts.schema.json; a plan has none of them
+
+
+def _yaml_kind(path: Path, document) -> str:
+    """"hosts" or "plan", by the file's top-level keys; a file that is neither is named so."""
+    keys = set(document) if isinstance(document, dict) else set()
+    if keys & HOSTS_KEYS:
+        return "hosts"
+    if keys & {"name", "suites"}:
+        return "plan"
+    guesses = [f"{match[0]!r} for {key!r}" for key in sorted(map(str, keys))
+               for match in [difflib.get_close_matches(key, [*HOSTS_KEYS, "suites"], n=1, cutoff=0.75)] if match]
+    found = (f"its keys: {', '.join(sorted(map(str, keys)))}" if keys else "it holds no mapping") + (
+        f" (did you mean {', '.join(guesses)}?)" if guesses else "")
+    raise UserError(f"{path}: neither a plan (it has no suites:) nor a hosts file (no hosts:); {found}; "
+                    "see schema/plan.schema.json and schema/hosts.schema.json")
 
 
 def cmd_report(args) -> int:

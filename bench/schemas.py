@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import functools
 import itertools
 import json
@@ -180,12 +181,43 @@ def _explain(document, name: str, definition: str, thorough: bool = True, at: tu
         schema_part = {"description": _pattern_descriptions().get(refused and refused.group(1).replace("\\\\", "\\"))}
     else:
         path, message, schema_part = error.absolute_path, error.message, error.schema if error.validator == "pattern" else {}
+        if error.validator == "required":  # every field the object lacks, in one line, not one per attempt
+            missing = [e.message.split("'")[1] for e in errors if e.validator == "required" and e.schema is error.schema
+                       and e.absolute_path == error.absolute_path]
+            message = f"{', '.join(map(repr, missing))} {'is a required property' if len(missing) == 1 else 'are required properties'}"
     if schema_part.get("description"):  # the regex means little to a reader
         message = f"{_short(_instance_at(document, path))} is not allowed here: {schema_part['description'].rstrip('.')}"
-    message = " ".join(message[:1000].split())  # a message may quote a value of megabytes
+    message = message[:1000]  # a message may quote a value of megabytes
+    message = " ".join(message.split()) + _did_you_mean(message)
     if len(message) > 300:
         message = message[:297] + "..."
     return f"field {field_path((*at, *path))}: {message}"
+
+
+def _did_you_mean(message: str) -> str:
+    """" (did you mean 'address'?)" where a key was refused as unknown and a known one is spelled alike."""
+    unexpected = re.search(r"\((.*) (?:was|were) unexpected\)", message)
+    if not unexpected:
+        return ""
+    guesses = [f"{match[0]!r} for {name!r}" if len(names) > 1 else repr(match[0])
+               for names in [re.findall(r"'([^']*)'", unexpected.group(1))]
+               for name in names for match in [difflib.get_close_matches(name, _property_names(), n=1, cutoff=0.75)] if match]
+    return f" (did you mean {', '.join(guesses)}?)" if guesses else ""
+
+
+@functools.lru_cache(maxsize=None)
+def _property_names() -> list:
+    """Every key any schema of ddpbench defines: what a misspelled key is matched against."""
+    found, stack = set(), _resources()
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if isinstance(node.get("properties"), dict):
+                found.update(node["properties"])
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return sorted(found)
 
 
 def _short(value) -> str:

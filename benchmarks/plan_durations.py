@@ -41,7 +41,7 @@ def plan_seconds(plan: dict, fingerprint: dict) -> tuple[float, int, int]:
     for launch in plan_launches(plan, host):
         if launch.skipped_reason:
             continue
-        seconds, configurations = modelled(launch, host)
+        seconds, _, configurations = modelled(launch, host)
         total += seconds
         launches += 1
         points += configurations

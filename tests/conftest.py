@@ -44,6 +44,21 @@ def bundle_path_from(stdout: str) -> Path:
     return REPO / line.removeprefix("bundle: ")  # an absolute path stays itself
 
 
+def _listing(folder: Path) -> set:
+    return {str(path.relative_to(folder)) for path in folder.rglob("*")} if folder.is_dir() else set()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def results_left_as_found():
+    """`make test` leaves the user's results/ (what `make bench` writes) as it found it: a test that runs
+    a plan gives it --out in its own temporary folder. Checked once every test has run."""
+    results = REPO / "results"
+    before = _listing(results)
+    yield
+    written = sorted(_listing(results) - before)
+    assert not written, f"the tests wrote into {results}: {written[:5]}; give each test's `run` an --out of its own"
+
+
 @pytest.fixture(scope="session")
 def quick_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
     """The default `run` (plan quick, hosts/local.yaml) on this CPU machine, once per session."""

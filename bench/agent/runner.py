@@ -39,6 +39,10 @@ CPU_WORLD_SIZE = 2  # "all" on a machine without a GPU: two processes, gloo
 LOG_TAIL_LINES = 20
 POLL_S = 0.5  # how often a running launch's results are looked at, for progress
 ETA_OFF_FACTOR = 2.0  # a launch this much longer or shorter than its estimate is said in the log
+# A configuration sampling to a cv_target (verify sets one from the original's CV) measures about this
+# many times over past its first batch: verify of quick on a 2-core CPU took 2 min 45 s where the
+# model without sampling said 1 min 01 s. Never more than its sampling_cap_s a configuration.
+SAMPLING_ROUNDS = 3
 
 
 def torchrun_placement(nodes: protocol.Placement) -> list[str]:
@@ -154,6 +158,9 @@ class _Planner:
             skipped = f"needs {per_node} GPUs per node, this host has {self.hw.gpu_count}"
         elif world_size == 1 and preset_name != transports[0]:
             skipped = f"one rank uses no link: its run is the one under {transports[0]!r}"
+        elif world_size == 1 and 1 not in entry["world_sizes"] and suites.get(suite).needs_two_ranks:
+            skipped = (f"world size all is one {'GPU' if self.cuda else 'process'} on this host, and {suite} over one rank "
+                       "crosses no link (busbw is 0 by definition); give world_sizes: [1] to run it anyway")
         env = {**(BASE_NCCL_ENV if backend == "nccl" else {}), **PRESETS[preset_name].env, **entry.get("env", {}), **self.host_env}
         if not self.cuda:
             env.setdefault("OMP_NUM_THREADS", str(self.threads_per_rank))
@@ -239,7 +246,9 @@ def run_launch(launch: Launch, out_dir: Path, progress: Callable[[protocol.Event
         for line in _result_lines(result_path)[reported:]:
             reported += 1
             progress(protocol.RunEnded(launch.id, reported, max(launch.configurations, reported),
-                                       suites.get(launch.suite).label(json.loads(line)), round(time.time() - started, 1)))
+                                       # the backend tells the label GPUs from processes
+                                       suites.get(launch.suite).label({**json.loads(line), "transport": {"backend": launch.backend}}),
+                                       round(time.time() - started, 1)))
 
     with counters.Sampler() as sampler:
         status, error = _run_torchrun(launch, spec_path, log_path, started, report_new_runs)
@@ -251,9 +260,8 @@ def run_launch(launch: Launch, out_dir: Path, progress: Callable[[protocol.Event
              "gpu_counters": sampler.window_summary(run.get("measured_window"))}
             for run in map(json.loads, _result_lines(result_path))]
     if status == "timeout" and runs:
-        error = (f"the launch ran past the plan's timeout_s {launch.timeout_s:g} s with {len(runs)} of "
-                 f"{max(launch.configurations, len(runs))} configurations finished (kept): raise timeout_s, or lower the "
-                 "entry's cv_target, sampling_cap_s, warmup_max_steps or its sizes, steps or batches")
+        error += (f", or the launch needed longer; {len(runs)} of {max(launch.configurations, len(runs))} configurations "
+                  "finished and are kept: if none hung, raise timeout_s or trim the entry (sizes, steps, batches)")
     if status == "ok" and not transport["matches_preset"]:
         error = f"transport preset {launch.preset!r} asked for {sorted(PRESETS[launch.preset].accepts)}, NCCL used {transport['nccl_used']}"
     record = {
@@ -369,10 +377,11 @@ def run_plan(
         [l.id for l in launches], {l.id: l.estimate_s for l in launches if l.estimate_s},
         {l.id: l.configurations for l in launches if l.estimate_s},
         sorted(l.id for l in launches if l.estimate_s and l.id in measured),
+        sorted(l.id for l in launches if l.id in done_launch_ids),
     ))
     for launch in launches:
         if launch.id in done_launch_ids:
-            progress(protocol.LaunchSkipped(launch.id, "already finished (resume)"))
+            progress(protocol.LaunchSkipped(launch.id, "finished in the run resumed: kept"))
             continue
         progress(protocol.LaunchStarted(launch.id))
         record, runs = run_launch(launch, out_dir, progress)
@@ -388,20 +397,24 @@ def run_plan(
     return raw
 
 
-def modelled(launch: Launch, host: Capabilities) -> tuple[float, int]:
-    """(seconds, configurations) of a launch by its suite's cost model, start-up included."""
+def modelled(launch: Launch, host: Capabilities) -> tuple[float, float, int]:
+    """(seconds, of them sampling toward cv_target, configurations) of a launch by its suite's cost
+    model, start-up included."""
     suite = suites.get(launch.suite)
     params = suite.params(launch.params)
-    seconds = LAUNCH_START_S[host.kind] + suite.launch_seconds(params, launch.preset, launch.world_size, host)
-    return seconds, suite.configurations(params, launch.world_size, host)
+    measuring = suite.launch_seconds(params, launch.preset, launch.world_size, host)
+    configurations = suite.configurations(params, launch.world_size, host)
+    sampling = 0.0 if params.cv_target is None else min(SAMPLING_ROUNDS * measuring, configurations * params.sampling_cap_s)
+    return LAUNCH_START_S[host.kind] + measuring + sampling, sampling, configurations
 
 
 def estimate_launch(launch: Launch, host: Capabilities, measured_s: "float | None" = None) -> None:
     """Set the launch's estimate (an earlier run's duration here, else the cost model) and its
-    configuration count; a launch estimated past the plan's timeout_s is a PlanError."""
-    seconds, launch.configurations = modelled(launch, host)
+    configuration count; a launch whose least time is estimated past the plan's timeout_s is a
+    PlanError (sampling toward cv_target stops at the launch's deadline: it never makes one too long)."""
+    seconds, sampling, launch.configurations = modelled(launch, host)
     launch.estimate_s = round(measured_s or seconds, 1)
-    if launch.estimate_s > launch.timeout_s:
+    if (measured_s or seconds - sampling) > launch.timeout_s:
         raise PlanError(
             f"launch {launch.id} is estimated at {launch.estimate_s:.0f} s on this host, longer than the plan's "
             f"timeout_s {launch.timeout_s:g}: raise timeout_s, or trim the entry (fewer sizes, transports, steps or batches)"

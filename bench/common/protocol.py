@@ -121,13 +121,15 @@ class Fingerprinting(Event):
 @_event
 @dataclass(frozen=True)
 class Planned(Event):
-    """What will run and how long each launch should take; measured_before: estimates that are an earlier run's durations."""
+    """What will run and how long each launch should take; measured_before: estimates that are an earlier run's
+    durations; finished_before: launches a resumed run finished already (kept, not run again)."""
 
     kind: ClassVar[str] = "plan"
     launches: list
     estimates_s: dict = field(default_factory=dict)
     configurations: dict = field(default_factory=dict)
     measured_before: list = field(default_factory=list)
+    finished_before: list = field(default_factory=list)
 
 
 @_event

@@ -80,6 +80,16 @@ def transport_record(preset_name: str, backend: str, world_size: int, log_text: 
     }
 
 
+def on_gpu(run: dict) -> bool:
+    """Whether a run's ranks computed on GPUs: gloo's ranks train on the CPU, on a GPU host too."""
+    return (run.get("transport") or {}).get("backend") != "gloo"
+
+
+def ranks_label(world_size: int, gpus: bool) -> str:
+    """"2 GPUs", "1 GPU"; on the CPU "2 processes", "1 process"."""
+    return f"{world_size} GPU{'s' * (world_size != 1)}" if gpus else f"{world_size} process{'es' * (world_size != 1)}"
+
+
 def link_name(run: dict) -> str:
     """The link a run's bytes crossed, for tables and legends: its preset and the transport NCCL
     used ("default via P2P"), gloo's runs marked (a suite that moves bytes past NCCL says so

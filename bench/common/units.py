@@ -18,3 +18,8 @@ def time_unit(seconds: list) -> tuple[float, str]:
         if top * factor >= 1:
             return factor, unit
     return 1e9, "ns"
+
+
+def count(n: int, singular: str, plural: "str | None" = None) -> str:
+    """"1 launch", "3 launches": a count with its noun in the right number."""
+    return f"{n} {singular if n == 1 else plural or singular + 's'}"

@@ -18,6 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColum
 from rich.text import Text
 
 from bench.common import protocol
+from bench.common.units import count
 
 
 def describe_s(seconds: float) -> str:
@@ -124,7 +125,7 @@ class HostProgress:
     @staticmethod
     def _ended(event: "protocol.LaunchEnded | protocol.LaunchSkipped", state: HostState) -> str:
         if isinstance(event, protocol.LaunchSkipped):
-            return "skipped"
+            return event.reason
         detail = event.status + (f": {event.error}" if event.error else "")
         if event.status != "skipped":
             estimate = state.estimates_s.get(event.id)
@@ -134,17 +135,19 @@ class HostProgress:
     @staticmethod
     def _plan_text(event: protocol.Planned) -> str:
         estimates, points = event.estimates_s, event.configurations
-        measured = set(event.measured_before)
+        measured, finished = set(event.measured_before), set(event.finished_before)
         parts = []
         for launch in event.launches:
             if launch in estimates:
-                count = points.get(launch, 0)
                 source = ", as measured before" if launch in measured else ""
-                parts.append(f"{launch} ({count} configuration{'' if count == 1 else 's'}, ~{describe_s(estimates[launch])}{source})")
+                parts.append(f"{launch} ({count(points.get(launch, 0), 'configuration')}, ~{describe_s(estimates[launch])}{source})")
             else:
-                parts.append(f"{launch} (not run)")
-        total = sum(estimates.values())
-        head = f"{len(event.launches)} launches" + (f", estimated {describe_s(total)} in all" if estimates else "")
+                parts.append(f"{launch} ({'finished before' if launch in finished else 'not run'})")
+        head = count(len(event.launches), "launch", "launches")
+        if finished:
+            head += f", {len(finished)} finished before"
+        if estimates:
+            head += f", estimated {describe_s(sum(estimates.values()))}" + (" for the rest" if finished else " in all")
         return head + ": " + ", ".join(parts)
 
     def finish(self, host: str, error: "str | None") -> None:

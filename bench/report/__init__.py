@@ -1,8 +1,9 @@
 """Reports: bundles in; report.md, a self-contained report.html and every plot as PNG and SVG out.
 
-The report is the hosts and what their fingerprints raised, then each suite's own part (its folder's
-report.py: `section(comparison, plot, colours) -> blocks`, drawn with the toolkit beside this file:
-merge, series, tables, plots, document), then the GPU counters and what failed."""
+The report is the answer first (answer.py: per host and workload, does the link slow training),
+the hosts and what their fingerprints raised, then each suite's own part (its folder's report.py:
+`section(comparison, plot, colours) -> blocks`, drawn with the toolkit beside this file: merge,
+series, tables, plots, document), then the GPU counters and what failed."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from pathlib import Path
 from bench import suites
 from bench.common.files import write_text
 from bench.outputs import prepare_folder
-from bench.report import html, machine, markdown
+from bench.report import answer, html, machine, markdown
 from bench.report import plots as P
 from bench.report import tables as T
 from bench.report.document import Heading, Paragraph, Plot
@@ -68,7 +69,9 @@ def _summary(comparison: Comparison, skipped: list[str]) -> list:
     bundles = comparison.bundles
     ids = ", ".join(b["run_id"] for b in bundles) if len(bundles) <= 10 else f"{bundles[0]['run_id']} ... {bundles[-1]['run_id']}"
     versions = ", ".join(f"{v} ({n} bundle{'s' * (n > 1)})" for v, n in sorted(comparison.tool_versions.items()))
-    blocks = [Paragraph(f"{len(bundles)} bundle(s) ({ids}) from {len(comparison.hosts)} host(s); ddpbench {versions}.")]
+    failed = len(comparison.hosts) - len(T.measured_hosts(comparison))
+    blocks = [Paragraph(f"{len(bundles)} bundle(s) ({ids}) from {len(comparison.hosts)} host(s); ddpbench {versions}."
+                        + (f" {failed} host(s) measured nothing: see What failed, at the end." if failed else ""))]
     if skipped:
         blocks.append(Paragraph(f"Skipped {len(skipped)} file(s) that are not valid bundles:\n" + "\n".join(skipped), warning=True))
     incomplete = [b["run_id"] for b in bundles if not b["complete"]]
@@ -111,19 +114,23 @@ def _suite_sections(comparison: Comparison, plot: _Plots, colours: dict) -> list
 
 
 def build(comparison: Comparison, out_dir: Path, skipped: list[str]) -> list:
-    """The report's blocks; every plot is drawn into out_dir (as PNG and SVG) before this returns."""
+    """The report's blocks; every plot is drawn into out_dir (as PNG and SVG) before this returns.
+
+    The answer comes first (answer.py), then the bundles and hosts that measured, each suite's part,
+    the counters; what failed last, in a section of its own."""
     plot = _Plots(out_dir)
     colours = P.palette([e.series for e in comparison.runs])
-    blocks = [Heading(1, TITLE), *_summary(comparison, skipped), Heading(2, "Hosts"), T.hosts_table(comparison),
-              *machine.concerns(comparison)]
+    provenance, *summary = _summary(comparison, skipped)
+    blocks = [Heading(1, TITLE), provenance, *answer.section(comparison, plot, colours),
+              Heading(2, "Hosts"), *summary, T.hosts_table(comparison), *machine.concerns(comparison)]
     results = _suite_sections(comparison, plot, colours)
     counters = machine.counters(comparison)
     if counters:
         results += [Heading(2, "GPU counters"), *counters]
     blocks += results or [Paragraph("No successful run in these bundles: nothing to plot or tabulate.", warning=True)]
-    failures = T.failures_table(comparison)
-    if failures:
-        blocks += [Heading(2, "What failed"), failures]
+    failed_hosts, failures = T.failed_hosts(comparison), T.failures_table(comparison)
+    if failed_hosts or failures:
+        blocks += [Heading(2, "What failed"), *([failed_hosts] if failed_hosts else []), *([failures] if failures else [])]
     plot.render()
     return blocks
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -35,50 +36,96 @@ def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()[:60]
 
 
-def palette(series: list[Series]) -> dict:
-    """series -> colour, and machine (host · hardware) -> the colour of its first series, for baselines."""
-    colours = {}
-    for i, s in enumerate(sorted(set(series))):
-        colours[s] = PALETTE[i % len(PALETTE)]
-        colours.setdefault(s.machine, colours[s])
-    return colours
+LINESTYLES = ["-", "-.", ":"]  # never "--": a dashed line is a 1-GPU baseline
+
+
+class Palette(dict):
+    """series -> colour, and machine (host · hardware) -> the colour of its first series, for baselines
+    (a dict: every suite's part reads colours[series]); style() adds a marker and a line style, so
+    that lines stay told apart where colours repeat or cannot be seen (print, colour blindness)."""
+
+    def __init__(self, series: list[Series]):
+        super().__init__()
+        self.order = {s: i for i, s in enumerate(sorted(set(series)))}
+        for s, i in self.order.items():
+            self[s] = PALETTE[i % len(PALETTE)]
+            self.setdefault(s.machine, self[s])
+
+    def style(self, series: Series) -> dict:
+        """matplotlib's color, marker and linestyle of a series: no two of the first 40 series alike."""
+        i = self.order.get(series, len(self.order))
+        return {"color": self.get(series, PALETTE[i % len(PALETTE)]), "marker": MARKERS[(i + i // len(PALETTE)) % len(MARKERS)],
+                "linestyle": LINESTYLES[i % len(LINESTYLES)]}
+
+
+def palette(series: list[Series]) -> Palette:
+    return Palette(series)
+
 
 
 def figure(height_in: float) -> Figure:
     return Figure(figsize=(WIDTH_IN, height_in), dpi=PNG_DPI, layout="constrained")
 
 
-def legend(fig: Figure, ax) -> None:
-    """Under the axes; the data series first, reference lines (peaks, 100%) after them."""
-    entries = sorted(zip(*ax.get_legend_handles_labels()), key=lambda entry: isinstance(entry[0], Line2D))
-    if entries:
-        fig.legend(*zip(*entries), loc="outside lower center", fontsize=8, frameon=False)
+LEGEND_WRAP = 110  # characters: a longer label would run past the figure's edge at 8 pt
 
 
-def legend_height(entries: int) -> float:
-    return 0.19 * entries + 0.25
+def legend(fig: Figure, *axes) -> None:
+    """Under the axes, one entry a row (so no two entries can overlap), a long label wrapped; the
+    data series first, reference lines (peaks, 100%) after them; an entry that several panels
+    share, once."""
+    entries = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            entries.setdefault(label, handle)
+    ordered = sorted(entries.items(), key=lambda entry: isinstance(entry[1], Line2D))
+    if ordered:
+        fig.legend([handle for _, handle in ordered],
+                   [textwrap.fill(label, LEGEND_WRAP, subsequent_indent="    ") for label, _ in ordered],
+                   loc="outside lower center", fontsize=8, frameon=False)
+
+
+def legend_height(entries: int, labels: "list[str] | None" = None) -> float:
+    lines = entries + sum(len(label) // LEGEND_WRAP for label in labels or [])
+    return 0.19 * lines + 0.25
 
 
 BASELINE_COLOUR = "#404040"  # a lone 1-GPU baseline: never the colour of the N-GPU line beside it
-MARKERS = ["o", "s", "^", "v", "D", "P", "X", "*", "<", ">"]
+MARKERS = ["o", "^", "v", "D", "P", "X", "*", "<", ">", "h"]
+BASELINE_MARKER = "s"  # no series' marker: a baseline is never taken for a series
 
 
-def errorbar(ax, line: Line, factor: float, colour: str, shift: float, in_legend: bool = True, marker: str = "o") -> None:
-    """Median with p5-p95 bars; x is shifted by `shift` octaves so that bars at one x do not hide each other."""
-    xs = [x * 2**shift for x, _ in line.points]
+def errorbar(ax, line: Line, factor: float, style: dict, in_legend: bool = True) -> None:
+    """Median with p5-p95 bars, each point on its own x tick; lines at one x are told apart by
+    marker and line style, their bars drawn light so that one does not hide another."""
+    xs = [x for x, _ in line.points]
     med = np.array([s.median for _, s in line.points]) * factor
-    low = np.array([s.low for _, s in line.points]) * factor
-    high = np.array([s.high for _, s in line.points]) * factor
-    style = {"color": colour, "marker": marker, "markersize": 4 if marker == "o" else 5, "linewidth": 1.6,
-             "linestyle": "--" if line.baseline else "-"}
-    ax.errorbar(xs, med, yerr=[med - low, high - med], capsize=3, **style)
+    low = np.array([s.low if s.low is not None else s.median for _, s in line.points]) * factor
+    high = np.array([s.high if s.high is not None else s.median for _, s in line.points]) * factor
+    style = {"markersize": 5, "linewidth": 1.6, **style}
+    _, _, bars = ax.errorbar(xs, med, yerr=[med - low, high - med], capsize=3, **style)
+    for bar in bars:
+        bar.set_alpha(0.45)
     if in_legend:
         ax.plot([], [], label=line.label, **style)  # a plain line in the legend: an error-bar entry is slow to draw
 
 
-def shifts(count: int) -> list[float]:
-    step = min(0.03, 0.16 / max(1, count - 1))  # never more than a sixth of an octave in all
-    return [(i - (count - 1) / 2) * step for i in range(count)]
+AXES_WIDTH_PT = 0.85 * WIDTH_IN * 72  # an axes' width in a figure of one column of panels
+CHAR_WIDTH_EM = 0.6  # a character of DejaVu Sans is at most about 0.6 of its size wide (digits, most letters)
+
+
+def category_ticks(ax, labels: list[str], fontsize: float) -> None:
+    """One tick per category, its label level where the labels fit side by side, else turned upright:
+    labels never run into each other, however many categories a panel holds."""
+    slot = AXES_WIDTH_PT / max(1, len(labels))
+    widest = max((len(line) for label in labels for line in label.split("\n")), default=0) * fontsize * CHAR_WIDTH_EM
+    tallest = max((label.count("\n") + 1 for label in labels), default=1) * fontsize * 1.25
+    if widest <= 0.9 * slot:
+        ax.set_xticks(range(len(labels)), labels, fontsize=fontsize)
+    else:
+        # Turned upright a label is as wide as its lines are tall: where not even that fits, the text shrinks.
+        size = min(fontsize, fontsize * 0.9 * slot / tallest)
+        ax.set_xticks(range(len(labels)), labels, fontsize=size, rotation=90, ha="center")
 
 
 def log2_ticks(ax, values: list, label) -> None:

@@ -11,7 +11,7 @@ from collections import defaultdict
 from bench.common.concerns import pcie_links
 from bench.common.stats import Spread
 from bench import suites
-from bench.report.document import Paragraph, Table
+from bench.report.document import Bullets, Paragraph, Table
 from bench.report.merge import Comparison, HostEntry, RunEntry
 from bench.report.series import pooled
 
@@ -90,9 +90,15 @@ def _digest(fp: dict) -> str:
     return container.get("image") or "-"
 
 
+def measured_hosts(comparison: Comparison) -> list[HostEntry]:
+    """The hosts with at least one ok run: the others are listed under what failed, not among the results."""
+    ok = {id(entry.host) for entry in comparison.runs}
+    return [host for host in comparison.hosts if id(host) in ok]
+
+
 def hosts_table(comparison: Comparison) -> Table:
     rows = []
-    for host in comparison.hosts:
+    for host in measured_hosts(comparison):
         fp, raw = host.fingerprint, host.host
         software = fp.get("software") or {}
         gpus = fp.get("gpus") or []
@@ -133,6 +139,14 @@ def warnings_blocks(comparison: Comparison, suite: str) -> list:
 def run_label(run: dict) -> str:
     """What a run measured, in a few words (its suite's label)."""
     return suites.get(run["suite"]).label(run)
+
+
+def failed_hosts(comparison: Comparison) -> "Bullets | None":
+    """One line per host that measured nothing: its name, bundle and why."""
+    measured = set(map(id, measured_hosts(comparison)))
+    lines = [f"{host.name} (bundle {host.run_id}): {host.host['status']}" + (f": {host.host['error']}" if host.host.get("error") else "")
+             for host in comparison.hosts if id(host) not in measured]
+    return Bullets(lines) if lines else None
 
 
 def failures_table(comparison: Comparison) -> "Table | None":

@@ -8,7 +8,10 @@ A suite's folder (bench/suites/NAME/) holds:
   gpu and cpu may hold; optionally `$defs/entry`, what else its plan entries must satisfy, and
   `$defs/run_params`, what its runs' params hold in a bundle);
 - `ranks.py`: what each rank runs (torch): `run(ctx, entry_params, emit)`, one record per configuration;
-- `report.py` (optional): `section(comparison, plot, colours) -> blocks`, its part of the report.
+- `report.py` (optional): `section(comparison, plot, colours) -> blocks`, its part of the report;
+  a suite that trains also answers the report's question there: `findings(comparison)` (a list of
+  bench.report.answer.Finding) and `answer_plots(comparison, plot, colours)`, which the report's
+  first section (bench/report/answer.py) shows.
 """
 
 from __future__ import annotations
@@ -70,6 +73,9 @@ class Suite:
     identity_params: ClassVar[tuple] = ()  # params verify's table shows for every run, varying or not
     # Where its part stands in a report: what the links do alone (copies, collectives) before training.
     report_order: ClassVar[int] = 100
+    # Measures a link between ranks (collectives): one rank measures nothing, so where world size `all`
+    # means one GPU the launch is skipped (an explicit world size 1 still runs).
+    needs_two_ranks: ClassVar[bool] = False
 
     # --- where its parts are ---------------------------------------------------------------
 

@@ -28,7 +28,8 @@ def higher_is_better(metric: str) -> bool:
 
 
 def parse_tolerances(items: "list[str]") -> dict:
-    """`0.1` (every metric) or `busbw_gbps=0.1`; a trailing % divides by 100."""
+    """`0.1` (every metric) or `busbw_gbps=0.1`; a trailing % divides by 100. A bare number of 1 or more
+    is refused: it is a percentage written without its %, far more often than a band of a factor 2 or more."""
     tolerances = {suite.headline_metric: DEFAULT_TOLERANCE for suite in suites.registry().values()}
     for item in items:
         metric, _, text = item.rpartition("=")
@@ -38,6 +39,9 @@ def parse_tolerances(items: "list[str]") -> dict:
             value = -1.0
         if not 0 < value < math.inf:
             raise UserError(f"--tolerance {item}: {text!r} is not a positive finite number; write e.g. 0.05 or 5%")
+        if value >= 1 and not text.endswith("%"):  # "5" meant as 5% would silently pass runs 6 times slower
+            raise UserError(f"--tolerance {item}: a bare number is a fraction, so {text} would be {value:.0%}; "
+                            f"write {text}% (or {value / 100:g}), or {value:.0%} if that is what you mean")
         if metric and metric not in tolerances:
             raise UserError(f"--tolerance {item}: {metric!r} is not a compared metric; use one of {', '.join(sorted(tolerances))}")
         for name in [metric] if metric else list(tolerances):
@@ -195,6 +199,8 @@ def _compare_configuration(base: RunVerdict, runs: "list[dict]", new_runs: "list
     base = replace(base, original_median=statistics.median([x for launch in samples for x in launch]))
     if machine_differs:
         return replace(base, verdict="not comparable", differs=machine_differs)
+    if base.original_median <= 0:  # nothing to compare with, whatever the rerun did (or skipped: one-rank busbw)
+        return replace(base, verdict="not comparable", reason=_why_not_positive(base))
     if not new_runs:
         return replace(base, verdict="failed", reason=new_error or "the new bundle has no such run")
     if not any(r["status"] == "ok" for r in new_runs):
@@ -205,8 +211,6 @@ def _compare_configuration(base: RunVerdict, runs: "list[dict]", new_runs: "list
     used = (runs[0]["transport"].get("nccl_used"), new_runs[0]["transport"].get("nccl_used"))
     if used[0] != used[1]:
         return replace(base, verdict="not comparable", differs=[{"field": "nccl_transport", "original": used[0], "new": used[1]}])
-    if base.original_median <= 0:
-        return replace(base, verdict="not comparable", reason=_why_not_positive(base))
     return Measured(base, samples, [r["metrics"][base.metric]["samples"] for r in new_runs], shares)
 
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
@@ -106,6 +108,8 @@ def test_a_stop_signal_keeps_what_finished(tmp_path, sig, status, name):
     stdout, stderr = process.communicate(timeout=120)
     assert process.returncode == status, stderr
     assert f"interrupted ({name})" in stderr and "Traceback" not in stderr
+    run_dir = bundle_path_from(stdout).parent
+    assert f"run the rest into the same folder with: {sys.executable} -m bench run --hosts hosts/local.yaml --resume {run_dir}" in stderr
     bundle = read_bundle(bundle_path_from(stdout))
     assert bundle["complete"] is False and bundle["incomplete_reason"] == f"interrupted ({name})"
     host = bundle["hosts"][0]
@@ -146,6 +150,10 @@ def test_resume_after_kill_9_makes_the_bundle_from_what_is_on_disk(tmp_path):
         time.sleep(0.2)
     resumed = cli("run", "--resume", run_dir, "--out", out, timeout=300)
     assert resumed.returncode == 0, resumed.stderr
+    # The launch that finished is said to be kept, not "not run" or "skipped".
+    assert re.search(r"\] 2 launches, 1 finished before, estimated .* for the rest: 00-collectives-default-ws2 \(finished before\), "
+                     r"01-ddp-default-ws2 \(1 configuration, ", resumed.stderr), resumed.stderr
+    assert "00-collectives-default-ws2 finished in the run resumed: kept" in resumed.stderr
     assert bundle_path_from(resumed.stdout) == run_dir / "bundle.json"
     bundle = read_bundle(run_dir / "bundle.json")
     host = bundle["hosts"][0]

@@ -147,7 +147,7 @@ def test_resume_skips_finished_launches_and_merges_old_and_new_runs(loopback_hos
 
     resumed = ddpbench(hosts, None, tmp_path / "results", "--resume", str(run_dir))
     assert resumed.returncode == 0, resumed.stderr
-    assert "00-collectives-default-ws1 skipped" in resumed.stderr and "01-collectives-gloo-ws1 ok" in resumed.stderr
+    assert "00-collectives-default-ws1 finished in the run resumed: kept" in resumed.stderr and "01-collectives-gloo-ws1 ok" in resumed.stderr
     assert bundle_path(resumed.stdout) == run_dir / "bundle.json"
     merged = read_bundle(run_dir / "bundle.json")
     assert merged["run_id"] == complete["run_id"] and merged["started_at"] == complete["started_at"]
@@ -160,7 +160,7 @@ def test_resume_skips_finished_launches_and_merges_old_and_new_runs(loopback_hos
     # Everything finished: resuming from the bundle runs nothing and keeps every run.
     again = ddpbench(hosts, None, tmp_path / "results", "--resume", str(run_dir))
     assert again.returncode == 0, again.stderr
-    assert "01-collectives-gloo-ws1 skipped" in again.stderr and " ok\n" not in again.stderr.replace("] done", "")
+    assert "01-collectives-gloo-ws1 finished in the run resumed: kept" in again.stderr and " ok\n" not in again.stderr.replace("] done", "")
     assert read_bundle(run_dir / "bundle.json")["hosts"][0]["runs"] == entry["runs"]
 
 

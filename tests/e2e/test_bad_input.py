@@ -83,16 +83,16 @@ def test_plan_name_unknown():
     assert_one_line_error(cli("run", "--plan", "warp-speed"), "unknown plan 'warp-speed'", "quick")
 
 
-def test_plan_sizes_not_increasing(write):
+def test_plan_sizes_not_increasing(write, tmp_path):
     plan = write("plan.yaml", QUICK_PLAN.replace("begin_bytes: 4096, end_bytes: 8192", "begin_bytes: 8192, end_bytes: 4096"))
-    result = cli("run", "--plan", str(plan))
+    result = cli("run", "--plan", str(plan), "--out", tmp_path / "results")  # never the user's results/
     assert result.returncode == 1
     assert "begin_bytes 8192 is larger than end_bytes 4096" in result.stderr and "Traceback" not in result.stderr
 
 
-def test_plan_nccl_preset_on_cpu_host(write):
+def test_plan_nccl_preset_on_cpu_host(write, tmp_path):
     plan = write("plan.yaml", QUICK_PLAN.replace("  - suite: collectives\n", "  - suite: collectives\n    transports: [p2p_off]\n"))
-    result = cli("run", "--plan", str(plan))
+    result = cli("run", "--plan", str(plan), "--out", tmp_path / "results")
     assert result.returncode == 1
     assert "'p2p_off' needs NCCL and a GPU" in result.stderr and "Traceback" not in result.stderr
 
@@ -167,3 +167,35 @@ def test_a_full_disk_or_a_file_size_limit_names_the_file_it_stopped(bundle_file,
                preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (16384, 16384)))
     assert_one_line_error(done, f"{out}/", "over the file size limit (ulimit -f): raise it or choose another --out")
     assert "writing the results" not in done.stderr
+
+
+# --- validate and the schemas' words ----------------------------------------------------------------
+
+def test_validate_of_a_hosts_file_says_fix_the_hosts_file(write):
+    hosts = write("hosts.yaml", "defaults:\n  user: root\n")
+    assert_one_line_error(cli("validate", str(hosts)), "field (top level): 'hosts' is a required property", "fix the hosts file")
+
+
+def test_validate_of_a_file_that_is_neither_plan_nor_hosts_file_says_so(write):
+    odd = write("odd.yaml", "host:\n  - name: a\n")
+    assert_one_line_error(cli("validate", str(odd)), "neither a plan (it has no suites:) nor a hosts file (no hosts:)",
+                          "(did you mean 'hosts' for 'host'?)")
+
+
+@pytest.mark.parametrize("command", ["validate", "run"])
+def test_a_misspelled_key_gets_the_key_it_resembles(write, command):
+    hosts = write("hosts.yaml", "hosts:\n  - name: a\n    adress: 10.0.0.5\n")
+    args = [str(hosts)] if command == "validate" else ["--hosts", str(hosts)]
+    assert_one_line_error(cli(command, *args), "field hosts[0]", "'adress' was unexpected", "(did you mean 'address'?)",
+                          "fix the hosts file")
+
+
+def test_a_misspelled_plan_key_gets_the_key_it_resembles(write):
+    plan = write("plan.yaml", QUICK_PLAN.replace("    params:", "    parms:"))
+    assert_one_line_error(cli("validate", str(plan)), "field suites[0]", "(did you mean 'params'?)", "fix the plan")
+
+
+def test_a_hand_written_entry_learns_every_missing_field_at_once(write):
+    plan = write("plan.yaml", "name: t\nsuites:\n  - suite: collectives\n    params: {ops: [all_reduce], iters: 2}\n")
+    assert_one_line_error(cli("validate", str(plan)), "field suites[0].params: 'dtypes', 'in_place', 'begin_bytes', "
+                          "'end_bytes', 'factor', 'warmup_iters', 'repetitions' are required properties")

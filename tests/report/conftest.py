@@ -33,3 +33,12 @@ def fleet(real_bundle, tmp_path_factory) -> dict:
                                          nccl_used=("P2P",), matches_preset=False, bandwidth=3, exposed=0.6),
     }
     return {name: write(root / name / "bundle.json", doc) for name, doc in docs.items()}
+
+
+@pytest.fixture(scope="session")
+def fleet_report(fleet, tmp_path_factory):
+    """The fleet's report folder (report.md, report.html, the plots), made by `ddpbench report`."""
+    out = tmp_path_factory.mktemp("fleet-report")
+    done = cli("report", *fleet.values(), "--out", out)
+    assert done.returncode == 0, done.stderr
+    return out

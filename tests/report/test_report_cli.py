@@ -83,7 +83,7 @@ def test_tables_give_median_spread_and_n_and_flag_the_transport_mismatch(report,
     assert "Transport mismatch in" in md
     ddp_header = next(line for line in md.splitlines() if "step ms median [p5, p95]" in line)
     assert "scaling % [95% CI]" in ddp_header and "predicted step ms" in ddp_header
-    assert re.search(r"\| rig-3090 \| 2x RTX 3090, NVLink NV4 \| default via P2P \| tiny \| fp32 \| 2 \| 8 \| \d+ \| "
+    assert re.search(r"\| rig-3090 \| 2x RTX 3090, NVLink NV4 \| default via P2P \| tiny \| fp32 \| 2 GPUs \| 8 \| \d+ \| "
                      r"[\d.]+ \[[\d.]+, [\d.]+\] n=4 \|", md)
     assert "| 95.2% [" in md  # rig-3090 scales at 1 / 1.05
 
@@ -206,13 +206,16 @@ def test_failed_hosts_runs_and_launches_are_listed_beside_what_did_finish(real_b
     local["launches"][0].update(status="timeout", error="ran past 300 s")
     assert main(["report", str(write(tmp_path / "a.json", seal(doc))), "--out", str(tmp_path / "out")]) == 0
     md = (tmp_path / "out" / "report.md").read_text()
-    assert "| dead-box (this machine) | " in md and "| failed: ssh: connection refused; check the address |" in md
+    # A host that measured nothing is not among the hosts that did: it heads what failed, in one line.
+    assert "| dead-box (this machine) | " not in md
+    failed_section = md[md.index("## What failed"):]
+    assert f"- dead-box (bundle {doc['run_id']}): failed: ssh: connection refused; check the address" in failed_section
     failed = table(md, "host | bundle | suite")
     assert [row[2:] for row in failed] == [
-        ["ddp", "tiny fp32, batch 8, 2 GPUs", "default (gloo)", "oom", "out of memory at micro-batch 2"],
+        ["ddp", "tiny fp32, batch 8, 2 processes", "default (gloo)", "oom", "out of memory at micro-batch 2"],
         ["collectives", "launch 00-collectives-default-ws2", "default", "timeout", "ran past 300 s"],
     ]
-    assert "| tiny | fp32 | 2 | 4 |" in md  # the batch-4 run that finished is still reported
+    assert "| tiny | fp32 | 2 processes | 4 |" in md  # the batch-4 run that finished is still reported
 
 
 def _steady_ddp(bundle: dict) -> dict:
@@ -239,7 +242,7 @@ def test_implausible_figures_are_flagged_beside_them_with_their_likely_cause(rea
     assert main(["report", str(path), "--out", str(tmp_path / "out")]) == 0
     md = (tmp_path / "out" / "report.md").read_text()
     rows = [[cell.strip() for cell in line.strip("|").split(" | ")] for line in md.splitlines() if line.startswith("| too-good |")]
-    ddp_rows = [row for row in rows if row[3] == "tiny" and row[5] == "2"]
+    ddp_rows = [row for row in rows if row[3] == "tiny" and row[5] == "2 GPUs"]
     assert ddp_rows and all(row[11].startswith("200.0% [") and row[11].endswith(" ⚠ negative_exposed_comm, scaling_above_perfect")
                             for row in ddp_rows)
     assert any(row[3] == "all_reduce" and row[8].endswith(" ⚠ busbw_above_link_peak") for row in rows)
@@ -265,7 +268,7 @@ def _gpu_window(index: int, per_step: "tuple | None", clock_mhz: float = 1980, r
            "power_limit_w": 700.0, "temperature_c_max": 61 if measured else None,
            "throttled_fraction": max((reasons or {}).values(), default=0.0) if measured else None,
            "throttle_reasons_fraction": (reasons or {}) if measured else None,
-           **{f"{link}_{way}_bytes{tail}": None if not measured else value * (20 if not tail else 1)
+           **{f"{link}_{way}_bytes{tail}": None if not measured else (round(value * 20) if not tail else value)
               for link, value in (("pcie", pcie), ("nvlink", nvlink)) for way in ("tx", "rx") for tail in ("", "_per_step")}}
     if held_back is not None:
         gpu.update(sm_clock_max_mhz=1980, held_back_fraction=held_back["fraction"],

@@ -80,14 +80,20 @@ def test_per_sample_plot_is_seed_000s_figure_with_dashed_baselines(comparison, c
     assert "tiny, fp32" in ax.get_title()
     legend = legend_texts(fig)
     assert "rig-3090 · 2x RTX 3090, NVLink NV4 · default via P2P · 2 GPUs" in legend
-    assert "local · no GPU · default (gloo) · 2 GPUs" in legend
-    assert "1 GPU (baseline) of each machine, in the colour of its first line" in legend
-    dashed = [line for line in ax.lines if line.get_linestyle() == "--" and len(line.get_xdata()) == 2]
-    solid = [line for line in ax.lines if line.get_linestyle() == "-" and len(line.get_xdata()) == 2]
+    assert "local · no GPU · default (gloo) · 2 processes" in legend  # a CPU's ranks are processes, not GPUs
+    assert {"local · no GPU · 1 process (baseline)", "rig-3090 · 2x RTX 3090, NVLink NV4 · 1 GPU (baseline)",
+            "rig-4090 · 2x RTX 4090, PCIe 4.0 x4 · 1 GPU (baseline)"} <= set(legend)
+    drawn = [line for line in ax.lines if len(line.get_xdata()) == 2 and line.get_linestyle() != "None"]
+    dashed = [line for line in drawn if line.get_linestyle() == "--"]
+    solid = [line for line in drawn if line.get_linestyle() != "--"]
     assert len(dashed) == 3  # one baseline per machine: local, rig-3090, rig-4090 (two transports, one machine)
     assert len(solid) == 4  # one line per host and transport
-    for line in dashed + solid:  # global batch 4 and 8, each shifted by at most a twelfth of an octave
-        assert line.get_xdata()[0] == pytest.approx(4, rel=0.06) and line.get_xdata()[1] == pytest.approx(8, rel=0.06)
+    for line in drawn:  # global batch 4 and 8: every point on its batch's tick
+        assert list(line.get_xdata()) == [4, 8]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["4", "8"]
+    # The four N-GPU lines differ in marker, and neighbours in line style, as well as in colour.
+    assert len({line.get_marker() for line in solid}) == 4 and len({line.get_linestyle() for line in solid}) == 3
+    assert len({line.get_color() for line in solid}) == 4
 
 
 def test_efficiency_bars_match_the_bundles_scaling_efficiency(docs, comparison, colours):
@@ -96,7 +102,9 @@ def test_efficiency_bars_match_the_bundles_scaling_efficiency(docs, comparison, 
     ax = fig.axes[0]
     assert ax.get_ylabel() == "scaling efficiency (%)"
     assert "100% = perfect scaling" in legend_texts(fig)
-    assert [t.get_text() for t in ax.get_xticklabels()] == ["tiny fp32\nbatch 4, 2 GPUs", "tiny fp32\nbatch 8, 2 GPUs"]
+    assert ax.get_title() == "tiny, fp32, 32 tokens x micro-batch 2"  # a panel per workload
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["batch 4\n2 processes", "batch 4\n2 GPUs", "batch 8\n2 processes",
+                                                            "batch 8\n2 GPUs"]
     heights = sorted(round(p.get_height(), 6) for p in ax.patches)
     expected = sorted(round(r["derived"]["scaling_efficiency_fraction"] * 100, 6)
                       for doc in docs.values() for r in doc["hosts"][0]["runs"] if r["suite"] == "ddp" and r["world_size"] == 2)

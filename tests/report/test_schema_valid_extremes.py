@@ -51,7 +51,7 @@ def test_a_ddp_run_whose_samples_are_all_zero_is_reported_with_no_efficiency(rea
     zero = write(tmp_path / "zero.json", edited(real_bundle, lambda d: set_samples(d, "ddp", "per_sample_gpu_time_s", lambda n: [0.0] * n)))
     assert main(["report", str(zero), "--out", str(tmp_path / "out")]) == 0
     quiet_exit(capsys)
-    rows = [row for row in table_rows(tmp_path / "out", "host") if len(row) == 16 and row[5] == "2"]
+    rows = [row for row in table_rows(tmp_path / "out", "host") if len(row) == 16 and row[5] == "2 processes"]
     assert rows and {row[11] for row in rows} == {"-"}, rows  # scaling % of the 2-GPU rows
 
 

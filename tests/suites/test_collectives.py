@@ -142,3 +142,23 @@ def test_hung_launch_is_ended_by_the_plan_timeout(tmp_path):
     assert launch["log_tail"], "the ranks' last log lines are kept"
     ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
     assert str(tmp_path) not in ps, "a rank outlived the timeout"
+
+
+def test_world_size_all_on_a_one_gpu_host_skips_the_collectives_that_would_cross_no_link():
+    """quick on a one-GPU box: its first launch would be all-reduces over one rank, busbw 0 by definition."""
+    one_gpu = Capabilities(gpu_count=1, gpu_memory_bytes=80 << 30, infiniband=False, logical_cpus=8)
+    plan = {"name": "t", "suites": [{**QUICK, "world_sizes": ["all"], "params": {**QUICK["params"], "end_bytes": 1 << 20}}]}
+    (launch,) = plan_launches(check(plan, "t"), one_gpu)
+    assert launch.world_size == 1 and launch.skipped_reason == (
+        "world size all is one GPU on this host, and collectives over one rank crosses no link (busbw is 0 by definition); "
+        "give world_sizes: [1] to run it anyway")
+    explicit = {"name": "t", "suites": [{**plan["suites"][0], "world_sizes": [1]}]}
+    assert [launch.skipped_reason for launch in plan_launches(check(explicit, "t"), one_gpu)] == [""]
+
+
+def test_quick_on_a_one_gpu_host_starts_with_training_not_one_rank_all_reduces():
+    one_gpu = Capabilities(gpu_count=1, gpu_memory_bytes=80 << 30, infiniband=False, logical_cpus=8)
+    from bench.controller.plans import load_plan
+
+    launches = plan_launches(load_plan("quick"), one_gpu)
+    assert [(l.suite, l.world_size) for l in launches if not l.skipped_reason] == [("ddp", 1)]

@@ -24,7 +24,7 @@ PLAN = REPO / "tests" / "data" / "verify-plan.yaml"
 # tests): busbw medians ranged over a factor 3.6 (2.2 between back-to-back runs), DDP step time
 # over a factor 2.0. An honest rerun must not fail on that noise: it may differ by a factor 5
 # either way. The slower/faster tests below show the verdicts at the default 5%.
-HONEST_TOLERANCE = "4"
+HONEST_TOLERANCE = "400%"
 # The SSH loopback hosts file joins this list once that runtime exists.
 HOSTS_FILES = [REPO / "hosts" / "local.yaml"]
 
@@ -418,6 +418,12 @@ def test_signature_of_a_changed_bundle_fails(original, keys, tmp_path):
 def test_bad_tolerance_is_one_line(original):
     one_line_error(ddpbench("compare", original, original, "--tolerance", "time_s=0.1"), "time_s", "busbw_gbps", "step_time_s")
     one_line_error(ddpbench("compare", original, original, "--tolerance", "fast"), "positive finite number")
+
+
+def test_a_tolerance_without_its_percent_sign_is_not_taken_as_500_percent(original):
+    one_line_error(ddpbench("compare", original, original, "--tolerance", "5"),
+                   "--tolerance 5: a bare number is a fraction, so 5 would be 500%; write 5% (or 0.05), or 500% if that is what you mean")
+    one_line_error(ddpbench("compare", original, original, "--tolerance", "step_time_s=1"), "so 1 would be 100%")
 
 
 def test_one_rank_busbw_is_not_comparable_and_says_why(steady, tmp_path):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib.util
 import sys
 from bench.common.host import Capabilities
-from bench.common.transports import backend_for
+from bench.common.transports import backend_for, on_gpu, ranks_label
 from bench.models.shapes import GPT_PRESETS, UNET_CONFIGS, UNET_EXTRA
 from bench.suites.base import HostResults, Suite
 from bench.suites.ddp import cost, derived
@@ -78,7 +78,7 @@ class DDP(Suite):
 
     def label(self, run: dict) -> str:
         p = run["params"]
-        return f"{p['model']} {training_recipe(p)}, batch {p.get('global_batch')}, {run['world_size']} GPUs"
+        return f"{p['model']} {training_recipe(p)}, batch {p.get('global_batch')}, {ranks_label(run['world_size'], on_gpu(run))}"
 
     def link_name(self, run: dict) -> str:
         """allreduce copy_engine carries the gradients on the copy engines, past NCCL's transport."""

@@ -1,5 +1,6 @@
-"""The ddp suite's part of a report: per-sample time x #GPUs per workload (seed 000's figure),
-scaling efficiency, measured against predicted step time, and the table of step times."""
+"""The ddp suite's part of a report: scaling efficiency, measured against predicted step time, and
+the table of step times; and its part of the report's answer (answer.py): the findings and seed
+000's per-sample time x #GPUs per workload."""
 
 from __future__ import annotations
 
@@ -7,13 +8,14 @@ from collections import defaultdict
 from dataclasses import replace
 
 from bench.common.stats import LEVEL_LABEL
+from bench.common.transports import on_gpu, ranks_label
 from bench.common.units import human_bytes
-from bench.report import plots as P
 from bench.report import tables as T
 from bench.report.document import Heading, Paragraph, Table
 from bench.report.merge import Comparison, RunEntry
 from bench.suites.ddp.report import plots as DP
 from bench.suites.ddp.report import series as DS
+from bench.suites.ddp.report.answer import answer_plots, findings  # noqa: F401 (the answer's hooks: bench/report/answer.py)
 from bench.suites.ddp.report.series import Bar, Prediction, group_label, workload
 
 
@@ -23,13 +25,8 @@ def section(comparison: Comparison, plot, colours: dict) -> list:
     table = ddp_table(comparison, bars, predicted)
     if not table:
         return []
-    blocks = [Heading(2, "DDP training"), Heading(3, "Per-sample time × #GPUs")]
-    for shown, lines in DS.per_sample_lines(comparison).items():
-        blocks.append(plot(DP.per_sample_figure, (shown, lines, colours), f"per-sample-{P.slug(shown.stem)}",
-                           f"Per-sample time x #GPUs, {shown.title}",
-                           "Seed 000's metric: step time / global batch x #GPUs; lower is better, and equal to the "
-                           "dashed 1-GPU line is perfect scaling. " + P.SPREAD_CAPTION))
-    blocks.append(Heading(3, "Scaling efficiency"))
+    # Seed 000's figure opens the report, in its answer (answer.py: findings, answer_plots).
+    blocks = [Heading(2, "DDP training"), Heading(3, "Scaling efficiency")]
     if bars:
         blocks.append(plot(DP.efficiency_figure, (bars, colours), "scaling-efficiency", "Scaling efficiency", DP.EFFICIENCY_CAPTION))
     else:
@@ -48,7 +45,7 @@ def section(comparison: Comparison, plot, colours: dict) -> list:
 def _ddp_key(entry: RunEntry) -> tuple:
     # One baseline row per machine and shape: with one rank the transport preset changes nothing.
     series = entry.series if entry.run["world_size"] > 1 else replace(entry.series, transport="", mismatch=False)
-    return (series, workload(entry), entry.params["global_batch"], entry.run["world_size"])
+    return (series, workload(entry), entry.params["global_batch"], entry.run["world_size"], on_gpu(entry.run))
 
 
 def ddp_table(comparison: Comparison, bars: list[Bar], predictions: list[Prediction]) -> "Table | None":
@@ -61,14 +58,14 @@ def ddp_table(comparison: Comparison, bars: list[Bar], predictions: list[Predict
     for entry in entries:
         groups[_ddp_key(entry)].append(entry)
     for key, group in sorted(groups.items(), key=lambda item: item[0]):
-        series, w, batch, ws = key
-        label = group_label((w, batch, ws))
+        series, w, batch, ws, gpus = key
+        label = group_label((w, batch, ws, gpus))
         eff = efficiency.get((series, label))
         mfu = T.pooled_spread(group, "mfu_fraction")
         memory = max(s for e in group for s in e.samples("peak_memory_bytes")) if group[0].samples("peak_memory_bytes") else None
         rows.append([
-            *(T.series_cells(group) if ws > 1 else [T.series_cells(group)[0], series.hardware, "1 GPU (baseline)"]),
-            w.model, w.recipe, str(ws), str(batch), str(group[0].params.get("grad_accum", "-")),
+            *(T.series_cells(group) if ws > 1 else [T.series_cells(group)[0], series.hardware, f"{ranks_label(1, gpus)} (baseline)"]),
+            w.model, w.recipe, ranks_label(ws, gpus), str(batch), str(group[0].params.get("grad_accum", "-")),
             T.spread(T.pooled_spread(group, "step_time_s"), 1e3, ".4g"),
             T.spread(T.pooled_spread(group, "per_sample_gpu_time_s"), 1e3, ".4g"),
             T.spread(T.pooled_spread(group, "samples_per_s"), 1, ".4g"),
@@ -80,6 +77,6 @@ def ddp_table(comparison: Comparison, bars: list[Bar], predictions: list[Predict
         ])
     if not rows:
         return None
-    return Table(["host", "GPUs and link", "transport", "model", "recipe", "GPUs", "global batch", "accum",
+    return Table(["host", "GPUs and link", "transport", "model", "recipe", "GPUs or processes", "global batch", "accum",
                   "step ms median [p5, p95]", "per-sample × GPUs ms", "samples/s", f"scaling % [{LEVEL_LABEL}]",
                   "predicted step ms", "MFU %", "peak memory", "bundles"], rows)

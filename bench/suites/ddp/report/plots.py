@@ -26,25 +26,31 @@ PREDICTION_CAPTION = (
 )
 
 
+BASELINES_NAMED = 4
+BASELINES_LABEL = "1 GPU or process (baseline) of each machine, dashed in the colour of its first line"
+
+
 def per_sample_figure(workload: Workload, lines: list[Line], colours: dict) -> Figure:
-    """Seed 000's figure: per-sample time x #GPUs against global batch; 1-GPU baselines dashed, as
-    reference lines across the plot where a baseline has one batch size (nothing to join)."""
-    fig = P.figure(4.4 + P.legend_height(len([line for line in lines if not line.baseline]) + 1))
-    ax = fig.add_subplot()
-    factor, unit = time_unit([s.high for line in lines for _, s in line.points])
-    # Several machines: one legend entry stands for all their baselines, each in its machine's colour.
+    """Seed 000's figure: per-sample time x #GPUs against global batch, every point on its batch's
+    tick; each machine's 1-GPU baseline dashed in its colour, a reference line across the plot where
+    it has one batch size (nothing to join)."""
     baselines = sum(line.baseline for line in lines)
-    for line, shift in zip(lines, P.shifts(len(lines))):
+    # A legend entry per baseline up to a few machines; past that one entry stands for them all.
+    each = baselines <= BASELINES_NAMED
+    shown = [line.label for line in lines if each or not line.baseline] + ([] if each else [BASELINES_LABEL])
+    fig = P.figure(4.4 + P.legend_height(len(shown), shown))
+    ax = fig.add_subplot()
+    factor, unit = time_unit([s.high if s.high is not None else s.median for line in lines for _, s in line.points])
+    for line in lines:
         if line.baseline:
-            colour = P.BASELINE_COLOUR if baselines == 1 else colours[line.series.machine]
-            P.errorbar(ax, line, factor, colour, shift, in_legend=baselines == 1, marker="s")
+            colour = colours[line.series.machine] if baselines > 1 else P.BASELINE_COLOUR
+            P.errorbar(ax, line, factor, {"color": colour, "marker": P.BASELINE_MARKER, "linestyle": "--"}, in_legend=each)
             if len(line.points) == 1:
                 ax.axhline(line.points[0][1].median * factor, color=colour, linestyle="--", linewidth=1.2, alpha=0.8)
         else:
-            P.errorbar(ax, line, factor, colours[line.series], shift)
-    if baselines > 1:
-        ax.plot([], [], color="grey", linestyle="--", marker="s", markersize=5, linewidth=1.6,
-                label="1 GPU (baseline) of each machine, in the colour of its first line")
+            P.errorbar(ax, line, factor, colours.style(line.series))
+    if not each:
+        ax.plot([], [], color="grey", linestyle="--", marker=P.BASELINE_MARKER, markersize=5, linewidth=1.6, label=BASELINES_LABEL)
     ax.set_xscale("log", base=2)
     P.log2_ticks(ax, [x for line in lines for x, _ in line.points], lambda b: f"{b:g}")
     ax.set_ylim(bottom=0)
@@ -58,32 +64,51 @@ def per_sample_figure(workload: Workload, lines: list[Line], colours: dict) -> F
 
 
 def efficiency_figure(bars: list[Bar], colours: dict) -> Figure:
-    """Scaling efficiency bars, grouped by model, batch and #GPUs, one bar per series."""
-    groups = list(dict.fromkeys(bar.group for bar in bars))
+    """Scaling efficiency bars: one panel per workload (small multiples, so that no panel holds more
+    groups than its labels have room for), grouped by batch and #GPUs, one bar per series."""
+    workloads = list(dict.fromkeys(bar.workload for bar in bars))
     series = sorted({bar.series for bar in bars})
-    fig = P.figure(4.4 + P.legend_height(len(series) + 1))
-    ax = fig.add_subplot()
-    width = 0.8 / len(series)
-    for i, s in enumerate(series):
-        mine = [bar for bar in bars if bar.series == s]
-        xs = [groups.index(bar.group) + (i - (len(series) - 1) / 2) * width for bar in mine]
-        med = np.array([bar.value.median for bar in mine]) * 100
-        low = np.array([bar.value.low for bar in mine], dtype=float) * 100  # NaN: no interval, so no error bar
-        high = np.array([bar.value.high for bar in mine], dtype=float) * 100
-        ax.bar(xs, med, width * 0.92, yerr=[med - low, high - med], capsize=3, color=colours[s],
-               hatch="//" if s.mismatch else None, edgecolor="white", label=s.label)
-        if len(bars) <= 16:  # more bars leave no room to write on them
-            for x, m in zip(xs, med):  # at the foot of the bar, clear of the error bar
-                ax.text(x, 2, f"{m:.0f}%", ha="center", va="bottom", fontsize=8, fontweight="bold",
+    fig = P.figure(3.2 * len(workloads) + 0.6 + P.legend_height(len(series) + 1, [s.label for s in series]))
+    axes = fig.subplots(len(workloads), 1, squeeze=False)[:, 0]
+    top = max(110, max((bar.value.high or bar.value.median) * 100 for bar in bars) + 5)
+    for ax, shown in zip(axes, workloads):
+        _efficiency_panel(ax, [bar for bar in bars if bar.workload == shown], series, colours, top)
+        ax.set_title(shown.title, fontsize=10)
+    fig.suptitle("DDP scaling efficiency against the 1-GPU baseline (higher is better)", fontsize=11)
+    P.legend(fig, *axes)
+    return fig
+
+
+def _hatch(series, colours: dict) -> "str | None":
+    """A transport mismatch striped; past the palette's colours, a series dotted, so that no two bars look alike."""
+    if series.mismatch:
+        return "//"
+    return ".." if colours.order.get(series, 0) >= len(P.PALETTE) else None
+
+
+def _efficiency_panel(ax, bars: list[Bar], series: list, colours: dict, top: float) -> None:
+    """One workload's bars: a group per batch and rank count, each group's bars side by side about its tick."""
+    groups = list(dict.fromkeys(bar.tick for bar in bars))
+    most = max(sum(bar.tick == group for bar in bars) for group in groups)
+    width = 0.8 / most
+    # Values written on the bars only where a bar is wide enough for "100%" at 8 pt.
+    labelled = P.AXES_WIDTH_PT / len(groups) * width >= 4 * 8 * P.CHAR_WIDTH_EM
+    for x, group in enumerate(groups):
+        mine = sorted((bar for bar in bars if bar.tick == group), key=lambda bar: series.index(bar.series))
+        for i, bar in enumerate(mine):
+            at = x + (i - (len(mine) - 1) / 2) * width
+            v = bar.value
+            low, high = (v.low, v.high) if v.low is not None and v.high is not None else (v.median, v.median)
+            ax.bar(at, v.median * 100, width * 0.92, yerr=[[(v.median - low) * 100], [(high - v.median) * 100]], capsize=3,
+                   color=colours[bar.series], hatch=_hatch(bar.series, colours), edgecolor="white", label=bar.series.label)
+            if labelled:  # at the foot of the bar, clear of the error bar
+                ax.text(at, 2, f"{v.median * 100:.0f}%", ha="center", va="bottom", fontsize=8, fontweight="bold",
                         bbox={"boxstyle": "round,pad=0.2", "facecolor": "white", "edgecolor": "none", "alpha": 0.85})
     ax.axhline(100, color="black", linestyle="--", linewidth=1, label="100% = perfect scaling")
-    ax.set_xticks(range(len(groups)), groups, fontsize=9)
-    ax.set_ylim(0, max(110, max((bar.value.median if bar.value.high is None else bar.value.high) * 100 for bar in bars) + 5))
+    P.category_ticks(ax, groups, fontsize=9)
+    ax.set_ylim(0, top)
     ax.set_ylabel("scaling efficiency (%)")
-    ax.set_title("DDP scaling efficiency against the 1-GPU baseline (higher is better)", fontsize=11)
     ax.grid(True, axis="y", alpha=0.3)
-    P.legend(fig, ax)
-    return fig
 
 
 def prediction_figure(predictions: list[Prediction]) -> Figure:

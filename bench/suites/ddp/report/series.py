@@ -11,6 +11,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from bench.common.stats import Spread, ratio_of_medians
+from bench.common.transports import on_gpu, ranks_label
 from bench.report import series as S
 from bench.report.merge import Comparison, RunEntry, Series
 from bench.report.series import Line, pooled
@@ -54,13 +55,14 @@ def per_sample_lines(comparison: Comparison) -> dict[Workload, list[Line]]:
         ws = entry.run["world_size"]
         # With one rank there is no link: a machine's baseline is one line whatever the preset.
         series = Series(entry.series.host, entry.series.hardware, "", False) if ws == 1 else entry.series
-        groups[workload(entry)][(ws == 1, series, ws)][entry.params["global_batch"]] += entry.samples("per_sample_gpu_time_s")
+        key = (ws == 1, series, ws, on_gpu(entry.run))
+        groups[workload(entry)][key][entry.params["global_batch"]] += entry.samples("per_sample_gpu_time_s")
 
     def line(key, points):
-        baseline, series, ws = key
+        baseline, series, ws, gpus = key
         if baseline:
-            return Line(series, f"{series.machine} · 1 GPU (baseline)", points, baseline=True)
-        return Line(series, f"{series.label} · {ws} GPUs", points)
+            return Line(series, f"{series.machine} · {ranks_label(1, gpus)} (baseline)", points, baseline=True)
+        return Line(series, f"{series.label} · {ranks_label(ws, gpus)}", points)
 
     return {w: S.lines_of(g, line) for w, g in sorted(groups.items())}
 
@@ -68,17 +70,19 @@ def per_sample_lines(comparison: Comparison) -> dict[Workload, list[Line]]:
 @dataclass
 class Bar:
     series: Series
-    group: str  # the x-axis group: "tiny, batch 8, 2 GPUs"
+    group: str  # the x-axis group: "tiny fp32\nbatch 8, 2 GPUs"
     value: Spread
+    workload: "Workload | None" = None  # the plot's panel
+    tick: str = ""  # the group's label within its workload's panel: "batch 8\n2 GPUs"
 
 
 def _ddp_group(entry: RunEntry) -> tuple:
-    return (workload(entry), entry.params["global_batch"], entry.run["world_size"])
+    return (workload(entry), entry.params["global_batch"], entry.run["world_size"], on_gpu(entry.run))
 
 
 def group_label(key: tuple) -> str:
-    w, batch, ws = key
-    return f"{w.model} {w.recipe}\nbatch {batch}, {ws} GPUs"
+    w, batch, ws, gpus = key
+    return f"{w.model} {w.recipe}\nbatch {batch}, {ranks_label(ws, gpus)}"
 
 
 def efficiency_bars(comparison: Comparison) -> list[Bar]:
@@ -92,7 +96,8 @@ def efficiency_bars(comparison: Comparison) -> list[Bar]:
         # Efficiency = baseline per-sample time / this run's: the baseline is the numerator.
         base, samples = _baseline_samples(entries, "per_sample_gpu_time_s"), pooled(entries, "per_sample_gpu_time_s")
         if base and samples and (efficiency := ratio_of_medians(base, samples)) is not None:  # None: a 0 s per-sample time
-            bars.append(Bar(series, group_label(key), efficiency))
+            w, batch, ws, gpus = key
+            bars.append(Bar(series, group_label(key), efficiency, w, f"batch {batch}\n{ranks_label(ws, gpus)}"))
     return bars
 
 
@@ -114,7 +119,7 @@ def predictions(comparison: Comparison) -> list[Prediction]:
             groups[(_ddp_group(entry), entry.series)].append(entry)
     found = []
     for (key, series), entries in sorted(groups.items()):
-        _, batch, ws = key
+        _, batch, ws, _ = key
         base = _baseline_samples(entries, "per_sample_gpu_time_s")
         found.append(Prediction(
             series, group_label(key), Spread.of(pooled(entries, "step_time_s")),

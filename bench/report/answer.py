@@ -1,0 +1,178 @@
+"""The report's first section: does the link slow training here, by how much, and over which link.
+
+Each suite that trains (ddp; fsdp when it lands) says what its runs found through two optional
+functions of its report part: `findings(comparison) -> list[Finding]` and
+`answer_plots(comparison, plot, colours) -> list[Plot]` (seed 000's figure for ddp). This module
+turns the findings of every suite into one verdict line per machine and workload, a table of every
+finding, and then those plots. A finding may be predicted rather than measured (a link the user
+does not have, issue 33's predictor) and may carry notes (an expected range judged, issue 34): both
+are shown as they come.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from bench import suites
+from bench.common import shared_machine
+from bench.common.stats import LEVEL_LABEL, Spread
+from bench.report.document import Bullets, Heading, Paragraph, Table
+from bench.report.merge import Comparison, Series
+
+TITLE = "The answer: does the link slow training?"
+# Throughput lost to scaling (1 - scaling efficiency): below the first, negligible; to the second, noticeable; past it, severe.
+NEGLIGIBLE_BELOW = 0.05
+SEVERE_ABOVE = 0.15
+THRESHOLDS = (
+    f"Verdicts judge the training throughput N GPUs lose against N times one GPU (1 − scaling efficiency, its "
+    f"{LEVEL_LABEL} in brackets): negligible under {NEGLIGIBLE_BELOW:.0%} lost, noticeable to {SEVERE_ABOVE:.0%}, severe "
+    "past it. Exposed communication: the step time less the 1-GPU step time for the same work per GPU."
+)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """What one machine's link costs one workload's training at one global batch."""
+
+    series: Series  # host, GPUs and link, and the transport NCCL really used
+    workload: str  # "gpt2 bf16"
+    ranks: str  # "2 GPUs", "2 processes"; "1 GPU" where only the baseline ran
+    global_batch: int
+    step_s: float  # median step time
+    efficiency: "Spread | None" = None  # scaling efficiency (fraction) with its interval; None: no multi-rank run
+    exposed_s: "float | None" = None  # communication no computation hid, per step (median)
+    flags: str = ""  # " ⚠ code, ...": the runs' implausible figures (the suite's warnings table says why)
+    notes: tuple = ()  # lines another part adds to this finding (an expected range judged, say)
+    predicted: bool = False  # a predicted figure (a link these bundles did not measure), not a measured one
+
+    @property
+    def lost(self) -> "float | None":
+        return None if self.efficiency is None else 1 - self.efficiency.median
+
+
+def verdict(lost: float) -> str:
+    if lost < NEGLIGIBLE_BELOW:
+        return "negligible"
+    return "noticeable" if lost <= SEVERE_ABOVE else "severe"
+
+
+def judged(finding: Finding) -> str:
+    """The verdict, and where its interval reaches another verdict, how far."""
+    word = verdict(finding.lost)
+    spread = finding.efficiency
+    if spread.low is None or spread.high is None:
+        return word
+    ends = [end for end in dict.fromkeys((verdict(1 - spread.high), verdict(1 - spread.low))) if end != word]
+    return f"{word} (the interval reaches {' and '.join(ends)})" if ends else word
+
+
+def _percent(value: float) -> str:
+    return f"{value * 100:.1f}%"
+
+
+def _interval(spread: Spread) -> str:
+    if spread.low is None or spread.high is None:
+        return f"{_percent(spread.median)} [-, -]"
+    return f"{_percent(spread.median)} [{spread.low * 100:.1f}, {spread.high * 100:.1f}]"
+
+
+def _lost(finding: Finding) -> str:
+    """"20% lost [18, 23]": the interval of the loss is the efficiency's, turned around; above-perfect
+    scaling (no correct measurement gives it: flagged ⚠) is said as such."""
+    spread = finding.efficiency
+    if finding.lost < 0:
+        return f"none lost ({_percent(-finding.lost)} above perfect scaling)"
+    if spread.low is None or spread.high is None:
+        return f"{_percent(finding.lost)} lost"
+    return f"{_percent(finding.lost)} lost [{max(0.0, 1 - spread.high) * 100:.1f}, {(1 - spread.low) * 100:.1f}]"
+
+
+def _exposed(finding: Finding) -> str:
+    if finding.exposed_s is None:
+        return "-"
+    return f"{finding.exposed_s * 1e3:.3g} of {finding.step_s * 1e3:.3g} ms"
+
+
+def _link(finding: Finding) -> str:
+    return finding.series.transport_label + (" (predicted)" if finding.predicted else "")
+
+
+def _headline(findings: list[Finding]) -> Finding:
+    """The finding a line leads with: NCCL's own choice (preset default) measured, at the largest batch."""
+    return max(findings, key=lambda f: (not f.predicted, f.series.transport.startswith("default"), f.global_batch))
+
+
+def _line(machine: str, workload: str, ranks: str, findings: list[Finding]) -> str:
+    scaled = [f for f in findings if f.efficiency is not None]
+    if not scaled:
+        base = max(findings, key=lambda f: f.global_batch)
+        step = f"step {base.step_s * 1e3:.4g} ms at global batch {base.global_batch}"
+        if base.ranks.startswith("1 "):
+            return f"{machine} — {workload}: only {base.ranks} ran, so no link to judge ({step}); run it on 2 or more to answer."
+        return (f"{machine} — {workload}, {ranks} over {_link(base)}: no scaling to judge ({step}): these bundles hold no "
+                "1-rank run of the same shape to set it against; run world size 1 beside it.")
+    head = _headline(scaled)
+    text = f"{machine} — {workload}, {ranks} over {_link(head)}: {judged(head)}, {_lost(head)} of the training throughput{head.flags}"
+    if head.exposed_s is not None:
+        text += f"; {_exposed(head)} per step is exposed communication"
+    same = sorted((f for f in scaled if f.series == head.series and f.predicted == head.predicted and f is not head),
+                  key=lambda f: f.global_batch)
+    text += f" (global batch {head.global_batch}" + "".join(f"; at {f.global_batch}: {_percent(f.lost)} lost" for f in same) + ")."
+    others = defaultdict(list)
+    for f in scaled:
+        if (f.series, f.predicted) != (head.series, head.predicted):
+            others[(f.series, f.predicted)].append(f)
+    for _, mine in sorted(others.items()):
+        other = max(mine, key=lambda f: f.global_batch)
+        text += f" Over {_link(other)}: {verdict(other.lost)}, {_lost(other)}{other.flags} (global batch {other.global_batch})."
+    for note in head.notes:
+        text += f" {note}"
+    return text
+
+
+def _table(findings: list[Finding]) -> Table:
+    rows = []
+    for f in findings:
+        scaled = f.efficiency is not None
+        rows.append([f.series.machine, f.workload, f.ranks, _link(f), str(f.global_batch),
+                     _interval(f.efficiency) + f.flags if scaled else "-",
+                     f"{judged(f)}: {_lost(f)}" if scaled else ("no link (1 rank)" if f.ranks.startswith("1 ") else "no baseline"),
+                     _exposed(f)])
+    return Table(["host · GPUs and link", "workload", "ranks", "link NCCL used", "global batch", f"scaling % [{LEVEL_LABEL}]",
+                  "verdict: throughput lost", "exposed communication of step"], rows)
+
+
+def _parts(comparison: Comparison) -> list:
+    present = {run["suite"] for host in comparison.hosts for run in host.host["runs"]}
+    found = [suites.get(name) for name in present]
+    return [part for part in (suite.report_section() for suite in sorted(found, key=lambda s: (s.report_order, s.name)))
+            if part is not None and hasattr(part, "findings")]
+
+
+def section(comparison: Comparison, plot, colours: dict) -> list:
+    """The answer: a verdict line per machine, workload and rank count, every finding in a table,
+    then the figures that show it (seed 000's per-sample time x #GPUs per workload)."""
+    parts = _parts(comparison)
+    findings = [finding for part in parts for finding in part.findings(comparison)]
+    # Hosts of one bundle that are one machine ran at the same time: nothing below is that machine's alone.
+    blocks = [Heading(2, TITLE), *(Paragraph(f"Bundle {bundle['run_id']}: {line}.", warning=True)
+                                   for bundle in comparison.bundles for line in shared_machine.warnings(bundle["hosts"]))]
+    if not findings:
+        return blocks + [Paragraph(
+            "No training run in these bundles (suite ddp): nothing says how much the link costs training. Run a plan "
+            "that trains (quick, seed000, seed001 or seed002); the sections below show what the links themselves do.",
+            warning=True)]
+    groups = defaultdict(list)
+    for f in findings:
+        groups[(f.series.machine, f.workload, f.ranks)].append(f)
+    lines = [_line(machine, workload, ranks, mine) for (machine, workload, ranks), mine in sorted(groups.items())]
+    blocks += [Paragraph(THRESHOLDS), Bullets(lines), _table(sorted(findings, key=_order))]
+    for part in parts:
+        if hasattr(part, "answer_plots"):
+            blocks += part.answer_plots(comparison, plot, colours)
+    return blocks
+
+
+def _order(f: Finding) -> tuple:
+    return (f.series.machine, f.workload, f.ranks, f.predicted, f.series.transport_label, f.global_batch)

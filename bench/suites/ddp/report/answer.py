@@ -1,0 +1,83 @@
+"""The ddp suite's part of the report's answer (bench/report/answer.py): per machine, workload, rank
+count, transport and global batch, the scaling efficiency with its interval and the communication
+left exposed, from the pooled samples of the merged runs; and seed 000's figure per workload."""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+
+from bench.common.stats import ratio_of_medians
+from bench.common.transports import on_gpu, ranks_label
+from bench.report import plots as P
+from bench.report import tables as T
+from bench.report.answer import Finding
+from bench.report.merge import Comparison, RunEntry
+from bench.report.series import pooled
+from bench.suites.ddp.report import plots as DP
+from bench.suites.ddp.report import series as DS
+from bench.suites.ddp.report.series import workload
+
+PER_SAMPLE_CAPTION = (
+    "Seed 000's figure: step time / global batch × #GPUs against the global batch, one line per host and transport; lower "
+    "is better, and on the dashed 1-GPU line of its machine is perfect scaling. " + P.SPREAD_CAPTION
+)
+
+
+def _names(workloads: set) -> dict:
+    """Workload -> its name in the answer: "gpt2 bf16", or its full title where two share that."""
+    short = defaultdict(list)
+    for w in workloads:
+        short[f"{w.model} {w.recipe}"].append(w)
+    return {w: name if len(alike) == 1 else w.title for name, alike in short.items() for w in alike}
+
+
+def _baseline_runs(entries: list[RunEntry]) -> list[dict]:
+    return list({id(e.baseline): e.baseline for e in entries if e.baseline is not None}.values())
+
+
+def _samples(runs: list[dict], metric: str) -> list:
+    return [s for run in runs for s in (run["metrics"].get(metric) or {}).get("samples", [])]
+
+
+def _finding(name: str, ranks: str, batch: int, entries: list[RunEntry]) -> Finding:
+    step = statistics.median(pooled(entries, "step_time_s"))
+    if entries[0].run["world_size"] == 1:  # its own baseline: no link crossed, nothing to scale
+        return Finding(entries[0].series, name, ranks, batch, step, flags=T.flags(entries))
+    bases = _baseline_runs(entries)
+    base_per_sample, base_step = _samples(bases, "per_sample_gpu_time_s"), _samples(bases, "step_time_s")
+    mine = pooled(entries, "per_sample_gpu_time_s")
+    efficiency = ratio_of_medians(base_per_sample, mine) if base_per_sample and mine else None
+    exposed = None
+    if base_step:
+        # The 1-GPU step for the same work per GPU: its step time x (this run's batch per GPU / its batch).
+        per_gpu = batch / entries[0].run["world_size"]
+        exposed = step - statistics.median(base_step) * per_gpu / bases[0]["params"]["global_batch"]
+    return Finding(entries[0].series, name, ranks, batch, step, efficiency, exposed, flags=T.flags(entries))
+
+
+def findings(comparison: Comparison) -> list[Finding]:
+    """One finding per series, workload, rank count and global batch of the multi-rank ddp runs; a
+    machine and workload measured on one rank only gets its 1-rank findings (no link to judge)."""
+    entries = [e for e in comparison.runs if e.run["suite"] == "ddp" and e.samples("step_time_s")]
+    names = _names({workload(e) for e in entries})
+    groups = defaultdict(list)
+    for e in entries:
+        groups[(e.run["world_size"] > 1, e.series, workload(e), e.run["world_size"], on_gpu(e.run), e.params["global_batch"])].append(e)
+    found = [_finding(names[w], ranks_label(ws, gpus), batch, group)
+             for (multi, _, w, ws, gpus, batch), group in sorted(groups.items()) if multi]
+    scaled = {(f.series.machine, f.workload) for f in found}
+    found += [_finding(names[w], ranks_label(ws, gpus), batch, group)
+              for (multi, series, w, ws, gpus, batch), group in sorted(groups.items())
+              if not multi and (series.machine, names[w]) not in scaled]
+    return found
+
+
+def answer_plots(comparison: Comparison, plot, colours: dict) -> list:
+    """Seed 000's figure per workload, across every merged bundle."""
+    blocks = []
+    for shown, lines in DS.per_sample_lines(comparison).items():
+        blocks.append(plot(DP.per_sample_figure, (shown, lines, colours), f"per-sample-{P.slug(shown.stem)}",
+                           f"Per-sample time × #GPUs, {shown.title}", PER_SAMPLE_CAPTION))
+    return blocks
+

@@ -1,0 +1,39 @@
+"""What the progress lines say, word for word: counts in the right number, the launches a resumed
+run finished before said to be kept, a CPU's ranks called processes."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+
+from bench import suites
+from bench.common import protocol
+from bench.controller.progress import HostProgress
+
+
+def _said(*events) -> list[str]:
+    out = io.StringIO()
+    progress = HostProgress(["h"], Console(file=out, width=500))
+    for event in events:
+        progress.update("h", event)
+    return out.getvalue().splitlines()
+
+
+def test_one_launch_of_one_configuration_is_said_in_the_singular():
+    assert _said(protocol.Planned(["00-x"], {"00-x": 5.0}, {"00-x": 1})) == [
+        "[h] 1 launch, estimated 5 s in all: 00-x (1 configuration, ~5 s)"]
+
+
+def test_a_resumed_run_names_what_finished_before_and_estimates_the_rest():
+    planned = protocol.Planned(["00-a", "01-b", "02-c"], {"02-c": 7.0}, {"02-c": 3}, finished_before=["00-a"])
+    assert _said(planned) == ["[h] 3 launches, 1 finished before, estimated 7 s for the rest: 00-a (finished before), "
+                              "01-b (not run), 02-c (3 configurations, ~7 s)"]
+
+
+def test_a_cpu_runs_ranks_are_processes_and_a_gpus_are_gpus():
+    ddp = suites.get("ddp")
+    run = {"suite": "ddp", "params": {"model": "tiny", "precision": "fp32", "global_batch": 8}, "world_size": 1}
+    assert ddp.label({**run, "transport": {"backend": "gloo"}}) == "tiny fp32, batch 8, 1 process"
+    assert ddp.label({**run, "world_size": 2, "transport": {"backend": "gloo"}}) == "tiny fp32, batch 8, 2 processes"
+    assert ddp.label({**run, "world_size": 2, "transport": {"backend": "nccl"}}) == "tiny fp32, batch 8, 2 GPUs"

@@ -1,0 +1,148 @@
+"""The report opens with its answer: per host and workload, does the link slow training, by how much
+and over which link; each line checked against the figures the bundles hold."""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+
+import pytest
+
+from bench.bundle import seal
+from bench.cli import main
+from bench.common.stats import ratio_of_medians
+from bench.report.answer import TITLE, verdict
+from tests.support.report_variants import make_variant, write
+
+
+def _section(md: str, heading: str) -> str:
+    start = md.index(f"## {heading}")
+    end = md.find("\n## ", start + 1)
+    return md[start:end if end > 0 else None]
+
+
+def _rows(section: str) -> list[list[str]]:
+    return [[cell.strip() for cell in line.strip("|").split(" | ")] for line in section.splitlines()
+            if line.startswith("| ") and not line.startswith("| host ·")]
+
+
+def _ddp(doc: dict) -> list[dict]:
+    return [r for r in doc["hosts"][0]["runs"] if r["suite"] == "ddp" and r["status"] == "ok"]
+
+
+def _expected(doc: dict, run: dict) -> dict:
+    """What the answer must say of one multi-rank run, from the bundle's samples and derived figures."""
+    base = next(r for r in _ddp(doc) if r["world_size"] == 1 and r["params"]["global_batch"] == run["params"]["global_batch"])
+    samples = lambda r, m: r["metrics"][m]["samples"]  # noqa: E731
+    efficiency = ratio_of_medians(samples(base, "per_sample_gpu_time_s"), samples(run, "per_sample_gpu_time_s"))
+    assert efficiency.median == pytest.approx(run["derived"]["scaling_efficiency_fraction"])
+    step = statistics.median(samples(run, "step_time_s"))
+    exposed = step - statistics.median(samples(base, "step_time_s")) / run["world_size"]
+    return {"efficiency": efficiency, "lost": 1 - efficiency.median, "step": step, "exposed": exposed}
+
+
+def test_the_report_opens_with_the_answer(fleet_report):
+    md = (fleet_report / "report.md").read_text()
+    headings = [line for line in md.splitlines() if line.startswith("## ")]
+    assert headings[0] == f"## {TITLE}"
+    answer = _section(md, TITLE)
+    assert "negligible under 5% lost, noticeable to 15%, severe past it" in answer
+    assert "![Per-sample time × #GPUs, tiny, fp32, 32 tokens x micro-batch 2](per-sample-tiny-fp32-s32-mb2.png)" in answer
+
+
+@pytest.mark.parametrize("name, expected_verdict", [("rig-3090", "negligible"), ("rig-4090", "severe"),
+                                                    ("rig-4090-p2p_off", "severe")])
+def test_each_line_of_the_answer_is_the_bundles_figures(fleet, fleet_report, name, expected_verdict):
+    doc = json.loads(fleet[name].read_text())
+    answer = _section((fleet_report / "report.md").read_text(), TITLE)
+    transport = "p2p_off via P2P ⚠ transport mismatch" if name.endswith("p2p_off") else "default via P2P"
+    rows = {row[4]: row for row in _rows(answer) if row[0].startswith(doc["hosts"][0]["name"] + " · ") and row[3] == transport}
+    runs = [r for r in _ddp(doc) if r["world_size"] == 2]
+    assert sorted(rows) == sorted(str(r["params"]["global_batch"]) for r in runs)
+    for run in runs:
+        want = _expected(doc, run)
+        e = want["efficiency"]
+        row = rows[str(run["params"]["global_batch"])]
+        assert row[1:3] == ["tiny fp32", "2 GPUs"]
+        assert row[5] == f"{e.median * 100:.1f}% [{e.low * 100:.1f}, {e.high * 100:.1f}]"
+        assert row[6].startswith(f"{expected_verdict}")
+        assert row[6].endswith(f": {want['lost'] * 100:.1f}% lost [{max(0, 1 - e.high) * 100:.1f}, {(1 - e.low) * 100:.1f}]")
+        assert verdict(want["lost"]) == expected_verdict
+        assert row[7] == f"{want['exposed'] * 1e3:.3g} of {want['step'] * 1e3:.3g} ms"
+    # The machine's line leads with NCCL's own choice (preset default) at the largest global batch.
+    machine = "rig-4090 · 2x RTX 4090, PCIe 4.0 x4" if name.startswith("rig-4090") else "rig-3090 · 2x RTX 3090, NVLink NV4"
+    (line,) = [line for line in answer.splitlines() if line.startswith(f"- {machine} — ")]
+    largest = max(runs, key=lambda r: r["params"]["global_batch"])
+    want = _expected(doc, largest)
+    if name == "rig-4090-p2p_off":
+        assert f"Over {transport}: severe, {want['lost'] * 100:.1f}% lost" in line
+    else:
+        assert line.startswith(f"- {machine} — tiny fp32, 2 GPUs over {transport}: {expected_verdict}")
+        assert f"{want['lost'] * 100:.1f}% lost [" in line
+        assert f"{want['exposed'] * 1e3:.3g} of {want['step'] * 1e3:.3g} ms per step is exposed communication" in line
+        assert f"(global batch {largest['params']['global_batch']};" in line
+
+
+def test_the_real_cpu_run_is_answered_in_processes_with_its_own_derived_figures(fleet, fleet_report):
+    doc = json.loads(fleet["cpu"].read_text())
+    answer = _section((fleet_report / "report.md").read_text(), TITLE)
+    rows = {row[4]: row for row in _rows(answer) if row[0] == "local · no GPU"}
+    for run in (r for r in _ddp(doc) if r["world_size"] == 2):
+        row = rows[str(run["params"]["global_batch"])]
+        assert row[2:4] == ["2 processes", "default (gloo)"]
+        derived = run["derived"]
+        assert row[5].startswith(f"{derived['scaling_efficiency_fraction'] * 100:.1f}% [")
+        assert row[7].startswith(f"{derived['exposed_comm_s'] * 1e3:.3g} of ")
+    assert re.search(r"^- local · no GPU — tiny fp32, 2 processes over default \(gloo\): ", answer, re.M)
+
+
+def test_one_gpu_only_says_there_is_no_link_to_judge(real_bundle, tmp_path):
+    doc = make_variant(real_bundle, "one-gpu", hardware="h200-nvlink")
+    host = doc["hosts"][0]
+    host["runs"] = [r for r in host["runs"] if r["world_size"] == 1]
+    path = write(tmp_path / "one.json", seal({k: v for k, v in doc.items() if k != "sha256"}))
+    assert main(["report", str(path), "--out", str(tmp_path / "out")]) == 0
+    answer = _section((tmp_path / "out" / "report.md").read_text(), TITLE)
+    assert "one-gpu · 2x H200, NVLink NV18 — tiny fp32: only 1 GPU ran, so no link to judge (step " in answer
+    assert "| no link (1 rank) |" in answer
+
+
+def test_without_training_runs_the_answer_says_so(real_bundle, tmp_path):
+    doc = json.loads(json.dumps(real_bundle))
+    doc["hosts"][0]["runs"] = [r for r in doc["hosts"][0]["runs"] if r["suite"] == "collectives"]
+    path = write(tmp_path / "c.json", seal({k: v for k, v in doc.items() if k != "sha256"}))
+    assert main(["report", str(path), "--out", str(tmp_path / "out")]) == 0
+    answer = _section((tmp_path / "out" / "report.md").read_text(), TITLE)
+    assert "No training run in these bundles (suite ddp)" in answer
+
+
+def test_failed_bundles_stand_apart_from_the_results(fleet, real_bundle, tmp_path):
+    """make test used to leave bundles of refused plans in results/; reported beside good ones, they
+    are one line each under What failed, not rows of the hosts table."""
+    failed = json.loads(json.dumps(real_bundle))
+    failed["run_id"] = failed["run_id"][:-6] + "fa11ed"
+    host = failed["hosts"][0]
+    host.update(name="refused", status="failed", runs=[], launches=[],
+                error="collectives: begin_bytes 8192 is larger than end_bytes 4096; lower begin_bytes")
+    bad = write(tmp_path / "failed.json", seal({k: v for k, v in failed.items() if k != "sha256"}))
+    assert main(["report", str(fleet["rig-3090"]), str(bad), "--out", str(tmp_path / "out")]) == 0
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "1 host(s) measured nothing: see What failed, at the end." in md.split("\n## ", 1)[0]
+    assert "refused" not in _section(md, "Hosts")
+    assert (f"- refused (bundle {failed['run_id']}): failed: collectives: begin_bytes 8192 is larger than end_bytes 4096; "
+            "lower begin_bytes") in _section(md, "What failed")
+    assert "refused" not in _section(md, TITLE)
+
+
+def test_a_multi_gpu_run_without_a_baseline_says_what_is_missing(real_bundle, tmp_path):
+    doc = make_variant(real_bundle, "no-baseline", hardware="4090-pcie-x4")
+    host = doc["hosts"][0]
+    host["runs"] = [r for r in host["runs"] if r["world_size"] == 2]
+    path = write(tmp_path / "two.json", seal({k: v for k, v in doc.items() if k != "sha256"}))
+    assert main(["report", str(path), "--out", str(tmp_path / "out")]) == 0
+    answer = _section((tmp_path / "out" / "report.md").read_text(), TITLE)
+    assert ("no-baseline · 2x RTX 4090, PCIe 4.0 x4 — tiny fp32, 2 GPUs over default via P2P: no scaling to judge (step "
+            in answer)
+    assert "these bundles hold no 1-rank run of the same shape to set it against; run world size 1 beside it." in answer
+    assert "| no baseline |" in answer
