@@ -226,6 +226,7 @@ class LaunchSpec:
     result_path: str  # rank 0 appends each run record here, one JSON line each
     threads_per_rank: "int | None" = None  # CPU hosts
     cpus_of_local_ranks: "list | None" = None  # the cores each local rank is pinned to (CPU hosts)
+    placement_path: "str | None" = None  # each local rank appends where it runs (bench/agent/placement.py)
 
     def write(self, path) -> None:
         with open(path, "w") as out:

@@ -133,6 +133,11 @@ class Suite:
         """The link a run's bytes crossed, for the report's series (bench.common.transports.link_name)."""
         return link_name(run)
 
+    def peer_copies(self, run: dict) -> bool:
+        """Whether the run moved bytes between GPUs by CUDA peer copies, past NCCL: P2P as the driver
+        has it, whatever NCCL's environment says (the P2P gate's marks read it, bench/suites/machine.py)."""
+        return False
+
     def baselines(self, runs: list) -> dict:
         """id(run) -> the run it is scaled against (ddp: its 1-GPU run), for the runs that have one."""
         return {}

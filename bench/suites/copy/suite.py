@@ -80,6 +80,9 @@ class Copy(Suite):
         p = run["params"]
         return ("copy", p["direction"], p["engine"], p["bidirectional"], p["src"], p["dst"], p["size_bytes"])
 
+    def peer_copies(self, run: dict) -> bool:
+        return run["params"]["direction"] == "d2d"
+
     def label(self, run: dict) -> str:
         p = run["params"]
         both = " both ways" if p["bidirectional"] else ""

@@ -86,6 +86,9 @@ class DDP(Suite):
             return f"{run['transport']['preset']} via copy engines"
         return super().link_name(run)
 
+    def peer_copies(self, run: dict) -> bool:
+        return run["params"].get("allreduce") == "copy_engine"
+
     def baselines(self, runs: list) -> dict:
         return derived.baselines(runs)
 
