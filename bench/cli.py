@@ -23,6 +23,7 @@ def cmd_run(args) -> int:
     from bench.controller.run import execute
     from bench.controller.resume import load_previous
     from bench.report import write_report
+    from bench.report.normal import summary_lines
 
     previous = None
     if args.resume:
@@ -42,6 +43,8 @@ def cmd_run(args) -> int:
             for warning in run.get("warnings", []):
                 print(f"warning: host {host['name']}: {run['launch_id']}: {warning['code']}: {warning['message']} "
                       f"(likely: {warning['likely_cause']})", file=sys.stderr)
+    for line in summary_lines(bundle):
+        print(line, file=sys.stderr)
     for host in failed:
         print(f"error: host {host['name']}: {host['status']}: {host['error']}", file=sys.stderr)
     print(f"bundle: {path}\nreport: {report}")
@@ -77,6 +80,7 @@ def cmd_report(args) -> int:
     # come is a tenth of the import time.
     gc.disable()
     from bench.report import write_report
+    from bench.report.normal import summary_lines
     from bench.report.inputs import expand, load
 
     gc.enable()

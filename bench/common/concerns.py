@@ -263,6 +263,8 @@ def p2p_gate(fp: dict) -> list[str]:
         return []
     arms = {arm["name"]: arm for arm in gate["arms"]}
     planted = f" [planted fault {gate['planted_fault']}: a test, not this box]" if gate.get("planted_fault") else ""
+    if {"p2p", "p2p_off"} - set(arms):  # a verdict other than ok rests on both arms
+        return [f"P2P gate: verdict {gate['verdict']}, but the arms that say why are missing from this fingerprint{planted}"]
     between = "these GPUs" if gate["backend"] == "nccl" else "these ranks (gloo standing in for the GPUs' path)"
     if gate["verdict"] == "p2p_faulty":
         rerouted = len(gate["rerouted_launches"])

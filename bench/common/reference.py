@@ -121,6 +121,51 @@ SOURCES = {
         "url": "https://github.com/tinygrad/open-gpu-kernel-modules/issues/17",
         "says": "8-byte collectives between the two GPUs in 11.5-11.9 us",
     },
+    "nvbandwidth-15": {
+        "title": "NVIDIA/nvbandwidth issue #15: nvbandwidth v0.2 on 8x RTX 4090 (driver 545.29.06, CUDA 12.3)",
+        "url": "https://github.com/NVIDIA/nvbandwidth/issues/15",
+        "says": "host_to_device_memcpy_ce 23.90-26.38 GB/s and device_to_host_memcpy_ce 26.25-27.11 GB/s over the 8 GPUs' PCIe 4.0 x16 links",
+    },
+    "tinygrad-okm-29": {
+        "title": "tinygrad/open-gpu-kernel-modules issue #29: nvbandwidth on 8x RTX 5090",
+        "url": "https://github.com/tinygrad/open-gpu-kernel-modules/issues/29",
+        "says": "host_to_device_memcpy_ce 56.30-56.41 GB/s and device_to_host_memcpy_ce 57.29-57.35 GB/s over PCIe 5.0 x16",
+    },
+    "nccl-1639": {
+        "title": "NVIDIA/nccl issue #1639: all_reduce_perf -b 1g -e 8g on 8x RTX 5090 (2x Xeon 8480+, ACS off, driver 570.124.04)",
+        "url": "https://github.com/NVIDIA/nccl/issues/1639",
+        "says": "busbw at most 28 GB/s on 8 GPUs and 35 GB/s on 4; NCCL's author: 'impressed that you can achieve 28GB/s with 8 "
+                "GPUs', the CPU and its memory set the pace on PCIe systems",
+    },
+    "tinygrad-okm-44": {
+        "title": "tinygrad/open-gpu-kernel-modules issue #44: 2x RTX 4090 on the chipset's lanes, p2pBandwidthLatencyTest",
+        "url": "https://github.com/tinygrad/open-gpu-kernel-modules/issues/44",
+        "says": "peer copies 6.34 GB/s one way with P2P off, 6.60 with it on: a chipset slot caps what any link setting gets",
+    },
+    "club-3090-1507": {
+        "title": "club-3090 issue #1507: 2x RTX 3090 at x8/x8, a peer copy with the links asleep and awake",
+        "url": "https://github.com/club-3090/club-3090/issues/1507",
+        "says": "3.2 GB/s with a link asleep, 13.1 GB/s once both GPUs were awake",
+    },
+    "ddpbench-h200x1-copy": {
+        "title": "ddpbench, the copy suite against nvbandwidth v0.8 on one H200 (PCIe 5.0 x16), 2026-11-23",
+        "path": "benchmarks/results/copy_parity_h200x1.md",
+        "says": "copy-engine host-to-device 55.32-55.52 GB/s and device-to-host 55.26-55.38 GB/s from 64 MiB to 1 GiB (after the "
+                "check's fix; nvbandwidth 53.58-55.29), within 1% of nvbandwidth from 64 MiB up",
+    },
+    "ddpbench-h200x2-collectives": {
+        "title": "ddpbench, the collectives suite beside nccl-tests on 2x H200 (NV18), fp32 all_reduce, 2026-11-22",
+        "path": "benchmarks/results/collectives_parity_h200x2.md",
+        "says": "busbw over NVLink 265.89-297.71 GB/s (suite) and 264.2-300.3 (nccl-tests) from 64 to 256 MiB, 325.4-345.15 from "
+                "1 to 4 GiB; through host memory (NCCL_P2P_DISABLE=1) 26.9-28.16 from 64 MiB to 4 GiB",
+    },
+    "ddpbench-h200x2-ddp": {
+        "title": "ddpbench, the DDP suite on 2x H200 (NV18): gpt2-large, micro-batch 8 x 1024 tokens, bf16 autocast, compiled, "
+                 "100 MB buckets (benchmarks/ddp_scaling.py), three sessions of 2026-11-23",
+        "path": "benchmarks/results/ddp_h200x2.md",
+        "says": "step 93.7-96.1 ms on 1 GPU; 104.8-107.5 ms on 2 GPUs over NVLink with NCCL (P2P); 154.9-158.0 ms with "
+                "NCCL_P2P_DISABLE=1 (SHM)",
+    },
     "nccl-2.4-trees": {
         "title": "NVIDIA Developer Blog, 'Massively Scale Your Deep Learning Training with NCCL 2.4' (double binary trees)",
         "url": "https://developer.nvidia.com/blog/massively-scale-deep-learning-training-nccl-2-4/",
@@ -283,9 +328,77 @@ def _network_rows() -> list:
 
 LINKS = _pcie_rows() + _nvlink_rows() + _network_rows()
 
-# Issue 34: the expected ranges per GPU model and link (host<->device copies, device-to-device copies,
-# all-reduce busbw), each row sourced as the links are (schema/reference.schema.json $defs/expected).
-EXPECTED: list = []
+# Issue 34: "is my number normal?" The expected ranges per GPU model and link of the figures the
+# report judges (bench/common/normal.py): a copy's GB/s, all_reduce's busbw, a DDP step's seconds.
+# A published figure, or the spread of a few, stands for the figures within BAND of it either way:
+# two correct measurements of one GPU and link differ by that much (the copy suite against nvbandwidth
+# on one H200: 0.99-1.04 from 64 MiB up; the collectives suite against nccl-tests on 2x H200:
+# 0.975-1.065 over P2P and SHM), and verify's default tolerance is the same 5%.
+BAND = 0.05
+# Copies and collectives of this size and up are judged: smaller ones measure latency more than the link.
+LARGE_BYTES = 64 * MIB
+GPU_4090, GPU_5090, GPU_A6000, GPU_H200 = "NVIDIA GeForce RTX 4090", "NVIDIA GeForce RTX 5090", "NVIDIA RTX A6000", "NVIDIA H200"
+# The DDP recipe of benchmarks/ddp_scaling.py (benchmarks/results/ddp_h200x2.md): a row holds for runs with these params.
+DDP_GPT2_LARGE = {"model": "gpt2-large", "micro_batch": 8, "seq_len": 1024, "grad_accum": 1, "precision": "bf16",
+                  "compile": True, "bucket_cap_mb": 100, "gradient_as_bucket_view": True, "static_graph": False,
+                  "optimizer": "adamw", "grad_reduce_dtype": "fp32", "allreduce": "nccl", "weights_dtype": "float32",
+                  "activation_checkpointing": False}
+
+
+def _expected(gpu: str, link: str, figure: str, published: tuple, basis: str, sources: list, says: str, **match) -> dict:
+    """A row: the published figures' lowest and highest, widened by BAND each way."""
+    low, high = min(published), max(published)
+    return {
+        "gpu": gpu, "link": link, "figure": figure, "low": round(low * (1 - BAND), 4), "high": round(high * (1 + BAND), 4),
+        **match, "basis": "derived" if basis == "cited" else basis, "sources": sources,
+        "derivation": f"{says}: {low:g}-{high:g}, widened by {BAND:.0%} either way (the spread of two correct "
+                      "measurements of one GPU and link, bench/common/reference.py BAND)",
+    }
+
+
+EXPECTED: list = [
+    _expected(GPU_4090, "pcie4-x16", "h2d_copy_gbps", (23.90, 26.38), "cited", ["nvbandwidth-15"],
+              "nvbandwidth's host_to_device_memcpy_ce on 8 RTX 4090s", size_bytes_min=LARGE_BYTES),
+    _expected(GPU_4090, "pcie4-x16", "d2h_copy_gbps", (26.25, 27.11), "cited", ["nvbandwidth-15"],
+              "nvbandwidth's device_to_host_memcpy_ce on 8 RTX 4090s", size_bytes_min=LARGE_BYTES),
+    _expected(GPU_5090, "pcie5-x16", "h2d_copy_gbps", (56.30, 56.41), "cited", ["tinygrad-okm-29"],
+              "nvbandwidth's host_to_device_memcpy_ce on 8 RTX 5090s", size_bytes_min=LARGE_BYTES),
+    _expected(GPU_5090, "pcie5-x16", "d2h_copy_gbps", (57.29, 57.35), "cited", ["tinygrad-okm-29"],
+              "nvbandwidth's device_to_host_memcpy_ce on 8 RTX 5090s", size_bytes_min=LARGE_BYTES),
+    _expected(GPU_A6000, "pcie4-x16-p2p", "d2d_copy_gbps", (21.80, 26.35), "cited", ["nvbandwidth-50"],
+              "nvbandwidth's device_to_device_memcpy_read_ce between 6 RTX A6000s without NVLink, the pairs across "
+              "sockets the lowest ('these look good', the answer)", transport="p2p", size_bytes_min=LARGE_BYTES),
+    _expected(GPU_4090, "pcie4-x16-p2p", "allreduce_busbw_gbps", (25.9,), "cited", ["tinygrad-okm-36"],
+              "all-reduce busbw of 4 RTX 4090s with the P2P-patched driver", transport="p2p", ranks=4,
+              size_bytes_min=LARGE_BYTES),
+    _expected(GPU_5090, "pcie5-x16", "allreduce_busbw_gbps", (28.0,), "cited", ["nccl-1639"],
+              "all_reduce_perf's best busbw on 8 RTX 5090s from 1 to 8 GiB", ranks=8, size_bytes_min=1 << 30),
+    _expected(GPU_5090, "pcie5-x16", "allreduce_busbw_gbps", (35.0,), "cited", ["nccl-1639"],
+              "all_reduce_perf's best busbw on 4 RTX 5090s from 1 to 8 GiB", ranks=4, size_bytes_min=1 << 30),
+    _expected(GPU_H200, "pcie5-x16", "h2d_copy_gbps", (55.32, 55.52), "measured", ["ddpbench-h200x1-copy"],
+              "the copy suite's copy-engine host-to-device copies on one H200, 64 MiB to 1 GiB", size_bytes_min=LARGE_BYTES),
+    _expected(GPU_H200, "pcie5-x16", "d2h_copy_gbps", (55.26, 55.38), "measured", ["ddpbench-h200x1-copy"],
+              "the copy suite's copy-engine device-to-host copies on one H200, 64 MiB to 1 GiB", size_bytes_min=LARGE_BYTES),
+    _expected(GPU_H200, "nvlink4", "allreduce_busbw_gbps", (264.2, 265.89, 297.71, 300.3), "measured",
+              ["ddpbench-h200x2-collectives", "ddpbench-h200x2-nccl-tests"],
+              "fp32 all_reduce busbw on 2x H200 over NV18, 64 to 256 MiB, the suite and nccl-tests",
+              transport="nvlink", ranks=2, size_bytes_min=64 * MIB, size_bytes_max=256 * MIB),
+    _expected(GPU_H200, "nvlink4", "allreduce_busbw_gbps", (325.4, 326.18, 343.3, 345.15), "measured",
+              ["ddpbench-h200x2-collectives", "ddpbench-h200x2-nccl-tests"],
+              "fp32 all_reduce busbw on 2x H200 over NV18, 1 to 4 GiB, the suite and nccl-tests",
+              transport="nvlink", ranks=2, size_bytes_min=GIB),
+    _expected(GPU_H200, "pcie5-x16-host", "allreduce_busbw_gbps", (26.9, 27.0, 27.1, 27.52, 27.65, 27.87, 28.16), "measured",
+              ["ddpbench-h200x2-collectives", "ddpbench-h200x2-nccl-tests"],
+              "fp32 all_reduce busbw on 2x H200 with NCCL_P2P_DISABLE=1 (SHM), 64 MiB to 4 GiB, the suite and nccl-tests",
+              transport="host_memory", ranks=2, size_bytes_min=LARGE_BYTES),
+    _expected(GPU_H200, "pcie5-x16", "ddp_step_time_s", (0.0937, 0.0961), "measured", ["ddpbench-h200x2-ddp"],
+              "gpt2-large's step on one H200, seconds", ranks=1, config=DDP_GPT2_LARGE),
+    _expected(GPU_H200, "nvlink4", "ddp_step_time_s", (0.1048, 0.1075), "measured", ["ddpbench-h200x2-ddp"],
+              "gpt2-large's step on 2x H200 over NV18 (NCCL, P2P), seconds", transport="nvlink", ranks=2, config=DDP_GPT2_LARGE),
+    _expected(GPU_H200, "pcie5-x16-host", "ddp_step_time_s", (0.1549, 0.1580), "measured", ["ddpbench-h200x2-ddp"],
+              "gpt2-large's step on 2x H200 with NCCL_P2P_DISABLE=1 (SHM), seconds", transport="host_memory", ranks=2,
+              config=DDP_GPT2_LARGE),
+]
 
 
 def document() -> dict:

@@ -49,14 +49,14 @@ def _gate(run: dict, results: HostResults, suite: Suite) -> list:
         return []
     arms = {arm["name"]: arm for arm in gate["arms"]}
     planted = f" [planted fault {gate['planted_fault']}: a test]" if gate.get("planted_fault") else ""
-    if arms["p2p"]["status"] != "ok" and took_p2p(run, results, suite):
+    if "p2p" in arms and arms["p2p"]["status"] != "ok" and took_p2p(run, results, suite):
         return [warning("p2p_gate_failed",
                         f"its data went peer to peer, P2P as this box has it, where the P2P gate before training found: "
                         f"{gate_finding(arms['p2p'])}{planted}",
                         "a broken P2P path between the GPUs (a P2P-patched or mismatched driver, ACS on the PCIe bridges "
                         "between them, an IOMMU translating): the figure may come from wrong or stalled transfers; "
                         + P2P_FIX)]
-    if arms["p2p_off"]["status"] != "ok" and took_host_memory(run, results):
+    if "p2p_off" in arms and arms["p2p_off"]["status"] != "ok" and took_host_memory(run, results):
         return [warning("p2p_off_gate_failed",
                         f"its data went through host memory (NCCL_P2P_DISABLE=1), where the P2P gate before training "
                         f"found: {gate_finding(arms['p2p_off'])}{planted}",
