@@ -109,6 +109,8 @@ def test_the_report_and_the_run_summary_judge_every_figure_and_cite_the_sources(
     assert "## Is my number normal?" in report and "6 within, 1 below, 42 no reference" in report
     assert "| below ⚠ |" in report and "a sleeping link" in report
     assert "nvbandwidth-15: NVIDIA/nvbandwidth issue #15" in report and "https://github.com/NVIDIA/nvbandwidth/issues/15" in report
+    # the link state of the run's window, beside the counters
+    assert "rig-4090 00-copy-default-ws1 (h2d ce host→gpu1 256 MiB) GPU1: PCIe 1.0 x16 at most while measured, its slot allows 4.0 x16" in report
     lines = summary_lines(bundle)
     assert lines[0].startswith("normal? host h200x1: 48 figure(s): 6 within, 42 no reference")
     assert lines[-1].startswith("below: host rig-4090: 00-copy-default-ws1: h2d ce host→gpu1 256 MiB: 12 GB/s, expected 22.7-27.7 GB/s")
