@@ -57,6 +57,8 @@ MAX_WRONG_PLACES = 16  # per check: the first few wrong places say enough
 def ranks_to_check(host: Capabilities, launches: list) -> int:
     """How many ranks the gate runs: every GPU of a host with two or more, else the most ranks any
     of `launches` runs on this host's CPU; 0 where there is nothing to check (one GPU, one rank)."""
+    if not launches:  # nothing left to run (a resumed run)
+        return 0
     if host.cuda:
         return host.gpu_count if host.gpu_count >= 2 else 0
     most = max((launch.nproc_per_node for launch in launches), default=0)
@@ -68,11 +70,14 @@ def check_host(launches: list, host: Capabilities, fingerprint: dict, work: Path
     """The gate before the first of `launches` (those that will run): its record goes into the
     fingerprint, its line (where it found something wrong) to `progress`, and the default launches
     go without P2P where only P2P was wrong."""
+    env = {**os.environ, **(BASE_NCCL_ENV if host.cuda else {}), **host_env}
     ranks = ranks_to_check(host, launches)
-    if not ranks:
+    visible = env.get("CUDA_VISIBLE_DEVICES")
+    if host.cuda and visible is not None:  # the ranks see only these GPUs, as the launches' ranks do
+        ranks = min(ranks, len([device for device in visible.split(",") if device.strip()]))
+    if ranks < 2:
         return
     progress(protocol.Stage("P2P gate"))
-    env = {**os.environ, **(BASE_NCCL_ENV if host.cuda else {}), **host_env}
     fingerprint["gate"] = record = run(ranks, host.cuda, env, work)
     reroute(launches, record)
     for line in p2p_gate(fingerprint):
