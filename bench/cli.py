@@ -80,7 +80,6 @@ def cmd_report(args) -> int:
     # come is a tenth of the import time.
     gc.disable()
     from bench.report import write_report
-    from bench.report.normal import summary_lines
     from bench.report.inputs import expand, load
 
     gc.enable()
