@@ -121,3 +121,15 @@ def test_a_cpu_host_has_no_reference():
                                              "src": "host", "dst": "host"}}
     found = judge(run, {"gpus": []})
     assert (found.verdict, found.why) == (NO_REFERENCE, "no GPU: the expected ranges are per GPU model")
+
+
+def test_a_peer_copy_marked_by_the_gate_shows_in_the_copy_section(tmp_path):
+    document = fixture_bundle()
+    peer = copy.deepcopy(point(h200_copy_runs(), "h2d", 256 * MIB))
+    peer["params"].update(direction="d2d", src="gpu0", dst="gpu1")
+    peer["warnings"] = [{"code": "p2p_gate_failed", "message": "its data went peer to peer", "likely_cause": "a broken P2P path"}]
+    document["hosts"][1]["runs"] = [{**peer, "launch_id": "00-copy-default-ws1"}]
+    document["hosts"][1]["launches"] = copy.deepcopy(document["hosts"][0]["launches"])
+    report = write_report([write_bundle(tmp_path / "bundle.json", document)], tmp_path / "report").read_text()
+    copies = report[report.index("## Copy bandwidth"):report.index("## Is my number normal?")]
+    assert "| p2p_gate_failed | its data went peer to peer | a broken P2P path |" in copies
