@@ -26,6 +26,7 @@ def cmd_run(args) -> int:
     from bench.controller.run import execute
     from bench.controller.resume import load_previous
     from bench.report import write_report
+    from bench.report.normal import summary_lines
 
     previous = None
     if args.resume:
@@ -50,6 +51,8 @@ def cmd_run(args) -> int:
                       f"(likely: {warning['likely_cause']})", file=sys.stderr)
     for line in shared_machine.warnings(bundle["hosts"]):
         print(f"warning: {line}", file=sys.stderr)
+    for line in summary_lines(bundle):
+        print(line, file=sys.stderr)
     for host in failed:
         print(f"error: host {host['name']}: {host['status']}: {host['error']}", file=sys.stderr)
     print(f"report: {report}")

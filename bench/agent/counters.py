@@ -1,8 +1,9 @@
 """Hardware counters during a launch: a thread reads each GPU through NVML, then waits
-INTERVAL_S, over and over (clocks, power against the enforced limit, temperature, clock event reasons, PCIe
-throughput, the cumulative NVLink byte counters) and the NVLink counters once more at the start
-and the end, and summarises per GPU: over the launch, and over each run's measured window (the
-timed calls, which the ranks record on the same CLOCK_MONOTONIC as the samples' `t`).
+INTERVAL_S, over and over (clocks, power against the enforced limit, temperature, clock event
+reasons, PCIe throughput and the link's generation and width, the cumulative NVLink byte counters)
+and the NVLink counters once more at the start and the end, and summarises per GPU: over the
+launch, and over each run's measured window (the timed calls, which the ranks record on the same
+CLOCK_MONOTONIC as the samples' `t`).
 
 Clocks count as held back only in the samples whose SM clock lies below the GPU's maximum (NVML's
 max clock, read once) by more than concerns.HELD_BACK_BELOW_MAX_FRACTION while NVML names a reason
@@ -77,6 +78,8 @@ def read_sample(nvml, handle) -> dict:
         "reasons": clock_reasons(nvml, handle),
         "pcie_tx_kbps": _call(nvml, "nvmlDeviceGetPcieThroughput", handle, getattr(nvml, "NVML_PCIE_UTIL_TX_BYTES", 0)),
         "pcie_rx_kbps": _call(nvml, "nvmlDeviceGetPcieThroughput", handle, getattr(nvml, "NVML_PCIE_UTIL_RX_BYTES", 1)),
+        "pcie_gen": _call(nvml, "nvmlDeviceGetCurrPcieLinkGeneration", handle),
+        "pcie_width": _call(nvml, "nvmlDeviceGetCurrPcieLinkWidth", handle),
         **read_byte_counters(nvml, handle),
     }
 
@@ -114,6 +117,16 @@ def _held_back(samples: list[dict], max_sm_clock_mhz: "float | None") -> dict:
     }
 
 
+def _link_state(samples: list[dict]) -> dict:
+    """The PCIe generation and width the link ran at, lowest and highest over the samples (a link
+    asleep for the whole window never reached its slot's; one that dips between bursts did)."""
+    state = {}
+    for name in ("gen", "width"):
+        read = [s[f"pcie_{name}"] for s in samples if s.get(f"pcie_{name}")]
+        state[f"pcie_{name}_min"], state[f"pcie_{name}_max"] = (min(read), max(read)) if read else (None, None)
+    return state
+
+
 def summarize(index: int, samples: list[dict], start: dict, end: dict, power_limit_w: "float | None",
               max_sm_clock_mhz: "float | None" = None) -> dict:
     """One GPU's summary of a launch (schema: bundle's $defs/gpu_counters)."""
@@ -138,6 +151,7 @@ def summarize(index: int, samples: list[dict], start: dict, end: dict, power_lim
             name: sum(1 for names in held_back if name in names) / len(masks) for name in reasons
         } if masks else None,
         **_held_back(samples, max_sm_clock_mhz),
+        **_link_state(samples),
         "pcie_tx_bytes": integrate_kbps(samples, "pcie_tx_kbps"),
         "pcie_rx_bytes": integrate_kbps(samples, "pcie_rx_kbps"),
         **moved,

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Callable
 
 from bench import __version__, suites
-from bench.agent import counters, proctree, rank_errors
+from bench.agent import counters, gate, placement, proctree, rank_errors
 from bench.agent.fingerprint import system
 from bench.common import history as earlier
 from bench.common import protocol
@@ -77,6 +77,7 @@ class Launch:
     configurations: int = 0  # runs it will record, set by run_plan with estimate_s
     threads_per_rank: "int | None" = None  # CPU hosts: the same for every launch of the plan
     repeat: int = 1  # which of the entry's launch_repeats this is
+    p2p_off_by_gate: bool = False  # the P2P gate found P2P wrong here and set NCCL_P2P_DISABLE=1 (gate.reroute)
 
     @property
     def world_size(self) -> int:
@@ -235,9 +236,10 @@ def run_launch(launch: Launch, out_dir: Path, progress: Callable[[protocol.Event
         return {**summary, "status": "skipped", "error": launch.skipped_reason, "duration_s": 0.0, "log_tail": []}, []
     work = out_dir / "launches"
     work.mkdir(parents=True, exist_ok=True)
-    spec_path, result_path, log_path = (work / f"{launch.id}{ext}" for ext in (".json", ".jsonl", ".log"))
+    spec_path, result_path, log_path, placement_path = (work / f"{launch.id}{ext}" for ext in (".json", ".jsonl", ".log", ".placement.jsonl"))
     result_path.unlink(missing_ok=True)
-    summary["resources"] = _write_spec(launch, spec_path, result_path)
+    placement_path.unlink(missing_ok=True)
+    summary["resources"] = _write_spec(launch, spec_path, result_path, placement_path)
     others = OthersShare()
     reported = 0
 
@@ -256,6 +258,8 @@ def run_launch(launch: Launch, out_dir: Path, progress: Callable[[protocol.Event
     if status == "failed":
         error = rank_errors.reported(log_text) or _killed(log_text) or error
     transport = transport_record(launch.preset, launch.backend, launch.world_size, log_text)
+    if launch.p2p_off_by_gate:
+        transport = {**transport, "env": {**transport["env"], "NCCL_P2P_DISABLE": "1"}, "p2p_off_by_gate": True}
     runs = [{**run, "transport": transport, "launch_id": launch.id, "repeat": launch.repeat,
              "gpu_counters": sampler.window_summary(run.get("measured_window"))}
             for run in map(json.loads, _result_lines(result_path))]
@@ -268,7 +272,7 @@ def run_launch(launch: Launch, out_dir: Path, progress: Callable[[protocol.Event
         **summary, "status": status, "error": error, "duration_s": round(time.time() - started, 3),
         "cpu_taken_by_others_fraction": others.fraction(),
         "transport": transport, "log_tail": _tail(log_path) if status != "ok" else [],
-        "gpu_counters": sampler.summary(),
+        "gpu_counters": sampler.summary(), "placement": placement.read(placement_path),
     }
     return record, runs
 
@@ -289,12 +293,12 @@ def _result_lines(result_path: Path) -> list[str]:
     return [line for line in (result_path.read_text().splitlines() if result_path.exists() else []) if line.endswith("}")]
 
 
-def _write_spec(launch: Launch, spec_path: Path, result_path: Path) -> dict:
+def _write_spec(launch: Launch, spec_path: Path, result_path: Path, placement_path: Path) -> dict:
     """The worker's instructions; returns the resources each local rank gets, for the launch record."""
     cpus = cpus_of_local_ranks(os.sched_getaffinity(0), launch.threads_per_rank, launch.nproc_per_node)
     deadline_s = time.monotonic() + launch.timeout_s - deadline_reserve_s(launch.timeout_s)
     protocol.LaunchSpec(launch.suite, launch.params, launch.backend, launch.timeout_s, str(result_path),
-                        launch.threads_per_rank, cpus, deadline_s).write(spec_path)
+                        launch.threads_per_rank, cpus, deadline_s, str(placement_path)).write(spec_path)
     return {"threads_per_rank": launch.threads_per_rank, "cpus_of_local_ranks": cpus}
 
 
@@ -379,6 +383,9 @@ def run_plan(
         sorted(l.id for l in launches if l.estimate_s and l.id in measured),
         sorted(l.id for l in launches if l.id in done_launch_ids),
     ))
+    gate.check_host([l for l in launches if not l.skipped_reason and l.id not in done_launch_ids], host, fingerprint,
+                    out_dir / "gate", host_env or {}, progress)
+    write_raw(out_dir, raw)
     for launch in launches:
         if launch.id in done_launch_ids:
             progress(protocol.LaunchSkipped(launch.id, "finished in the run resumed: kept"))

@@ -16,6 +16,7 @@ import torch
 import torch.distributed as dist
 
 from bench import suites
+from bench.agent import placement, wake
 from bench.agent.harness import Context
 from bench.common.protocol import LaunchSpec
 
@@ -29,6 +30,14 @@ def pin_cpu_rank(spec: LaunchSpec, local_rank: int) -> None:
         os.sched_setaffinity(0, spec.cpus_of_local_ranks[local_rank])
 
 
+def gpu_bus_id(device: torch.device) -> "str | None":
+    """The PCI address of a rank's GPU ('0000:81:00.0'), where it has one."""
+    if device.type != "cuda":
+        return None
+    props = torch.cuda.get_device_properties(device)
+    return f"{props.pci_domain_id:04x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
+
+
 def main(spec_path: str) -> None:
     spec = LaunchSpec.read(spec_path)
     ranks = importlib.import_module(suites.get(spec.suite).ranks_module)
@@ -40,6 +49,9 @@ def main(spec_path: str) -> None:
     else:
         device = torch.device("cpu")
         pin_cpu_rank(spec, local_rank)
+    placement.write(spec.placement_path, placement.of_rank(local_rank, gpu_bus_id(device)))
+    if device.type == "cuda":
+        wake.wake([device])
     dist.init_process_group(
         spec.backend,
         timeout=datetime.timedelta(seconds=spec.timeout_s),

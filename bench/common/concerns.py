@@ -3,7 +3,8 @@ other processes on the GPUs, memory errors, a power limit below the default, clo
 rest, a PCIe link narrower under load than its slot allows, NVLinks inactive under load, GPU pairs
 without peer access; and what a rented or consumer box gets wrong, each line with its fix: a link
 that reads asleep and was never read awake, ACS on the PCIe path between GPUs, a small /dev/shm,
-GPUs split over NUMA nodes, persistence mode off, the IOMMU translating the GPUs' transfers.
+GPUs split over NUMA nodes, persistence mode off, the IOMMU translating the GPUs' transfers; and what
+the P2P gate before training found wrong (bench/agent/gate.py), and ranks placed off their GPU's NUMA node.
 
 The agent prints these lines before its first launch, and the report and `verify` read them
 from a bundle's fingerprints.
@@ -11,6 +12,7 @@ from a bundle's fingerprints.
 from __future__ import annotations
 
 from bench.common.cpulist import parse_cpulist
+from bench.common.units import human_bytes
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -236,6 +238,69 @@ def iommu_translated(fp: dict) -> list[str]:
             "NCCL_P2P_DISABLE=1"]
 
 
+GATE_OPS = {"all_reduce": "all_reduce", "send_recv": "send/recv", "device_copy": "device-to-device copies"}
+P2P_FIX = ("fix: run with NCCL_P2P_DISABLE=1 (the p2p_off preset, or env in the hosts file), or reinstall or update the "
+           "NVIDIA driver (a P2P-patched driver, or a kernel module that does not match it, are known causes), or turn ACS "
+           "off on the PCIe bridges between the GPUs and the IOMMU to passthrough (`iommu=pt`)")
+
+
+def gate_finding(arm: dict) -> str:
+    """What one arm of the P2P gate found wrong, in a few words."""
+    wrong = [check for check in arm["checks"] if check["wrong"]]
+    if not wrong:
+        return f"the ranks hung ({arm['error']})" if arm["status"] == "hung" else f"a rank failed ({arm['error']})"
+    ops = [op for op in GATE_OPS if any(check["op"] == op for check in wrong)]
+    said = "; ".join(f"{GATE_OPS[op]} wrong at "
+                     + ", ".join(human_bytes(check["size_bytes"]) for check in wrong if check["op"] == op) for op in ops)
+    hung = f"; then {arm['error']}" if arm["status"] == "wrong" and arm.get("error") else ""
+    return f"{said} (first: {wrong[0]['wrong'][0]}){hung}"
+
+
+def p2p_gate(fp: dict) -> list[str]:
+    """What the P2P gate before training found wrong, in one line with its fix."""
+    gate = fp.get("gate")
+    if not gate or gate["verdict"] == "ok":
+        return []
+    arms = {arm["name"]: arm for arm in gate["arms"]}
+    planted = f" [planted fault {gate['planted_fault']}: a test, not this box]" if gate.get("planted_fault") else ""
+    if {"p2p", "p2p_off"} - set(arms):  # a verdict other than ok rests on both arms
+        return [f"P2P gate: verdict {gate['verdict']}, but the arms that say why are missing from this fingerprint{planted}"]
+    between = "these GPUs" if gate["backend"] == "nccl" else "these ranks (gloo standing in for the GPUs' path)"
+    if gate["verdict"] == "p2p_faulty":
+        rerouted = len(gate["rerouted_launches"])
+        went_on = (f"; the plan went on with P2P off (NCCL_P2P_DISABLE=1) for its {rerouted} default launch(es) of two or "
+                   "more ranks, labelled \"P2P off by the gate\"" if rerouted else "")
+        return [f"P2P gate: with P2P as this box has it, {gate_finding(arms['p2p'])}; with NCCL_P2P_DISABLE=1 every value "
+                f"was right: peer-to-peer transfers between {between} are broken{went_on}; the runs that still used P2P "
+                f"here are marked; {P2P_FIX}{planted}"]
+    if gate["verdict"] == "p2p_off_faulty":
+        return [f"P2P gate: with NCCL_P2P_DISABLE=1, {gate_finding(arms['p2p_off'])}, while P2P as this box has it was "
+                "right: NCCL's path through host memory is broken here; the runs through host memory are marked; fix: a "
+                "small /dev/shm is the usual cause: start the container with `--shm-size=1g` (or `--ipc=host`), or "
+                f"leave P2P on{planted}"]
+    return [f"P2P gate: with P2P, {gate_finding(arms['p2p'])}; with NCCL_P2P_DISABLE=1, {gate_finding(arms['p2p_off'])}: "
+            f"neither path between {between} is right, and the runs over either are marked; fix: check the driver "
+            "(`dmesg` for Xid errors, reinstall it), the GPUs' health and their PCIe links before trusting a figure of "
+            f"this host{planted}"]
+
+
+def placement_splits(placement: "list[dict] | None") -> list[str]:
+    """What split a launch's ranks over NUMA nodes, one line each: a rank allowed no CPU of its
+    GPU's node, and GPUs on different nodes (their traffic crosses the socket link). A rank merely
+    allowed CPUs of several nodes is not named: that is every unbound rank of a two-socket box."""
+    ranks = placement or []
+    lines = [f"local rank {rank['local_rank']} may run only on CPUs {rank['cpus']} (NUMA node "
+             f"{', '.join(map(str, rank['cpu_nodes']))}), its GPU hangs off node {rank['gpu_numa_node']}"
+             for rank in ranks
+             if rank["gpu_numa_node"] is not None and rank["cpu_nodes"] and rank["gpu_numa_node"] not in rank["cpu_nodes"]]
+    gpu_nodes = {rank["local_rank"]: rank["gpu_numa_node"] for rank in ranks if rank["gpu_numa_node"] is not None}
+    if len(set(gpu_nodes.values())) > 1:
+        lines.append("its GPUs hang off different NUMA nodes ("
+                     + ", ".join(f"local rank {r}'s on node {node}" for r, node in sorted(gpu_nodes.items()))
+                     + "): the traffic between them crosses the socket link")
+    return lines
+
+
 # The consumer box's concerns, by name, each with what a fingerprint must hold for it to be read:
 # older fingerprints lack these fields, and `verify` compares a concern only where both sides read it.
 MACHINE_CHECKS = {
@@ -244,6 +309,7 @@ MACHINE_CHECKS = {
     "numa_split": (lambda fp: "numa" in fp or bool((fp.get("topology") or {}).get("numa_affinity")), numa_split),
     "persistence_off": (lambda fp: any("persistence_mode" in gpu for gpu in fp.get("gpus") or []), persistence_off),
     "iommu_translated": (lambda fp: "iommu" in fp, iommu_translated),
+    "p2p_gate": (lambda fp: "gate" in fp, p2p_gate),
 }
 
 

@@ -249,6 +249,7 @@ class LaunchSpec:
     threads_per_rank: "int | None" = None  # CPU hosts
     cpus_of_local_ranks: "list | None" = None  # the cores each local rank is pinned to (CPU hosts)
     deadline_s: "float | None" = None  # this host's CLOCK_MONOTONIC by which the ranks stop sampling and warming up
+    placement_path: "str | None" = None  # each local rank appends where it runs (bench/agent/placement.py)
 
     def write(self, path) -> None:
         with open(path, "w") as out:

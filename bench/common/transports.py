@@ -92,10 +92,12 @@ def ranks_label(world_size: int, gpus: bool) -> str:
 
 def link_name(run: dict) -> str:
     """The link a run's bytes crossed, for tables and legends: its preset and the transport NCCL
-    used ("default via P2P"), gloo's runs marked (a suite that moves bytes past NCCL says so
-    itself: Suite.link_name)."""
+    used ("default via P2P"), gloo's runs marked, a default launch the P2P gate sent through host
+    memory labelled so (a suite that moves bytes past NCCL says so itself: Suite.link_name)."""
     transport = run["transport"]
     name = transport["preset"] if transport["backend"] == "nccl" else f"{transport['preset']} (gloo)"
     if transport["nccl_used"]:
         name += " via " + "+".join(transport["nccl_used"])
+    if transport.get("p2p_off_by_gate"):
+        name += ", P2P off by the gate"
     return name

@@ -18,7 +18,7 @@ from pathlib import Path
 from bench import suites
 from bench.common.files import write_text
 from bench.outputs import prepare_folder
-from bench.report import answer, html, machine, markdown
+from bench.report import answer, html, machine, markdown, normal
 from bench.report import plots as P
 from bench.report import tables as T
 from bench.report.document import Heading, Paragraph, Plot
@@ -124,6 +124,7 @@ def build(comparison: Comparison, out_dir: Path, skipped: list[str]) -> list:
     blocks = [Heading(1, TITLE), provenance, *answer.section(comparison, plot, colours),
               Heading(2, "Hosts"), *summary, T.hosts_table(comparison), *machine.concerns(comparison)]
     results = _suite_sections(comparison, plot, colours)
+    results += normal.section(comparison) if results else []
     counters = machine.counters(comparison)
     if counters:
         results += [Heading(2, "GPU counters"), *counters]

@@ -1,13 +1,14 @@
 """The machine's side of a report: the concerns its fingerprint raised (health, a link narrower
-than its slot, pairs without P2P, the host around the GPUs), and what the NVML counters saw during
-each launch and each run's timed steps (clocks, power, clocks held back, bytes on each link).
+than its slot, pairs without P2P, the host around the GPUs, the P2P gate), and what the NVML
+counters saw during each launch and each run's timed steps (clocks, power, clocks held back, bytes
+on each link, a PCIe link below its slot).
 """
 
 from __future__ import annotations
 
 import math
 
-from bench.common.concerns import clock_held_back, health_warnings, pairs_without_p2p
+from bench.common.concerns import clock_held_back, health_warnings, pairs_without_p2p, pcie_links
 from bench.common.units import human_bytes
 from bench.report.document import Paragraph, Table
 from bench.report.merge import Comparison
@@ -200,6 +201,21 @@ def _run_counters(comparison: Comparison) -> tuple[list, list]:
     return rows, [flag for flag in flags if flag]
 
 
+def _asleep(comparison: Comparison) -> list[str]:
+    """A line per run and GPU whose PCIe link never reached its slot's generation or width while the
+    run was timed (NVML's reading in every sample of the window): asleep, or trained down."""
+    lines = []
+    for entry in comparison.runs:
+        slots = {link["index"]: link for link in pcie_links(entry.host.fingerprint)}
+        for gpu in (entry.run.get("gpu_counters") or {}).get("gpus") or []:
+            slot, gen, width = slots.get(gpu["index"]) or {}, gpu.get("pcie_gen_max"), gpu.get("pcie_width_max")
+            if gen and width and slot.get("gen_max") and slot.get("width_max") and (gen < slot["gen_max"] or width < slot["width_max"]):
+                lines.append(f"{entry.host.name} {entry.run['launch_id']} ({run_label(entry.run)}) GPU{gpu['index']}: "
+                             f"PCIe {gen}.0 x{width} at most while measured, its slot allows {slot['gen_max']}.0 "
+                             f"x{slot['width_max']}")
+    return lines
+
+
 def counters(comparison: Comparison) -> list:
     """The launches' counters, the traffic on each link of every DDP and collectives run's steps
     beside the data their collectives moved, and a warning naming each launch and run where a GPU's
@@ -219,6 +235,11 @@ def counters(comparison: Comparison) -> list:
             + (f" {cost}" if cost else "")))
     if launch_flags or run_flags:
         blocks.append(Paragraph("Clocks held back while measuring:\n" + "\n".join(launch_flags + run_flags), warning=True))
+    asleep = _asleep(comparison)
+    if asleep:
+        blocks.append(Paragraph("PCIe links below their slot while measuring (NVML's generation and width in every sample of "
+                                "the timed calls: a link asleep, or trained down by a riser or the slot; the copies and "
+                                "collectives through it ran slower):\n" + "\n".join(asleep), warning=True))
     if launch_rows:
         blocks.append(Table(["host", "launch", "GPU", "SM MHz", "memory MHz", "power W / limit", "max °C", "clocks held back",
                              "PCIe GB tx / rx (kernel launches included)", "NVLink GB tx / rx"], launch_rows))

@@ -125,12 +125,13 @@ def warnings_table(comparison: Comparison, suite: str) -> "Table | None":
 
 
 def warnings_blocks(comparison: Comparison, suite: str) -> list:
-    """The implausible figures of a suite's runs, right after the table that marks them ⚠."""
+    """The flagged figures of a suite's runs, right after the table that marks them ⚠."""
     table = warnings_table(comparison, suite)
     if table is None:
         return []
-    return [Paragraph(f"{len(table.rows)} implausible figure(s), marked ⚠ in the table above: no correct measurement "
-                      "gives them. Read them with their likely cause before trusting the figures around them.", warning=True),
+    return [Paragraph(f"{len(table.rows)} flagged figure(s), marked ⚠ in the table above: implausible ones, which no correct "
+                      "measurement gives, or ones the host made doubtful (a path the P2P gate found wrong, ranks split over "
+                      "NUMA nodes). Read them with their likely cause before trusting the figures around them.", warning=True),
             table]
 
 

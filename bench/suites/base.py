@@ -59,6 +59,12 @@ class HostResults:
         return {launch["id"]: launch.get("nodes", 1) for launch in self.launches}
 
 
+def median(run: dict, metric: str) -> "float | None":
+    """A run's median of one metric; None where the run has no such metric."""
+    found = run["metrics"].get(metric)
+    return found["summary"]["median"] if found else None
+
+
 def warning(code: str, message: str, likely_cause: str) -> dict:
     """A figure of a run that no correct measurement gives (bundle schema: run.warnings)."""
     return {"code": code, "message": message, "likely_cause": likely_cause}
@@ -138,6 +144,17 @@ class Suite:
     def link_name(self, run: dict) -> str:
         """The link a run's bytes crossed, for the report's series (bench.common.transports.link_name)."""
         return link_name(run)
+
+    def peer_copies(self, run: dict) -> bool:
+        """Whether the run moved bytes between GPUs by CUDA peer copies, past NCCL: P2P as the driver
+        has it, whatever NCCL's environment says (the P2P gate's marks read it, bench/suites/machine.py)."""
+        return False
+
+    def judged_figure(self, run: dict) -> "tuple[str, float | None, int | None] | None":
+        """(kind of figure, the run's median, the bytes a call moved or None) of the run's figure that the
+        expected ranges judge (bench/common/reference.py EXPECTED, bench/suites/normal.py); None: the
+        suite has no such figure."""
+        return None
 
     def baselines(self, runs: list) -> dict:
         """id(run) -> the run it is scaled against (ddp: its 1-GPU run), for the runs that have one."""

@@ -251,7 +251,7 @@ def test_implausible_figures_are_flagged_beside_them_with_their_likely_cause(rea
     assert "did not get the resources per rank" in flagged["scaling_above_perfect"][6]
     assert flagged["scaling_above_perfect"][6].endswith("(other processes took 45% of the machine's CPU during the 1-rank run)")
     assert "above the link's theoretical peak of 56.25 GB/s" in flagged["busbw_above_link_peak"][5]
-    assert "implausible figure(s), marked ⚠ in the table above" in md
+    assert "flagged figure(s), marked ⚠ in the table above: implausible ones" in md
 
 
 def _gpu_window(index: int, per_step: "tuple | None", clock_mhz: float = 1980, reasons: "dict | None" = None,

@@ -11,7 +11,7 @@ from bench.common.links import link_summary
 from bench.common.transports import backend_for
 from bench.common.units import human_bytes
 from bench.suites import cost
-from bench.suites.base import HostResults, Suite, warning
+from bench.suites.base import HostResults, Suite, median, warning
 from bench.suites.params import PlanError, SweptParams
 
 # gloo on a GPU host reduces host tensors with one thread a rank (torchrun's OMP_NUM_THREADS=1):
@@ -106,6 +106,10 @@ class Collectives(Suite):
         p = run["params"]
         return ("collectives", p["op"], p["dtype"], p["in_place"], p["size_bytes"], run["world_size"],
                 p.get("src_rank"), p.get("dst_rank"))
+
+    def judged_figure(self, run: dict) -> tuple:
+        """Each collective's busbw (the ranges hold all_reduce's: allreduce_busbw_gbps)."""
+        return f"{run['params']['op'].replace('_', '')}_busbw_gbps", median(run, "busbw_gbps"), run["params"]["size_bytes"]
 
     def label(self, run: dict) -> str:
         p = run["params"]

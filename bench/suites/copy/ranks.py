@@ -26,6 +26,7 @@ from typing import Callable
 
 import torch
 
+from bench.agent import wake
 from bench.agent.harness import Context, repeat, run_record
 from bench.common.stats import metric
 from bench.suites.copy.suite import WARMUP_LEAST_S, Params
@@ -193,6 +194,8 @@ def run(ctx: Context, entry: dict, emit: Callable[[dict], None]) -> None:
     directions = params.directions if ctx.is_cuda else ["h2h"]
     engines = params.engines if ctx.is_cuda else ["cpu"]
     both_ways = params.bidirectional if ctx.is_cuda else [False]  # one host buffer pair has one way
+    if ctx.is_cuda:  # a peer copy needs both ends awake, not only the GPU this process started on
+        wake.wake([torch.device("cuda", i) for i in range(torch.cuda.device_count())])
     for direction in directions:
         for engine in engines:
             for bidirectional in both_ways:

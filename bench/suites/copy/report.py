@@ -12,6 +12,7 @@ from bench.common.links import pcie_peak_gbps
 from bench.common.stats import Spread
 from bench.common.units import human_bytes
 from bench.report import plots as P
+from bench.report import tables as T
 from bench.report.document import Heading, Paragraph, Table
 from bench.report.merge import Comparison
 
@@ -26,7 +27,7 @@ def section(comparison: Comparison, plot, colours: dict) -> list:
     if bars:
         blocks.append(plot(copy_bars_figure, (bars,), "copy-per-gpu", "Host-device copy bandwidth per GPU",
                            COPY_BARS_CAPTION))
-    return blocks + tables
+    return blocks + tables + T.warnings_blocks(comparison, "copy")  # the host's marks: a peer copy the P2P gate found wrong
 
 
 COPY_BARS_CAPTION = (

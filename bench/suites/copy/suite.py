@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from bench.common.host import Capabilities
 from bench.common.units import human_bytes
 from bench.suites import cost
-from bench.suites.base import Suite
+from bench.suites.base import Suite, median
 from bench.suites.params import PlanError, SweptParams
 
 # A point's warm-up runs its warmup_iters copies and at least this long: on an H200 the first
@@ -79,6 +79,17 @@ class Copy(Suite):
     def configuration(self, run: dict) -> tuple:
         p = run["params"]
         return ("copy", p["direction"], p["engine"], p["bidirectional"], p["src"], p["dst"], p["size_bytes"])
+
+    def peer_copies(self, run: dict) -> bool:
+        return run["params"]["direction"] == "d2d"
+
+    def judged_figure(self, run: dict) -> tuple:
+        """One-way copy-engine copies, as nvbandwidth's memcpy_ce cases measure them; the others (SM copies,
+        both ways at once, host to host) have a kind of figure of their own that no range holds."""
+        p = run["params"]
+        kind = "" if p["engine"] == "ce" else f"_{p['engine']}"
+        kind += "_both_ways" if p["bidirectional"] else ""
+        return f"{p['direction']}{kind}_copy_gbps", median(run, "copy_gbps"), p["size_bytes"]
 
     def label(self, run: dict) -> str:
         p = run["params"]

@@ -10,7 +10,7 @@ import sys
 from bench.common.host import Capabilities
 from bench.common.transports import backend_for, on_gpu, ranks_label
 from bench.models.shapes import GPT_PRESETS, UNET_CONFIGS, UNET_EXTRA
-from bench.suites.base import HostResults, Suite
+from bench.suites.base import HostResults, Suite, median
 from bench.suites.ddp import cost, derived
 from bench.suites.ddp.params import Params
 from bench.suites.params import PlanError
@@ -85,6 +85,12 @@ class DDP(Suite):
         if run["params"].get("allreduce") == "copy_engine":
             return f"{run['transport']['preset']} via copy engines"
         return super().link_name(run)
+
+    def peer_copies(self, run: dict) -> bool:
+        return run["params"].get("allreduce") == "copy_engine"
+
+    def judged_figure(self, run: dict) -> tuple:
+        return "ddp_step_time_s", median(run, "step_time_s"), None
 
     def baselines(self, runs: list) -> dict:
         return derived.baselines(runs)

@@ -1,0 +1,135 @@
+"""Is my number normal? The expected ranges (bench/common/reference.py EXPECTED), every row sourced,
+and a fixture bundle's figures judged: the real 1x H200 copy run (within, and no reference where no
+range holds), the consumer box's slow copies (below, with the causes its bundle shows), a CPU host
+(no reference), in the report and in `ddpbench run`'s lines."""
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from bench.agent import counters
+from bench.bundle import write_bundle
+from bench.common import reference
+from bench.common.stats import metric
+from bench.report import write_report
+from bench.report.normal import summary_lines
+from bench.suites.normal import NO_REFERENCE, judge, judge_host
+from tests.conftest import REPO
+from tests.e2e.test_link_truth import H200, fixture_bundle, rtx_fingerprint
+
+MIB = 1 << 20
+
+
+@pytest.mark.parametrize("row", reference.EXPECTED, ids=lambda row: f"{row['gpu']} {row['link']} {row['figure']}")
+def test_every_expected_range_cites_sources_that_say_it(row):
+    assert row["sources"] and all(name in reference.SOURCES for name in row["sources"])
+    assert 0 < row["low"] < row["high"] and row["derivation"]
+    if row["basis"] == "measured":  # this project's measurement: a file of this repository holds it
+        paths = [reference.SOURCES[name]["path"] for name in row["sources"] if "path" in reference.SOURCES[name]]
+        assert paths and all((REPO / path).is_file() for path in paths)
+    else:  # a public figure: a link a reader can follow
+        assert all(reference.SOURCES[name].get("url", "").startswith("https://") for name in row["sources"])
+
+
+def test_a_range_is_its_sources_figures_widened_by_the_band():
+    rtx_h2d = next(r for r in reference.EXPECTED if r["gpu"] == reference.GPU_4090 and r["figure"] == "h2d_copy_gbps")
+    assert (rtx_h2d["low"], rtx_h2d["high"]) == (pytest.approx(23.90 * 0.95), pytest.approx(26.38 * 1.05))  # nvbandwidth #15
+
+
+def h200_copy_runs() -> list[dict]:
+    raw = json.loads((H200 / "copy-raw.json").read_text())
+    return [{**run, "transport": raw["launches"][0]["transport"]} for run in raw["runs"]]
+
+
+def point(runs: list, direction: str, size: int, engine: str = "ce", bidirectional: bool = False) -> dict:
+    return next(r for r in runs if (r["params"]["direction"], r["params"]["engine"], r["params"]["bidirectional"],
+                                    r["params"]["size_bytes"]) == (direction, engine, bidirectional, size))
+
+
+def test_the_h200s_copies_are_within_and_the_rest_has_no_reference():
+    fp, runs = json.loads((H200 / "fingerprint.json").read_text()), h200_copy_runs()
+    within = judge(point(runs, "h2d", 256 * MIB), fp)
+    assert within.verdict == "within" and within.row["sources"] == ["ddpbench-h200x1-copy"]
+    assert "NVIDIA H200, pcie5-x16; ddpbench-h200x1-copy" in within.expected()
+    small = judge(point(runs, "h2d", MIB), fp)  # a 1 MiB copy measures latency: no range holds it
+    assert small.verdict == NO_REFERENCE and small.why == "h2d_copy_gbps of NVIDIA H200 at 1 rank(s): ranges hold 64 MiB and up"
+    assert judge(point(runs, "h2d", 256 * MIB, engine="sm"), fp).verdict == NO_REFERENCE
+
+
+def slow_4090_copy(gbps: float, link_in_window: "tuple | None") -> dict:
+    """The H200's 256 MiB host-to-GPU1 copy as the consumer box would have measured it."""
+    run = copy.deepcopy(point(h200_copy_runs(), "h2d", 256 * MIB))
+    run["params"]["dst"] = "gpu1"
+    run["metrics"]["copy_gbps"] = metric([gbps, gbps * 1.01, gbps * 0.99])
+    if link_in_window:  # NVML read the link this way throughout the timed copies
+        gen, width = link_in_window
+        samples = [{"t": i / 10, "sm_clock_mhz": 2520, "mem_clock_mhz": 10501, "power_w": 80.0, "temperature_c": 40,
+                    "reasons": 0, "pcie_tx_kbps": None, "pcie_rx_kbps": None, "pcie_gen": gen, "pcie_width": width,
+                    "nvlink_tx_bytes": None, "nvlink_rx_bytes": None} for i in range(5)]
+        window = {"start_s": 0.0, "end_s": 0.4, "steps_count": 100}
+        run["gpu_counters"] = {"interval_s": 0.1, "gpus": [counters.summarize_window(1, samples, 350.0, window, 2520)]}
+    return run
+
+
+def test_a_slow_copy_on_the_consumer_box_is_below_with_the_causes_its_bundle_shows():
+    fp = rtx_fingerprint()  # GPU1: 4.0 x8 under load in a x16 slot, power capped at 350 of 450 W
+    found = judge(slow_4090_copy(12.0, None), fp)
+    assert found.verdict == "below" and found.row["gpu"] == reference.GPU_4090 and found.row["sources"] == ["nvbandwidth-15"]
+    assert any("GPU1's link trains to 4.0 x8 under load in a 4.0 x16 slot: a riser" in cause for cause in found.causes)
+    assert any("GPU1's power limit is 350 W, below its default 450 W: a power cap" in cause for cause in found.causes)
+    asleep = judge(slow_4090_copy(3.2, (1, 16)), fp)
+    assert "GPU1's link ran at 1.0 x16 at most while measured, its slot allows 4.0 x16: a sleeping link" in asleep.why
+    assert judge(slow_4090_copy(25.0, None), fp).verdict == "within"
+
+
+def test_a_ddp_step_slower_than_its_range_is_below_and_a_faster_one_above():
+    fp = json.loads((H200 / "fingerprint.json").read_text())
+    run = {"suite": "ddp", "params": {**reference.DDP_GPT2_LARGE, "global_batch": 8}, "world_size": 1, "status": "ok",
+           "launch_id": "00-ddp-default-ws1", "transport": h200_copy_runs()[0]["transport"],
+           "metrics": {"step_time_s": metric([0.095, 0.096, 0.094])}}
+    assert judge(run, fp).verdict == "within"
+    run["metrics"]["step_time_s"] = metric([0.2, 0.21, 0.19])
+    assert judge(run, fp).verdict == "below"  # a step takes longer: below the range's pace
+    run["metrics"]["step_time_s"] = metric([0.05, 0.05, 0.05])
+    assert judge(run, fp).verdict == "above"
+    assert judge({**run, "params": {**run["params"], "compile": False}}, fp).verdict == NO_REFERENCE  # another recipe
+
+
+def test_the_report_and_the_run_summary_judge_every_figure_and_cite_the_sources(tmp_path):
+    document = fixture_bundle()
+    document["hosts"][1]["runs"] = [{**slow_4090_copy(12.0, (1, 16)), "launch_id": "00-copy-default-ws1"}]
+    document["hosts"][1]["launches"] = copy.deepcopy(document["hosts"][0]["launches"])
+    bundle = write_bundle(tmp_path / "bundle.json", document)
+    verdicts = {host["name"]: [found.verdict for _, found in judge_host(host)] for host in bundle["hosts"]}
+    assert verdicts["h200x1"].count("within") == 6 and set(verdicts["h200x1"]) == {"within", NO_REFERENCE}
+    assert verdicts["rig-4090"] == ["below"]
+    report = (write_report([bundle], tmp_path / "report")).read_text()
+    assert "## Is my number normal?" in report and "6 within, 1 below, 42 no reference" in report
+    assert "| below ⚠ |" in report and "a sleeping link" in report
+    assert "nvbandwidth-15: NVIDIA/nvbandwidth issue #15" in report and "https://github.com/NVIDIA/nvbandwidth/issues/15" in report
+    # the link state of the run's window, beside the counters
+    assert "rig-4090 00-copy-default-ws1 (h2d ce host→gpu1 256 MiB) GPU1: PCIe 1.0 x16 at most while measured, its slot allows 4.0 x16" in report
+    lines = summary_lines(bundle)
+    assert lines[0].startswith("normal? host h200x1: 48 figure(s): 6 within, 42 no reference")
+    assert lines[-1].startswith("below: host rig-4090: 00-copy-default-ws1: h2d ce host→gpu1 256 MiB: 12 GB/s, expected 22.7-27.7 GB/s")
+
+
+def test_a_cpu_host_has_no_reference():
+    run = {**h200_copy_runs()[0], "params": {**h200_copy_runs()[0]["params"], "direction": "h2h", "engine": "cpu",
+                                             "src": "host", "dst": "host"}}
+    found = judge(run, {"gpus": []})
+    assert (found.verdict, found.why) == (NO_REFERENCE, "no GPU: the expected ranges are per GPU model")
+
+
+def test_a_peer_copy_marked_by_the_gate_shows_in_the_copy_section(tmp_path):
+    document = fixture_bundle()
+    peer = copy.deepcopy(point(h200_copy_runs(), "h2d", 256 * MIB))
+    peer["params"].update(direction="d2d", src="gpu0", dst="gpu1")
+    peer["warnings"] = [{"code": "p2p_gate_failed", "message": "its data went peer to peer", "likely_cause": "a broken P2P path"}]
+    document["hosts"][1]["runs"] = [{**peer, "launch_id": "00-copy-default-ws1"}]
+    document["hosts"][1]["launches"] = copy.deepcopy(document["hosts"][0]["launches"])
+    report = write_report([write_bundle(tmp_path / "bundle.json", document)], tmp_path / "report").read_text()
+    copies = report[report.index("## Copy bandwidth"):report.index("## Is my number normal?")]
+    assert "| p2p_gate_failed | its data went peer to peer | a broken P2P path |" in copies
