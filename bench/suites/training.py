@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.common.host import Capabilities
-from bench.models.shapes import GPT_PRESETS, UNET_CONFIGS, UNET_EXTRA
+from bench.models.shapes import TRANSFORMER_PRESETS, UNET_CONFIGS, UNET_EXTRA
 from bench.suites.base import Suite
 from bench.suites.params import PlanError, SampledParams
 
@@ -134,13 +134,13 @@ def check_model(suite: str, params: TrainingParams, world_size: int) -> None:
     if params.model in UNET_CONFIGS and importlib.util.find_spec("diffusers") is None:
         raise PlanError(
             f"{suite}: model {params.model!r} needs diffusers, which is not installed for {sys.executable}; "
-            f"install the '{UNET_EXTRA}' extra (pip install 'ddpbench[{UNET_EXTRA}]', or pip install diffusers) or choose a GPT model"
+            f"install the '{UNET_EXTRA}' extra (pip install 'ddpbench[{UNET_EXTRA}]', or pip install diffusers) or choose a GPT or Llama model"
         )
     if params.weights_dtype == "bfloat16" and params.precision != "bf16":
         raise PlanError(f"{suite}: weights_dtype bfloat16 needs precision bf16 (fp32 compute over bf16 weights is not a recipe "
                         "anyone trains with); set precision: bf16")
-    if params.model in GPT_PRESETS:
-        block_size = GPT_PRESETS[params.model].block_size
+    if params.model in TRANSFORMER_PRESETS:
+        block_size = TRANSFORMER_PRESETS[params.model].block_size
         if params.seq_len is None:
             raise PlanError(f"{suite}: model {params.model!r} needs seq_len (tokens per sample); add it to the entry's params")
         if params.seq_len > block_size:

@@ -10,13 +10,15 @@ from typing import Callable
 
 from bench.common.gpu_peaks import dense_bf16_peak_tflops
 from bench.common.host import Capabilities
-from bench.models.shapes import GPT_PRESETS
+from bench.models.shapes import TRANSFORMER_PRESETS, flops_per_token, num_params
 from bench.suites.training import WARMUP_WINDOW, TrainingParams, least_warmup_steps
 
 SETUP_S = {"gpu": 6.0, "cpu": 1.0}  # model built and wrapped, optimizer, data
 COMPILE_S_PER_LAYER, COMPILE_BASE_S = 0.9, 5.0  # torch.compile of a GPT, once per launch (H200: gpt2 30 s, gpt2-large 52 s with start-up)
 UNET_COMPILE_S = 240.0  # SDXL's UNet on an H200, once per launch (benchmarks/results/sdxl_unet_step_h200x1.md)
-GPT_MFU = {"compiled": 0.4, "eager": 0.29}  # gpt2 at micro-batch 8 on one H200 (attention FLOPs counted): 40.7%, eager 28.9%
+# gpt2 at micro-batch 8 on one H200 (attention FLOPs counted): 40.7%, eager 28.9%; the Llama shapes
+# take the same figures until they are measured.
+GPT_MFU = {"compiled": 0.4, "eager": 0.29}
 FP32_OF_BF16_PEAK = 0.5  # TF32 tensor cores: half the bf16 rate on H100/H200 and RTX 3090
 UNKNOWN_PEAK_TFLOPS = 100.0
 UNET_TRAIN_FLOPS_PER_SAMPLE = {"sdxl-unet": 19e12, "tiny-unet": 2e9}  # forward, backward, recompute
@@ -56,13 +58,13 @@ def compute(params: TrainingParams, world_size: int, host: Capabilities) -> Comp
     else:
         peak = CPU_FLOPS_PER_CORE * host.logical_cpus / world_size
     once = SETUP_S[kind]
-    if model in GPT_PRESETS:
-        cfg = GPT_PRESETS[model]
-        n_params = 12 * cfg.n_layer * cfg.n_embd ** 2 + cfg.vocab_size * cfg.n_embd
-        flops_per_sample = (6 * n_params + 12 * cfg.n_layer * cfg.n_embd * params.seq_len) * params.seq_len
+    if model in TRANSFORMER_PRESETS:
+        cfg = TRANSFORMER_PRESETS[model]
+        n_params = num_params(cfg)
+        flops_per_sample = flops_per_token(cfg, params.seq_len) * params.seq_len
         rate = peak if kind == "cpu" else peak * GPT_MFU["compiled" if compiled else "eager"] * (1.0 if params.precision == "bf16" else FP32_OF_BF16_PEAK)
         if compiled:
-            once += COMPILE_BASE_S + COMPILE_S_PER_LAYER * cfg.n_layer
+            once += COMPILE_BASE_S + COMPILE_S_PER_LAYER * cfg.n_layers
     else:
         n_params = UNET_PARAMS.get(model, 2.6e9)
         flops_per_sample = UNET_TRAIN_FLOPS_PER_SAMPLE.get(model, 19e12)
