@@ -32,7 +32,7 @@ from bench.common.gpu_peaks import dense_bf16_peak_tflops
 from bench.common.polling import wait_until
 from bench.common.stats import metric
 from bench.models import workload
-from bench.suites.training import WARMUP_WINDOW, TrainingParams, least_warmup_steps
+from bench.suites.training import WARMUP_WINDOW, TrainingParams, grad_accum_for, least_warmup_steps
 
 
 class Strategy:
@@ -95,11 +95,6 @@ class Training:
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=not self.grads_kept)
         self.steps_taken += 1
-
-
-def grad_accum_for(global_batch: int, world_size: int, micro_batch: int) -> int:
-    """Micro-batches per rank per step; the planner has already refused a global batch that does not divide."""
-    return global_batch // (world_size * micro_batch)
 
 
 def make_optimizer(name: str, module: torch.nn.Module, ctx: Context) -> torch.optim.Optimizer:

@@ -61,14 +61,16 @@ BASELINE_COLOUR = "#404040"  # a lone 1-GPU baseline: never the colour of the N-
 MARKERS = ["o", "s", "^", "v", "D", "P", "X", "*", "<", ">"]
 
 
-def errorbar(ax, line: Line, factor: float, colour: str, shift: float, in_legend: bool = True, marker: str = "o") -> None:
-    """Median with p5-p95 bars; x is shifted by `shift` octaves so that bars at one x do not hide each other."""
+def errorbar(ax, line: Line, factor: float, colour: str, shift: float, in_legend: bool = True, marker: str = "o",
+             linestyle: "str | None" = None) -> None:
+    """Median with p5-p95 bars; x is shifted by `shift` octaves so that bars at one x do not hide each other.
+    Dashed for a baseline, else solid unless `linestyle` says otherwise."""
     xs = [x * 2**shift for x, _ in line.points]
     med = np.array([s.median for _, s in line.points]) * factor
     low = np.array([s.low for _, s in line.points]) * factor
     high = np.array([s.high for _, s in line.points]) * factor
     style = {"color": colour, "marker": marker, "markersize": 4 if marker == "o" else 5, "linewidth": 1.6,
-             "linestyle": "--" if line.baseline else "-"}
+             "linestyle": linestyle or ("--" if line.baseline else "-")}
     ax.errorbar(xs, med, yerr=[med - low, high - med], capsize=3, **style)
     if in_legend:
         ax.plot([], [], label=line.label, **style)  # a plain line in the legend: an error-bar entry is slow to draw

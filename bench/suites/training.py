@@ -52,6 +52,11 @@ class TrainingParams(SampledParams):
         return self.global_batches or [self.micro_batch * self.grad_accum * world_size]
 
 
+def grad_accum_for(global_batch: int, world_size: int, micro_batch: int) -> int:
+    """Micro-batches per rank per step; the planner has already refused a global batch that does not divide."""
+    return global_batch // (world_size * micro_batch)
+
+
 def training_recipe(params: dict) -> str:
     """How a training run trained, in words: its precision, and whatever departs from fp32 weights and
     AdamW (runs trained differently are different workloads, never one series)."""

@@ -18,8 +18,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from bench.agent import copy_engine_allreduce, rank_errors
 from bench.agent.harness import Context
-from bench.agent import training
-from bench.agent.training import Strategy, Training, autocast_for
+from bench.agent.training import Strategy, Training, autocast_for, run as run_training, set_up as set_up_training
 from bench.common.stats import metric
 from bench.models import workload
 from bench.suites.ddp.params import Params
@@ -149,10 +148,10 @@ class DDPStrategy(Strategy):
 
 def set_up(ctx: Context, params: Params, accum: int, build: Callable) -> Training:
     """One DDP configuration set up to train (the training suites' set_up with DDP's strategy)."""
-    return training.set_up(ctx, params, accum, build, DDPStrategy())
+    return set_up_training(ctx, params, accum, build, DDPStrategy())
 
 
 def run(ctx: Context, entry: dict, emit: Callable[[dict], None], build: Callable = workload.build) -> None:
     """Every global batch size of the plan entry; `build` makes the workload (workload.build),
     with the micro-batches of the largest global batch."""
-    training.run(ctx, Params.of(entry), entry, emit, DDPStrategy, build)
+    run_training(ctx, Params.of(entry), entry, emit, DDPStrategy, build)

@@ -13,6 +13,7 @@ from bench.suites.ddp import cost, derived
 from bench.suites.ddp.params import Params
 from bench.suites.params import PlanError
 from bench.suites.training import TrainingSuite
+from bench.suites.training_derived import scaling_warnings
 
 
 class DDP(TrainingSuite):
@@ -52,7 +53,7 @@ class DDP(TrainingSuite):
         if run["world_size"] == 1:
             return []
         found = results.once("ddp.baselines", lambda: derived.baselines(results.runs))
-        return derived.warnings(run, found.get(id(run)), results.others_share)
+        return scaling_warnings(run, found.get(id(run)), results.others_share)
 
 
 def _check_copy_engine(params: Params, host: Capabilities, transport: str, nodes: int) -> None:
