@@ -25,7 +25,7 @@ from bench.agent.harness import Context
 from bench.agent.runner import plan_launches
 from bench.common.host import Capabilities
 from bench.models import gpt, workload
-from bench.models.shapes import GPT_PRESETS, UNET_CONFIGS
+from bench.models.shapes import GPT_PRESETS, TRANSFORMER_PRESETS, UNET_CONFIGS
 from bench.suites.ddp import ranks as ddp
 from bench.suites.ddp.derived import allreduce_time, derive_prediction, derive_scaling
 from bench.suites.ddp.params import Params
@@ -623,7 +623,7 @@ def test_shipped_plan_runs_on_cpu(name, tmp_path):
     has_allreduce = any(r["suite"] == "collectives" and r["params"]["op"] == "all_reduce" for r in host["runs"])
     for run in ddp_runs(bundle):
         assert run["params"]["train_flops_per_sample"] > 0
-        assert ("tokens_per_s" in run["metrics"]) == (run["params"]["model"] in GPT_PRESETS)
+        assert ("tokens_per_s" in run["metrics"]) == (run["params"]["model"] in TRANSFORMER_PRESETS)
         if run["world_size"] > 1:
             weight_bytes = 2 if run["params"]["weights_dtype"] == "bfloat16" else 4
             assert run["metrics"]["grad_allreduce_bytes"]["summary"]["median"] == weight_bytes * run["params"]["num_params"]

@@ -4,7 +4,8 @@ on synthetic data.
 The training loop is the training suites' (bench/agent/training.py). What is FSDP's is here: each
 block (GPT block, Llama decoder layer) is an FSDP unit, then the root; its parameters gathered in
 bf16 and its gradients reduce-scattered in the reduce dtype (MixedPrecisionPolicy); all but the last
-micro-batch of a step run with gradient sync off (set_requires_gradient_sync(False), FSDP2's no_sync);
+micro-batch of a step run with gradient sync off (set_requires_gradient_sync(False), FSDP2's no_sync,
+which keeps each unit's unsharded gradient until the last);
 and the bytes a step moves, counted from the collectives it calls in one extra untimed step.
 """
 
@@ -63,7 +64,9 @@ class FSDPStrategy(Strategy):
             if params.compile:
                 block.compile()  # in place, before sharding: FSDP's hooks stay outside the compiled code
             fully_shard(block, mesh=mesh, reshard_after_forward=reshard, mp_policy=mixed)
-        fully_shard(work.module, mesh=mesh, reshard_after_forward=reshard, mp_policy=mixed)
+        # The root (embeddings, final norm, head) at FSDP2's default: kept gathered from the forward to the
+        # backward, which begins with the head; as ZeRO-3 implementations keep what is used at both ends.
+        fully_shard(work.module, mesh=mesh, mp_policy=mixed)
         self.model = work.module
         return work.module
 
