@@ -94,12 +94,12 @@ def _check_memory(params: Params, host: Capabilities, world_size: int, nodes: in
     if memory.fits(need.total_bytes, room):
         return
     room_text = (f"plus {human_bytes(memory.RESERVE_BYTES)} for CUDA and the allocator, the GPU has {human_bytes(room)} free"
-                 if host.cuda else f"plus {human_bytes(memory.RESERVE_BYTES)}, this host has {human_bytes(room)} for each of its {ranks_here} ranks")
+                 if host.cuda else f"plus {human_bytes(memory.RESERVE_BYTES)}, this host's memory gives each of the ranks it runs {human_bytes(room)}")
     remedies = memory.remedies(setup, room)
     fix = f"it would fit with {' or '.join(remedies)}" if remedies else (
         f"nothing up to {memory.MOST_GPUS_SUGGESTED} GPUs with activation checkpointing at micro_batch 1 fits: choose a smaller model")
     raise PlanError(
-        f"fsdp: {params.model} with sharding {params.sharding} over {setup.shards} ranks at micro_batch {params.micro_batch} needs about "
+        f"fsdp: {params.model} with sharding {params.sharding} over {setup.shards} rank{'s' if setup.shards != 1 else ''} at micro_batch {params.micro_batch} needs about "
         f"{human_bytes(need.total_bytes)} per {'GPU' if host.cuda else 'rank'} by the estimate ({need.parts()}) {room_text}; {fix}")
 
 
