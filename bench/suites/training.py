@@ -139,7 +139,7 @@ def check_model(suite: str, params: TrainingParams, world_size: int) -> None:
     if params.model in UNET_CONFIGS and importlib.util.find_spec("diffusers") is None:
         raise PlanError(
             f"{suite}: model {params.model!r} needs diffusers, which is not installed for {sys.executable}; "
-            f"install the '{UNET_EXTRA}' extra (pip install 'ddpbench[{UNET_EXTRA}]', or pip install diffusers) or choose a GPT or Llama model"
+            f"install the '{UNET_EXTRA}' extra (pip install 'ddpbench[{UNET_EXTRA}]', or pip install diffusers) or choose a GPT model"
         )
     if params.weights_dtype == "bfloat16" and params.precision != "bf16":
         raise PlanError(f"{suite}: weights_dtype bfloat16 needs precision bf16 (fp32 compute over bf16 weights is not a recipe "

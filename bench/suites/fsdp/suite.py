@@ -77,9 +77,10 @@ class FSDP(TrainingSuite):
         derived.derive_prediction(results.runs, results.launches)
 
     def warnings(self, run: dict, results: HostResults) -> list:
+        if run["world_size"] == 1:  # against the plain model it measures FSDP's own cost, not a scaling
+            return []
         found = results.once("fsdp.baselines", lambda: derived.baselines(results.runs))
-        baseline = found.get(id(run))
-        return [] if baseline is None or baseline is run else scaling_warnings(run, baseline, results.others_share)
+        return scaling_warnings(run, found.get(id(run)), results.others_share)
 
 
 def _check_memory(params: Params, host: Capabilities, world_size: int, nodes: int) -> None:
