@@ -10,6 +10,7 @@ configuration that cannot fit."""
 from __future__ import annotations
 
 from bench.common.host import Capabilities
+from bench.common.transports import backend_for
 from bench.common.units import human_bytes
 from bench.suites import memory
 from bench.suites.base import HostResults
@@ -55,7 +56,7 @@ class FSDP(TrainingSuite):
     def check_plan(self, params: Params, host: Capabilities, *, world_size: int, transport: str, nodes: int) -> None:
         super().check_plan(params, host, world_size=world_size, transport=transport, nodes=nodes)
         self.check_placement(params, nodes=nodes, ranks_per_node=world_size // nodes)
-        _check_memory(params, host, world_size, nodes)
+        _check_memory(params, host, world_size, nodes, on_gpu=backend_for(transport, host.cuda) == "nccl")
 
     def launch_seconds(self, params: Params, preset: str, world_size: int, host: Capabilities) -> float:
         return cost.launch_seconds(params, preset, world_size, host)
@@ -83,25 +84,28 @@ class FSDP(TrainingSuite):
         return scaling_warnings(run, found.get(id(run)), results.others_share)
 
 
-def _check_memory(params: Params, host: Capabilities, world_size: int, nodes: int) -> None:
-    """The estimate against the GPU's free memory, or on a CPU host against its memory shared by its ranks;
-    where the host does not say (a fingerprint without it), nothing is refused."""
+def _check_memory(params: Params, host: Capabilities, world_size: int, nodes: int, on_gpu: bool) -> None:
+    """The estimate against the GPU's free memory, or where the ranks train on the CPU (no GPU, or gloo)
+    against the host's memory shared by its ranks; where the host does not say, nothing is refused."""
     setup = memory_setup(params, world_size, nodes)
     ranks_here = world_size // nodes
-    room = (host.gpu_memory_free_bytes or host.gpu_memory_bytes) if host.cuda else host.host_memory_bytes / ranks_here
+    room = (host.gpu_memory_free_bytes or host.gpu_memory_bytes) if on_gpu else host.host_memory_bytes / ranks_here
     if not room:
         return
     need = memory.estimate(setup)
     if memory.fits(need.total_bytes, room):
         return
-    room_text = (f"plus {human_bytes(memory.RESERVE_BYTES)} for CUDA and the allocator, the GPU has {human_bytes(room)} free"
-                 if host.cuda else f"plus {human_bytes(memory.RESERVE_BYTES)}, this host's memory gives each of the ranks it runs {human_bytes(room)}")
+    where = "GPU" if on_gpu else "rank"
+    has = (f"the GPU has {human_bytes(room)} free" if on_gpu else
+           f"this host's memory gives each of the ranks it runs {human_bytes(room)}")
     remedies = memory.remedies(setup, room)
     fix = f"it would fit with {' or '.join(remedies)}" if remedies else (
         f"nothing up to {memory.MOST_GPUS_SUGGESTED} GPUs with activation checkpointing at micro_batch 1 fits: choose a smaller model")
+    ranks = f"{setup.shards} rank{'s' if setup.shards != 1 else ''}"
     raise PlanError(
-        f"fsdp: {params.model} with sharding {params.sharding} over {setup.shards} rank{'s' if setup.shards != 1 else ''} at micro_batch {params.micro_batch} needs about "
-        f"{human_bytes(need.total_bytes)} per {'GPU' if host.cuda else 'rank'} by the estimate ({need.parts()}) {room_text}; {fix}")
+        f"fsdp: {params.model} with sharding {params.sharding} over {ranks} at micro_batch {params.micro_batch} needs about "
+        f"{human_bytes(need.total_bytes)} per {where} by the estimate ({need.parts()}) plus {human_bytes(memory.RESERVE_BYTES)} "
+        f"for {'CUDA and the allocator' if on_gpu else 'the process'}, {has}; {fix}")
 
 
 SUITE = FSDP()
