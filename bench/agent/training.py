@@ -18,7 +18,7 @@ import contextlib
 import gc
 import resource
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 import torch
@@ -52,7 +52,9 @@ class Strategy:
         return work.module
 
     def compiled(self, wrapped: torch.nn.Module) -> Callable:
-        """What torch.compile makes of the wrapped model for `compile: true`."""
+        """What torch.compile makes of the wrapped model for `compile: true`: the wrapper as a whole (of
+        DDP, so that dynamo splits the graph at bucket boundaries and the gradients are all-reduced while
+        the backward pass goes on)."""
         return torch.compile(wrapped)
 
     def local_gradients(self) -> contextlib.AbstractContextManager:
@@ -83,7 +85,7 @@ class Training:
     precision: contextlib.AbstractContextManager
     accum: int
     grads_kept: bool = False  # zeroed in place between steps, never freed
-    steps_taken: int = field(default=0)
+    steps_taken: int = 0
 
     def step(self) -> None:
         """One optimizer step over `accum` micro-batches; gradients cross the link on the last only."""

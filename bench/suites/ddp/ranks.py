@@ -124,11 +124,6 @@ class DDPStrategy(Strategy):
         self.allreduce_calls = install_comm_hook(ctx, self.ddp, work.module, params)
         return self.ddp
 
-    def compiled(self, wrapped: torch.nn.Module) -> Callable:
-        # Compiling the DDP wrapper (not the inner model) lets dynamo split the graph at bucket
-        # boundaries, so gradients are all-reduced while the backward pass goes on.
-        return torch.compile(wrapped)
-
     def local_gradients(self) -> contextlib.AbstractContextManager:
         return self.ddp.no_sync() if self.ddp is not None else contextlib.nullcontext()
 
