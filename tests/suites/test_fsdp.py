@@ -16,7 +16,7 @@ import pytest
 import torch
 import yaml
 
-from bench.agent.runner import plan_launches
+from bench.agent.runner import estimate_launch, plan_launches
 from bench.bundle import read_bundle
 from bench.common.host import Capabilities
 from bench.common.protocol import Placement
@@ -154,6 +154,19 @@ def test_the_sharded_plans_sweeps_bracket_its_models_unit_sizes():
             p = entry["params"]
             grads = sum(units(TRANSFORMER_PRESETS[p["model"]])) * (2 if p["weights_dtype"] == "bfloat16" else 4)
             assert sweeps["all_reduce"][0] <= grads <= sweeps["all_reduce"][1], p["model"]
+
+
+@pytest.mark.parametrize("machine", ["2x H200 (NV18)", "2x RTX 3090 (PCIe 4)"])
+def test_the_sharded_plan_fits_its_timeout_and_a_24_gb_card(machine):
+    """Every launch within timeout_s by the cost model, and no configuration refused by the memory estimate
+    (plan_launches would raise it) on the seed's 24 GB cards either."""
+    from benchmarks.plan_durations import MACHINES
+
+    host = Capabilities.of(MACHINES[machine])
+    launches = [launch for launch in plan_launches(load_plan("seed001-sharded"), host) if not launch.skipped_reason]
+    for launch in launches:
+        estimate_launch(launch, host)  # raises past timeout_s
+    assert {launch.suite for launch in launches} == {"collectives", "ddp", "fsdp"}
 
 
 # --- the same weights as DDP ----------------------------------------------------------------------
