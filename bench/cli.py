@@ -175,7 +175,7 @@ def cmd_sign(args) -> int:
 def _verdict_options(command: argparse.ArgumentParser) -> None:
     command.add_argument("--tolerance", action="append", default=[], metavar="[METRIC=]FRACTION",
                          help="reproduced when the ratio of medians is within a factor 1+FRACTION either way "
-                              "(default 0.05; busbw_gbps for collectives, step_time_s for ddp); repeatable")
+                              "(default 0.05; busbw_gbps for collectives, step_time_s for ddp and fsdp); repeatable")
     command.add_argument("--host-map", action="append", default=[], metavar="ORIGINAL=NEW",
                          help="pair an original host with one of yours (default: by name, else by order); repeatable")
     command.add_argument("--allowed-signers", type=Path, help="ssh-keygen allowed signers file: the keys you trust")

@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench import suites
 from bench.bundle import agent_raw_problem, write_bundle
 from bench.bundle.assembly import gather_group_runs, host_entry, new_bundle, new_run_id, settle
 from bench.common.files import write_text
@@ -26,6 +27,7 @@ from bench.controller.runtimes import RUNTIMES, AgentJob, HostError, Runtime
 from bench.controller import stop_signals
 from bench.errors import UserError
 from bench.outputs import new_folder
+from bench.suites.params import PlanError
 
 RUN_FILE = "run.json"  # the run's id, start and plan, written first: what a resume needs when no bundle was written
 
@@ -101,10 +103,30 @@ def _checked_runtimes(inventory: Inventory, plan: dict) -> dict:
             f"host {unknown[0].name!r}: runtime {unknown[0].runtime!r} is not available in this version; "
             f"use one of {', '.join(sorted(RUNTIMES))}"
         )
+    _check_placements(inventory, plan)
     runtimes = {host.name: RUNTIMES[host.runtime]() for host in inventory.hosts}
     for host in inventory.hosts:
         runtimes[host.name].check_input(host, plan)
     return runtimes
+
+
+def _check_placements(inventory: Inventory, plan: dict) -> None:
+    """Each suite's judgement of where its entries would run (the nodes of a host's launches: its
+    group's hosts, or a slurm job's nodes), before any host is touched. The host's kind is not known
+    yet, so an entry is judged with its gpu: and with its cpu: override."""
+    for host in inventory.hosts:
+        group = inventory.group_of(host.name)
+        nodes = len(group.hosts) if group else host.slurm.get("nodes", 1)
+        for index, entry in enumerate(plan["suites"]):
+            suite = suites.get(entry["suite"])
+            for side in ("gpu", "cpu"):
+                override = {k: v for k, v in entry.get(side, {}).items() if k not in ("transports", "launch_repeats")}
+                params = suite.params({**entry["params"], **override})
+                for ranks in entry["world_sizes"]:
+                    try:
+                        suite.check_placement(params, nodes=nodes, ranks_per_node=None if ranks == "all" else int(ranks))
+                    except PlanError as err:
+                        raise UserError(f"host {host.name!r}: the plan's suites[{index}]: {err}") from None
 
 
 def _open_run_folder(out_root: Path, plan: dict, previous: "Previous | None") -> tuple[str, str, Path]:

@@ -9,7 +9,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from bench.models.recompute import checkpoint
-from bench.models.shapes import GPTConfig
+from bench.models.shapes import GPTConfig, flops_per_token
 
 
 class CausalSelfAttention(nn.Module):
@@ -82,7 +82,5 @@ class GPT(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
     def flops_per_token(self, seq_len: int) -> int:
-        """Training FLOPs per token, forward and backward: 6N plus attention's 12 L H Q T (PaLM appendix B)."""
-        cfg = self.cfg
-        n = self.num_params() - self.wpe.weight.numel()
-        return 6 * n + 12 * cfg.n_layer * cfg.n_head * (cfg.n_embd // cfg.n_head) * seq_len
+        """Training FLOPs per token, forward and backward (bench/models/shapes.py: 6N plus attention)."""
+        return flops_per_token(self.cfg, seq_len)

@@ -13,9 +13,9 @@ import torch.nn as nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from bench.models import gpt, unet
+from bench.models import gpt, llama, unet
 from bench.models.recompute import checkpoint
-from bench.models.shapes import GPT_PRESETS
+from bench.models.shapes import GPT_PRESETS, LLAMA_PRESETS, TRANSFORMER_PRESETS
 
 
 class ModelChoice(Protocol):
@@ -61,10 +61,19 @@ WEIGHTS_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 
 def enable_checkpointing(module: nn.Module) -> None:
-    if isinstance(module, gpt.GPT):
+    if isinstance(module, (gpt.GPT, llama.Llama)):
         module.checkpoint_blocks = True
     else:  # diffusers' own, per resnet and transformer block, through our checkpoint
         module.unet.enable_gradient_checkpointing(lambda block, *args: checkpoint(block.__call__, *args))
+
+
+def build_module(name: str) -> nn.Module:
+    """The preset's module, random weights, on the current default device."""
+    if name in GPT_PRESETS:
+        return gpt.GPT(GPT_PRESETS[name])
+    if name in LLAMA_PRESETS:
+        return llama.Llama(LLAMA_PRESETS[name])
+    return unet.build_module(name)
 
 
 def build(params: ModelChoice, accum: int, device: torch.device, rank: int) -> Workload:
@@ -73,12 +82,12 @@ def build(params: ModelChoice, accum: int, device: torch.device, rank: int) -> W
     torch.manual_seed(params.seed)
     generator = torch.Generator(device=device).manual_seed(params.seed + rank)
     with device:  # initialised where it runs: billions of parameters are slow to initialise on a CPU
-        module = gpt.GPT(GPT_PRESETS[name]) if name in GPT_PRESETS else unet.build_module(name)
+        module = build_module(name)
     weights = WEIGHTS_DTYPES[params.weights_dtype]
     module.to(device=device, dtype=weights)
     if params.activation_checkpointing:
         enable_checkpointing(module)
-    if name in GPT_PRESETS:
+    if name in TRANSFORMER_PRESETS:
         seq_len = params.seq_len
         tokens = torch.randint(module.cfg.vocab_size, (accum, size, seq_len + 1), device=device, generator=generator)
         batches = [(t[:, :-1].contiguous(), t[:, 1:].contiguous()) for t in tokens]

@@ -1,6 +1,6 @@
 """The report's first section: does the link slow training here, by how much, and over which link.
 
-Each suite that trains (ddp; fsdp when it lands) says what its runs found through two optional
+Each suite that trains (ddp, fsdp) says what its runs found through two optional
 functions of its report part: `findings(comparison) -> list[Finding]` and
 `answer_plots(comparison, plot, colours) -> list[Plot]` (seed 000's figure for ddp). This module
 turns the findings of every suite into one verdict line per machine and workload, a table of every

@@ -149,11 +149,17 @@ def _median_metric(run: dict, name: str) -> "float | None":
 
 def _collective_bytes(run: dict) -> "float | None":
     """The bytes a step's collectives move per GPU each way, as bus bandwidth counts them: a DDP
-    step's gradient all-reduce (2(n-1)/n of the gradient bytes), a collectives call's size times
-    its bus factor; None where the run does not say."""
+    step's gradient all-reduce (2(n-1)/n of the gradient bytes), an FSDP step's all-gathers and
+    reduce-scatters ((n-1)/n of their sizes), a collectives call's size times its bus factor; None
+    where the run does not say."""
+    n = run["world_size"]
     if run["suite"] == "ddp":
-        grad, n = _median_metric(run, "grad_allreduce_bytes"), run["world_size"]
+        grad = _median_metric(run, "grad_allreduce_bytes")
         return None if grad is None else grad * 2 * (n - 1) / n
+    if run["suite"] == "fsdp":
+        gather, scatter = _median_metric(run, "all_gather_bytes"), _median_metric(run, "reduce_scatter_bytes")
+        across = _median_metric(run, "all_reduce_bytes") or 0.0
+        return None if gather is None or scatter is None else (gather + scatter + 2 * across) * (n - 1) / n
     size, algbw, busbw = run["params"].get("size_bytes"), _median_metric(run, "algbw_gbps"), _median_metric(run, "busbw_gbps")
     return None if size is None or not algbw or busbw is None else size * busbw / algbw
 
@@ -194,7 +200,7 @@ def _run_counters(comparison: Comparison) -> tuple[list, list]:
         what = f"{entry.host.name} {entry.run['launch_id']} ({run_label(entry.run)})"
         for gpu in summary["gpus"]:
             flags.append(_held_back(what, gpu, max_clocks.get(gpu["index"])))
-            if entry.run["suite"] in ("ddp", "collectives"):
+            if entry.run["suite"] in ("ddp", "fsdp", "collectives"):
                 rows.append([entry.host.name, run_label(entry.run), entry.series.transport_label, f"GPU{gpu['index']}",
                              _per_step(gpu, "pcie"), _per_step(gpu, "nvlink"), _data(entry, gpu),
                              _throttled(gpu, max_clocks.get(gpu["index"]))])

@@ -120,6 +120,11 @@ class Suite:
     def params(self, entry_params: dict) -> SampledParams:
         return self.Params.of(entry_params)
 
+    def check_placement(self, params, *, nodes: int, ranks_per_node: "int | None") -> None:
+        """What the hosts file decides, judged before any host is touched: the nodes a launch spans and
+        the ranks per node where the plan names them (None for `all`). Raise PlanError: `ddpbench run`
+        refuses the plan in one line, exit 2."""
+
     def check_plan(self, params, host: Capabilities, *, world_size: int, transport: str, nodes: int) -> None:
         """What only this host can judge, before anything is launched: raise PlanError."""
 

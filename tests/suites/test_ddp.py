@@ -20,16 +20,16 @@ import torch
 import torch.distributed as dist
 import yaml
 
-from bench.agent import proctree
+from bench.agent import proctree, training
 from bench.agent.harness import Context
 from bench.agent.runner import plan_launches
 from bench.common.host import Capabilities
 from bench.models import gpt, workload
-from bench.models.shapes import GPT_PRESETS, UNET_CONFIGS
+from bench.models.shapes import GPT_PRESETS, TRANSFORMER_PRESETS, UNET_CONFIGS
 from bench.suites.ddp import ranks as ddp
 from bench.suites.ddp.derived import allreduce_time, derive_prediction, derive_scaling
 from bench.suites.ddp.params import Params
-from bench.suites.ddp.warmup import least_warmup_steps
+from bench.suites.training import least_warmup_steps
 from bench.suites.params import PlanError
 from bench.bundle import read_bundle
 from bench.controller.plans import PLANS_DIR, load_plan, plan_names, with_defaults
@@ -204,12 +204,12 @@ def test_gpt_flops_formula_matches_torch_flop_counter(preset, seq_len):
 
 
 def test_mfu_is_model_flops_over_the_peak_of_every_gpu():
-    metrics = ddp.throughput_metrics([0.5, 0.25], global_batch=8, world_size=2, tokens_per_sample=None,
-                                     flops_per_sample=1e12, peak_tflops=100.0)
+    metrics = training.throughput_metrics([0.5, 0.25], global_batch=8, world_size=2, tokens_per_sample=None,
+                                          flops_per_sample=1e12, peak_tflops=100.0)
     # 8 samples x 1 TFLOP in 0.5 s on 2 GPUs of 100 TFLOP/s: 16 / 200 = 8%
     assert metrics["mfu_fraction"]["samples"] == pytest.approx([0.08, 0.16])
     assert "tokens_per_s" not in metrics
-    assert ddp.throughput_metrics([1.0], 8, 2, 64, 1e12, None).keys() == {
+    assert training.throughput_metrics([1.0], 8, 2, 64, 1e12, None).keys() == {
         "step_time_s", "samples_per_s", "per_sample_gpu_time_s", "tokens_per_s"}
 
 
@@ -326,14 +326,14 @@ def test_bf16_weights_make_bf16_gradients_and_half_the_bytes_on_the_link(tmp_pat
 def test_adafactor_keeps_far_less_state_than_adamw():
     def state_bytes(name: str) -> int:
         work = workload.build(typed(TINY_GPT), 1, torch.device("cpu"), 0)
-        optimizer = ddp.make_optimizer(name, work.module, ONE_CPU_RANK)
+        optimizer = training.make_optimizer(name, work.module, ONE_CPU_RANK)
         before = [p.detach().clone() for p in work.module.parameters()]
         work.module(*work.micro_batches[0]).backward()
         optimizer.step()
         assert all(not torch.equal(a, p) for a, p in zip(before, work.module.parameters()))  # it trains
         return sum(t.numel() * t.element_size() for s in optimizer.state.values() for t in s.values() if torch.is_tensor(t))
 
-    assert isinstance(ddp.make_optimizer("adafactor", torch.nn.Linear(2, 2), ONE_CPU_RANK), torch.optim.Adafactor)
+    assert isinstance(training.make_optimizer("adafactor", torch.nn.Linear(2, 2), ONE_CPU_RANK), torch.optim.Adafactor)
     assert state_bytes("adafactor") < state_bytes("adamw") / 4
 
 
@@ -625,7 +625,7 @@ def test_shipped_plan_runs_on_cpu(name, tmp_path):
     has_allreduce = any(r["suite"] == "collectives" and r["params"]["op"] == "all_reduce" for r in host["runs"])
     for run in ddp_runs(bundle):
         assert run["params"]["train_flops_per_sample"] > 0
-        assert ("tokens_per_s" in run["metrics"]) == (run["params"]["model"] in GPT_PRESETS)
+        assert ("tokens_per_s" in run["metrics"]) == (run["params"]["model"] in TRANSFORMER_PRESETS)
         if run["world_size"] > 1:
             weight_bytes = 2 if run["params"]["weights_dtype"] == "bfloat16" else 4
             assert run["metrics"]["grad_allreduce_bytes"]["summary"]["median"] == weight_bytes * run["params"]["num_params"]

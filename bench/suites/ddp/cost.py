@@ -1,70 +1,17 @@
-"""The ddp suite's cost model: start-up, set-up and compilation once per launch, then per
-configuration (warm-up + timed + profiled) steps of FLOPs / (the GPU's dense bf16 peak x an expected
-MFU) plus the gradient all-reduce. Fitted as bench/suites/cost.py says."""
+"""The ddp suite's cost model: the training suites' (bench/suites/training_cost.py: set-up, compilation,
+FLOPs against the GPU's peak) plus the gradient all-reduce of each step. Fitted as bench/suites/cost.py says."""
 
 from __future__ import annotations
 
-from bench.common.gpu_peaks import dense_bf16_peak_tflops
 from bench.common.host import Capabilities
-from bench.models.shapes import GPT_PRESETS
-from bench.suites import cost
+from bench.suites import cost, training_cost
 from bench.suites.ddp.params import Params
-from bench.suites.ddp.warmup import WARMUP_WINDOW, least_warmup_steps
-
-DDP_START_S = {"gpu": 6.0, "cpu": 1.0}  # model built and wrapped, optimizer, data
-COMPILE_S_PER_LAYER, COMPILE_BASE_S = 0.9, 5.0  # torch.compile of a GPT, once per launch (H200: gpt2 30 s, gpt2-large 52 s with start-up)
-UNET_COMPILE_S = 240.0  # SDXL's UNet on an H200, once per launch (benchmarks/results/sdxl_unet_step_h200x1.md)
-GPT_MFU = {"compiled": 0.4, "eager": 0.29}  # gpt2 at micro-batch 8 on one H200 (attention FLOPs counted): 40.7%, eager 28.9%
-FP32_OF_BF16_PEAK = 0.5  # TF32 tensor cores: half the bf16 rate on H100/H200 and RTX 3090
-UNKNOWN_PEAK_TFLOPS = 100.0
-UNET_TRAIN_FLOPS_PER_SAMPLE = {"sdxl-unet": 19e12, "tiny-unet": 2e9}  # forward, backward, recompute
-# At micro-batch 2 the UNet's step is bound by launching its kernels (issue 13): eager 8% MFU on one
-# H200 (4.10 s at global batch 16), compiled 13% (2.41 s); replayed from CUDA graphs, seed000 on
-# 2x H200 reached 16-20% on one GPU and 12-18% on two (global batches 8 to 64).
-UNET_MFU = {"compiled": 0.13, "eager": 0.08, "graphed": 0.18}
-UNET_PARAMS = {"sdxl-unet": 2.6e9, "tiny-unet": 2e6}
-# Once per launch beside DDP_START_S: diffusers imported, the UNet built, its graphs captured
-# (seed000 on 2x H200: setup_s 20-22 s).
-UNET_SETUP_S = {"gpu": 14.0, "cpu": 2.0}
-# A profiled UNet step's trace (some 25,000 kernels a micro-batch) is exported and read after the
-# step: on 2x H200 that took 3-4 times the step itself (profile_s 27 s for one 6.6 s step).
-UNET_TRACE_STEPS = {"gpu": 3.0, "cpu": 0.0}
-STEP_OVERHEAD_S = {"gpu": 0.01, "cpu": 0.01}  # Python, the optimizer's launches
-CPU_FLOPS_PER_CORE = 2e10  # what a training step reaches, Python's overhead included
 
 
 def launch_seconds(params: Params, preset: str, world_size: int, host: Capabilities) -> float:
-    kind, model = host.kind, params.model
-    compiled = kind == "gpu" and params.compile
-    profiled = params.profile_steps if kind == "gpu" else 0
-    steps = params.steps + profiled  # warm-up apart: it depends on the global batch
-    if kind == "gpu":
-        peak = (dense_bf16_peak_tflops(host.gpu_name) or UNKNOWN_PEAK_TFLOPS) * 1e12
-    else:
-        peak = CPU_FLOPS_PER_CORE * host.logical_cpus / world_size
-    total = DDP_START_S[kind]
-    if model in GPT_PRESETS:
-        cfg = GPT_PRESETS[model]
-        n_params = 12 * cfg.n_layer * cfg.n_embd ** 2 + cfg.vocab_size * cfg.n_embd
-        flops_per_sample = (6 * n_params + 12 * cfg.n_layer * cfg.n_embd * params.seq_len) * params.seq_len
-        rate = peak if kind == "cpu" else peak * GPT_MFU["compiled" if compiled else "eager"] * (1.0 if params.precision == "bf16" else FP32_OF_BF16_PEAK)
-        if compiled:
-            total += COMPILE_BASE_S + COMPILE_S_PER_LAYER * cfg.n_layer
-    else:
-        n_params = UNET_PARAMS.get(model, 2.6e9)
-        flops_per_sample = UNET_TRAIN_FLOPS_PER_SAMPLE.get(model, 19e12)
-        mode = "compiled" if compiled else "graphed" if params.cuda_graphs else "eager"
-        rate = peak * UNET_MFU[mode] if kind == "gpu" else peak
-        total += UNET_SETUP_S[kind] + (UNET_COMPILE_S if compiled else 0.0)
-        steps += profiled * UNET_TRACE_STEPS[kind]
+    work = training_cost.compute(params, world_size, host)
     half = params.weights_dtype == "bfloat16" or params.grad_reduce_dtype == "bf16"
-    grad_bytes = n_params * (2 if half else 4)
+    grad_bytes = work.n_params * (2 if half else 4)
     allreduce_s = 0.0 if world_size == 1 else grad_bytes * 2 * (world_size - 1) / world_size / (cost.busbw_gbps(preset, world_size, host) * 1e9)
-    taken = 0  # the launch's global batches train one model in turn
-    for batch in params.batches(world_size):
-        step_s = batch / world_size * flops_per_sample / rate + allreduce_s + STEP_OVERHEAD_S[kind]
-        least = least_warmup_steps(params.warmup_steps, taken, kind == "gpu" and world_size > 1)
-        warmup = min(max(least, WARMUP_WINDOW), max(least, params.warmup_max_steps))  # steady at once: its least steps, or its window
-        total += (warmup + steps) * step_s
-        taken += warmup + steps
-    return total
+    return training_cost.launch_seconds(params, world_size, host, work, lambda batch: allreduce_s,
+                                        ddp_on_gpu=host.kind == "gpu" and world_size > 1)

@@ -9,7 +9,7 @@ scaling_efficiency = per-sample time x #GPUs of the baseline / the same of the N
 (seed 000's metric; 1.0 is perfect scaling), from the medians.
 
 Plausibility (warnings): a figure no correct measurement can give is flagged on its run
-(`warnings`: code, message, likely cause), never printed silently.
+(`bench.suites.training_derived.scaling_warnings`: code, message, likely cause), never printed silently.
 
 Seed 002's model, in step time (medians):
   compute_s = T1 x (per-GPU batch of the N-GPU run / global batch of the baseline): the
@@ -25,11 +25,8 @@ Seed 002's model, in step time (medians):
 
 from __future__ import annotations
 
-import math
-import statistics
-
-from bench.common.stats import LEVEL, ratio_of_medians
-from bench.suites.base import warning
+from bench.suites.training_derived import collective_curves, curve_of, median as _median
+from bench.suites.training_derived import curve_time as allreduce_time
 
 VARYING = ("global_batch", "grad_accum", "num_params", "train_flops_per_sample")
 # The all_reduce dtype of a ddp run's gradients: the weights' own (fp32 under autocast too; bf16 weights
@@ -45,11 +42,6 @@ def _shape_key(run: dict) -> tuple:
     fixed = "global_batch" if params.get("global_batches") else "grad_accum"
     same = {k: v for k, v in params.items() if k not in VARYING}
     return (run["suite"], repr(sorted(same.items())), fixed, params.get(fixed), run.get("repeat", 1))
-
-
-def _median(run: dict, metric: str) -> "float | None":
-    found = run["metrics"].get(metric)
-    return found["summary"]["median"] if found else None
 
 
 def _ok_ddp(runs: list[dict]) -> list[dict]:
@@ -77,42 +69,11 @@ def derive_scaling(runs: list[dict]) -> None:
         run.setdefault("derived", {})["scaling_efficiency_fraction"] = base / mine if base and mine else None
 
 
-def allreduce_curves(runs: list[dict], nodes_of_launch: dict) -> dict:
-    """(preset, world size, nodes) -> {dtype: [(size_bytes, median seconds)]} of the ok all_reduce runs,
-    by size; repeated sizes take the median."""
-    points: dict = {}
-    for run in runs:
-        if run["suite"] != "collectives" or run["status"] != "ok" or run["params"].get("op") != "all_reduce":
-            continue
-        key = (run["transport"]["preset"], run["world_size"], nodes_of_launch.get(run["launch_id"], 1))
-        sizes = points.setdefault(key, {}).setdefault(run["params"]["dtype"], {})
-        sizes.setdefault(run["params"]["size_bytes"], []).append(_median(run, "time_s"))
-    return {
-        key: {dtype: sorted((size, statistics.median(times)) for size, times in sizes.items()) for dtype, sizes in dtypes.items()}
-        for key, dtypes in points.items()
-    }
-
-
 def gradient_curve(dtypes: dict, run: dict) -> list[tuple]:
     """The curve of the dtype DDP reduces in, else the one that reaches the largest size."""
     params = run["params"]
     reduced = "bfloat16" if params.get("weights_dtype") == "bfloat16" else REDUCE_DTYPES[params.get("grad_reduce_dtype", "fp32")]
-    return dtypes.get(reduced) or max(dtypes.values(), key=lambda curve: curve[-1][0])
-
-
-def allreduce_time(curve: list[tuple], nbytes: float) -> tuple[float, bool]:
-    """Seconds to all-reduce nbytes on a measured curve, and whether it was extrapolated past its end."""
-    if nbytes <= curve[0][0]:
-        return curve[0][1], False
-    if nbytes > curve[-1][0]:
-        size, seconds = curve[-1]
-        return nbytes * seconds / size, True
-    for (low, low_s), (high, high_s) in zip(curve, curve[1:]):
-        if low < nbytes <= high:
-            low_bw, high_bw = low / low_s, high / high_s
-            where = math.log(nbytes / low) / math.log(high / low)
-            return nbytes / (low_bw + (high_bw - low_bw) * where), False
-    raise AssertionError("unreachable: the curve is sorted and brackets nbytes")
+    return curve_of(dtypes, reduced)
 
 
 def derive_prediction(runs: list[dict], launches: list[dict]) -> None:
@@ -122,7 +83,7 @@ def derive_prediction(runs: list[dict], launches: list[dict]) -> None:
     transport) is null, and a note on the run says which input is missing.
     """
     nodes_of_launch = {launch["id"]: launch.get("nodes", 1) for launch in launches}
-    curves = allreduce_curves(runs, nodes_of_launch)
+    curves = collective_curves(runs, "all_reduce", nodes_of_launch)
     found = baselines(runs)
     for run in _ok_ddp(runs):
         if run["world_size"] == 1:
@@ -159,35 +120,3 @@ def derive_prediction(runs: list[dict], launches: list[dict]) -> None:
             run["notes"] = kept + notes
         else:
             run.pop("notes", None)
-
-
-UNLIKE_BASELINE = ("the 1-GPU baseline did not get the resources per rank the N-GPU run got (threads, cores, clocks) "
-                   "or was not warmed up; or the machine was busy while it ran")
-
-
-def _unlike_baseline(run: dict, baseline: "dict | None", others_share: dict) -> str:
-    """The likely cause, with the CPU share other processes took during either run where recorded."""
-    busy = [f"{others_share[r['launch_id']]:.0%} of the machine's CPU during the {r['world_size']}-rank run"
-            for r in (baseline, run) if r is not None and (others_share.get(r["launch_id"]) or 0) > 0.1]
-    return UNLIKE_BASELINE + (f" (other processes took {' and '.join(busy)})" if busy else "")
-
-
-def warnings(run: dict, baseline: "dict | None", others_share: dict) -> list[dict]:
-    cause = _unlike_baseline(run, baseline, others_share)
-    found = []
-    if baseline is not None:
-        efficiency = ratio_of_medians(baseline["metrics"]["per_sample_gpu_time_s"]["samples"],
-                                      run["metrics"]["per_sample_gpu_time_s"]["samples"])
-        if efficiency is not None and efficiency.low is not None and efficiency.low > 1:
-            found.append(warning(
-                "scaling_above_perfect",
-                f"scaling efficiency {efficiency.median:.0%} (its {LEVEL:.0%} interval [{efficiency.low:.0%}, {efficiency.high:.0%}] "
-                f"lies above 100%): {run['world_size']} ranks did more than {run['world_size']} times the work of one", cause))
-    exposed = (run.get("derived") or {}).get("exposed_comm_s")
-    if exposed is not None and exposed < 0:
-        step = _median(run, "step_time_s")
-        found.append(warning(
-            "negative_exposed_comm",
-            f"exposed communication {exposed * 1e3:.4g} ms is negative: the 1-GPU step for the same work per rank "
-            f"({(step - exposed) * 1e3:.4g} ms) is slower than this {run['world_size']}-GPU step ({step * 1e3:.4g} ms)", cause))
-    return found

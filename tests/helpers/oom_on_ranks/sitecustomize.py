@@ -6,10 +6,10 @@ import os
 if os.environ.get("RANK") in os.environ.get("DDPBENCH_TEST_OOM_RANKS", "").split(","):
     import torch
 
-    from bench.suites.ddp import ranks as ddp
+    from bench.agent import training
 
-    ddp.OOM_AGREEMENT_S = 5.0  # the test need not wait a minute for a peer that will never come
-    real_step = ddp.Training.step
+    training.OOM_AGREEMENT_S = 5.0  # the test need not wait a minute for a peer that will never come
+    real_step = training.Training.step
 
     def step(self):
         micro_batch = len(self.work.micro_batches[0][0])
@@ -17,4 +17,4 @@ if os.environ.get("RANK") in os.environ.get("DDPBENCH_TEST_OOM_RANKS", "").split
             raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
         real_step(self)
 
-    ddp.Training.step = step
+    training.Training.step = step

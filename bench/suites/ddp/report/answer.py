@@ -57,13 +57,19 @@ def _finding(name: str, ranks: str, batch: int, entries: list[RunEntry]) -> Find
 
 
 def findings(comparison: Comparison) -> list[Finding]:
-    """One finding per series, workload, rank count and global batch of the multi-rank ddp runs; a
-    machine and workload measured on one rank only gets its 1-rank findings (no link to judge)."""
-    entries = [e for e in comparison.runs if e.run["suite"] == "ddp" and e.samples("step_time_s")]
-    names = _names({workload(e) for e in entries})
+    return training_findings(comparison, "ddp", workload)
+
+
+def training_findings(comparison: Comparison, suite: str, workload_of) -> list[Finding]:
+    """One finding per series, workload, rank count and global batch of the suite's multi-rank runs,
+    each scaled against its run's baseline (the suite's `baselines`); a machine and workload measured
+    on one rank only gets its 1-rank findings (no link to judge). fsdp's findings are these too, with
+    the strategy in the workload."""
+    entries = [e for e in comparison.runs if e.run["suite"] == suite and e.samples("step_time_s")]
+    names = _names({workload_of(e) for e in entries})
     groups = defaultdict(list)
     for e in entries:
-        groups[(e.run["world_size"] > 1, e.series, workload(e), e.run["world_size"], on_gpu(e.run), e.params["global_batch"])].append(e)
+        groups[(e.run["world_size"] > 1, e.series, workload_of(e), e.run["world_size"], on_gpu(e.run), e.params["global_batch"])].append(e)
     found = [_finding(names[w], ranks_label(ws, gpus), batch, group)
              for (multi, _, w, ws, gpus, batch), group in sorted(groups.items()) if multi]
     scaled = {(f.series.machine, f.workload) for f in found}

@@ -15,7 +15,7 @@ from bench.common.transports import on_gpu, ranks_label
 from bench.report import series as S
 from bench.report.merge import Comparison, RunEntry, Series
 from bench.report.series import Line, pooled
-from bench.suites.ddp.suite import training_recipe
+from bench.suites.training import training_recipe
 
 
 def _baseline_samples(entries: list[RunEntry], metric: str) -> list:

@@ -1,0 +1,294 @@
+"""The training loop every training suite's ranks run (ddp, fsdp): step time of a model preset on
+synthetic data, a global batch reached by micro-batches with the gradients synchronised on the last
+only, as in seed 000.
+
+Each configuration (one global batch size) is one record; one that runs out of memory is recorded as
+`oom` and the sweep goes on. A launch sets its model up once (wrapped, compiled or captured,
+optimizer) and every global batch trains that model on as many micro-batches as it needs: the
+micro-batch shape is the same, so nothing is captured or compiled again. One that ran out of memory
+is freed, and the next global batch sets up afresh.
+
+What differs between the suites is their Strategy: how the model is wrapped, what keeps the
+gradients local on all but the last micro-batch, and what each step's communication is counted as.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import resource
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+import torch.distributed as dist
+
+from bench.agent import kernel_time, rank_errors
+from bench.agent.harness import (
+    Context, every_rank, max_over_ranks, reduce_over_ranks, run_record, sample_until_steady, time_each_call,
+)
+from bench.common.gpu_peaks import dense_bf16_peak_tflops
+from bench.common.polling import wait_until
+from bench.common.stats import metric
+from bench.models import workload
+from bench.suites.training import WARMUP_WINDOW, TrainingParams, grad_accum_for, least_warmup_steps
+
+
+class Strategy:
+    """How a suite distributes the training of one model: one instance per set-up. Override what differs."""
+
+    suite: str = ""
+    # Whether the first steps synchronise with the GPU as DDP's reducer does (least_warmup_steps' rule).
+    synced_warmup: bool = False
+
+    def precision(self, ctx: Context, params: TrainingParams) -> contextlib.AbstractContextManager:
+        """The context each micro-batch's forward runs in: bf16 autocast over fp32 weights, or none."""
+        return autocast_for(ctx, params.precision)
+
+    def wrap(self, ctx: Context, work: workload.Workload, params: TrainingParams,
+             precision: contextlib.AbstractContextManager) -> torch.nn.Module:
+        """The module each micro-batch steps; by default the plain model."""
+        return work.module
+
+    def compiled(self, wrapped: torch.nn.Module) -> Callable:
+        """What torch.compile makes of the wrapped model for `compile: true`: the wrapper as a whole (of
+        DDP, so that dynamo splits the graph at bucket boundaries and the gradients are all-reduced while
+        the backward pass goes on)."""
+        return torch.compile(wrapped)
+
+    def local_gradients(self) -> contextlib.AbstractContextManager:
+        """The context all but the last micro-batch of a step run in: their gradients stay on the rank."""
+        return contextlib.nullcontext()
+
+    def grads_kept(self, params: TrainingParams) -> bool:
+        """Whether gradients are zeroed in place between steps instead of freed."""
+        return False
+
+    def before_timing(self) -> None:
+        """Called right before a configuration's timed steps (to reset what counts per step)."""
+
+    def communication(self, ctx: Context, training: "Training", params: TrainingParams, timed_steps: int) -> dict:
+        """What a step of the configuration moved, as metrics, after its timed steps (untimed steps may run)."""
+        return {}
+
+
+@dataclass
+class Training:
+    """One configuration set up to train: the model as stepped (wrapped and compiled where asked),
+    its optimizer, and the strategy that wrapped it."""
+
+    work: workload.Workload
+    strategy: Strategy
+    step_model: Callable
+    optimizer: torch.optim.Optimizer
+    precision: contextlib.AbstractContextManager
+    accum: int
+    grads_kept: bool = False  # zeroed in place between steps, never freed
+    steps_taken: int = 0
+
+    def step(self) -> None:
+        """One optimizer step over `accum` micro-batches; gradients cross the link on the last only."""
+        for m, micro_batch in enumerate(self.work.micro_batches[:self.accum]):
+            with self.strategy.local_gradients() if m < self.accum - 1 else contextlib.nullcontext():
+                with self.precision:
+                    loss = self.step_model(*micro_batch) / self.accum
+                loss.backward()
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=not self.grads_kept)
+        self.steps_taken += 1
+
+
+def make_optimizer(name: str, module: torch.nn.Module, ctx: Context) -> torch.optim.Optimizer:
+    """AdamW (fused on a GPU), or Adafactor: factored second moments, a few bytes per matrix row
+    and column instead of AdamW's 8 bytes per weight, for models that fill a 24 GB card."""
+    if name == "adafactor":
+        return torch.optim.Adafactor(module.parameters(), lr=1e-3, foreach=True)
+    return torch.optim.AdamW(module.parameters(), lr=1e-4, fused=ctx.is_cuda)
+
+
+def autocast_for(ctx: Context, precision: str, cache_enabled: bool = True):
+    if precision == "bf16":
+        return torch.autocast(ctx.device.type, dtype=torch.bfloat16, cache_enabled=cache_enabled)
+    return contextlib.nullcontext()
+
+
+def peak_memory_bytes(ctx: Context) -> int:
+    if ctx.is_cuda:
+        return torch.cuda.max_memory_allocated(ctx.device)
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
+
+
+def throughput_metrics(
+    step_s: list, global_batch: int, world_size: int,
+    tokens_per_sample: "int | None", flops_per_sample: float, peak_tflops: "float | None",
+) -> dict:
+    """The per-step figures of one configuration, sample by sample.
+
+    per_sample_gpu_time_s is seed 000's metric: step time / global batch x #GPUs (GPU-seconds
+    per sample; equal across world sizes when scaling is perfect). MFU needs a known peak.
+    """
+    metrics = {
+        "step_time_s": metric(step_s),
+        "samples_per_s": metric([global_batch / t for t in step_s]),
+        "per_sample_gpu_time_s": metric([t / global_batch * world_size for t in step_s]),
+    }
+    if tokens_per_sample is not None:
+        metrics["tokens_per_s"] = metric([global_batch * tokens_per_sample / t for t in step_s])
+    if peak_tflops is not None:
+        metrics["mfu_fraction"] = metric([flops_per_sample * global_batch / t / (world_size * peak_tflops * 1e12) for t in step_s])
+    return metrics
+
+
+def set_up(ctx: Context, params: TrainingParams, accum: int, build: Callable, strategy: Strategy) -> Training:
+    work = build(params, accum, ctx.device, ctx.rank)
+    precision = strategy.precision(ctx, params)
+    wrapped = strategy.wrap(ctx, work, params, precision)
+    step_model = strategy.compiled(wrapped) if params.compile else wrapped
+    optimizer = make_optimizer(params.optimizer, work.module, ctx)
+    return Training(work, strategy, step_model, optimizer, precision, accum, grads_kept=strategy.grads_kept(params))
+
+
+def run_config(ctx: Context, params: TrainingParams, point: dict, training: Training, setup_s: float) -> dict:
+    """One global batch size (`point`: its record's params so far) on the launch's `training`,
+    set up in `setup_s` for it (0 when an earlier global batch did): warm up, time the steps,
+    then count and profile; its record."""
+    global_batch = point["global_batch"]
+    training.accum = point["grad_accum"]
+    strategy = training.strategy
+    least = least_warmup_steps(params.warmup_steps, training.steps_taken, ddp_on_gpu=strategy.synced_warmup and ctx.is_cuda)
+    warmup_count, warmup_s = seconds_of(ctx, lambda: warm_up(ctx, training.step, params, least))
+    if ctx.is_cuda:
+        torch.cuda.reset_peak_memory_stats(ctx.device)
+    strategy.before_timing()
+    local = sample_until_steady(ctx, lambda n: time_each_call(ctx, training.step, n), params.steps, params)
+    _, step_s = reduce_over_ranks(ctx, local)  # a step ends when its slowest rank does
+
+    work = training.work
+    peak = dense_bf16_peak_tflops(torch.cuda.get_device_name(ctx.device)) if ctx.is_cuda else None
+    metrics = throughput_metrics(step_s, global_batch, ctx.world_size, work.tokens_per_sample, work.flops_per_sample, peak)
+    metrics["peak_memory_bytes"] = metric(max_over_ranks(ctx, [float(peak_memory_bytes(ctx))]))
+    metrics["warmup_steps_count"] = metric([float(warmup_count)])
+    metrics.update(strategy.communication(ctx, training, params, len(local)))
+    breakdown, profile_s = seconds_of(ctx, lambda: profiled_breakdown(ctx, training.step, params.profile_steps))
+    metrics.update(breakdown)  # after the counts: its steps are extra
+    # Where the configuration's time went beside its timed steps, on the slowest rank.
+    for name, seconds in zip(("setup_s", "warmup_s", "profile_s"), max_over_ranks(ctx, [setup_s, warmup_s, profile_s])):
+        metrics[name] = metric([seconds])
+    return run_record(ctx, strategy.suite, {**point, "num_params": num_params(work.module), "train_flops_per_sample": work.flops_per_sample},
+                      metrics)
+
+
+def num_params(module: torch.nn.Module) -> int:
+    """The model's parameters, counted once (tied ones once), whole even where a rank holds a shard."""
+    return sum(p.numel() for p in module.parameters())
+
+
+def seconds_of(ctx: Context, work: Callable):
+    """work()'s result and the seconds it took on this rank, its queued GPU work included."""
+    begin = time.perf_counter()
+    result = work()
+    ctx.sync()
+    return result, time.perf_counter() - begin
+
+
+def warm_up(ctx: Context, step: Callable[[], None], params: TrainingParams, least: int) -> int:
+    """Untimed steps until the last WARMUP_WINDOW step times lie within warmup_tolerance of their
+    median on every rank: at least `least`, at most warmup_max_steps. The count run.
+
+    The first steps of a fresh process are several times slower (allocator, caches, lazy
+    initialisation); a fixed count that is too short leaves them among the timed samples."""
+    most = max(least, params.warmup_max_steps)
+    times: list[float] = []
+    while len(times) < most:
+        begin = time.perf_counter()
+        step()
+        ctx.sync()
+        times.append(time.perf_counter() - begin)
+        if len(times) >= least and _steady_everywhere(ctx, times[-WARMUP_WINDOW:], params.warmup_tolerance):
+            break
+        # The timed and profiled steps must still fit before the launch's deadline: time them unsettled.
+        if not ctx.time_for(1.5 * (params.steps + params.profile_steps) * sorted(times[-WARMUP_WINDOW:])[-1]):
+            ctx.notes.append(f"warm-up stopped after {len(times)} steps at the launch's timeout_s before the step times "
+                             f"settled within warmup_tolerance {params.warmup_tolerance:g}: the timed steps may include warm-up")
+            break
+    return len(times)
+
+
+def _steady_everywhere(ctx: Context, window: list[float], tolerance: float) -> bool:
+    median = sorted(window)[len(window) // 2]
+    steady = len(window) == WARMUP_WINDOW and all(abs(t / median - 1) <= tolerance for t in window)
+    return every_rank(ctx, steady)  # every rank stops warming up at the same step
+
+
+def profiled_breakdown(ctx: Context, step: Callable[[], None], steps: int) -> dict:
+    """Kernel time by class and exposed communication per profiled step (kernel_time), the
+    slowest rank's figure per step; a GPU-only view: on the CPU there are no kernels to class."""
+    if not ctx.is_cuda or steps == 0:
+        return {}
+    per_step = kernel_time.profile_steps(step, steps, ctx.device)
+    if len(per_step) != steps:  # the profiler's trace did not carry the step marks: no figures rather than wrong ones
+        return {}
+    names = list(kernel_time.METRICS.values())
+    slowest = max_over_ranks(ctx, [float(figures[name]) for figures in per_step for name in names])  # step by step
+    return {name: metric(slowest[i::len(names)]) for i, name in enumerate(names)}
+
+
+OOM_AGREEMENT_S = 60.0  # a peer that also ran out of memory says so within a micro-batch or two
+
+
+def every_rank_out_of_memory(ctx: Context, global_batch: int) -> bool:
+    """Whether every rank ran out of memory in this configuration; then they can record it and go on.
+
+    Asked through the rendezvous store, not a collective: a peer that did not run out of memory
+    is waiting in one, and this rank's collectives would be matched against its pending ones.
+    """
+    store = dist.distributed_c10d._get_default_store()
+    key = f"ddpbench/oom/{global_batch}"
+    store.add(key, 1)
+    return wait_until(lambda: store.add(key, 0) >= ctx.world_size, OOM_AGREEMENT_S)
+
+
+def run(ctx: Context, params: TrainingParams, entry: dict, emit: Callable[[dict], None],
+        strategy: "type[Strategy]", build: Callable = workload.build) -> None:
+    """Every global batch size of the plan entry (`params`, typed); `build` makes the workload
+    (workload.build), with the micro-batches of the largest global batch; a fresh `strategy()` wraps
+    each set-up."""
+    if ctx.is_cuda:
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+    echoed = {k: v for k, v in entry.items() if k != "grad_accum"}  # a record's grad_accum is its global batch's
+    global_batches = params.batches(ctx.world_size)
+    most_accum = max(grad_accum_for(global_batch, ctx.world_size, params.micro_batch) for global_batch in global_batches)
+    training: "Training | None" = None
+    for global_batch in global_batches:
+        point = {**echoed, "global_batch": global_batch, "grad_accum": grad_accum_for(global_batch, ctx.world_size, params.micro_batch)}
+        try:
+            setup_s = 0.0
+            if training is None:
+                training, setup_s = seconds_of(ctx, lambda: set_up(ctx, params, most_accum, build, strategy()))
+            emit(run_config(ctx, params, point, training, setup_s))
+        except torch.cuda.OutOfMemoryError as err:
+            training = None
+            if ctx.world_size > 1 and not every_rank_out_of_memory(ctx, global_batch):
+                shared = f" (is another process using GPU {ctx.device.index}?)" if ctx.is_cuda else ""
+                rank_errors.end_launch(
+                    f"rank {ctx.rank} ran out of memory at micro_batch {params.micro_batch} (global batch {global_batch}) "
+                    f"and its peers did not{shared}; the peers cannot go on without it, so this launch's later "
+                    "configurations did not run; lower micro_batch")
+            emit(run_record(ctx, strategy.suite, point, {}, status="oom",
+                            error=f"out of memory at micro_batch {params.micro_batch} (global batch {global_batch}): "
+                                  f"{(str(err).splitlines() or ['CUDA out of memory'])[0]}; lower micro_batch"))
+        if training is None:
+            free(ctx)  # what ran out of memory, before the next global batch sets up
+    training = None
+    free(ctx)
+
+
+def free(ctx: Context) -> None:
+    """Wrappers, their hooks and the model hold one another in reference cycles (DDP's reducer, FSDP's
+    states): without a collection a model that ran out of memory, its gradients and optimizer states
+    would still be there when the next one is built, and at exit after the process group is gone."""
+    gc.collect()
+    if ctx.is_cuda:
+        torch.cuda.empty_cache()

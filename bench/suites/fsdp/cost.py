@@ -1,0 +1,38 @@
+"""The fsdp suite's cost model: the training suites' (bench/suites/training_cost.py: set-up, FLOPs
+against the GPU's peak) plus what a step's collectives move at the transport's bus bandwidth, fully
+exposed as ddp's all-reduce is (FSDP overlaps much of it: an upper bound, which is what a timeout
+wants). Per micro-batch, full and hybrid sharding gather every block twice (forward, backward) and
+the root once, grad_op everything once; the gradients are reduce-scattered once a step. Under hybrid
+the shards' all-reduce across nodes is left out: the launch's nodes are not the cost model's to
+know. Fitted as bench/suites/cost.py says."""
+
+from __future__ import annotations
+
+from bench.common.host import Capabilities
+from bench.models.shapes import TRANSFORMER_PRESETS, units
+from bench.suites import cost, training_cost
+from bench.suites.fsdp.params import Params
+from bench.suites.training import grad_accum_for
+
+
+def step_bytes(params: Params, world_size: int, accum: int) -> tuple[float, float]:
+    """(all-gather, reduce-scatter) bytes of one step, nccl-tests' sizes: gathered outputs, scattered inputs."""
+    root, *blocks = units(TRANSFORMER_PRESETS[params.model])
+    gathered = 2 if params.precision == "bf16" or params.weights_dtype == "bfloat16" else 4
+    reduced = 2 if params.reduce_dtype == "bf16" else 4
+    passes = 1 if params.sharding == "grad_op" else 2
+    return accum * (root + passes * sum(blocks)) * gathered, (root + sum(blocks)) * reduced
+
+
+def launch_seconds(params: Params, preset: str, world_size: int, host: Capabilities) -> float:
+    work = training_cost.compute(params, world_size, host)
+    share = (world_size - 1) / world_size  # of each gather's and scatter's size, a rank's bytes on the link
+    busbw = cost.busbw_gbps(preset, world_size, host) * 1e9
+
+    def comm_s(batch: int) -> float:
+        gather, scatter = step_bytes(params, world_size, grad_accum_for(batch, world_size, params.micro_batch))
+        return (gather + scatter) * share / busbw
+
+    # One more step a configuration, untimed: the one whose collectives are counted.
+    counted = training_cost.Compute(work.once_s, work.sample_s, work.steps + 1, work.n_params)
+    return training_cost.launch_seconds(params, world_size, host, counted, comm_s)

@@ -1,0 +1,16 @@
+"""The fsdp suite's parameters, typed (params.schema.json's $defs/params over the training suites'
+shared ones): what the plan check, the cost model and the ranks read."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bench.suites.training import TrainingParams
+
+
+@dataclass(frozen=True, kw_only=True)
+class Params(TrainingParams):
+    """params.schema.json's $defs/params."""
+
+    sharding: str
+    reduce_dtype: str

@@ -1,0 +1,129 @@
+"""What the fsdp suite's plots and tables show, from the samples of the merged runs: each model's
+per-sample time x #GPUs by strategy (ddp and fsdp's shardings) and transport, and each strategy's
+link sensitivity.
+
+Link sensitivity = scaling efficiency under a transport / scaling efficiency under default, for the
+same machine, model, strategy, global batch and #GPUs: seed 001's question ("the impact is much
+larger for frequent communication"). Both efficiencies share their 1-GPU baseline, so the ratio is
+the default run's per-sample time / the other transport's, and its interval is a bootstrap of that
+ratio of medians (launches resampled, then samples)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from bench.common.stats import Spread, ratio_of_pooled_medians
+from bench.report import series as S
+from bench.report.merge import Comparison, RunEntry, Series
+from bench.report.series import Line
+from bench.suites.training import training_recipe
+
+STRATEGY_ORDER = {"ddp": 0, "fsdp grad_op": 1, "fsdp full": 2, "fsdp hybrid": 3}
+
+
+def strategy(entry: RunEntry) -> str:
+    """"ddp", or "fsdp SHARDING" (with its reduce dtype where it is bf16)."""
+    if entry.run["suite"] == "ddp":
+        return "ddp"
+    p = entry.params
+    return f"fsdp {p['sharding']}" + (", bf16 reduce" if p.get("reduce_dtype") == "bf16" else "")
+
+
+def strategy_order(name: str) -> tuple:
+    return (STRATEGY_ORDER.get(name.split(",")[0], 9), name)
+
+
+@dataclass(frozen=True, order=True)
+class Model:
+    """What one figure shows: a model trained one way, at one shape."""
+
+    model: str
+    recipe: str
+    seq_len: "int | None"
+    micro_batch: int
+
+    @property
+    def title(self) -> str:
+        return f"{self.model}, {self.recipe}, {self.seq_len} tokens x micro-batch {self.micro_batch}"
+
+    @property
+    def stem(self) -> str:
+        return f"{self.model}-{self.recipe.replace(', ', '-').replace(' ', '-')}-s{self.seq_len}-mb{self.micro_batch}"
+
+
+def model_of(entry: RunEntry) -> Model:
+    p = entry.params
+    return Model(p["model"], training_recipe(p), p.get("seq_len"), p["micro_batch"])
+
+
+def machine(series: Series) -> Series:
+    """The series without its transport: what a 1-GPU run and a sensitivity row belong to."""
+    return Series(series.host, series.hardware, "", False)
+
+
+def training_entries(comparison: Comparison) -> list[RunEntry]:
+    """The fsdp runs, and the ddp runs of the models the fsdp runs trained (the strategy beside them)."""
+    fsdp = [e for e in comparison.runs if e.run["suite"] == "fsdp"]
+    models = {model_of(e) for e in fsdp}
+    return fsdp + [e for e in comparison.runs if e.run["suite"] == "ddp" and model_of(e) in models]
+
+
+def per_sample_lines(entries: list[RunEntry]) -> dict[Model, list[Line]]:
+    """Per-sample time x #GPUs (s) against global batch, per model: a line per strategy, transport and
+    #GPUs; the plain model on one GPU (ddp's world-size-1 run) as the baseline."""
+    groups = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
+    for entry in entries:
+        ws, name = entry.run["world_size"], strategy(entry)
+        series = machine(entry.series) if ws == 1 else entry.series
+        groups[model_of(entry)][(name == "ddp" and ws == 1, series, strategy_order(name), ws)][entry.params["global_batch"]] += \
+            entry.samples("per_sample_gpu_time_s")
+
+    def line(key, points):
+        baseline, series, (_, name), ws = key
+        if baseline:
+            return Line(series, f"{series.machine} · 1 GPU, plain model (baseline)", points, baseline=True)
+        where = f"{series.machine} · 1 GPU" if ws == 1 else f"{series.label} · {ws} GPUs"
+        return Line(series, f"{name} · {where}", points, detail=(name,))
+
+    return {m: S.lines_of(g, line) for m, g in sorted(groups.items())}
+
+
+@dataclass
+class Sensitivity:
+    machine: Series
+    model: Model
+    strategy: str
+    global_batch: int
+    world_size: int
+    scaling: "Spread | None"  # under default, against the 1-GPU baseline
+    ratios: dict  # preset -> Spread: its scaling / default's
+
+
+def _launch_samples(entries: list[RunEntry], metric: str) -> list[list]:
+    return [entry.samples(metric) for entry in entries if entry.samples(metric)]
+
+
+def sensitivities(entries: list[RunEntry]) -> list[Sensitivity]:
+    """Per machine, model, strategy, global batch and #GPUs (2 or more): the scaling under default and
+    each other transport's scaling relative to it."""
+    groups = defaultdict(lambda: defaultdict(list))
+    for entry in entries:
+        if entry.run["world_size"] > 1:
+            key = (machine(entry.series), model_of(entry), strategy(entry), entry.params["global_batch"], entry.run["world_size"])
+            groups[key][entry.run["transport"]["preset"]].append(entry)
+    found = []
+    for key, by_preset in sorted(groups.items(), key=lambda item: (item[0][0], item[0][1], item[0][3], item[0][4],
+                                                                    strategy_order(item[0][2]))):
+        default = by_preset.get("default")
+        if not default:
+            continue
+        samples = _launch_samples(default, "per_sample_gpu_time_s")
+        bases = {id(e.baseline): e.baseline for e in default if e.baseline is not None}
+        base = [run["metrics"]["per_sample_gpu_time_s"]["samples"] for run in bases.values()]
+        scaling = ratio_of_pooled_medians(base, samples) if base and samples else None
+        ratios = {preset: ratio_of_pooled_medians(samples, _launch_samples(others, "per_sample_gpu_time_s"))
+                  for preset, others in sorted(by_preset.items()) if preset != "default" and _launch_samples(others, "per_sample_gpu_time_s")}
+        if samples and ratios:
+            found.append(Sensitivity(*key, scaling, ratios))
+    return found

@@ -1,0 +1,111 @@
+"""The fsdp suite: training step time of a model preset under FSDP2 (fully_shard) on synthetic data,
+the ddp suite's figures for sharded data parallelism: full sharding (ZeRO-3), grad_op (ZeRO-2-like)
+and hybrid (HSDP, over nodes). A global batch is reached by micro-batches with gradient sync on the
+last only, world sizes from 1. Its ranks' part is ranks.py, its cost model cost.py, the figures it
+derives across runs (scaling against the ddp suite's plain 1-GPU run, seed 002's prediction from the
+all_gather and reduce_scatter sweeps) derived.py, its report's part report/; what it shares with the
+ddp suite is bench/suites/training.py. Before a launch, bench/suites/memory.py's estimate refuses a
+configuration that cannot fit."""
+
+from __future__ import annotations
+
+from bench.common.host import Capabilities
+from bench.common.transports import backend_for
+from bench.common.units import human_bytes
+from bench.suites import memory
+from bench.suites.base import HostResults
+from bench.suites.fsdp import cost, derived
+from bench.suites.fsdp.params import Params
+from bench.suites.params import PlanError
+from bench.suites.training import TrainingSuite, grad_accum_for, training_recipe
+from bench.suites.training_derived import scaling_warnings
+
+
+def fsdp_recipe(params: dict) -> str:
+    """The training recipe, and a reduce-scatter in bf16 where it is (half the bytes: another workload)."""
+    return training_recipe(params) + (", bf16 reduce" if params.get("reduce_dtype") == "bf16" else "")
+
+
+def memory_setup(params: Params, world_size: int, nodes: int) -> memory.Setup:
+    """What the estimate reads of an entry's launch: hybrid shards over a node's ranks, the others over all."""
+    return memory.Setup(
+        model=params.model, strategy=params.sharding, shards=world_size // nodes if params.sharding == "hybrid" else world_size,
+        micro_batch=params.micro_batch, seq_len=params.seq_len, precision=params.precision, weights_dtype=params.weights_dtype,
+        optimizer=params.optimizer, checkpointing=params.activation_checkpointing, reduce_dtype=params.reduce_dtype,
+        accumulating=any(grad_accum_for(b, world_size, params.micro_batch) > 1 for b in params.batches(world_size)),
+    )
+
+
+class FSDP(TrainingSuite):
+    name = "fsdp"
+    report_order = 40
+    Params = Params
+    identity_params = ("model", "sharding", "global_batch")
+
+    def check_placement(self, params: Params, *, nodes: int, ranks_per_node: "int | None") -> None:
+        if params.sharding != "hybrid":
+            return
+        if nodes < 2:
+            raise PlanError("fsdp: sharding hybrid (HSDP) shards within each node and replicates across nodes, and this launch "
+                            "runs on one node; use sharding full, or run the entry on a group of hosts (the hosts file's groups:) "
+                            "or a slurm host with nodes: 2 or more")
+        if ranks_per_node == 1:
+            raise PlanError("fsdp: sharding hybrid over 1 rank per node has nothing to shard within a node (it is DDP across "
+                            "nodes); use world sizes of 2 or more ranks per node, or sharding full")
+
+    def check_plan(self, params: Params, host: Capabilities, *, world_size: int, transport: str, nodes: int) -> None:
+        super().check_plan(params, host, world_size=world_size, transport=transport, nodes=nodes)
+        self.check_placement(params, nodes=nodes, ranks_per_node=world_size // nodes)
+        _check_memory(params, host, world_size, nodes, on_gpu=backend_for(transport, host.cuda) == "nccl")
+
+    def launch_seconds(self, params: Params, preset: str, world_size: int, host: Capabilities) -> float:
+        return cost.launch_seconds(params, preset, world_size, host)
+
+    def configuration(self, run: dict) -> tuple:
+        p = run["params"]
+        return ("fsdp", p["model"], fsdp_recipe(p), p["sharding"], p.get("seq_len"), p["micro_batch"], p.get("global_batch"),
+                run["world_size"])
+
+    def label(self, run: dict) -> str:
+        p = run["params"]
+        return f"{p['model']} {fsdp_recipe(p)}, fsdp {p['sharding']}, batch {p.get('global_batch')}, {run['world_size']} GPUs"
+
+    def baselines(self, runs: list) -> dict:
+        return derived.baselines(runs)
+
+    def derive(self, results: HostResults) -> None:
+        derived.derive_scaling(results.runs)
+        derived.derive_prediction(results.runs, results.launches)
+
+    def warnings(self, run: dict, results: HostResults) -> list:
+        if run["world_size"] == 1:  # against the plain model it measures FSDP's own cost, not a scaling
+            return []
+        found = results.once("fsdp.baselines", lambda: derived.baselines(results.runs))
+        return scaling_warnings(run, found.get(id(run)), results.others_share)
+
+
+def _check_memory(params: Params, host: Capabilities, world_size: int, nodes: int, on_gpu: bool) -> None:
+    """The estimate against the GPU's free memory, or where the ranks train on the CPU (no GPU, or gloo)
+    against the host's memory shared by its ranks; where the host does not say, nothing is refused."""
+    setup = memory_setup(params, world_size, nodes)
+    ranks_here = world_size // nodes
+    room = (host.gpu_memory_free_bytes or host.gpu_memory_bytes) if on_gpu else host.host_memory_bytes / ranks_here
+    if not room:
+        return
+    need = memory.estimate(setup)
+    if memory.fits(need.total_bytes, room):
+        return
+    where = "GPU" if on_gpu else "rank"
+    has = (f"the GPU has {human_bytes(room)} free" if on_gpu else
+           f"this host's memory gives each of the ranks it runs {human_bytes(room)}")
+    remedies = memory.remedies(setup, room)
+    fix = f"it would fit with {' or '.join(remedies)}" if remedies else (
+        f"nothing up to {memory.MOST_GPUS_SUGGESTED} GPUs with activation checkpointing at micro_batch 1 fits: choose a smaller model")
+    ranks = f"{setup.shards} rank{'s' if setup.shards != 1 else ''}"
+    raise PlanError(
+        f"fsdp: {params.model} with sharding {params.sharding} over {ranks} at micro_batch {params.micro_batch} needs about "
+        f"{human_bytes(need.total_bytes)} per {where} by the estimate ({need.parts()}) plus {human_bytes(memory.RESERVE_BYTES)} "
+        f"for {'CUDA and the allocator' if on_gpu else 'the process'}, {has}; {fix}")
+
+
+SUITE = FSDP()

@@ -1,0 +1,159 @@
+"""What the training suites (ddp, fsdp) share on the plan's side, torch-free: their common parameters,
+how a run trained in words (its recipe), the warm-up rules, the model checks before a launch, and the
+Suite base that puts them together. What their ranks share is bench/agent/training.py; their cost
+model's common part bench/suites/training_cost.py.
+
+A training suite's params.schema.json holds only its own parameters: this module composes it with
+training.schema.json beside it (the model, batches, steps, precision ...), the suite's own
+properties winning, so that each shared parameter is written down once.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import importlib.util
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.common.host import Capabilities
+from bench.common.transports import on_gpu, ranks_label
+from bench.models.shapes import TRANSFORMER_PRESETS, UNET_CONFIGS, UNET_EXTRA
+from bench.suites.base import Suite
+from bench.suites.params import PlanError, SampledParams
+
+SHARED_SCHEMA = Path(__file__).resolve().parent / "training.schema.json"
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainingParams(SampledParams):
+    """training.schema.json's $defs/params: what every training suite's ranks, checks and cost model read."""
+
+    model: str
+    micro_batch: int
+    steps: int
+    warmup_steps: int
+    grad_accum: int
+    warmup_max_steps: int
+    warmup_tolerance: float
+    precision: str
+    weights_dtype: str
+    activation_checkpointing: bool
+    optimizer: str
+    compile: bool
+    profile_steps: int
+    seed: int
+    seq_len: "int | None" = None
+    global_batches: "list | None" = None
+
+    def batches(self, world_size: int) -> list:
+        """The global batches a launch trains: the sweep, or one of micro_batch x grad_accum per rank."""
+        return self.global_batches or [self.micro_batch * self.grad_accum * world_size]
+
+
+def grad_accum_for(global_batch: int, world_size: int, micro_batch: int) -> int:
+    """Micro-batches per rank per step; the planner has already refused a global batch that does not divide."""
+    return global_batch // (world_size * micro_batch)
+
+
+def training_recipe(params: dict) -> str:
+    """How a training run trained, in words: its precision, and whatever departs from fp32 weights and
+    AdamW (runs trained differently are different workloads, never one series)."""
+    parts = [params["precision"]]
+    if params.get("weights_dtype", "float32") != "float32":
+        parts.append("bf16 weights")
+    if params.get("activation_checkpointing"):
+        parts.append("checkpointing")
+    if params.get("optimizer", "adamw") != "adamw":
+        parts.append(params["optimizer"])
+    return ", ".join(parts)
+
+
+# --- warm-up -----------------------------------------------------------------------------------
+
+WARMUP_WINDOW = 3  # consecutive warm-up steps that must agree before timing starts
+# DDP's reducer times its first 10 iterations (its forward calls outside no_sync(): one a step)
+# with CUDA events, and each next such forward waits for them: until then the CPU cannot run ahead
+# of the GPU, and a step bound by launching kernels is slower at a level of its own (quick's gpt2
+# on 2x H200: 28.5-32 ms, then 26.0 ms), steady enough to pass the warm-up's window.
+DDP_SYNCED_STEPS = 11
+
+
+def least_warmup_steps(warmup_steps: int, steps_taken: int, ddp_on_gpu: bool) -> int:
+    """The plan's warm-up steps, and under DDP on a GPU enough to leave DDP's timed iterations behind
+    (a launch's later global batches train the same DDP model, past them)."""
+    return max(warmup_steps, DDP_SYNCED_STEPS - steps_taken) if ddp_on_gpu else warmup_steps
+
+
+# --- the suites --------------------------------------------------------------------------------
+
+
+def _merged(shared, own):
+    """own over shared: objects merged key by key, `required` lists joined, anything else own's."""
+    if isinstance(shared, dict) and isinstance(own, dict):
+        merged = dict(shared)
+        for key, value in own.items():
+            if key == "required" and isinstance(merged.get(key), list):
+                merged[key] = merged[key] + [name for name in value if name not in merged[key]]
+            elif key in merged and key != "properties":
+                merged[key] = _merged(merged[key], value)
+            elif key == "properties":
+                merged[key] = {**merged.get(key, {}), **value}  # a property of the suite's replaces the shared one
+            else:
+                merged[key] = value
+        return merged
+    return copy.deepcopy(own)
+
+
+class TrainingSuite(Suite):
+    """A suite that trains a model preset on synthetic data over a sweep of global batches."""
+
+    headline_metric = "step_time_s"
+    identity_params = ("model", "global_batch")
+
+    @functools.cached_property
+    def schema(self) -> dict:
+        own = Suite.schema.func(self)
+        shared = json.loads(SHARED_SCHEMA.read_text())
+        return {**own, "$defs": _merged(shared["$defs"], own.get("$defs", {}))}
+
+    def check_plan(self, params: TrainingParams, host: Capabilities, *, world_size: int, transport: str, nodes: int) -> None:
+        check_model(self.name, params, world_size)
+
+    def configurations(self, params: TrainingParams, world_size: int, host: Capabilities) -> int:
+        return len(params.global_batches or [None])
+
+    def configuration(self, run: dict) -> tuple:
+        p = run["params"]
+        return (self.name, p["model"], training_recipe(p), p.get("seq_len"), p["micro_batch"], p.get("global_batch"), run["world_size"])
+
+    def label(self, run: dict) -> str:
+        p = run["params"]
+        return f"{p['model']} {training_recipe(p)}, batch {p.get('global_batch')}, {ranks_label(run['world_size'], on_gpu(run))}"
+
+
+def check_model(suite: str, params: TrainingParams, world_size: int) -> None:
+    """What any training suite asks of a plan entry before a launch: the model's extra installed, a
+    recipe someone trains with, a seq_len the model allows, global batches the ranks divide."""
+    if params.model in UNET_CONFIGS and importlib.util.find_spec("diffusers") is None:
+        raise PlanError(
+            f"{suite}: model {params.model!r} needs diffusers, which is not installed for {sys.executable}; "
+            f"install the '{UNET_EXTRA}' extra (pip install 'ddpbench[{UNET_EXTRA}]', or pip install diffusers) or choose a GPT model"
+        )
+    if params.weights_dtype == "bfloat16" and params.precision != "bf16":
+        raise PlanError(f"{suite}: weights_dtype bfloat16 needs precision bf16 (fp32 compute over bf16 weights is not a recipe "
+                        "anyone trains with); set precision: bf16")
+    if params.model in TRANSFORMER_PRESETS:
+        block_size = TRANSFORMER_PRESETS[params.model].block_size
+        if params.seq_len is None:
+            raise PlanError(f"{suite}: model {params.model!r} needs seq_len (tokens per sample); add it to the entry's params")
+        if params.seq_len > block_size:
+            raise PlanError(f"{suite}: seq_len {params.seq_len} is longer than model {params.model!r} allows ({block_size}); lower seq_len")
+    for global_batch in params.global_batches or []:
+        if global_batch % (world_size * params.micro_batch):
+            raise PlanError(
+                f"{suite}: global batch {global_batch} is not divisible by world size {world_size} x micro_batch "
+                f"{params.micro_batch}; choose a multiple of {world_size * params.micro_batch}"
+            )

@@ -1,0 +1,87 @@
+"""What the training suites' derived figures share: the collectives' time read off the same host's
+sweeps (seed 002's model prices a step's communication with them), and the plausibility of a
+scaling figure against its 1-GPU baseline."""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+from bench.common.stats import LEVEL, ratio_of_medians
+from bench.suites.base import warning
+
+
+def median(run: dict, metric: str) -> "float | None":
+    found = run["metrics"].get(metric)
+    return found["summary"]["median"] if found else None
+
+
+def collective_curves(runs: list[dict], op: str, nodes_of_launch: dict) -> dict:
+    """(preset, world size, nodes) -> {dtype: [(size_bytes, median seconds)]} of the ok collectives
+    runs of `op`, by size; repeated sizes take the median."""
+    points: dict = {}
+    for run in runs:
+        if run["suite"] != "collectives" or run["status"] != "ok" or run["params"].get("op") != op:
+            continue
+        key = (run["transport"]["preset"], run["world_size"], nodes_of_launch.get(run["launch_id"], 1))
+        sizes = points.setdefault(key, {}).setdefault(run["params"]["dtype"], {})
+        sizes.setdefault(run["params"]["size_bytes"], []).append(median(run, "time_s"))
+    return {
+        key: {dtype: sorted((size, statistics.median(times)) for size, times in sizes.items()) for dtype, sizes in dtypes.items()}
+        for key, dtypes in points.items()
+    }
+
+
+def curve_of(dtypes: dict, dtype: str) -> list[tuple]:
+    """The curve of the dtype the bytes move in, else the one that reaches the largest size."""
+    return dtypes.get(dtype) or max(dtypes.values(), key=lambda curve: curve[-1][0])
+
+
+def curve_time(curve: list[tuple], nbytes: float) -> tuple[float, bool]:
+    """Seconds of one call of nbytes on a measured curve, and whether it was extrapolated past its end:
+    log-size interpolation of the bandwidth between the sizes around it; below the smallest size,
+    that size's time; past the largest, that size's bandwidth."""
+    if nbytes <= curve[0][0]:
+        return curve[0][1], False
+    if nbytes > curve[-1][0]:
+        size, seconds = curve[-1]
+        return nbytes * seconds / size, True
+    for (low, low_s), (high, high_s) in zip(curve, curve[1:]):
+        if low < nbytes <= high:
+            low_bw, high_bw = low / low_s, high / high_s
+            where = math.log(nbytes / low) / math.log(high / low)
+            return nbytes / (low_bw + (high_bw - low_bw) * where), False
+    raise AssertionError("unreachable: the curve is sorted and brackets nbytes")
+
+
+UNLIKE_BASELINE = ("the 1-GPU baseline did not get the resources per rank the N-GPU run got (threads, cores, clocks) "
+                   "or was not warmed up; or the machine was busy while it ran")
+
+
+def _unlike_baseline(run: dict, baseline: "dict | None", others_share: dict) -> str:
+    """The likely cause, with the CPU share other processes took during either run where recorded."""
+    busy = [f"{others_share[r['launch_id']]:.0%} of the machine's CPU during the {r['world_size']}-rank run"
+            for r in (baseline, run) if r is not None and (others_share.get(r["launch_id"]) or 0) > 0.1]
+    return UNLIKE_BASELINE + (f" (other processes took {' and '.join(busy)})" if busy else "")
+
+
+def scaling_warnings(run: dict, baseline: "dict | None", others_share: dict) -> list[dict]:
+    """A scaling efficiency whose interval lies above 100%, an exposed communication below zero."""
+    cause = _unlike_baseline(run, baseline, others_share)
+    found = []
+    if baseline is not None:
+        efficiency = ratio_of_medians(baseline["metrics"]["per_sample_gpu_time_s"]["samples"],
+                                      run["metrics"]["per_sample_gpu_time_s"]["samples"])
+        if efficiency is not None and efficiency.low is not None and efficiency.low > 1:
+            found.append(warning(
+                "scaling_above_perfect",
+                f"scaling efficiency {efficiency.median:.0%} (its {LEVEL:.0%} interval [{efficiency.low:.0%}, {efficiency.high:.0%}] "
+                f"lies above 100%): {run['world_size']} ranks did more than {run['world_size']} times the work of one", cause))
+    exposed = (run.get("derived") or {}).get("exposed_comm_s")
+    if exposed is not None and exposed < 0:
+        step = median(run, "step_time_s")
+        found.append(warning(
+            "negative_exposed_comm",
+            f"exposed communication {exposed * 1e3:.4g} ms is negative: the 1-GPU step for the same work per rank "
+            f"({(step - exposed) * 1e3:.4g} ms) is slower than this {run['world_size']}-GPU step ({step * 1e3:.4g} ms)", cause))
+    return found
