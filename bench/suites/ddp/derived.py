@@ -25,9 +25,9 @@ Seed 002's model, in step time (medians):
 
 from __future__ import annotations
 
-import math
 import statistics
 
+from bench.common.allreduce import curve_time
 from bench.common.stats import LEVEL, ratio_of_medians
 from bench.suites.base import warning
 
@@ -99,21 +99,6 @@ def gradient_curve(dtypes: dict, run: dict) -> list[tuple]:
     return dtypes.get(reduced) or max(dtypes.values(), key=lambda curve: curve[-1][0])
 
 
-def allreduce_time(curve: list[tuple], nbytes: float) -> tuple[float, bool]:
-    """Seconds to all-reduce nbytes on a measured curve, and whether it was extrapolated past its end."""
-    if nbytes <= curve[0][0]:
-        return curve[0][1], False
-    if nbytes > curve[-1][0]:
-        size, seconds = curve[-1]
-        return nbytes * seconds / size, True
-    for (low, low_s), (high, high_s) in zip(curve, curve[1:]):
-        if low < nbytes <= high:
-            low_bw, high_bw = low / low_s, high / high_s
-            where = math.log(nbytes / low) / math.log(high / low)
-            return nbytes / (low_bw + (high_bw - low_bw) * where), False
-    raise AssertionError("unreachable: the curve is sorted and brackets nbytes")
-
-
 def derive_prediction(runs: list[dict], launches: list[dict]) -> None:
     """Set derived predicted_step_time_s, allreduce_time_s and exposed_comm_s on every ok N-GPU ddp run.
 
@@ -143,7 +128,7 @@ def derive_prediction(runs: list[dict], launches: list[dict]) -> None:
             notes.append(f"no all_reduce results for transport {preset} at {run['world_size']} ranks in this bundle: no prediction")
         else:
             grad_bytes = _median(run, "grad_allreduce_bytes")
-            allreduce_s, extrapolated = allreduce_time(curve, grad_bytes)
+            allreduce_s, extrapolated = curve_time(curve, grad_bytes)
             if extrapolated:
                 notes.append(
                     f"all-reduce time extrapolated: the gradients ({grad_bytes:.0f} bytes) exceed the largest all_reduce "
