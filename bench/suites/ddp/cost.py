@@ -37,7 +37,7 @@ def launch_seconds(params: Params, preset: str, world_size: int, host: Capabilit
     kind, model = host.kind, params.model
     compiled = kind == "gpu" and params.compile
     profiled = params.profile_steps if kind == "gpu" else 0
-    steps = params.steps + profiled  # warm-up apart: it depends on the global batch
+    steps = params.steps + profiled + (params.timeline_steps if world_size > 1 else 0)  # warm-up apart: it depends on the global batch
     if kind == "gpu":
         peak = (dense_bf16_peak_tflops(host.gpu_name) or UNKNOWN_PEAK_TFLOPS) * 1e12
     else:

@@ -29,6 +29,7 @@ class Params(SampledParams):
     compile: bool
     cuda_graphs: bool
     profile_steps: int
+    timeline_steps: int
     count_allreduce: bool
     seed: int
     allreduce: str

@@ -22,7 +22,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from bench.agent import copy_engine_allreduce, kernel_time, rank_errors
+from bench.agent import copy_engine_allreduce, kernel_time, rank_errors, timeline
 from bench.agent.harness import (
     Context, every_rank, max_over_ranks, reduce_over_ranks, run_record, sample_until_steady, time_each_call,
 )
@@ -144,18 +144,26 @@ class Training:
     precision: contextlib.AbstractContextManager
     accum: int
     allreduce_calls: "list[int] | None"
+    recorder: timeline.StepRecorder
     grads_kept: bool = False  # zeroed in place between steps, never freed (graph_module says why)
     steps_taken: int = 0
 
-    def step(self) -> None:
-        """One optimizer step over `accum` micro-batches; gradients cross the link on the last only."""
+    def step(self, communicate: bool = True) -> None:
+        """One optimizer step over `accum` micro-batches; gradients cross the link on the last only
+        (on none without `communicate`: the timeline's steps without all-reduces)."""
+        self.recorder.step(self.accum)
         for m, micro_batch in enumerate(self.work.micro_batches[:self.accum]):
-            with self.ddp.no_sync() if self.ddp is not None and m < self.accum - 1 else contextlib.nullcontext():
+            synced = communicate and m == self.accum - 1
+            with self.ddp.no_sync() if self.ddp is not None and not synced else contextlib.nullcontext():
+                self.recorder.mark("forward")
                 with self.precision:
                     loss = self.step_model(*micro_batch) / self.accum
+                self.recorder.mark("backward")
                 loss.backward()
+        self.recorder.mark("optimizer")
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=not self.grads_kept)
+        self.recorder.mark("end")
         self.steps_taken += 1
 
 
@@ -172,7 +180,9 @@ def set_up(ctx: Context, params: Params, accum: int, build: Callable) -> Trainin
     # boundaries, so gradients are all-reduced while the backward pass goes on.
     step_model = torch.compile(ddp or work.module) if params.compile else (ddp or work.module)
     optimizer = make_optimizer(params.optimizer, work.module, ctx)
-    return Training(work, ddp, step_model, optimizer, precision, accum, calls, grads_kept=params.cuda_graphs)
+    recorder = timeline.StepRecorder(ctx.device, list(work.module.parameters()), lambda p: reduced_element_bytes(p, params),
+                                     int(params.bucket_cap_mb * 1024 * 1024))
+    return Training(work, ddp, step_model, optimizer, precision, accum, calls, recorder, grads_kept=params.cuda_graphs)
 
 
 def graph_module(work: workload.Workload, precision: contextlib.AbstractContextManager) -> None:
@@ -200,8 +210,12 @@ def run_config(ctx: Context, params: Params, point: dict, training: Training, se
     if ctx.is_cuda:
         torch.cuda.reset_peak_memory_stats(ctx.device)
     calls_before = training.allreduce_calls[0] if training.allreduce_calls else 0
+    training.recorder.recording = True
     local = sample_until_steady(ctx, lambda n: time_each_call(ctx, training.step, n), params.steps, params)
+    training.recorder.recording = False
     _, step_s = reduce_over_ranks(ctx, local)  # a step ends when its slowest rank does
+    without_allreduce = (lambda: training.step(communicate=False)) if training.ddp is not None else None
+    recorded = timeline.record(ctx, training.recorder, step_s, without_allreduce, params.timeline_steps)
 
     work = training.work
     peak = dense_bf16_peak_tflops(torch.cuda.get_device_name(ctx.device)) if ctx.is_cuda else None
@@ -218,8 +232,10 @@ def run_config(ctx: Context, params: Params, point: dict, training: Training, se
     for name, seconds in zip(("setup_s", "warmup_s", "profile_s"), max_over_ranks(ctx, [setup_s, warmup_s, profile_s])):
         metrics[name] = metric([seconds])
     num_params = sum(p.numel() for p in work.module.parameters())
-    return run_record(ctx, "ddp", {**point, "num_params": num_params, "train_flops_per_sample": work.flops_per_sample},
-                      metrics)
+    record = run_record(ctx, "ddp", {**point, "num_params": num_params, "train_flops_per_sample": work.flops_per_sample},
+                        metrics)
+    record["timeline"] = recorded
+    return record
 
 
 def seconds_of(ctx: Context, work: Callable):
@@ -230,11 +246,15 @@ def seconds_of(ctx: Context, work: Callable):
     return result, time.perf_counter() - begin
 
 
-def grad_allreduce_bytes(module: torch.nn.Module, params: Params) -> int:
-    """Bytes of one step's gradient all-reduce: DDP reduces gradients in the weights' dtype (fp32
+def reduced_element_bytes(param: torch.Tensor, params: Params) -> int:
+    """Bytes per gradient element on the link: DDP reduces gradients in the weights' dtype (fp32
     under autocast over fp32 weights) unless the bf16 hook compresses them."""
-    reduced_element_bytes = 2 if params.grad_reduce_dtype == "bf16" else None
-    return sum(p.numel() * (reduced_element_bytes or p.element_size()) for p in module.parameters() if p.requires_grad)
+    return 2 if params.grad_reduce_dtype == "bf16" else param.element_size()
+
+
+def grad_allreduce_bytes(module: torch.nn.Module, params: Params) -> int:
+    """Bytes of one step's gradient all-reduce."""
+    return sum(p.numel() * reduced_element_bytes(p, params) for p in module.parameters() if p.requires_grad)
 
 
 def warm_up(ctx: Context, step: Callable[[], None], params: Params, least: int) -> int:
