@@ -4,9 +4,11 @@ A step is what comes before the last micro-batch's backward (forwards, the earli
 which DDP keeps from communicating), that backward with its gradient buckets becoming ready one
 after another, and what follows (the optimizer). Bucket i's all-reduce starts when it is ready and
 bucket i-1's has finished, and lasts what the link gives for its bytes. While an all-reduce runs,
-the compute beside it runs `slowdown` slower (NCCL's kernels take SMs and memory bandwidth from it:
-10-19% more matmul time on 2x H200, benchmarks/results/ddp_h200x2.md), so the buckets after it
-become ready later. The step ends at the later of the backward's end and the last all-reduce's
+the compute beside it runs slower (NCCL's kernels take SMs and memory bandwidth from it: 10-19%
+more matmul time on 2x H200, benchmarks/results/ddp_h200x2.md), so the buckets after it become
+ready later; and the all-reduce may run slower beside the compute (on a CPU they share the cores).
+The factor is measured where a DDP run timed its backward with and without its all-reduces
+(fitted_slowdown). The step ends at the later of the backward's end and the last all-reduce's
 end, plus what follows.
 
 Without bucket timings (an older bundle) the fallback is seed 002's model: every all-reduce after
@@ -56,35 +58,59 @@ class Replayed:
         return max(0.0, self.comm_end_s - self.compute_end_s)
 
 
-def _advance(now: float, done: float, target: float, busy_until: float, slowdown: float) -> tuple[float, float]:
-    """Wall time and compute done once the compute reaches `target`, from (now, done); an all-reduce
-    runs until busy_until and slows it meanwhile."""
-    if target <= done:
-        return now, done
-    if now < busy_until:
-        slow_rate = 1.0 / (1.0 + slowdown)
-        if now + (target - done) / slow_rate <= busy_until:
-            return now + (target - done) / slow_rate, target
-        done += (busy_until - now) * slow_rate
-        now = busy_until
-    return now + (target - done), target
+@dataclass(frozen=True)
+class Slowdown:
+    """How much compute and communication slow each other while both run: compute runs at
+    1 / (1 + compute) of its speed while an all-reduce runs beside it (NCCL's kernels take SMs and
+    memory bandwidth), an all-reduce at 1 / (1 + comm) while compute runs beside it (on a CPU, gloo's
+    threads and the backward share the cores)."""
+
+    compute: float = 0.0
+    comm: float = 0.0
 
 
-def replay(timeline: Timeline, allreduce_s: Callable[[float], float], slowdown: float = 0.0) -> Replayed:
-    """The step on a link whose all-reduce of n bytes takes allreduce_s(n) seconds.
+NONE = Slowdown()
 
-    The all-reduces run back to back from the first bucket's readiness as long as each next bucket
-    is ready when its predecessor ends, so at any moment the link is busy from now until the
-    last scheduled all-reduce's end (`busy_until`)."""
-    now = done = busy_until = comm_s = 0.0
-    for bucket in timeline.buckets:
-        now, done = _advance(now, done, min(bucket.ready_s, timeline.backward_s), busy_until, slowdown)
-        duration = allreduce_s(bucket.nbytes)
-        busy_until = max(now, busy_until) + duration
-        comm_s += duration
-    compute_end, _ = _advance(now, done, timeline.backward_s, busy_until, slowdown)
-    backward_end = max(compute_end, busy_until)
-    return Replayed(timeline.before_s + backward_end + timeline.after_s, compute_end, busy_until, comm_s)
+
+def replay(timeline: Timeline, allreduce_s: Callable[[float], float], slowdown: Slowdown = NONE) -> Replayed:
+    """The step on a link whose all-reduce of n bytes takes allreduce_s(n) seconds alone.
+
+    Event by event: the compute goes on to the next bucket's readiness or its end, the all-reduce
+    in flight to its end, each at the rate the other's activity leaves it; a bucket that becomes
+    ready waits behind the all-reduces before it."""
+    thresholds = [min(bucket.ready_s, timeline.backward_s) for bucket in timeline.buckets]
+    queue: list = []  # seconds of all-reduce (alone) still to run, in order; queue[0] is in flight
+    now = done = comm_s = 0.0
+    compute_end = comm_end = None
+    ready = 0
+    while True:
+        while ready < len(thresholds) and thresholds[ready] <= done:  # buckets ready now join the queue
+            duration = allreduce_s(timeline.buckets[ready].nbytes)
+            queue.append(duration)
+            comm_s += duration
+            ready += 1
+        computing = done < timeline.backward_s
+        if not computing and compute_end is None:
+            compute_end = now
+        if not computing and not queue:
+            break
+        compute_rate = 1.0 / (1.0 + slowdown.compute) if queue else 1.0
+        comm_rate = 1.0 / (1.0 + slowdown.comm) if computing else 1.0
+        target = thresholds[ready] if ready < len(thresholds) else timeline.backward_s
+        to_compute = (target - done) / compute_rate if computing else float("inf")
+        to_comm = queue[0] / comm_rate if queue else float("inf")
+        step = min(to_compute, to_comm)
+        now += step
+        if computing:
+            done = target if step == to_compute else done + step * compute_rate
+        if queue:
+            if step == to_comm:
+                queue.pop(0)
+                comm_end = now
+            else:
+                queue[0] -= step * comm_rate
+    backward_end = max(compute_end, comm_end or 0.0)
+    return Replayed(timeline.before_s + backward_end + timeline.after_s, compute_end, comm_end or 0.0, comm_s)
 
 
 def exposed_only(timeline: Timeline, allreduce_s: Callable[[float], float]) -> Replayed:
@@ -93,20 +119,31 @@ def exposed_only(timeline: Timeline, allreduce_s: Callable[[float], float]) -> R
     return Replayed(timeline.compute_s + comm, timeline.backward_s, timeline.backward_s + comm, comm)
 
 
-def fitted_slowdown(without: Timeline, with_comm_backward_s: float, allreduce_s: Callable[[float], float]) -> float:
-    """The slowdown that makes the replayed backward compute as long as the one measured with the
-    all-reduces running (its buckets' readiness stretched by them), given the compute alone; 0 where
-    the measurement shows none. Bisection: a longer slowdown always stretches the compute more."""
-    target = with_comm_backward_s
-    if target <= without.backward_s or not without.buckets:
+def _bisect(function: Callable[[float], float], target: float) -> float:
+    """The least x >= 0 (to 1e-9 of its bracket) where a growing function reaches target; 0 where it
+    is there already, 64 at most."""
+    if function(0.0) >= target:
         return 0.0
     low, high = 0.0, 1.0
-    while replay(without, allreduce_s, high).compute_end_s < target and high < 64:
+    while function(high) < target and high < 64:
         high *= 2
-    for _ in range(50):
+    for _ in range(32):
         middle = (low + high) / 2
-        if replay(without, allreduce_s, middle).compute_end_s < target:
-            low = middle
-        else:
-            high = middle
-    return (low + high) / 2
+        low, high = (middle, high) if function(middle) < target else (low, middle)
+    return high
+
+
+def fitted_slowdown(without: Timeline, backward_end_s: float, allreduce_s: Callable[[float], float]) -> Slowdown:
+    """The slowdown under which the replayed last backward, from the same compute alone (`without`),
+    ends (compute and all-reduces) when the one measured with its all-reduces did. One factor for
+    both ways, as two users of one device share it: a backward timed with and without its
+    all-reduces gives one equation, and the two factors apart are not told by it (a stretched
+    compute and a stretched all-reduce end the backward alike)."""
+    if not without.buckets:
+        return NONE
+    shared = _bisect(lambda x: _backward_end(replay(without, allreduce_s, Slowdown(x, x))), backward_end_s)
+    return Slowdown(shared, shared)
+
+
+def _backward_end(done: Replayed) -> float:
+    return max(done.compute_end_s, done.comm_end_s)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from bench.common.allreduce import TABLE, Fabric, Link, hops, link
-from bench.common.replay import Bucket, Timeline, exposed_only, fitted_slowdown, replay
+from bench.common.replay import Bucket, Slowdown, Timeline, exposed_only, fitted_slowdown, replay
 from bench.errors import UserError
 
 ONE_SECOND = lambda nbytes: 1.0  # noqa: E731 - an all-reduce of anything takes 1 s
@@ -33,12 +33,23 @@ def test_buckets_ready_at_once_queue_and_still_hide_behind_a_long_backward():
 
 def test_communication_slows_the_compute_beside_it_and_the_slowdown_is_recovered_from_the_stretch():
     timeline = Timeline(0.0, 10.0, (Bucket(0.0, 1), Bucket(10.0, 1)), 0.0)
-    done = replay(timeline, lambda nbytes: 4.0, slowdown=1.0)
+    four = lambda nbytes: 4.0  # noqa: E731
+    done = replay(timeline, four, Slowdown(compute=1.0))
     # 4 s of all-reduce at half speed: 2 s of compute done by then, 8 s left, compute ends at 12, the
     # second bucket ready then and reduced until 16
     assert done.compute_end_s == pytest.approx(12.0) and done.step_s == pytest.approx(16.0)
-    assert fitted_slowdown(timeline, 12.0, lambda nbytes: 4.0) == pytest.approx(1.0, rel=1e-6)
-    assert fitted_slowdown(timeline, 9.5, lambda nbytes: 4.0) == 0.0  # faster than alone: none
+    assert fitted_slowdown(timeline, 9.5, four) == Slowdown()  # faster than alone: none
+
+
+def test_compute_and_communication_sharing_a_core_slow_each_other_and_the_shared_factor_is_recovered():
+    timeline = Timeline(0.0, 10.0, (Bucket(0.0, 1), Bucket(10.0, 1)), 0.0)
+    four = lambda nbytes: 4.0  # noqa: E731
+    done = replay(timeline, four, Slowdown(compute=1.0, comm=1.0))
+    # both at half speed for 8 s: the first all-reduce ends at 8 with 4 s of compute done, the
+    # compute then ends at 14 and the second all-reduce at 18
+    assert done.compute_end_s == pytest.approx(14.0) and done.comm_end_s == pytest.approx(18.0)
+    fitted = fitted_slowdown(timeline, 18.0, four)
+    assert fitted.compute == fitted.comm == pytest.approx(1.0, rel=1e-6)
 
 
 def test_without_bucket_timings_every_byte_waits_for_the_backward():
