@@ -141,7 +141,7 @@ class Predicted:
     gpus: int
     link: str  # the link's name, or the measured transport's label
     title: str
-    basis: str  # "measured all_reduce", the table row's basis, "user", or "measured" for a measured run
+    basis: str  # the link table row's basis (measured, cited, derived), "user", or "measured run"
     step_s: float
     exposed_s: "float | None"
     baseline_per_sample_s: "float | None"  # the 1-GPU per-sample time x GPUs this scales against
@@ -299,9 +299,9 @@ def predict_host(host: dict, name: str, specs: list, gpus: "int | None", gpus_pe
                 if workload_of(run) == work and run["params"]["global_batch"] == batch and run["world_size"] == n:
                     preset = run["transport"]["preset"]
                     result.predicted.append(Predicted(name, work, batch, n, f"measured: {preset}", f"measured, {preset}",
-                                                      "measured", _step_median(run), None, base_per_sample, price, measured=run))
+                                                      "measured run", _step_median(run), None, base_per_sample, price, measured=run))
                     result.against.append(_against(name, run, one_gpu, links_here, slowdowns))
-    if any(p.slowdown == NONE and p.basis != "measured" for p in result.predicted) and has_timeline:
+    if any(p.slowdown == NONE and p.measured is None for p in result.predicted) and has_timeline:
         result.notes.append("the slowdown of compute under communication is applied only on links whose slowdown this host "
                             "measured (a DDP run with and without its all-reduces); on the others it is taken as none")
     return result

@@ -12,23 +12,32 @@ from bench.report import plots as P
 from bench.report import tables as T
 from bench.report.document import Heading, Paragraph, Table
 from bench.report.merge import Comparison, RunEntry
+from bench.suites.ddp.predict import REPORT_LINKS, link_specs, predict_host
 from bench.suites.ddp.report import plots as DP
+from bench.suites.ddp.report import predicted as PR
 from bench.suites.ddp.report import series as DS
 from bench.suites.ddp.report.series import Bar, Prediction, group_label, workload
 
 
 def section(comparison: Comparison, plot, colours: dict) -> list:
-    """The ddp suite's part of a report: seed 000's figure per workload, scaling, prediction, step times."""
+    """The ddp suite's part of a report: seed 000's figure per workload with each link's predicted line,
+    scaling, prediction, what each link gives, step times."""
     bars, predicted = DS.efficiency_bars(comparison), DS.predictions(comparison)
     table = ddp_table(comparison, bars, predicted)
     if not table:
         return []
+    specs = link_specs(None)
+    found = [predict_host(host.host, host.name, specs, None) for host in comparison.hosts
+             if any(run["suite"] == "ddp" and run["status"] == "ok" for run in host.host["runs"])]
+    lines_of_links = DS.predicted_lines(found)
     blocks = [Heading(2, "DDP training"), Heading(3, "Per-sample time × #GPUs")]
     for shown, lines in DS.per_sample_lines(comparison).items():
-        blocks.append(plot(DP.per_sample_figure, (shown, lines, colours), f"per-sample-{P.slug(shown.stem)}",
-                           f"Per-sample time x #GPUs, {shown.title}",
+        blocks.append(plot(DP.per_sample_figure, (shown, lines, colours, tuple(lines_of_links.get(shown, ()))),
+                           f"per-sample-{P.slug(shown.stem)}", f"Per-sample time x #GPUs, {shown.title}",
                            "Seed 000's metric: step time / global batch x #GPUs; lower is better, and equal to the "
-                           "dashed 1-GPU line is perfect scaling. " + P.SPREAD_CAPTION))
+                           "dashed 1-GPU line is perfect scaling. Thin lines: the step predicted on each link "
+                           f"({', '.join(REPORT_LINKS)}; `ddpbench predict` names others) from this bundle's timeline. "
+                           + P.SPREAD_CAPTION))
     blocks.append(Heading(3, "Scaling efficiency"))
     if bars:
         blocks.append(plot(DP.efficiency_figure, (bars, colours), "scaling-efficiency", "Scaling efficiency", DP.EFFICIENCY_CAPTION))
@@ -41,6 +50,7 @@ def section(comparison: Comparison, plot, colours: dict) -> list:
     else:
         blocks.append(Paragraph("No prediction in these bundles (derived.predicted_step_time_s): nothing to set the "
                                 "measured step times against."))
+    blocks += PR.blocks(found)
     blocks += [Heading(3, "Step times"), table, *T.warnings_blocks(comparison, "ddp")]
     return blocks
 

@@ -26,12 +26,20 @@ PREDICTION_CAPTION = (
 )
 
 
-def per_sample_figure(workload: Workload, lines: list[Line], colours: dict) -> Figure:
+PREDICTED_STYLES = [":", "-.", (0, (5, 2, 1, 2)), (0, (1, 1)), (0, (3, 1, 1, 1, 1, 1))]
+
+
+def per_sample_figure(workload: Workload, lines: list[Line], colours: dict, predicted: tuple = ()) -> Figure:
     """Seed 000's figure: per-sample time x #GPUs against global batch; 1-GPU baselines dashed, as
-    reference lines across the plot where a baseline has one batch size (nothing to join)."""
-    fig = P.figure(4.4 + P.legend_height(len([line for line in lines if not line.baseline]) + 1))
+    reference lines across the plot where a baseline has one batch size (nothing to join); the
+    measured runs as points with their p5-p95; a thin line per predicted link (label, [(batch, s)])."""
+    fig = P.figure(4.4 + P.legend_height(len([line for line in lines if not line.baseline]) + len(predicted) + 1))
     ax = fig.add_subplot()
-    factor, unit = time_unit([s.high for line in lines for _, s in line.points])
+    factor, unit = time_unit([s.high for line in lines for _, s in line.points] + [y for _, points in predicted for _, y in points])
+    for i, (label, points) in enumerate(predicted):
+        xs, ys = zip(*sorted(points))
+        ax.plot(xs, [y * factor for y in ys], color=P.PALETTE[(i + 3) % len(P.PALETTE)], linestyle=PREDICTED_STYLES[i % len(PREDICTED_STYLES)],
+                linewidth=1.3, marker="." if len(xs) == 1 else None, label=label)
     # Several machines: one legend entry stands for all their baselines, each in its machine's colour.
     baselines = sum(line.baseline for line in lines)
     for line, shift in zip(lines, P.shifts(len(lines))):

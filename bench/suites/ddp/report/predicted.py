@@ -27,7 +27,7 @@ def links_table(found: list[HostPrediction]) -> "Table | None":
     rows = []
     priced = any(p.price_per_hour for host in found for p in host.predicted)
     for host in found:
-        for p in sorted(host.predicted, key=lambda p: (p.workload, p.global_batch, p.gpus, p.basis != "measured", p.step_s)):
+        for p in sorted(host.predicted, key=lambda p: (p.workload, p.global_batch, p.gpus, p.measured is None, p.step_s)):
             scaling = f"{p.scaling:.1%}" if p.scaling is not None else "-"
             row = [p.host, _recipe(p), str(p.global_batch), str(p.gpus), p.link, p.basis, _ms(p.step_s), scaling,
                    f"{p.samples_per_s:.4g}", _ms(p.exposed_s), p.source or "-"]
