@@ -167,14 +167,16 @@ class Training:
         self.steps_taken += 1
 
 
-def set_up(ctx: Context, params: Params, accum: int, build: Callable) -> Training:
+def set_up(ctx: Context, params: Params, accum: int, build: Callable, wrap_model: Callable = wrap) -> Training:
+    """The workload built (by `build`), graphed, wrapped (by `wrap_model`: DDP where the launch has
+    peers), compiled, with its optimizer and its timeline's recorder."""
     work = build(params, accum, ctx.device, ctx.rank)
     # A captured graph keeps the autocast casts it was captured with, and may not hold
     # autocast's cache of cast weights (make_graphed_callables refuses it).
     precision = autocast_for(ctx, params.precision, cache_enabled=not params.cuda_graphs)
     if params.cuda_graphs:
         graph_module(work, precision)
-    ddp = wrap(ctx, work.module, params)
+    ddp = wrap_model(ctx, work.module, params)
     calls = install_comm_hook(ctx, ddp, work.module, params) if ddp is not None else None
     # Compiling the DDP wrapper (not the inner model) lets dynamo split the graph at bucket
     # boundaries, so gradients are all-reduced while the backward pass goes on.
