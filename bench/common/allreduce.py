@@ -19,7 +19,6 @@ import math
 from dataclasses import dataclass
 
 from bench.common import reference
-from bench.errors import UserError
 
 
 def curve_time(curve: "list | tuple", nbytes: float) -> tuple[float, bool]:
@@ -92,11 +91,12 @@ TABLE = {row["name"]: Link.of_row(row) for row in reference.LINKS}
 
 def link(spec: str) -> Link:
     """A link by its name in the table, or the user's own as GBPS,LATENCY_US (bus bandwidth in GB/s,
-    a small all-reduce's time in microseconds, between 2 GPUs)."""
+    a small all-reduce's time in microseconds, between 2 GPUs). ValueError, one line that says the
+    fix, for anything else."""
     if spec in TABLE:
         return TABLE[spec]
     if "," not in spec:
-        raise UserError(f"link {spec!r} is not in the link table; name one of {', '.join(TABLE)}, "
+        raise ValueError(f"link {spec!r} is not in the link table; name one of {', '.join(TABLE)}, "
                         "or give your own as GBPS,LATENCY_US (e.g. 12.5,20)")
     gbps_text, _, latency_text = spec.partition(",")
     values = []
@@ -106,7 +106,7 @@ def link(spec: str) -> Link:
         except ValueError:
             value = math.nan
         if not math.isfinite(value) or value <= 0:
-            raise UserError(f"link {spec!r}: the {what} {text.strip()!r} is not a positive finite number; "
+            raise ValueError(f"link {spec!r}: the {what} {text.strip()!r} is not a positive finite number; "
                             "give GBPS,LATENCY_US, e.g. 12.5,20")
         values.append(value)
     return Link(spec, f"your link: {values[0]:g} GB/s bus bandwidth, {values[1]:g} us latency", values[0], values[1],

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from bench.common.allreduce import TABLE, Fabric, Link, link
 from bench.common.links import link_summary
@@ -213,6 +213,13 @@ def _fabric(spec: "Link | tuple", gpus: int, gpus_per_node: "int | None") -> "Fa
     return Fabric(spec, gpus)
 
 
+def _link(spec: str) -> Link:
+    try:
+        return link(spec)
+    except ValueError as err:
+        raise UserError(str(err)) from None
+
+
 def link_specs(names: "list[str] | None") -> list:
     """Links by name, GBPS,LATENCY_US, or INTRA+NETWORK for several nodes (two levels); the report's
     default set without names."""
@@ -220,13 +227,13 @@ def link_specs(names: "list[str] | None") -> list:
     for name in names or REPORT_LINKS:
         if "+" in name:
             intra, _, network = name.partition("+")
-            pair = (link(intra), link(network))
+            pair = (_link(intra), _link(network))
             if pair[0].level != "intra_node" or pair[1].level != "inter_node":
                 raise UserError(f"link {name!r}: two levels are INTRA+NETWORK, a link within a node then one between "
                                 f"nodes (e.g. nvlink4+ib-hdr)")
             specs.append(pair)
         else:
-            specs.append(link(name))
+            specs.append(_link(name))
     return specs
 
 
@@ -269,6 +276,11 @@ def predict_host(host: dict, name: str, specs: list, gpus: "int | None", gpus_pe
     links_here = _transport_links(host)
     one_gpu = {(workload_of(r), r["params"]["global_batch"]): r for r in runs if r["world_size"] == 1}
     slowdowns = _slowdowns(runs, links_here)
+    # A table row whose path this host measured with an all_reduce sweep: the sweep wins.
+    measured_here = {row.name: replace(crossed, name=row.name, title=f"{row.title}, as this bundle's all_reduce sweep measured it")
+                     for crossed, row in links_here.values() if row is not None and crossed is not row}
+    specs = [tuple(measured_here.get(part.name, part) for part in spec) if isinstance(spec, tuple) else measured_here.get(spec.name, spec)
+             for spec in specs]
     has_timeline = any(r.get("timeline") for r in runs)
     if not has_timeline:
         result.notes.append(FALLBACK_NOTE)

@@ -65,7 +65,7 @@ def against_table(found: list[HostPrediction]) -> "Table | None":
             ])
     if not rows:
         return None
-    return Table(["host", "model", "global batch", "GPUs", "transport", "link replayed", "measured step ms median [p5, p95]",
+    return Table(["host", "model", "global batch", "GPUs", "transport", "link replayed", "measured step ms: median [p5, p95]",
                   "predicted from the 1-GPU timeline ms (error)", "predicted from its own steps without all-reduce ms (error)",
                   "seed 002's model ms (error)", "slowdown under communication"], rows)
 
