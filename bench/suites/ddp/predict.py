@@ -91,6 +91,18 @@ def profile_of(run: dict, arm: str, source: str, calibrate_to: "float | None" = 
                    buckets, max(after, 0.0), accum, source)
 
 
+def own_profile(run: dict) -> "Profile | None":
+    """An N-GPU run's step with its all-reduces taken out: its timed steps' forwards, earlier backwards
+    and optimizer, none of which communicate (DDP reduces in the last backward and waits for it
+    there), with the last backward of its steps without all-reduce (timeline_steps)."""
+    alone = profile_of(run, "steps_without_allreduce", "")
+    timed = profile_of(run, "steps", "", calibrate_to=_step_median(run))
+    if alone is None or timed is None:
+        return None
+    return replace(timed, last_backward_s=alone.last_backward_s, buckets=alone.buckets,
+                   source=f"the {run['world_size']}-GPU run's steps without all-reduce")
+
+
 def _step_median(run: dict) -> float:
     return run["metrics"]["step_time_s"]["summary"]["median"]
 
@@ -324,7 +336,7 @@ def _timeline_for(runs: list, one_gpu: dict, work: Workload, batch: int, gpus: i
     ran N GPUs with this workload, else the 1-GPU run's, counted again for N GPUs."""
     for run in runs:
         if workload_of(run) == work and run["world_size"] == gpus and run["params"]["global_batch"] == batch:
-            own = profile_of(run, "steps_without_allreduce", f"the {gpus}-GPU run's steps without all-reduce")
+            own = own_profile(run)
             if own is not None:
                 return own.timeline(accum), own.source
     profile = _one_gpu_profile(one_gpu, work, batch)
@@ -379,7 +391,7 @@ def _against(name: str, run: dict, one_gpu: dict, links_here: dict, slowdowns: d
     slowdown = slowdowns.get(crossed.name, NONE)
     fabric = Fabric(crossed, n)
     profile = _one_gpu_profile(one_gpu, work, batch)
-    own = profile_of(run, "steps_without_allreduce", "")
+    own = own_profile(run)
     exposed = _step(None, fabric, NONE, one_gpu.get((work, batch)), n)
     return Against(
         name, run, crossed.name,
