@@ -24,6 +24,7 @@ import time
 from typing import Callable
 
 import torch
+import torch.distributed as dist
 
 from bench.agent.harness import every_rank, max_over_ranks
 
@@ -163,14 +164,21 @@ class StepRecorder:
 
 
 def _over_ranks(ctx, steps: list) -> "list | None":
-    """Each figure's maximum over the ranks, step by step (a bucket is ready for its all-reduce when
-    it is ready on every rank); None where the ranks recorded different shapes."""
+    """Each step as the rank that began its last backward last saw it: the one whose buckets the
+    all-reduces wait for, so its figures hold no wait for a peer and add up to its step. None where
+    the ranks recorded different shapes."""
     width = len(steps[0]) if steps else 0
     shape = [float(len(steps)), float(width)]
     if not every_rank(ctx, max_over_ranks(ctx, shape) == shape):
         return None
-    flat = max_over_ranks(ctx, [x for step in steps for x in step]) if steps else []
-    return [flat[i * width:(i + 1) * width] for i in range(len(steps))]
+    if ctx.world_size == 1 or not steps:
+        return steps
+    mine = torch.tensor([x for step in steps for x in step], dtype=torch.float64, device=ctx.device)
+    everyone = [torch.empty_like(mine) for _ in range(ctx.world_size)]
+    dist.all_gather(everyone, mine)
+    by_rank = [t.view(len(steps), width).tolist() for t in everyone]
+    latest = STEP_FIGURES.index("last_backward_start_s")
+    return [max((rank[i] for rank in by_rank), key=lambda step: step[latest]) for i in range(len(steps))]
 
 
 def _steps_record(steps: list) -> list:

@@ -6,9 +6,9 @@ after another, and what follows (the optimizer). Bucket i's all-reduce starts wh
 bucket i-1's has finished, and lasts what the link gives for its bytes. While an all-reduce runs,
 the compute beside it runs slower (NCCL's kernels take SMs and memory bandwidth from it: 10-19%
 more matmul time on 2x H200, benchmarks/results/ddp_h200x2.md), so the buckets after it become
-ready later; and the all-reduce may run slower beside the compute (on a CPU they share the cores).
-The factor is measured where a DDP run timed its backward with and without its all-reduces
-(fitted_slowdown). The step ends at the later of the backward's end and the last all-reduce's
+ready later; and an all-reduce inside a step may take longer than the curve says (ranks that reach
+it apart, the reducer's own work). Both are measured where a DDP run timed its backward with and
+without its all-reduces (fitted_slowdown). The step ends at the later of the backward's end and the last all-reduce's
 end, plus what follows.
 
 Without bucket timings (an older bundle) the fallback is seed 002's model: every all-reduce after
@@ -60,10 +60,10 @@ class Replayed:
 
 @dataclass(frozen=True)
 class Slowdown:
-    """How much compute and communication slow each other while both run: compute runs at
-    1 / (1 + compute) of its speed while an all-reduce runs beside it (NCCL's kernels take SMs and
-    memory bandwidth), an all-reduce at 1 / (1 + comm) while compute runs beside it (on a CPU, gloo's
-    threads and the backward share the cores)."""
+    """What a step's own all-reduces do that the link's curve, measured alone, does not say: compute
+    runs at 1 / (1 + compute) of its speed while an all-reduce runs beside it (NCCL's kernels take SMs
+    and memory bandwidth; gloo's threads take the ranks' cores), and each all-reduce takes (1 + comm)
+    times what the curve gives (ranks that reach it at different moments, the reducer's own work)."""
 
     compute: float = 0.0
     comm: float = 0.0
@@ -75,9 +75,9 @@ NONE = Slowdown()
 def replay(timeline: Timeline, allreduce_s: Callable[[float], float], slowdown: Slowdown = NONE) -> Replayed:
     """The step on a link whose all-reduce of n bytes takes allreduce_s(n) seconds alone.
 
-    Event by event: the compute goes on to the next bucket's readiness or its end, the all-reduce
-    in flight to its end, each at the rate the other's activity leaves it; a bucket that becomes
-    ready waits behind the all-reduces before it."""
+    Event by event: the compute goes on to the next bucket's readiness or its end (slowed while an
+    all-reduce runs), the all-reduce in flight to its end; a bucket that becomes ready waits behind
+    the all-reduces before it."""
     thresholds = [min(bucket.ready_s, timeline.backward_s) for bucket in timeline.buckets]
     queue: list = []  # seconds of all-reduce (alone) still to run, in order; queue[0] is in flight
     now = done = comm_s = 0.0
@@ -95,7 +95,7 @@ def replay(timeline: Timeline, allreduce_s: Callable[[float], float], slowdown: 
         if not computing and not queue:
             break
         compute_rate = 1.0 / (1.0 + slowdown.compute) if queue else 1.0
-        comm_rate = 1.0 / (1.0 + slowdown.comm) if computing else 1.0
+        comm_rate = 1.0 / (1.0 + slowdown.comm)
         target = thresholds[ready] if ready < len(thresholds) else timeline.backward_s
         to_compute = (target - done) / compute_rate if computing else float("inf")
         to_comm = queue[0] / comm_rate if queue else float("inf")
@@ -133,16 +133,24 @@ def _bisect(function: Callable[[float], float], target: float) -> float:
     return high
 
 
-def fitted_slowdown(without: Timeline, backward_end_s: float, allreduce_s: Callable[[float], float]) -> Slowdown:
+def fitted_slowdown(without: Timeline, compute_end_s: float, backward_end_s: float,
+                    allreduce_s: Callable[[float], float]) -> Slowdown:
     """The slowdown under which the replayed last backward, from the same compute alone (`without`),
-    ends (compute and all-reduces) when the one measured with its all-reduces did. One factor for
-    both ways, as two users of one device share it: a backward timed with and without its
-    all-reduces gives one equation, and the two factors apart are not told by it (a stretched
-    compute and a stretched all-reduce end the backward alike)."""
+    matches one measured with its all-reduces: its compute ending (the last bucket ready) at
+    compute_end_s and the backward, all-reduces included, at backward_end_s. The compute's end
+    answers mostly to the compute slowdown and the backward's to the all-reduces': each is fitted
+    with the other held, in turn, until they settle."""
     if not without.buckets:
         return NONE
-    shared = _bisect(lambda x: _backward_end(replay(without, allreduce_s, Slowdown(x, x))), backward_end_s)
-    return Slowdown(shared, shared)
+    found = NONE
+    for _ in range(12):
+        comm = _bisect(lambda m: _backward_end(replay(without, allreduce_s, Slowdown(found.compute, m))), backward_end_s)
+        compute = _bisect(lambda c: replay(without, allreduce_s, Slowdown(c, comm)).compute_end_s, compute_end_s)
+        settled = abs(compute - found.compute) < 1e-6 and abs(comm - found.comm) < 1e-6
+        found = Slowdown(compute, comm)
+        if settled:
+            break
+    return found
 
 
 def _backward_end(done: Replayed) -> float:

@@ -37,18 +37,22 @@ def test_communication_slows_the_compute_beside_it_and_the_slowdown_is_recovered
     # 4 s of all-reduce at half speed: 2 s of compute done by then, 8 s left, compute ends at 12, the
     # second bucket ready then and reduced until 16
     assert done.compute_end_s == pytest.approx(12.0) and done.step_s == pytest.approx(16.0)
-    assert fitted_slowdown(timeline, 9.5, four) == Slowdown()  # faster than alone: none
+    fitted = fitted_slowdown(timeline, 12.0, 16.0, four)
+    assert fitted.compute == pytest.approx(1.0, rel=1e-4) and fitted.comm == pytest.approx(0.0, abs=1e-5)
+    assert fitted_slowdown(timeline, 9.5, 13.0, four) == Slowdown()  # faster than alone: none
 
 
-def test_compute_and_communication_sharing_a_core_slow_each_other_and_the_shared_factor_is_recovered():
+def test_an_all_reduce_longer_in_the_step_than_on_its_curve_is_recovered_apart_from_the_compute():
     timeline = Timeline(0.0, 10.0, (Bucket(0.0, 1), Bucket(10.0, 1)), 0.0)
     four = lambda nbytes: 4.0  # noqa: E731
-    done = replay(timeline, four, Slowdown(compute=1.0, comm=1.0))
-    # both at half speed for 8 s: the first all-reduce ends at 8 with 4 s of compute done, the
-    # compute then ends at 14 and the second all-reduce at 18
-    assert done.compute_end_s == pytest.approx(14.0) and done.comm_end_s == pytest.approx(18.0)
-    fitted = fitted_slowdown(timeline, 18.0, four)
-    assert fitted.compute == fitted.comm == pytest.approx(1.0, rel=1e-6)
+    slow_comm = replay(timeline, four, Slowdown(comm=1.0))  # 8 s each: 0-8 beside the compute, then 10-18
+    assert slow_comm.compute_end_s == pytest.approx(10.0) and slow_comm.comm_end_s == pytest.approx(18.0)
+    fitted = fitted_slowdown(timeline, 10.0, 18.0, four)
+    assert fitted.compute == pytest.approx(0.0, abs=1e-5) and fitted.comm == pytest.approx(1.0, rel=1e-4)
+    both = replay(timeline, four, Slowdown(compute=1.0, comm=1.0))  # 0-8 at half speed: compute ends at 14, then 14-22
+    assert both.compute_end_s == pytest.approx(14.0) and both.comm_end_s == pytest.approx(22.0)
+    fitted = fitted_slowdown(timeline, 14.0, 22.0, four)
+    assert fitted.compute == pytest.approx(1.0, rel=1e-3) and fitted.comm == pytest.approx(1.0, rel=1e-3)
 
 
 def test_without_bucket_timings_every_byte_waits_for_the_backward():

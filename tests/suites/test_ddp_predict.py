@@ -25,7 +25,8 @@ PLAN = {
     "name": "predict-cpu",
     "suites": [
         {"suite": "collectives", "world_sizes": [2], "params": SWEEP},
-        {"suite": "ddp", "world_sizes": [1, 2], "params": {**TINY, "global_batches": [4, 8, 16]}},
+        # twice, in turn: each run is predicted with the slowdown its other repeat measured
+        {"suite": "ddp", "world_sizes": [1, 2], "launch_repeats": 2, "params": {**TINY, "global_batches": [4, 8, 16]}},
     ],
 }
 
@@ -63,8 +64,7 @@ def test_every_ddp_run_records_its_steps_timeline(two_ranks):
         for step in timeline["steps"]:
             assert step["bucket_ready_s"] == sorted(step["bucket_ready_s"])
             assert step["bucket_ready_s"][-1] <= step["last_backward_s"]
-            if run["world_size"] == 1:  # with peers each figure is its slowest rank's, not one rank's sum
-                assert step["last_backward_start_s"] + step["last_backward_s"] <= step["step_s"]
+            assert step["last_backward_start_s"] + step["last_backward_s"] <= step["step_s"]  # one rank's step
         assert timeline["recorder_cpu_fraction"] < 0.05  # a few hooks and marks against a step of tens of ms
         # only ranks with peers run the steps without all-reduce that measure the slowdown
         assert ("steps_without_allreduce" in timeline) == (run["world_size"] > 1)
@@ -75,10 +75,11 @@ def test_every_ddp_run_records_its_steps_timeline(two_ranks):
 def test_two_ranks_predicted_within_the_measured_interval_or_15_percent(two_ranks):
     _, bundle = two_ranks
     (host,) = predict([bundle], ["eth-25g"])
-    assert len(host.against) == 3 and {a.link for a in host.against} == {"default (measured all_reduce)"}
-    for against in host.against:
+    assert len(host.against) == 6 and {a.link for a in host.against} == {"default (measured all_reduce)"}
+    for against in host.against:  # each predicted with the slowdown its other repeat measured
         assert within(against), (against.run["params"]["global_batch"], against.measured, against.from_own_steps)
-        assert against.slowdown.compute > 0  # gloo's threads share the ranks' cores with the backward
+        # seed 002's model, the 1-GPU step and every all-reduce after it, knows nothing of the shared cores
+        assert abs(against.error(against.from_own_steps)) < abs(against.error(against.exposed_model))
 
 
 def test_predict_prints_every_link_with_samples_per_dollar_and_the_error_table(two_ranks):
@@ -159,11 +160,12 @@ def test_four_ranks_predicted_within_the_measured_interval_or_15_percent(tmp_pat
     entries = with_defaults({"suites": [{"suite": "collectives", "params": {**SWEEP, "iters": 3}},
                                         {"suite": "ddp", "params": {**TINY, "global_batches": [16]}}]})["suites"]
     sweep, ddp = entries[0]["params"], entries[1]["params"]
+    launches = ("sweep-ws4", "ddp-ws1", "ddp-ws4", "ddp-ws4-again")
     runs = (_launch(tmp_path, "sweep-ws4", "collectives", sweep, 4) + _launch(tmp_path, "ddp-ws1", "ddp", ddp, 1)
-            + _launch(tmp_path, "ddp-ws4", "ddp", ddp, 4))
-    host = {"name": "local", "fingerprint": None, "runs": runs,
-            "launches": [{"id": name, "nodes": 1} for name in ("sweep-ws4", "ddp-ws1", "ddp-ws4")]}
+            + _launch(tmp_path, "ddp-ws4", "ddp", ddp, 4) + _launch(tmp_path, "ddp-ws4-again", "ddp", ddp, 4))
+    host = {"name": "local", "fingerprint": None, "runs": runs, "launches": [{"id": name, "nodes": 1} for name in launches]}
     found = predict_host(host, "local", link_specs(["eth-25g"]), None)
-    (against,) = found.against
-    assert against.run["world_size"] == 4 and against.link == "default (measured all_reduce)"
-    assert within(against), (against.measured, against.from_own_steps)
+    assert len(found.against) == 2  # the two launches, each predicted with the slowdown the other measured
+    for against in found.against:
+        assert against.run["world_size"] == 4 and against.link == "default (measured all_reduce)"
+        assert within(against), (against.run["params"]["global_batch"], against.measured, against.from_own_steps)

@@ -314,7 +314,7 @@ def predict_host(host: dict, name: str, specs: list, gpus: "int | None", gpus_pe
                 if fabric is None:
                     result.notes.append(f"link {spec_name}: {n} GPUs do not fill nodes of {gpus_per_node}; no prediction")
                     continue
-                slowdown = slowdowns.get(spec_name, NONE)
+                slowdown = slowdowns.of(spec_name)
                 done = _step(timeline, fabric, slowdown, base, n)
                 if done is not None:
                     result.predicted.append(Predicted(name, work, batch, n, spec_name, title, basis, done.step_s, done.exposed_s,
@@ -326,8 +326,9 @@ def predict_host(host: dict, name: str, specs: list, gpus: "int | None", gpus_pe
                                                       "measured run", _step_median(run), None, base_per_sample, price, measured=run))
                     result.against.append(_against(name, run, one_gpu, links_here, slowdowns))
     if any(p.slowdown == NONE and p.measured is None for p in result.predicted) and has_timeline:
-        result.notes.append("the slowdown of compute under communication is applied only on links whose slowdown this host "
-                            "measured (a DDP run with and without its all-reduces); on the others it is taken as none")
+        result.notes.append("the slowdown under communication (compute beside an all-reduce, an all-reduce longer in the step "
+                            "than on its curve) is applied only on links this host measured it on (a DDP run with and without "
+                            "its all-reduces); on the others it is taken as none, so their steps are the least they can be")
     return result
 
 
@@ -363,11 +364,30 @@ def _step(timeline: "Timeline | None", fabric: Fabric, slowdown: Slowdown, base:
     return exposed_only(Timeline(0.0, compute, (Bucket(compute, grad_bytes(base)),), 0.0), fabric.time_s)
 
 
-def _slowdowns(runs: list, links_here: dict) -> dict:
-    """link name -> how much compute and all-reduces slow each other on this host over that link: the
-    N-GPU runs' last backward with its all-reduces against the same without, replayed on the link the
-    run crossed (replay.fitted_slowdown); the median over the runs. It counts for the measured curve
-    and for the table's row of the same path."""
+@dataclass
+class Slowdowns:
+    """What a step's own all-reduces do on this host that their curve does not say, per link: each
+    N-GPU run's last backward with its all-reduces against the same without, replayed on the link the
+    run crossed (replay.fitted_slowdown). A link's figure is the median over its runs; set against one
+    of them, the median over the others, those of the same configuration (its other repeats) first,
+    so that a run is never predicted from its own stretch."""
+
+    fitted: dict  # link name -> [(run, Slowdown)], for the measured curve and the table's row of the path
+
+    def of(self, link_name: str, leave_out: "dict | None" = None) -> Slowdown:
+        others = [(run, s) for run, s in self.fitted.get(link_name, []) if run is not leave_out]
+        alike = [(run, s) for run, s in others if leave_out is not None and _configuration(run) == _configuration(leave_out)]
+        values = [s for _, s in alike or others]
+        if not values:
+            return NONE
+        return Slowdown(_median(s.compute for s in values), _median(s.comm for s in values))
+
+
+def _configuration(run: dict) -> tuple:
+    return workload_of(run), run["params"]["global_batch"], run["world_size"], run["transport"]["preset"]
+
+
+def _slowdowns(runs: list, links_here: dict) -> Slowdowns:
     found: dict = {}
     for run in runs:
         crossed, row = links_here.get((run["transport"]["preset"], run["world_size"]), (None, None))
@@ -375,20 +395,22 @@ def _slowdowns(runs: list, links_here: dict) -> dict:
         timed = (run.get("timeline") or {}).get("steps")
         if crossed is None or own is None or not timed:
             continue
+        compute_end = _median(max(step["bucket_ready_s"], default=0.0) for step in timed)
         backward_end = _median(step["last_backward_s"] for step in timed)
-        fitted = fitted_slowdown(own.timeline(own.accum), backward_end, lambda nbytes: crossed.time_s(nbytes, run["world_size"]))
+        fitted = fitted_slowdown(own.timeline(own.accum), compute_end, backward_end,
+                                 lambda nbytes: crossed.time_s(nbytes, run["world_size"]))
         for name in {crossed.name} | ({row.name} if row else set()):
-            found.setdefault(name, []).append(fitted)
-    return {name: Slowdown(_median(s.compute for s in values), _median(s.comm for s in values)) for name, values in found.items()}
+            found.setdefault(name, []).append((run, fitted))
+    return Slowdowns(found)
 
 
-def _against(name: str, run: dict, one_gpu: dict, links_here: dict, slowdowns: dict) -> Against:
+def _against(name: str, run: dict, one_gpu: dict, links_here: dict, slowdowns: Slowdowns) -> Against:
     work, batch, n = workload_of(run), run["params"]["global_batch"], run["world_size"]
     crossed, _ = links_here.get((run["transport"]["preset"], n), (None, None))
     if crossed is None:
         return Against(name, run, f"{run['transport']['preset']} (no all_reduce curve or table row)", None, None, None, NONE)
     accum = run["params"]["grad_accum"]
-    slowdown = slowdowns.get(crossed.name, NONE)
+    slowdown = slowdowns.of(crossed.name, leave_out=run)
     fabric = Fabric(crossed, n)
     profile = _one_gpu_profile(one_gpu, work, batch)
     own = own_profile(run)

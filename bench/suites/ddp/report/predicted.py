@@ -61,13 +61,13 @@ def against_table(found: list[HostPrediction]) -> "Table | None":
                 f"{_ms(a.from_one_gpu)} ({relative(a.error(a.from_one_gpu))})",
                 f"{_ms(a.from_own_steps)} ({relative(a.error(a.from_own_steps))})",
                 f"{_ms(a.exposed_model)} ({relative(a.error(a.exposed_model))})",
-                f"{a.slowdown.compute:.2f}",
+                f"{a.slowdown.compute:.2f} / {a.slowdown.comm:.2f}",
             ])
     if not rows:
         return None
     return Table(["host", "model", "global batch", "GPUs", "transport", "link replayed", "measured step ms: median [p5, p95]",
                   "predicted from the 1-GPU timeline ms (error)", "predicted from its own steps without all-reduce ms (error)",
-                  "seed 002's model ms (error)", "slowdown under communication"], rows)
+                  "seed 002's model ms (error)", "slowdown: compute / all-reduce"], rows)
 
 
 def notes(found: list[HostPrediction]) -> list:
@@ -84,7 +84,9 @@ def blocks(found: list[HostPrediction]) -> list:
     against = against_table(found)
     if against is not None:
         out += [Heading(3, "Predicted against measured"),
-                Paragraph("Error = predicted / measured - 1. The slowdown under communication is fitted from the N-GPU "
-                          "run's last backward with its all-reduces against without (timeline_steps); the 1-GPU timeline "
-                          "column uses it too, the only figure it takes from the N-GPU run."), against]
+                Paragraph("Error = predicted / measured - 1. The slowdown (compute slowed while an all-reduce runs beside "
+                          "it; each all-reduce longer in the step than its curve says) is fitted from the other N-GPU runs "
+                          "over the same link, each timed with and without its all-reduces (timeline_steps), never from the "
+                          "run predicted; none where no other run crossed that link. The 1-GPU timeline column takes "
+                          "nothing else from the N-GPU runs."), against]
     return out + notes(found)
