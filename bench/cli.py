@@ -1,4 +1,4 @@
-"""`ddpbench` / `python -m bench`: run, fingerprint, validate, report, verify, compare, sign."""
+"""`ddpbench` / `python -m bench`: run, fingerprint, validate, report, predict, verify, compare, sign."""
 
 from __future__ import annotations
 
@@ -165,6 +165,20 @@ def cmd_compare(args) -> int:
     return _finish_verdict(outcome, text, paths)
 
 
+def cmd_predict(args) -> int:
+    from bench.report.inputs import expand, load
+    from bench.report.markdown import render
+    from bench.suites.ddp.predict import predict
+    from bench.suites.ddp.report.predicted import blocks
+
+    loaded, _ = load(expand(args.bundles), True, lambda line: print(line, file=sys.stderr))
+    found = predict([item.bundle for item in loaded], args.link or None, args.gpus, args.gpus_per_node)
+    if not found:
+        raise UserError(f"no ddp runs in {', '.join(args.bundles)}; predict reads bundles that ran the ddp suite (e.g. PLAN=quick)")
+    print(render(blocks(found)))
+    return 0
+
+
 def cmd_sign(args) -> int:
     from bench.verify.signing import sign
 
@@ -224,6 +238,15 @@ def parser() -> argparse.ArgumentParser:
     compare.add_argument("--out", type=Path, help="folder for verdict.md and verdict.json (default: NEW's folder)")
     _verdict_options(compare)
     compare.set_defaults(func=cmd_compare)
+
+    predict = sub.add_parser("predict", help="the ddp runs' step, scaling and samples/s predicted on other links (what link do I need?)")
+    predict.add_argument("bundles", nargs="+", metavar="BUNDLE", help="bundle files or glob patterns")
+    predict.add_argument("--link", action="append", metavar="NAME",
+                         help="a link of the link table (bench/common/reference.py), your own as GBPS,LATENCY_US, or "
+                              "INTRA+NETWORK for several nodes (e.g. nvlink4+ib-hdr); repeatable (default: the report's set)")
+    predict.add_argument("--gpus", type=int, help="GPUs to predict for (default: the world sizes the bundle ran, else 2)")
+    predict.add_argument("--gpus-per-node", type=int, help="GPUs per node for INTRA+NETWORK links (default 1)")
+    predict.set_defaults(func=cmd_predict)
 
     sign = sub.add_parser("sign", help="sign a bundle with your SSH key (writes BUNDLE.sig)")
     sign.add_argument("bundle", type=Path)

@@ -24,7 +24,7 @@ from typing import Callable
 import torch
 import torch.distributed as dist
 
-from bench.agent import kernel_time, rank_errors
+from bench.agent import kernel_time, rank_errors, timeline
 from bench.agent.harness import (
     Context, every_rank, max_over_ranks, reduce_over_ranks, run_record, sample_until_steady, time_each_call,
 )
@@ -72,6 +72,15 @@ class Strategy:
         """What a step of the configuration moved, as metrics, after its timed steps (untimed steps may run)."""
         return {}
 
+    def recorder(self, ctx: Context, work: workload.Workload, params: TrainingParams) -> "timeline.StepRecorder | None":
+        """What records the timed steps' timeline (bench/agent/timeline.py), or None for no timeline."""
+        return None
+
+    def timeline(self, ctx: Context, training: "Training", step_s: list, params: TrainingParams) -> "dict | None":
+        """The run's timeline (bundle schema: run.timeline) from its recorder, after its timed steps
+        (untimed steps may run)."""
+        return None
+
 
 @dataclass
 class Training:
@@ -84,19 +93,33 @@ class Training:
     optimizer: torch.optim.Optimizer
     precision: contextlib.AbstractContextManager
     accum: int
+    recorder: "timeline.StepRecorder | None" = None
     grads_kept: bool = False  # zeroed in place between steps, never freed
     steps_taken: int = 0
 
-    def step(self) -> None:
-        """One optimizer step over `accum` micro-batches; gradients cross the link on the last only."""
+    def step(self, communicate: bool = True) -> None:
+        """One optimizer step over `accum` micro-batches; gradients cross the link on the last only
+        (on none without `communicate`: the timeline's steps without communication)."""
+        mark = self.recorder.mark if self.recorder is not None else _unrecorded
+        if self.recorder is not None:
+            self.recorder.step(self.accum)
         for m, micro_batch in enumerate(self.work.micro_batches[:self.accum]):
-            with self.strategy.local_gradients() if m < self.accum - 1 else contextlib.nullcontext():
+            synced = communicate and m == self.accum - 1
+            with self.strategy.local_gradients() if not synced else contextlib.nullcontext():
+                mark("forward")
                 with self.precision:
                     loss = self.step_model(*micro_batch) / self.accum
+                mark("backward")
                 loss.backward()
+        mark("optimizer")
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=not self.grads_kept)
+        mark("end")
         self.steps_taken += 1
+
+
+def _unrecorded(mark: str) -> None:
+    """A step's mark where no timeline is recorded."""
 
 
 def make_optimizer(name: str, module: torch.nn.Module, ctx: Context) -> torch.optim.Optimizer:
@@ -146,7 +169,8 @@ def set_up(ctx: Context, params: TrainingParams, accum: int, build: Callable, st
     wrapped = strategy.wrap(ctx, work, params, precision)
     step_model = strategy.compiled(wrapped) if params.compile else wrapped
     optimizer = make_optimizer(params.optimizer, work.module, ctx)
-    return Training(work, strategy, step_model, optimizer, precision, accum, grads_kept=strategy.grads_kept(params))
+    return Training(work, strategy, step_model, optimizer, precision, accum, strategy.recorder(ctx, work, params),
+                    grads_kept=strategy.grads_kept(params))
 
 
 def run_config(ctx: Context, params: TrainingParams, point: dict, training: Training, setup_s: float) -> dict:
@@ -161,8 +185,13 @@ def run_config(ctx: Context, params: TrainingParams, point: dict, training: Trai
     if ctx.is_cuda:
         torch.cuda.reset_peak_memory_stats(ctx.device)
     strategy.before_timing()
+    if training.recorder is not None:
+        training.recorder.recording = True
     local = sample_until_steady(ctx, lambda n: time_each_call(ctx, training.step, n), params.steps, params)
+    if training.recorder is not None:
+        training.recorder.recording = False
     _, step_s = reduce_over_ranks(ctx, local)  # a step ends when its slowest rank does
+    recorded = strategy.timeline(ctx, training, step_s, params)
 
     work = training.work
     peak = dense_bf16_peak_tflops(torch.cuda.get_device_name(ctx.device)) if ctx.is_cuda else None
@@ -175,8 +204,11 @@ def run_config(ctx: Context, params: TrainingParams, point: dict, training: Trai
     # Where the configuration's time went beside its timed steps, on the slowest rank.
     for name, seconds in zip(("setup_s", "warmup_s", "profile_s"), max_over_ranks(ctx, [setup_s, warmup_s, profile_s])):
         metrics[name] = metric([seconds])
-    return run_record(ctx, strategy.suite, {**point, "num_params": num_params(work.module), "train_flops_per_sample": work.flops_per_sample},
-                      metrics)
+    record = run_record(ctx, strategy.suite, {**point, "num_params": num_params(work.module), "train_flops_per_sample": work.flops_per_sample},
+                        metrics)
+    if recorded is not None:
+        record["timeline"] = recorded
+    return record
 
 
 def num_params(module: torch.nn.Module) -> int:

@@ -36,7 +36,7 @@ def tool_info() -> dict:
 
 def host_entry(*, name: str, runtime: str, labels: tuple, raw: "dict | None", error: "str | None",
                group: "str | None" = None, node_rank: "int | None" = None, pin_mismatches: tuple = (),
-               scheduler_job: "dict | None" = None) -> dict:
+               scheduler_job: "dict | None" = None, price_per_hour: "float | None" = None) -> dict:
     """One host's entry in the bundle, from whatever its agent managed to write (status comes later)."""
     raw = raw or {}
     return {
@@ -44,6 +44,7 @@ def host_entry(*, name: str, runtime: str, labels: tuple, raw: "dict | None", er
         "pin_mismatches": list(pin_mismatches), "status": "failed", "error": error,
         "fingerprint": raw.get("fingerprint"), "launches": raw.get("launches", []), "runs": raw.get("runs", []),
         **({"scheduler_job": scheduler_job} if scheduler_job else {}),
+        **({"price_per_hour": price_per_hour} if price_per_hour is not None else {}),
     }
 
 

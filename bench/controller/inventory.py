@@ -18,6 +18,7 @@ class Host:
     python: str = "python3"
     workdir: str = "/tmp/ddpbench"
     labels: tuple = ()
+    price_per_hour: "float | None" = None  # USD, the whole machine
     env: dict = field(default_factory=dict)
     accept_new_host_key: bool = False
     known_hosts_file: str = "~/.ssh/known_hosts"

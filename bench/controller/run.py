@@ -68,6 +68,7 @@ def host_entry_of(item: HostRun) -> dict:
         name=item.host.name, runtime=item.host.runtime, labels=item.host.labels, raw=item.raw, error=item.error,
         group=item.group.name if item.group else None, node_rank=item.node_rank,
         pin_mismatches=item.runtime.pin_mismatches, scheduler_job=item.runtime.scheduler_job,
+        price_per_hour=item.host.price_per_hour,
     )
 
 

@@ -4,7 +4,6 @@ scaling figure against its 1-GPU baseline."""
 
 from __future__ import annotations
 
-import math
 import statistics
 
 from bench.common.stats import LEVEL, ratio_of_medians
@@ -35,23 +34,6 @@ def collective_curves(runs: list[dict], op: str, nodes_of_launch: dict) -> dict:
 def curve_of(dtypes: dict, dtype: str) -> list[tuple]:
     """The curve of the dtype the bytes move in, else the one that reaches the largest size."""
     return dtypes.get(dtype) or max(dtypes.values(), key=lambda curve: curve[-1][0])
-
-
-def curve_time(curve: list[tuple], nbytes: float) -> tuple[float, bool]:
-    """Seconds of one call of nbytes on a measured curve, and whether it was extrapolated past its end:
-    log-size interpolation of the bandwidth between the sizes around it; below the smallest size,
-    that size's time; past the largest, that size's bandwidth."""
-    if nbytes <= curve[0][0]:
-        return curve[0][1], False
-    if nbytes > curve[-1][0]:
-        size, seconds = curve[-1]
-        return nbytes * seconds / size, True
-    for (low, low_s), (high, high_s) in zip(curve, curve[1:]):
-        if low < nbytes <= high:
-            low_bw, high_bw = low / low_s, high / high_s
-            where = math.log(nbytes / low) / math.log(high / low)
-            return nbytes / (low_bw + (high_bw - low_bw) * where), False
-    raise AssertionError("unreachable: the curve is sorted and brackets nbytes")
 
 
 UNLIKE_BASELINE = ("the 1-GPU baseline did not get the resources per rank the N-GPU run got (threads, cores, clocks) "

@@ -79,7 +79,8 @@ def match_hosts(original: "list[str]", new: "list[str]", explicit: dict) -> tupl
 
 
 # How long a run sampled and warmed up, not what it measured: a rerun may set them otherwise.
-SAMPLING_PARAMS = frozenset({"cv_target", "sampling_cap_s", "warmup_max_steps", "warmup_tolerance", "launch_repeats"})
+SAMPLING_PARAMS = frozenset({"cv_target", "sampling_cap_s", "warmup_max_steps", "warmup_tolerance", "launch_repeats",
+                             "timeline_steps"})
 
 
 def measured(params: dict) -> dict:

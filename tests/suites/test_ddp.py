@@ -27,7 +27,8 @@ from bench.common.host import Capabilities
 from bench.models import gpt, workload
 from bench.models.shapes import GPT_PRESETS, TRANSFORMER_PRESETS, UNET_CONFIGS
 from bench.suites.ddp import ranks as ddp
-from bench.suites.ddp.derived import allreduce_time, derive_prediction, derive_scaling
+from bench.common.allreduce import curve_time as allreduce_time
+from bench.suites.ddp.derived import derive_prediction, derive_scaling
 from bench.suites.ddp.params import Params
 from bench.suites.training import least_warmup_steps
 from bench.suites.params import PlanError

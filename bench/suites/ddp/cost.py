@@ -3,6 +3,8 @@ FLOPs against the GPU's peak) plus the gradient all-reduce of each step. Fitted 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from bench.common.host import Capabilities
 from bench.suites import cost, training_cost
 from bench.suites.ddp.params import Params
@@ -10,6 +12,8 @@ from bench.suites.ddp.params import Params
 
 def launch_seconds(params: Params, preset: str, world_size: int, host: Capabilities) -> float:
     work = training_cost.compute(params, world_size, host)
+    if world_size > 1:  # the timeline's steps without all-reduce (ranks.py), after the timed ones
+        work = replace(work, steps=work.steps + params.timeline_steps)
     half = params.weights_dtype == "bfloat16" or params.grad_reduce_dtype == "bf16"
     grad_bytes = work.n_params * (2 if half else 4)
     allreduce_s = 0.0 if world_size == 1 else grad_bytes * 2 * (world_size - 1) / world_size / (cost.busbw_gbps(preset, world_size, host) * 1e9)

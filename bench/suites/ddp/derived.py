@@ -25,8 +25,8 @@ Seed 002's model, in step time (medians):
 
 from __future__ import annotations
 
+from bench.common.allreduce import curve_time
 from bench.suites.training_derived import collective_curves, curve_of, median as _median
-from bench.suites.training_derived import curve_time as allreduce_time
 
 VARYING = ("global_batch", "grad_accum", "num_params", "train_flops_per_sample")
 # The all_reduce dtype of a ddp run's gradients: the weights' own (fp32 under autocast too; bf16 weights
@@ -105,7 +105,7 @@ def derive_prediction(runs: list[dict], launches: list[dict]) -> None:
             notes.append(f"no all_reduce results for transport {preset} at {run['world_size']} ranks in this bundle: no prediction")
         else:
             grad_bytes = _median(run, "grad_allreduce_bytes")
-            allreduce_s, extrapolated = allreduce_time(curve, grad_bytes)
+            allreduce_s, extrapolated = curve_time(curve, grad_bytes)
             if extrapolated:
                 notes.append(
                     f"all-reduce time extrapolated: the gradients ({grad_bytes:.0f} bytes) exceed the largest all_reduce "

@@ -16,6 +16,7 @@ class Params(TrainingParams):
     gradient_as_bucket_view: bool
     static_graph: bool
     cuda_graphs: bool
+    timeline_steps: int
     count_allreduce: bool
     allreduce: str
     grad_reduce_dtype: str

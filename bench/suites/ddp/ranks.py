@@ -16,7 +16,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from bench.agent import copy_engine_allreduce, rank_errors
+from bench.agent import copy_engine_allreduce, rank_errors, timeline
 from bench.agent.harness import Context
 from bench.agent.training import Strategy, Training, autocast_for, run as run_training, set_up as set_up_training
 from bench.common.stats import metric
@@ -90,11 +90,15 @@ def graph_module(work: workload.Workload, precision: contextlib.AbstractContextM
             param.grad = torch.zeros_like(param)
 
 
-def grad_allreduce_bytes(module: torch.nn.Module, params: Params) -> int:
-    """Bytes of one step's gradient all-reduce: DDP reduces gradients in the weights' dtype (fp32
+def reduced_element_bytes(param: torch.Tensor, params: Params) -> int:
+    """Bytes per gradient element on the link: DDP reduces gradients in the weights' dtype (fp32
     under autocast over fp32 weights) unless the bf16 hook compresses them."""
-    reduced_element_bytes = 2 if params.grad_reduce_dtype == "bf16" else None
-    return sum(p.numel() * (reduced_element_bytes or p.element_size()) for p in module.parameters() if p.requires_grad)
+    return 2 if params.grad_reduce_dtype == "bf16" else param.element_size()
+
+
+def grad_allreduce_bytes(module: torch.nn.Module, params: Params) -> int:
+    """Bytes of one step's gradient all-reduce."""
+    return sum(p.numel() * reduced_element_bytes(p, params) for p in module.parameters() if p.requires_grad)
 
 
 class DDPStrategy(Strategy):
@@ -103,7 +107,8 @@ class DDPStrategy(Strategy):
 
     suite = "ddp"
 
-    def __init__(self) -> None:
+    def __init__(self, wrap_model: Callable = wrap) -> None:
+        self.wrap_model = wrap_model  # benchmarks/timeline_replay.py wraps one rank in DDP too
         self.ddp: "DDP | None" = None
         self.allreduce_calls: "list[int] | None" = None
         self.calls_before = 0
@@ -117,7 +122,7 @@ class DDPStrategy(Strategy):
              precision: contextlib.AbstractContextManager) -> torch.nn.Module:
         if params.cuda_graphs:
             graph_module(work, precision)
-        self.ddp = wrap(ctx, work.module, params)
+        self.ddp = self.wrap_model(ctx, work.module, params)
         if self.ddp is None:
             return work.module
         self.synced_warmup = True
@@ -140,10 +145,20 @@ class DDPStrategy(Strategy):
             found["allreduce_calls_per_step_count"] = metric([(self.allreduce_calls[0] - self.calls_before) / timed_steps])
         return found
 
+    def recorder(self, ctx: Context, work: workload.Workload, params: Params) -> timeline.StepRecorder:
+        """Every run records its timeline; without DDP (one rank) in the buckets DDP would have made."""
+        return timeline.StepRecorder(ctx.device, list(work.module.parameters()), lambda p: reduced_element_bytes(p, params),
+                                     int(params.bucket_cap_mb * 1024 * 1024))
 
-def set_up(ctx: Context, params: Params, accum: int, build: Callable) -> Training:
+    def timeline(self, ctx: Context, training: Training, step_s: list, params: Params) -> "dict | None":
+        """The timed steps' timeline; with peers, then timeline_steps more with no all-reduce at all."""
+        without_allreduce = (lambda: training.step(communicate=False)) if self.ddp is not None else None
+        return timeline.record(ctx, training.recorder, step_s, without_allreduce, params.timeline_steps)
+
+
+def set_up(ctx: Context, params: Params, accum: int, build: Callable, wrap_model: Callable = wrap) -> Training:
     """One DDP configuration set up to train (the training suites' set_up with DDP's strategy)."""
-    return set_up_training(ctx, params, accum, build, DDPStrategy())
+    return set_up_training(ctx, params, accum, build, DDPStrategy(wrap_model))
 
 
 def run(ctx: Context, entry: dict, emit: Callable[[dict], None], build: Callable = workload.build) -> None:

@@ -14,13 +14,14 @@ from bench.report import tables as T
 from bench.report.document import Heading, Paragraph, Table
 from bench.report.merge import Comparison, RunEntry
 from bench.suites.ddp.report import plots as DP
+from bench.suites.ddp.report import predicted as PR
 from bench.suites.ddp.report import series as DS
 from bench.suites.ddp.report.answer import answer_plots, findings  # noqa: F401 (the answer's hooks: bench/report/answer.py)
 from bench.suites.ddp.report.series import Bar, Prediction, group_label, workload
 
 
 def section(comparison: Comparison, plot, colours: dict) -> list:
-    """The ddp suite's part of a report: seed 000's figure per workload, scaling, prediction, step times."""
+    """The ddp suite's part of a report: scaling, prediction, what each link gives, step times."""
     bars, predicted = DS.efficiency_bars(comparison), DS.predictions(comparison)
     table = ddp_table(comparison, bars, predicted)
     if not table:
@@ -38,6 +39,7 @@ def section(comparison: Comparison, plot, colours: dict) -> list:
     else:
         blocks.append(Paragraph("No prediction in these bundles (derived.predicted_step_time_s): nothing to set the "
                                 "measured step times against."))
+    blocks += PR.blocks(PR.hosts(comparison))
     blocks += [Heading(3, "Step times"), table, *T.warnings_blocks(comparison, "ddp")]
     return blocks
 

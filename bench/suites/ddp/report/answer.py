@@ -15,6 +15,7 @@ from bench.report.answer import Finding
 from bench.report.merge import Comparison, RunEntry
 from bench.report.series import pooled
 from bench.suites.ddp.report import plots as DP
+from bench.suites.ddp.report import predicted as PR
 from bench.suites.ddp.report import series as DS
 from bench.suites.ddp.report.series import workload
 
@@ -80,10 +81,12 @@ def training_findings(comparison: Comparison, suite: str, workload_of) -> list[F
 
 
 def answer_plots(comparison: Comparison, plot, colours: dict) -> list:
-    """Seed 000's figure per workload, across every merged bundle."""
+    """Seed 000's figure per workload, across every merged bundle, with the step predicted on other links."""
+    lines_of_links = DS.predicted_lines(PR.hosts(comparison))
     blocks = []
     for shown, lines in DS.per_sample_lines(comparison).items():
-        blocks.append(plot(DP.per_sample_figure, (shown, lines, colours), f"per-sample-{P.slug(shown.stem)}",
-                           f"Per-sample time × #GPUs, {shown.title}", PER_SAMPLE_CAPTION))
+        predicted = tuple(lines_of_links.get(shown, ()))
+        caption = PER_SAMPLE_CAPTION + (" " + PR.LINES_CAPTION if predicted else "")
+        blocks.append(plot(DP.per_sample_figure, (shown, lines, colours, predicted), f"per-sample-{P.slug(shown.stem)}",
+                           f"Per-sample time × #GPUs, {shown.title}", caption))
     return blocks
-

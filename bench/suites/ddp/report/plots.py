@@ -28,19 +28,26 @@ PREDICTION_CAPTION = (
 
 BASELINES_NAMED = 4
 BASELINES_LABEL = "1 GPU or process (baseline) of each machine, dashed in the colour of its first line"
+PREDICTED_STYLES = [":", "-.", (0, (5, 2, 1, 2)), (0, (1, 1)), (0, (3, 1, 1, 1, 1, 1))]
 
 
-def per_sample_figure(workload: Workload, lines: list[Line], colours: dict) -> Figure:
+def per_sample_figure(workload: Workload, lines: list[Line], colours: dict, predicted: tuple = ()) -> Figure:
     """Seed 000's figure: per-sample time x #GPUs against global batch, every point on its batch's
     tick; each machine's 1-GPU baseline dashed in its colour, a reference line across the plot where
-    it has one batch size (nothing to join)."""
+    it has one batch size (nothing to join); a thin line per predicted link (label, [(batch, s)])."""
     baselines = sum(line.baseline for line in lines)
     # A legend entry per baseline up to a few machines; past that one entry stands for them all.
     each = baselines <= BASELINES_NAMED
-    shown = [line.label for line in lines if each or not line.baseline] + ([] if each else [BASELINES_LABEL])
+    shown = ([line.label for line in lines if each or not line.baseline] + ([] if each else [BASELINES_LABEL])
+             + [label for label, _ in predicted])
     fig = P.figure(4.4 + P.legend_height(len(shown), shown))
     ax = fig.add_subplot()
-    factor, unit = time_unit([s.high if s.high is not None else s.median for line in lines for _, s in line.points])
+    factor, unit = time_unit([s.high if s.high is not None else s.median for line in lines for _, s in line.points]
+                             + [y for _, points in predicted for _, y in points])
+    for i, (label, points) in enumerate(predicted):  # under the measured points, thin, in the palette's far end
+        xs, ys = zip(*sorted(points))
+        ax.plot(xs, [y * factor for y in ys], color=P.PALETTE[-1 - i % len(P.PALETTE)], linestyle=PREDICTED_STYLES[i % len(PREDICTED_STYLES)],
+                linewidth=1.1, alpha=0.8, marker="." if len(xs) == 1 else None, label=label)
     for line in lines:
         if line.baseline:
             colour = colours[line.series.machine] if baselines > 1 else P.BASELINE_COLOUR

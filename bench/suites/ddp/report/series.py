@@ -127,3 +127,16 @@ def predictions(comparison: Comparison) -> list[Prediction]:
             statistics.median(base) * batch / ws if base else None,
         ))
     return found
+
+
+def predicted_lines(found: list) -> "dict[Workload, list]":
+    """Per workload, one (label, [(global batch, per-sample time x GPUs)]) per host, link and GPU count
+    predicted (bench/suites/ddp/predict.py), measured runs left to their own points."""
+    lines: dict = defaultdict(lambda: defaultdict(list))
+    for host in found:
+        for p in host.predicted:
+            if p.measured is None:
+                shown = Workload(p.workload.model, p.workload.recipe, p.workload.seq_len, p.workload.micro_batch)
+                hosts = f" ({p.host})" if len(found) > 1 else ""
+                lines[shown][f"predicted · {p.link} · {p.gpus} GPUs{hosts}"].append((p.global_batch, p.per_sample_gpu_s))
+    return {w: list(by_label.items()) for w, by_label in lines.items()}

@@ -1,0 +1,217 @@
+"""A training step's timeline, recorded while the step runs: when each gradient bucket becomes ready
+in the last micro-batch's backward, and the forward / backward / optimizer split, per step. The
+controller replays it on other links (bench/common/replay.py).
+
+What the step calls: `step(accum)` at its start, `mark("forward")` and `mark("backward")` for each
+micro-batch, `mark("optimizer")` before the optimizer and `mark("end")` after it. A suite that trains
+(ddp; fsdp once it lands) makes a StepRecorder over its module's parameters and calls these;
+nothing else of the suite changes.
+
+A bucket is what DDP all-reduces at once: the gradients in the order the backward makes them
+ready, packed up to bucket_cap_mb (the first up to DDP's 1 MiB), as DDP's reducer rebuilds its
+buckets after the first step. The order is learnt from the first backward seen; a model
+without DDP (the 1-GPU baseline) is bucketed the same way, so its timeline says when DDP would
+have reduced each bucket. A bucket is ready when its last gradient is accumulated: a
+post-accumulate-grad hook per parameter counts, and the one that completes a bucket records a
+time point there (a CUDA event on the stream that accumulated it, or perf_counter on the CPU).
+No profiler: the hooks and marks cost some CPU per step, which the recorder times and the run
+states (recorder_cpu_s); a GPU step that waits for the CPU is the only one it can slow.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+import torch
+import torch.distributed as dist
+
+from bench.agent.harness import every_rank, max_over_ranks
+
+FIRST_BUCKET_BYTES = 1024 * 1024  # torch.distributed._DEFAULT_FIRST_BUCKET_BYTES: DDP's first bucket
+MAX_RECORDED_STEPS = 100  # a run keeps the first this many timed steps' timelines
+STEP_FIGURES = ("step_s", "forward_s", "backward_s", "optimizer_s", "last_backward_start_s", "last_backward_s")
+
+
+def bucket_assignment(sizes: list[int], cap_bytes: int, first_bytes: int = FIRST_BUCKET_BYTES) -> list[list[int]]:
+    """Indices into `sizes` (gradient bytes in ready order) per bucket, as DDP's
+    compute_bucket_assignment_by_size packs them: a bucket closes once it reaches its limit."""
+    buckets, current, filled = [], [], 0
+    for index, size in enumerate(sizes):
+        current.append(index)
+        filled += size
+        if filled >= (first_bytes if not buckets else cap_bytes):
+            buckets.append(current)
+            current, filled = [], 0
+    if current:
+        buckets.append(current)
+    return buckets
+
+
+class StepRecorder:
+    """Marks and bucket readiness of the steps run while `recording` is on."""
+
+    def __init__(self, device: torch.device, params: list, element_bytes: Callable[[torch.Tensor], int], cap_bytes: int):
+        self.cuda = device.type == "cuda"
+        self.params = [p for p in params if p.requires_grad]
+        self.sizes = [p.numel() * element_bytes(p) for p in self.params]
+        self.cap_bytes = cap_bytes
+        self.recording = False
+        self.cpu_s = 0.0  # the recorder's own time in recorded steps
+        self.steps: list = []  # per recorded step: [(mark, point)], bucket points among them
+        self.buckets: "list[list[int]] | None" = None  # param indices per bucket, learnt from the first backward
+        self._seen: list = []
+        self._left: list = []
+        self._bucket_of: dict = {}
+        self._backwards_left = 0
+        self._hooks = [p.register_post_accumulate_grad_hook(self._hook(i)) for i, p in enumerate(self.params)]
+
+    def _point(self):
+        if self.cuda:
+            event = torch.cuda.Event(enable_timing=True)
+            event.record()
+            return event
+        return time.perf_counter()
+
+    def _hook(self, index: int):
+        def ready(_param):
+            if self.buckets is None:
+                self._seen.append(index)
+            elif self.recording and self._backwards_left == 0:  # the last micro-batch's backward
+                began = time.perf_counter()
+                bucket = self._bucket_of[index]
+                self._left[bucket] -= 1
+                if self._left[bucket] == 0:
+                    self.steps[-1].append((f"bucket{bucket}", self._point()))
+                self.cpu_s += time.perf_counter() - began
+        return ready
+
+    def step(self, accum: int) -> None:
+        """A step of `accum` micro-batches begins."""
+        self._backwards_left = accum
+        if self.recording and len(self.steps) < MAX_RECORDED_STEPS:
+            began = time.perf_counter()
+            self.steps.append([("step", self._point())])
+            self.cpu_s += time.perf_counter() - began
+        elif self.recording:
+            self.recording = False  # enough steps kept
+
+    def mark(self, name: str) -> None:
+        if name == "backward":
+            self._backwards_left -= 1
+            if self.buckets is None:
+                self._seen = []  # the order of the last backward of the first step is the one kept
+            else:
+                self._left = [len(bucket) for bucket in self.buckets]
+        if name == "optimizer" and self.buckets is None and self._seen:
+            self._learn(self._seen)
+        if self.recording:
+            began = time.perf_counter()
+            self.steps[-1].append((name, self._point()))
+            self.cpu_s += time.perf_counter() - began
+
+    def _learn(self, seen: list) -> None:
+        """Buckets of the parameters in the order their gradients became ready; one that got no
+        gradient is in none (DDP would refuse it without find_unused_parameters)."""
+        order = list(dict.fromkeys(seen))
+        self.buckets = [[order[k] for k in bucket] for bucket in bucket_assignment([self.sizes[i] for i in order], self.cap_bytes)]
+        self._bucket_of = {i: b for b, bucket in enumerate(self.buckets) for i in bucket}
+
+    @property
+    def bucket_bytes(self) -> list[int]:
+        return [sum(self.sizes[i] for i in bucket) for bucket in self.buckets or []]
+
+    def take(self) -> tuple[list, float]:
+        """The recorded steps' figures (seconds: STEP_FIGURES, then each bucket's readiness from the last
+        backward's start, bucket by bucket), and the recorder's CPU seconds; cleared for the next run."""
+        if self.cuda and self.steps:
+            torch.cuda.synchronize()
+        steps, cpu_s = [self._figures(marks) for marks in self.steps if self._complete(marks)], self.cpu_s
+        self.steps, self.cpu_s = [], 0.0
+        return steps, cpu_s
+
+    def _complete(self, marks: list) -> bool:
+        names = {name for name, _ in marks}
+        return "end" in names and all(f"bucket{b}" in names for b in range(len(self.buckets or [])))
+
+    def _seconds(self, begin, end) -> float:
+        return begin.elapsed_time(end) / 1e3 if self.cuda else end - begin
+
+    def _figures(self, marks: list) -> list:
+        start = marks[0][1]
+        at = {}
+        forward_s = backward_s = 0.0
+        last_backward = previous = None
+        for name, point in marks[1:]:
+            if previous is not None and name in ("forward", "backward", "optimizer"):
+                seconds = self._seconds(previous[1], point)
+                if previous[0] == "forward":
+                    forward_s += seconds
+                else:
+                    backward_s += seconds
+            if name in ("forward", "backward", "optimizer"):
+                previous = (name, point)
+            if name == "backward":
+                last_backward = point
+            at[name] = point
+        buckets = [self._seconds(last_backward, at[f"bucket{b}"]) for b in range(len(self.buckets))]
+        return [self._seconds(start, at["end"]), forward_s, backward_s, self._seconds(at["optimizer"], at["end"]),
+                self._seconds(start, last_backward), self._seconds(last_backward, at["optimizer"]), *buckets]
+
+    def remove(self) -> None:
+        for hook in self._hooks:
+            hook.remove()
+
+
+def _over_ranks(ctx, steps: list) -> "list | None":
+    """Each step as the rank that began its last backward last saw it: the one whose buckets the
+    all-reduces wait for, so its figures hold no wait for a peer and add up to its step. None where
+    the ranks recorded different shapes."""
+    width = len(steps[0]) if steps else 0
+    shape = [float(len(steps)), float(width)]
+    if not every_rank(ctx, max_over_ranks(ctx, shape) == shape):
+        return None
+    if ctx.world_size == 1 or not steps:
+        return steps
+    mine = torch.tensor([x for step in steps for x in step], dtype=torch.float64, device=ctx.device)
+    everyone = [torch.empty_like(mine) for _ in range(ctx.world_size)]
+    dist.all_gather(everyone, mine)
+    by_rank = [t.view(len(steps), width).tolist() for t in everyone]
+    latest = STEP_FIGURES.index("last_backward_start_s")
+    return [max((rank[i] for rank in by_rank), key=lambda step: step[latest]) for i in range(len(steps))]
+
+
+def _steps_record(steps: list) -> list:
+    return [{**dict(zip(STEP_FIGURES, step)), "bucket_ready_s": step[len(STEP_FIGURES):]} for step in steps]
+
+
+def record(ctx, recorder: StepRecorder, step_s: list, step_without_allreduce: "Callable[[], None] | None",
+           steps_without: int) -> "dict | None":
+    """The run's timeline (bundle schema: run.timeline) from the recorder's timed steps, then, where
+    `step_without_allreduce` is given (DDP with peers), `steps_without` more steps run with every
+    micro-batch under no_sync(): the backward with and without the all-reduces beside it, which
+    measures how much they slow the compute. None where the ranks' timelines do not match."""
+    timed, cpu_s = recorder.take()
+    without: list = []
+    if step_without_allreduce is not None and steps_without:
+        recorder.recording = True
+        for _ in range(steps_without):
+            step_without_allreduce()
+        recorder.recording = False
+        without, _ = recorder.take()
+    timed, without = _over_ranks(ctx, timed), _over_ranks(ctx, without)
+    cpu_per_step = max_over_ranks(ctx, [cpu_s / max(len(timed or []), 1)])[0]
+    if not timed:
+        return None
+    step_median = sorted(step_s)[len(step_s) // 2]
+    found = {
+        "clock": "cuda_events" if recorder.cuda else "perf_counter",
+        "bucket_cap_bytes": recorder.cap_bytes, "first_bucket_bytes": FIRST_BUCKET_BYTES,
+        "bucket_bytes": recorder.bucket_bytes,
+        "steps": _steps_record(timed),
+        "recorder_cpu_s": cpu_per_step,
+        "recorder_cpu_fraction": cpu_per_step / step_median if step_median > 0 else None,
+    }
+    if without:
+        found["steps_without_allreduce"] = _steps_record(without)
+    return found
