@@ -24,8 +24,9 @@ from bench.common.allreduce import TABLE, Fabric, Link, link
 from bench.common.links import link_summary
 from bench.common.replay import NONE, Bucket, Replayed, Slowdown, Timeline, exposed_only, fitted_slowdown, replay
 from bench.errors import UserError
-from bench.suites.ddp.derived import REDUCE_DTYPES, allreduce_curves
-from bench.suites.ddp.suite import training_recipe
+from bench.suites.ddp.derived import REDUCE_DTYPES
+from bench.suites.training_derived import collective_curves
+from bench.suites.training import training_recipe
 
 # seed 000's PCIe 4.0 x1/x4/x8/x16 boxes (RTX 4090s: no P2P, so through host memory) and its RTX
 # 3090 bridge, a datacenter NVLink, and two networks between 1-GPU nodes.
@@ -259,7 +260,7 @@ def _transport_links(host: dict) -> dict:
     """(preset, ranks) -> (the Link this host's runs crossed, the table's row for that path or None):
     its measured all_reduce sweep on one node, which wins, else that row."""
     nodes = {launch["id"]: launch.get("nodes", 1) for launch in host["launches"]}
-    curves = allreduce_curves(host["runs"], nodes)
+    curves = collective_curves(host["runs"], "all_reduce", nodes)
     found = {}
     for run in _ok_ddp(host):
         preset, ranks = run["transport"]["preset"], run["world_size"]
