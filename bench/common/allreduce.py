@@ -69,7 +69,14 @@ class Link:
             return 0.0
         hop_s = self.latency_us * 1e-6 / hops(self.ranks)
         if self.points:
-            at_own, _ = curve_time(self.points, nbytes)
+            smallest, smallest_s = self.points[0]
+            if nbytes < smallest:
+                # Below the sweep: the alpha-beta line through the link's latency and the sweep's smallest
+                # point, not that point's time (a 100 MB gradient bucket is no 1 GiB all-reduce).
+                latency_s = min(self.latency_us * 1e-6, smallest_s)
+                at_own = latency_s + (smallest_s - latency_s) * nbytes / smallest
+            else:
+                at_own, _ = curve_time(self.points, nbytes)
             # The curve's bandwidth, carried to `ranks`: its bytes share and its latency hops change.
             return at_own * bus_factor(ranks) / bus_factor(self.ranks) + hop_s * (hops(ranks) - hops(self.ranks))
         return hop_s * hops(ranks) + nbytes * bus_factor(ranks) / (self.busbw_gbps * 1e9)

@@ -75,6 +75,18 @@ def test_a_measured_curve_interpolates_and_carries_to_more_ranks():
     assert curve.time_s(10_000_000, 4) == pytest.approx(10e6 / 5.5e9 * 1.5 + 2 * 5e-6)
 
 
+def test_a_bucket_below_the_measured_sweep_costs_its_bytes_not_the_smallest_sizes_time():
+    """seed001-sharded sweeps all_reduce from 1 GiB; DDP's buckets are 100 MB. Taking the 1 GiB time for
+    each bucket put the replayed 2x H100 steps 2-8x above the measured ones; the alpha-beta line
+    through the link's latency and the sweep's smallest point puts them within 16%."""
+    gib = 1 << 30
+    sweep = Link.of_curve("m", "m", [(gib, 0.004), (4 * gib, 0.015)], ranks=2)
+    latency_s = sweep.latency_us * 1e-6
+    assert sweep.time_s(gib, 2) == pytest.approx(0.004)
+    assert sweep.time_s(gib // 10, 2) == pytest.approx(latency_s + (0.004 - latency_s) / 10)
+    assert sweep.time_s(1, 2) == pytest.approx(latency_s, rel=1e-3)  # a tiny message pays the latency, no less
+
+
 def test_two_levels_add_the_node_and_the_network_and_one_gpu_per_node_is_the_network_alone():
     nvlink, ib = TABLE["nvlink4"], TABLE["ib-hdr"]
     two_by_four = Fabric(nvlink, gpus_per_node=4, nodes=2, network=ib)
