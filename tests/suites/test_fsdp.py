@@ -136,6 +136,22 @@ def test_compare_judges_fsdp_runs_by_step_time(sweep, tmp_path):
 
 # --- the shipped plan ---------------------------------------------------------------------------------
 
+def test_the_reports_answer_judges_each_sharding_beside_ddp(sweep, tmp_path):
+    """The report's first section holds a line per strategy of the model, each scaled against the plain
+    model on one rank as the bundle derived it."""
+    path = tmp_path / "bundle.json"
+    path.write_text(json.dumps(sweep))
+    done = ddpbench("report", str(path), "--out", str(tmp_path / "report"))
+    assert done.returncode == 0, done.stderr
+    text = (tmp_path / "report" / "report.md").read_text()
+    answer = text[text.index("## The answer"):text.index("\n## ", text.index("## The answer") + 1)]
+    for sharding in ("full", "grad_op"):
+        run = fsdp_runs(sweep)[(sharding, 2, 4)]
+        rows = [line for line in answer.splitlines() if f"fsdp {sharding} | 2 processes |" in line and "| 4 |" in line]
+        assert len(rows) == 1, answer
+        assert f"{run['derived']['scaling_efficiency_fraction'] * 100:.1f}%" in rows[0]
+
+
 def test_the_sharded_plans_sweeps_bracket_its_models_unit_sizes():
     """The all_gather and reduce_scatter sweeps cover every unit each model gathers (in bf16) and reduces
     (in fp32), so seed 002's prediction reads them inside the measured sizes; the all_reduce sweep covers
