@@ -12,7 +12,8 @@ The parts, per GPU, for P parameters:
   prefetched), their unsharded gradients and the reduce-scatter's copy in the reduce dtype; grad_op:
   every unit, from its forward to its backward. DDP under bf16 autocast: the bf16 copy of every
   weight a matmul saves for its backward; without gradient_as_bucket_view its buckets, a second
-  copy of the gradients. Accumulating under FSDP without sync keeps every unit's unsharded gradient;
+  copy of the gradients. Accumulating under FSDP without sync keeps every unit's unsharded gradient
+  (over 2 or more shards: on one rank the sharded gradient is that gradient);
 - activations of one micro-batch: per token and block, the bytes of what autograd saves (counted
   below for each model family and precision), or with checkpointing only each block's input and one
   block recomputed; and the logits with their fp32 loss (12 bytes a logit under bf16, 16 under fp32).
@@ -100,7 +101,7 @@ def estimate(setup: Setup) -> Estimate:
         # backward, its embedding's last) and of two blocks, each with its reduce-scatter input.
         weights_gathered = total if setup.strategy == "grad_op" else root + 2 * block
         gathered = weights_gathered * compute + root * compute + 2 * block * (compute + reduce)
-        if setup.accumulating:
+        if setup.accumulating and shards > 1:  # on one rank the sharded gradient is the unsharded one
             gathered += total * reduce
     else:
         gathered = (cfg.matmul_params() * 2 if setup.precision == "bf16" and weight == 4 else 0)
