@@ -21,8 +21,9 @@ from pathlib import Path
 from bench.common.host import Capabilities
 from bench.common.transports import on_gpu, ranks_label
 from bench.models.shapes import TRANSFORMER_PRESETS, UNET_CONFIGS, UNET_EXTRA
-from bench.suites.base import Suite
+from bench.suites.base import HostResults, Suite
 from bench.suites.params import PlanError, SampledParams
+from bench.suites.training_derived import scaling_warnings
 
 SHARED_SCHEMA = Path(__file__).resolve().parent / "training.schema.json"
 
@@ -112,6 +113,8 @@ class TrainingSuite(Suite):
 
     headline_metric = "step_time_s"
     identity_params = ("model", "global_batch")
+    # The suite's derived module: baselines(runs), derive_scaling(runs), derive_prediction(runs, launches).
+    derived = None
 
     @functools.cached_property
     def schema(self) -> dict:
@@ -132,6 +135,19 @@ class TrainingSuite(Suite):
     def label(self, run: dict) -> str:
         p = run["params"]
         return f"{p['model']} {training_recipe(p)}, batch {p.get('global_batch')}, {ranks_label(run['world_size'], on_gpu(run))}"
+
+    def baselines(self, runs: list) -> dict:
+        return self.derived.baselines(runs)
+
+    def derive(self, results: HostResults) -> None:
+        self.derived.derive_scaling(results.runs)
+        self.derived.derive_prediction(results.runs, results.launches)
+
+    def warnings(self, run: dict, results: HostResults) -> list:
+        if run["world_size"] == 1:  # its own baseline (fsdp's: FSDP's own cost against the plain model, not a scaling)
+            return []
+        found = results.once(f"{self.name}.baselines", lambda: self.derived.baselines(results.runs))
+        return scaling_warnings(run, found.get(id(run)), results.others_share)
 
 
 def check_model(suite: str, params: TrainingParams, world_size: int) -> None:

@@ -8,17 +8,17 @@ from __future__ import annotations
 
 from bench.common.host import Capabilities
 from bench.common.transports import backend_for
-from bench.suites.base import HostResults, median
+from bench.suites.base import median
 from bench.suites.ddp import cost, derived
 from bench.suites.ddp.params import Params
 from bench.suites.params import PlanError
 from bench.suites.training import TrainingSuite
-from bench.suites.training_derived import scaling_warnings
 
 
 class DDP(TrainingSuite):
     name = "ddp"
     report_order = 30
+    derived = derived
     Params = Params
 
     def check_plan(self, params: Params, host: Capabilities, *, world_size: int, transport: str, nodes: int) -> None:
@@ -48,18 +48,6 @@ class DDP(TrainingSuite):
     def judged_figure(self, run: dict) -> tuple:
         return "ddp_step_time_s", median(run, "step_time_s"), None
 
-    def baselines(self, runs: list) -> dict:
-        return derived.baselines(runs)
-
-    def derive(self, results: HostResults) -> None:
-        derived.derive_scaling(results.runs)
-        derived.derive_prediction(results.runs, results.launches)
-
-    def warnings(self, run: dict, results: HostResults) -> list:
-        if run["world_size"] == 1:
-            return []
-        found = results.once("ddp.baselines", lambda: derived.baselines(results.runs))
-        return scaling_warnings(run, found.get(id(run)), results.others_share)
 
 
 def _check_copy_engine(params: Params, host: Capabilities, transport: str, nodes: int) -> None:

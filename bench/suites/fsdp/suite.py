@@ -10,15 +10,13 @@ configuration that cannot fit."""
 from __future__ import annotations
 
 from bench.common.host import Capabilities
-from bench.common.transports import backend_for
+from bench.common.transports import backend_for, on_gpu, ranks_label
 from bench.common.units import human_bytes
 from bench.suites import memory
-from bench.suites.base import HostResults
 from bench.suites.fsdp import cost, derived
 from bench.suites.fsdp.params import Params
 from bench.suites.params import PlanError
 from bench.suites.training import TrainingSuite, grad_accum_for, training_recipe
-from bench.suites.training_derived import scaling_warnings
 
 
 def fsdp_recipe(params: dict) -> str:
@@ -39,6 +37,7 @@ def memory_setup(params: Params, world_size: int, nodes: int) -> memory.Setup:
 class FSDP(TrainingSuite):
     name = "fsdp"
     report_order = 40
+    derived = derived
     Params = Params
     identity_params = ("model", "sharding", "global_batch")
 
@@ -68,20 +67,8 @@ class FSDP(TrainingSuite):
 
     def label(self, run: dict) -> str:
         p = run["params"]
-        return f"{p['model']} {fsdp_recipe(p)}, fsdp {p['sharding']}, batch {p.get('global_batch')}, {run['world_size']} GPUs"
+        return f"{p['model']} {fsdp_recipe(p)}, fsdp {p['sharding']}, batch {p.get('global_batch')}, {ranks_label(run['world_size'], on_gpu(run))}"
 
-    def baselines(self, runs: list) -> dict:
-        return derived.baselines(runs)
-
-    def derive(self, results: HostResults) -> None:
-        derived.derive_scaling(results.runs)
-        derived.derive_prediction(results.runs, results.launches)
-
-    def warnings(self, run: dict, results: HostResults) -> list:
-        if run["world_size"] == 1:  # against the plain model it measures FSDP's own cost, not a scaling
-            return []
-        found = results.once("fsdp.baselines", lambda: derived.baselines(results.runs))
-        return scaling_warnings(run, found.get(id(run)), results.others_share)
 
 
 def _check_memory(params: Params, host: Capabilities, world_size: int, nodes: int, on_gpu: bool) -> None:
