@@ -22,9 +22,12 @@ def collective_curves(runs: list[dict], op: str, nodes_of_launch: dict) -> dict:
     for run in runs:
         if run["suite"] != "collectives" or run["status"] != "ok" or run["params"].get("op") != op:
             continue
+        seconds = median(run, "time_s")
+        if seconds is None:  # an ok run without its time (a bundle the schema accepts may hold one)
+            continue
         key = (run["transport"]["preset"], run["world_size"], nodes_of_launch.get(run["launch_id"], 1))
         sizes = points.setdefault(key, {}).setdefault(run["params"]["dtype"], {})
-        sizes.setdefault(run["params"]["size_bytes"], []).append(median(run, "time_s"))
+        sizes.setdefault(run["params"]["size_bytes"], []).append(seconds)
     return {
         key: {dtype: sorted((size, statistics.median(times)) for size, times in sizes.items()) for dtype, sizes in dtypes.items()}
         for key, dtypes in points.items()

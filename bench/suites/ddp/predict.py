@@ -210,7 +210,8 @@ class HostPrediction:
 
 
 def _ok_ddp(host: dict) -> list:
-    return [r for r in host["runs"] if r["suite"] == "ddp" and r["status"] == "ok"]
+    """The ok ddp runs with a step time (a bundle the schema accepts may hold an ok run without it)."""
+    return [r for r in host["runs"] if r["suite"] == "ddp" and r["status"] == "ok" and r["metrics"].get("step_time_s")]
 
 
 def _fabric(spec: "Link | tuple", gpus: int, gpus_per_node: "int | None") -> "Fabric | None":
