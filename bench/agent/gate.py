@@ -124,6 +124,9 @@ def reroute(launches: list, record: dict) -> None:
 
 def _arm(name: str, ranks: int, cuda: bool, env: dict, sizes: tuple, folder: Path, limit_s: float) -> dict:
     """One arm's processes, to their end or limit_s; what they found."""
+    # Absolute: the ranks' store is a file:// URL, where a relative path would name a host ("out") and
+    # a folder under / (an agent run with --out out, as on Slurm, hung until the limit there).
+    folder = folder.resolve()
     shutil.rmtree(folder, ignore_errors=True)  # a resumed run's earlier gate
     folder.mkdir(parents=True)
     results = folder / "results.jsonl"

@@ -4,6 +4,7 @@ line; the plan goes on without P2P where it allows it; a rank that hangs is ende
 from __future__ import annotations
 
 import os
+from pathlib import Path
 import time
 
 import psutil
@@ -109,6 +110,15 @@ def test_an_honest_cpu_passes_with_one_arm(tmp_path):
     assert record["verdict"] == "ok" and [arm["name"] for arm in record["arms"]] == ["p2p"]  # gloo: no control needed
     assert all(check["checked"] == 2 and not check["wrong"] for check in record["arms"][0]["checks"])
     assert p2p_gate({"gate": record}) == []
+
+
+def test_an_agent_run_in_a_relative_folder_passes_its_gate(tmp_path, monkeypatch):
+    """On Slurm the agent runs with --out out: the gate's store once became file://out/..., a folder
+    under /, and both arms hung to their limit and marked an honest host faulty."""
+    monkeypatch.chdir(tmp_path)
+    record = gate.run(2, False, {k: v for k, v in os.environ.items() if k != gate.PLANTED_FAULT}, Path("out/gate"), limit_s=30)
+    assert record["verdict"] == "ok" and [arm["status"] for arm in record["arms"]] == ["ok"]
+    assert record["duration_s"] < 30
 
 
 def test_a_plan_cannot_plant_a_fault():
