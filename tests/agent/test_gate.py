@@ -96,13 +96,13 @@ def test_each_launch_records_where_its_ranks_ran(planted):
 def test_a_rank_that_hangs_is_ended_at_the_gates_limit(tmp_path):
     began = time.monotonic()
     # short, yet long enough for the control arm's two processes to import torch on a busy 2-core machine
-    # (15 s was not, beside the Slurm tests' daemons)
-    record = gate.run(2, False, {**os.environ, gate.PLANTED_FAULT: "hang:1"}, tmp_path, limit_s=30)
+    record = gate.run(2, False, {**os.environ, gate.PLANTED_FAULT: "hang:1"}, tmp_path, limit_s=15)
     p2p = record["arms"][0]
     assert (p2p["status"], record["verdict"]) == ("hung", "p2p_faulty"), record["arms"][-1]["error"]
-    assert "still running after 30 s: ended" in p2p["error"] and 30 <= p2p["duration_s"] < 30 + 10
-    assert time.monotonic() - began < 90
-    assert not psutil.Process().children(recursive=True)  # every rank ended
+    assert "still running after 15 s: ended" in p2p["error"] and 15 <= p2p["duration_s"] < 15 + 10
+    assert time.monotonic() - began < 60
+    ranks_left = [p for p in psutil.Process().children(recursive=True) if "bench.agent.gate" in " ".join(p.cmdline())]
+    assert not ranks_left  # every rank ended (other tests' session daemons may be children too)
     assert "the ranks hung" in p2p_gate({"gate": record})[0]
 
 
