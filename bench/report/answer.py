@@ -19,6 +19,7 @@ from bench.common import shared_machine
 from bench.common.stats import LEVEL_LABEL, Spread
 from bench.report.document import Bullets, Heading, Paragraph, Table
 from bench.report.merge import Comparison, Series
+from bench.suites.training import TrainingSuite
 
 TITLE = "The answer: does the link slow training?"
 # Throughput lost to scaling (1 - scaling efficiency): below the first, negligible; to the second, noticeable; past it, severe.
@@ -159,10 +160,11 @@ def section(comparison: Comparison, plot, colours: dict) -> list:
     blocks = [Heading(2, TITLE), *(Paragraph(f"Bundle {bundle['run_id']}: {line}.", warning=True)
                                    for bundle in comparison.bundles for line in shared_machine.warnings(bundle["hosts"]))]
     if not findings:
+        training = sorted(name for name in suites.names() if isinstance(suites.get(name), TrainingSuite))
         return blocks + [Paragraph(
-            "No training run in these bundles (suite ddp): nothing says how much the link costs training. Run a plan "
-            "that trains (quick, seed000, seed001 or seed002); the sections below show what the links themselves do.",
-            warning=True)]
+            f"No training run in these bundles (suites {', '.join(training)}): nothing says how much the link costs "
+            "training. Run a plan that trains (quick, seed000, seed001, seed001-sharded or seed002); the sections below "
+            "show what the links themselves do.", warning=True)]
     groups = defaultdict(list)
     for f in findings:
         groups[(f.series.machine, f.workload, f.ranks)].append(f)

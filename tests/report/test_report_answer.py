@@ -22,6 +22,13 @@ def _section(md: str, heading: str) -> str:
     return md[start:end if end > 0 else None]
 
 
+def _answer_of(doc: dict, tmp_path) -> str:
+    """The answer section of the report of `doc`, resealed after a test's edits."""
+    path = write(tmp_path / "edited.json", seal({k: v for k, v in doc.items() if k != "sha256"}))
+    assert main(["report", str(path), "--out", str(tmp_path / "out")]) == 0
+    return _section((tmp_path / "out" / "report.md").read_text(), TITLE)
+
+
 def _rows(section: str) -> list[list[str]]:
     return [[cell.strip() for cell in line.strip("|").split(" | ")] for line in section.splitlines()
             if line.startswith("| ") and not line.startswith("| host ·")]
@@ -101,9 +108,7 @@ def test_one_gpu_only_says_there_is_no_link_to_judge(real_bundle, tmp_path):
     doc = make_variant(real_bundle, "one-gpu", hardware="h200-nvlink")
     host = doc["hosts"][0]
     host["runs"] = [r for r in host["runs"] if r["world_size"] == 1]
-    path = write(tmp_path / "one.json", seal({k: v for k, v in doc.items() if k != "sha256"}))
-    assert main(["report", str(path), "--out", str(tmp_path / "out")]) == 0
-    answer = _section((tmp_path / "out" / "report.md").read_text(), TITLE)
+    answer = _answer_of(doc, tmp_path)
     assert "one-gpu · 2x H200, NVLink NV18 — tiny fp32: only 1 GPU ran, so no link to judge (step " in answer
     assert "| no link (1 rank) |" in answer
 
@@ -111,10 +116,8 @@ def test_one_gpu_only_says_there_is_no_link_to_judge(real_bundle, tmp_path):
 def test_without_training_runs_the_answer_says_so(real_bundle, tmp_path):
     doc = json.loads(json.dumps(real_bundle))
     doc["hosts"][0]["runs"] = [r for r in doc["hosts"][0]["runs"] if r["suite"] == "collectives"]
-    path = write(tmp_path / "c.json", seal({k: v for k, v in doc.items() if k != "sha256"}))
-    assert main(["report", str(path), "--out", str(tmp_path / "out")]) == 0
-    answer = _section((tmp_path / "out" / "report.md").read_text(), TITLE)
-    assert "No training run in these bundles (suite ddp)" in answer
+    answer = _answer_of(doc, tmp_path)
+    assert "No training run in these bundles (suites ddp, fsdp)" in answer
 
 
 def test_failed_bundles_stand_apart_from_the_results(fleet, real_bundle, tmp_path):
@@ -139,9 +142,7 @@ def test_a_multi_gpu_run_without_a_baseline_says_what_is_missing(real_bundle, tm
     doc = make_variant(real_bundle, "no-baseline", hardware="4090-pcie-x4")
     host = doc["hosts"][0]
     host["runs"] = [r for r in host["runs"] if r["world_size"] == 2]
-    path = write(tmp_path / "two.json", seal({k: v for k, v in doc.items() if k != "sha256"}))
-    assert main(["report", str(path), "--out", str(tmp_path / "out")]) == 0
-    answer = _section((tmp_path / "out" / "report.md").read_text(), TITLE)
+    answer = _answer_of(doc, tmp_path)
     assert ("no-baseline · 2x RTX 4090, PCIe 4.0 x4 — tiny fp32, 2 GPUs over default via P2P: no scaling to judge (step "
             in answer)
     assert "these bundles hold no 1-rank run of the same shape to set it against; run world size 1 beside it." in answer
