@@ -1,6 +1,6 @@
-"""What the benchmark scripts share: run a plan through the agent and read its results.
+"""What the benchmark scripts share: write a plan entry, run a plan through the agent and read its results.
 
-Standard library only, so the scripts run on a GPU host that has nothing but torch.
+Standard library and the agent only, so the scripts run on a GPU host that has nothing but torch.
 """
 
 from __future__ import annotations
@@ -13,6 +13,19 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from bench import suites  # noqa: E402
+
+
+def plan_entry(suite: str, params: dict, transports: "list | tuple" = ("default",), world_sizes: "list | tuple" = (1,),
+               env: "dict | None" = None) -> dict:
+    """A plan entry as `ddpbench run` sends it to the agent: every default of the suite's schema written
+    out (no jsonschema needed on a bare GPU host), one launch per configuration."""
+    properties = suites.get(suite).schema["$defs"]["params"]["properties"]
+    complete = {**{key: spec["default"] for key, spec in properties.items() if "default" in spec}, **params}
+    return {"suite": suite, "transports": list(transports), "world_sizes": list(world_sizes), "launch_repeats": 1,
+            "params": complete, "env": env or {}}
 
 
 def run_plan(plan: dict, out_dir: "Path | None" = None, env: "dict | None" = None) -> dict:

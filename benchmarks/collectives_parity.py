@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks._agent import REPO, median, run_plan, table  # noqa: E402
+from benchmarks._agent import REPO, median, plan_entry, run_plan, table  # noqa: E402
 
 MIB = 1 << 20
 # nccl-tests all_reduce_perf -g 2, fp32, out-of-place busbw (GB/s) on the lent 2x H200 (DESIGN.md).
@@ -32,11 +32,9 @@ NCCL_TESTS_H200X2 = {
 
 
 def entry(transport: str, begin: int, end: int, timing: dict) -> dict:
-    return {
-        "suite": "collectives", "transports": [transport], "world_sizes": ["all"],
-        "params": {"ops": ["all_reduce"], "dtypes": ["float32"], "in_place": [True], "begin_bytes": begin,
-                   "end_bytes": end, "factor": 4, "cuda_graph": True, "cv_target": None, "sampling_cap_s": 30, **timing},
-    }
+    return plan_entry("collectives", {"ops": ["all_reduce"], "dtypes": ["float32"], "in_place": [True], "begin_bytes": begin,
+                                      "end_bytes": end, "factor": 4, "cuda_graph": True, "cv_target": None,
+                                      "sampling_cap_s": 30, **timing}, [transport], ["all"])
 
 
 # nccl-tests times 20 calls after 5 warm-ups; the slow links get fewer repetitions so the sweep ends.

@@ -18,7 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import suites  # noqa: E402
-from benchmarks._agent import median, run_plan, table  # noqa: E402
+from benchmarks._agent import median, plan_entry, run_plan, table  # noqa: E402
 
 # The naive loop's figures on the same machine kind (DESIGN.md), for the table's last column.
 NAIVE_MS = {("gpt2-large", 1, "default"): 99.3, ("gpt2-large", 2, "default"): 117.3,
@@ -48,7 +48,7 @@ KNOBS = {
 
 
 def entry(params: dict, transports: list[str], world_sizes: list, env: "dict | None" = None) -> dict:
-    return {"suite": "ddp", "transports": transports, "world_sizes": world_sizes, "params": params, "env": env or {}}
+    return plan_entry("ddp", params, transports, world_sizes, env)
 
 
 def variant(base: dict, change: dict) -> dict:

@@ -31,7 +31,7 @@ from bench.suites import memory  # noqa: E402
 from bench.suites.fsdp.suite import memory_setup  # noqa: E402
 from bench.suites.params import PlanError  # noqa: E402
 from bench.suites.training import training_recipe  # noqa: E402
-from benchmarks._agent import median, run_plan, table  # noqa: E402
+from benchmarks._agent import median, plan_entry, run_plan, table  # noqa: E402
 
 GIB = 1 << 30
 SHORT = {"steps": 8, "warmup_steps": 3, "warmup_max_steps": 5, "profile_steps": 0, "compile": False, "precision": "bf16",
@@ -51,14 +51,8 @@ RUNS = [  # (suite, params): one launch each, world size 1
 ]
 
 
-def complete(suite: str, params: dict) -> dict:
-    """The entry's params with every default the suite's schema gives written out (what `ddpbench run` sends)."""
-    properties = suites.get(suite).schema["$defs"]["params"]["properties"]
-    return {**{k: spec["default"] for k, spec in properties.items() if "default" in spec}, **params}
-
-
 def entry(suite: str, params: dict) -> dict:
-    return {"suite": suite, "transports": ["default"], "world_sizes": [1], "launch_repeats": 1, "params": complete(suite, params)}
+    return plan_entry(suite, params)
 
 
 def estimate_of(run: dict) -> memory.Estimate:
@@ -76,7 +70,7 @@ def refusal(host: Capabilities, params: dict) -> str:
     """The fsdp suite's plan check on this host: its refusal, or that it would run."""
     fsdp = suites.get("fsdp")
     try:
-        fsdp.check_plan(fsdp.params(complete("fsdp", params)), host, world_size=1, transport="default", nodes=1)
+        fsdp.check_plan(fsdp.params(entry("fsdp", params)["params"]), host, world_size=1, transport="default", nodes=1)
     except PlanError as err:
         return f"refused: {err}"
     return "not refused: the estimate says it fits"

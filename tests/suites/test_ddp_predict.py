@@ -152,13 +152,13 @@ def test_a_price_that_is_not_a_positive_number_is_refused(tmp_path, price, says)
 
 # --- 4 ranks: torchrun directly, the runner's core limit aside -------------------------------------
 
-def _launch(tmp: Path, name: str, suite: str, params: dict, ranks: int) -> list:
+def _launch(tmp: Path, name: str, suite: str, params: dict, ranks: int, env: "dict | None" = None) -> list:
     spec = LaunchSpec(suite, params, "gloo", 600, str(tmp / f"{name}.jsonl"), threads_per_rank=1)
     spec.write(tmp / f"{name}.json")
     done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={ranks}",
                            "-m", "bench.agent.worker", str(tmp / f"{name}.json")],
                           cwd=REPO, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"})
+                          env={**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", **(env or {})})
     assert done.returncode == 0, done.stderr[-3000:]
     transport = {"preset": "default", "backend": "gloo", "env": {}, "nccl_used": [], "nccl_via": [], "matches_preset": True}
     return [{**json.loads(line), "transport": transport, "launch_id": name} for line in (tmp / f"{name}.jsonl").read_text().splitlines()]
@@ -177,3 +177,14 @@ def test_four_ranks_predicted_within_the_measured_interval_or_15_percent(tmp_pat
     for against in found.against:
         assert against.run["world_size"] == 4 and against.link == "default (measured all_reduce)"
         assert within(against, found), (against.run["params"]["global_batch"], against.measured, against.from_own_steps)
+
+
+def test_the_timeline_switched_off_leaves_no_timeline_and_the_run_whole(tmp_path):
+    """DDPBENCH_TIMELINE=0 (to measure what the recorder costs): the runs time their steps as always and hold no
+    timeline, and the predictor falls back to seed 002's model for them."""
+    ddp = with_defaults({"suites": [{"suite": "ddp", "params": {**TINY, "steps": 4, "global_batches": [4]}}]})["suites"][0]["params"]
+    (on,) = _launch(tmp_path, "timeline-on", "ddp", ddp, 2)
+    (off,) = _launch(tmp_path, "timeline-off", "ddp", ddp, 2, env={"DDPBENCH_TIMELINE": "0"})
+    assert "steps_without_allreduce" in on["timeline"]
+    assert "timeline" not in off and off["status"] == "ok"
+    assert off["metrics"]["step_time_s"]["summary"]["n"] == on["metrics"]["step_time_s"]["summary"]["n"]

@@ -10,6 +10,7 @@ bytes a step all-reduces.
 from __future__ import annotations
 
 import contextlib
+import os
 from typing import Callable
 
 import torch
@@ -145,13 +146,17 @@ class DDPStrategy(Strategy):
             found["allreduce_calls_per_step_count"] = metric([(self.allreduce_calls[0] - self.calls_before) / timed_steps])
         return found
 
-    def recorder(self, ctx: Context, work: workload.Workload, params: Params) -> timeline.StepRecorder:
-        """Every run records its timeline; without DDP (one rank) in the buckets DDP would have made."""
+    def recorder(self, ctx: Context, work: workload.Workload, params: Params) -> "timeline.StepRecorder | None":
+        """Every run records its timeline (unless switched off); without DDP (one rank) in the buckets DDP would have made."""
+        if os.environ.get(timeline.OFF_SWITCH, "1") == "0":
+            return None
         return timeline.StepRecorder(ctx.device, list(work.module.parameters()), lambda p: reduced_element_bytes(p, params),
                                      int(params.bucket_cap_mb * 1024 * 1024))
 
     def timeline(self, ctx: Context, training: Training, step_s: list, params: Params) -> "dict | None":
         """The timed steps' timeline; with peers, then timeline_steps more with no all-reduce at all."""
+        if training.recorder is None:
+            return None
         without_allreduce = (lambda: training.step(communicate=False)) if self.ddp is not None else None
         return timeline.record(ctx, training.recorder, step_s, without_allreduce, params.timeline_steps)
 
