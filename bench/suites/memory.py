@@ -18,6 +18,12 @@ The parts, per GPU, for P parameters:
   below for each model family and precision), or with checkpointing only each block's input and one
   block recomputed; and the logits with their fp32 loss (12 bytes a logit under bf16, 16 under fp32).
 
+The peak holds the gradients and the activations together only when accumulating (the earlier
+micro-batches' gradients stay while the next one's activations are made); in a step of one
+micro-batch the backward frees each block's activations as it makes that block's gradients, so
+the peak holds the larger of the two. Counting both put one H100's peaks of single-micro-batch
+steps 12-30% too high (benchmarks/results/fsdp_one_gpu_h100.md).
+
 Checked on one H200 against the ddp suite's gpt2 at micro-batch 8 (quick): 9.36 GiB estimated,
 9.355 GiB measured; benchmarks/fsdp_one_gpu.py sets it against more configurations.
 """
@@ -61,13 +67,19 @@ class Estimate:
     optimizer_bytes: float
     gathered_bytes: float
     activations_bytes: float
+    accumulating: bool = False  # the gradients are held beside the activations (the module's docstring)
 
     @property
     def total_bytes(self) -> float:
-        return sum(getattr(self, f.name) for f in fields(self))
+        held = self.parameters_bytes + self.optimizer_bytes + self.gathered_bytes
+        if self.accumulating:
+            return held + self.gradients_bytes + self.activations_bytes
+        return held + max(self.gradients_bytes, self.activations_bytes)
 
     def parts(self) -> str:
-        return ", ".join(f"{f.name.removesuffix('_bytes')} {human_bytes(getattr(self, f.name))}" for f in fields(self))
+        said = ", ".join(f"{f.name.removesuffix('_bytes')} {human_bytes(getattr(self, f.name))}" for f in fields(self)
+                         if f.name.endswith("_bytes"))
+        return said if self.accumulating else f"{said}; of gradients and activations the larger, one micro-batch a step"
 
 
 def _activation_bytes_per_token_and_block(setup: Setup, under_fsdp: bool) -> float:
@@ -120,6 +132,7 @@ def estimate(setup: Setup) -> Estimate:
         optimizer_bytes=total * optimizer / shards,
         gathered_bytes=gathered,
         activations_bytes=blocks_bytes + logits,
+        accumulating=setup.accumulating,
     )
 
 

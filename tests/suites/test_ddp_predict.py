@@ -119,6 +119,7 @@ def test_the_report_draws_each_links_line_and_the_error_table(two_ranks, tmp_pat
 
 def test_a_bundle_without_timelines_falls_back_to_seed_002s_model_and_says_so(two_ranks, tmp_path):
     path, bundle = two_ranks
+    bundle = json.loads(json.dumps(bundle))  # the module's bundle stays whole for the tests after this one
     for run in bundle["hosts"][0]["runs"]:
         run.pop("timeline", None)
     older = tmp_path / "older.json"
@@ -128,6 +129,22 @@ def test_a_bundle_without_timelines_falls_back_to_seed_002s_model_and_says_so(tw
     assert "no step timeline in this bundle's runs" in done.stdout and "seed 002's fully exposed model" in done.stdout
     (host,) = predict([json.loads(older.read_text())], ["nvlink4"])
     assert {p.source for p in host.predicted if p.measured is None} == {"seed 002's model"}
+
+
+@pytest.mark.parametrize("ready_at, noted", [(1.0, True), (0.0, False)])
+def test_a_one_gpu_timeline_with_every_bucket_ready_at_the_end_is_said_to_overlap_nothing(two_ranks, ready_at, noted):
+    """A compiled backward on one GPU makes every gradient at its end; DDP on several splits it and overlaps: the
+    predictions from such a timeline are upper bounds on slow links, and the output says so."""
+    _, bundle = two_ranks
+    edited = json.loads(json.dumps(bundle))
+    for run in ddp_runs(edited):
+        for step in run["timeline"]["steps"]:
+            step["bucket_ready_s"] = [step["last_backward_s"] * ready_at] * len(step["bucket_ready_s"])
+    (host,) = predict([edited], ["pcie4-x4-host"], gpus=4)  # 4 GPUs never ran: the 1-GPU timeline is the source
+    said = [note for note in host.notes if "every gradient bucket ready at the backward's end" in note]
+    assert said == (["tiny: its 1-GPU timeline has every gradient bucket ready at the backward's end (a compiled backward is "
+                     "one graph on one GPU; on several DDP splits it at its buckets and overlaps them), so the predictions "
+                     "from it overlap no all-reduce with the backward: on slow links they are upper bounds"] if noted else [])
 
 
 @pytest.mark.parametrize("args, says", [

@@ -291,7 +291,7 @@ def test_a_model_that_cannot_fit_is_refused_before_launch_with_what_would(tmp_pa
     message = str(refused.value)
     assert message.startswith("fsdp: llama3.1-8b with sharding full over 2 ranks at micro_batch 4 needs about ")
     assert "per GPU by the estimate (parameters 14.96 GiB, gradients 14.96 GiB, optimizer 29.92 GiB" in message
-    assert "the GPU has 24 GiB free; it would fit with sharding full over 16 GPUs with activation_checkpointing at micro_batch 1" in message
+    assert "the GPU has 24 GiB free; it would fit with sharding full over 8 GPUs with activation_checkpointing at micro_batch 1" in message
     assert plan_launches(with_defaults(plan), Capabilities(gpu_count=8, gpu_memory_bytes=141 << 30, logical_cpus=16))  # 8x H200: fits
     # On this host the same refusal is a host's: one line, exit 1, nothing launched.
     done, bundle = run_plan(tmp_path, plan)
@@ -313,7 +313,13 @@ def test_memory_estimate_parts_by_strategy():
     assert grad_op.gathered_bytes > full.gathered_bytes  # every unit gathered at the forward's end, not two blocks
     logits = 2 * 1024 * 128256 * 12  # the loss's, which checkpointing keeps
     assert lean.activations_bytes - logits < (ddp.activations_bytes - logits) / 4
-    assert ddp.total_bytes == sum((ddp.parameters_bytes, ddp.gradients_bytes, ddp.optimizer_bytes, ddp.gathered_bytes, ddp.activations_bytes))
+    held = ddp.parameters_bytes + ddp.optimizer_bytes + ddp.gathered_bytes
+    # one micro-batch a step: the backward frees activations as it makes gradients; accumulating holds both
+    assert ddp.total_bytes == held + max(ddp.gradients_bytes, ddp.activations_bytes)
+    accumulating = memory.estimate(memory.Setup(**{**base.__dict__, "accumulating": True}))
+    assert accumulating.total_bytes == held + ddp.gradients_bytes + ddp.activations_bytes
+    assert ddp.parts().endswith("; of gradients and activations the larger, one micro-batch a step")
+    assert "the larger" not in accumulating.parts()
 
 
 def test_memory_estimate_matches_a_measured_peak():
@@ -338,6 +344,24 @@ def test_memory_estimate_of_fsdp_on_one_gpu_matches_the_measured_peak(model, sha
     setup = memory.Setup(model, sharding, 1, micro_batch=2, seq_len=1024, precision="bf16", accumulating=True,
                          weights_dtype="bfloat16" if llama else "float32", checkpointing=llama)
     assert memory.estimate(setup).total_bytes == pytest.approx(FSDP_ONE_H100_PEAK_BYTES[(model, sharding)], rel=0.05)
+
+
+# benchmarks/fsdp_one_gpu.py on one H100 (benchmarks/results/fsdp_one_gpu_h100.md): the peak at world size 1,
+# 1024 tokens, bf16 (torch.cuda.max_memory_allocated), GiB. Counting gradients and activations together in
+# single-micro-batch steps put the estimate 12-30% above the four of them that the sum missed by over 10%.
+ONE_H100_PEAK_GIB = [  # model, strategy, micro-batch, accumulating, bf16 weights and checkpointing, peak
+    ("gpt2-large", "ddp", 8, False, False, 27.59), ("gpt2-large", "ddp", 8, True, False, 30.47),
+    ("gpt2-large", "ddp", 4, False, False, 18.96), ("gpt2-large", "full", 8, False, False, 24.82),
+    ("gpt2-large", "full", 8, True, False, 27.71), ("llama3.2-1b", "ddp", 2, False, True, 10.25),
+    ("llama3.2-1b", "full", 2, False, True, 11.23), ("llama3.1-8b", "full", 1, False, True, 67.72),
+]
+
+
+@pytest.mark.parametrize("model, strategy, micro_batch, accumulating, lean, peak_gib", ONE_H100_PEAK_GIB)
+def test_memory_estimate_of_one_gpu_within_10_percent_of_the_measured_peak(model, strategy, micro_batch, accumulating, lean, peak_gib):
+    setup = memory.Setup(model, strategy, 1, micro_batch=micro_batch, seq_len=1024, precision="bf16", accumulating=accumulating,
+                         weights_dtype="bfloat16" if lean else "float32", checkpointing=lean)
+    assert memory.estimate(setup).total_bytes == pytest.approx(peak_gib * 2**30, rel=0.10)
 
 
 # --- the report's link sensitivity -------------------------------------------------------------------

@@ -32,6 +32,11 @@ from bench.suites.training import training_recipe
 # 3090 bridge, a datacenter NVLink, and two networks between 1-GPU nodes.
 REPORT_LINKS = ("pcie4-x1-host", "pcie4-x4-host", "pcie4-x8-host", "pcie4-x16-host", "rtx3090-nvlink-bridge",
                 "nvlink4", "ib-hdr", "eth-25g")
+ONE_GPU_SOURCE = "the 1-GPU run's timeline"
+# Measured: compiled gpt2-large, 2x H200 over SHM, +32% to +36% (benchmarks/results/timeline_replay_h100.md).
+NO_OVERLAP_NOTE = ("{model}: its 1-GPU timeline has every gradient bucket ready at the backward's end (a compiled backward is one "
+                   "graph on one GPU; on several DDP splits it at its buckets and overlaps them), so the predictions from it "
+                   "overlap no all-reduce with the backward: on slow links they are upper bounds")
 FALLBACK_NOTE = ("no step timeline in this bundle's runs (recorded since the timeline landed): predictions use seed 002's "
                  "fully exposed model (compute, then every all-reduce)")
 
@@ -310,6 +315,10 @@ def predict_host(host: dict, name: str, specs: list, gpus: "int | None", gpus_pe
                                     f"{work.micro_batch}; no prediction at {n} GPUs")
                 continue
             timeline, source = _timeline_for(runs, one_gpu, work, batch, n, int(accum))
+            if source == ONE_GPU_SOURCE and timeline is not None and ready_at_the_end(timeline):
+                said = NO_OVERLAP_NOTE.format(model=work.model)
+                if said not in result.notes:
+                    result.notes.append(said)
             for spec in specs:
                 fabric = _fabric(spec, n, gpus_per_node)
                 spec_name, title, basis = _spec_name(spec)
@@ -334,6 +343,11 @@ def predict_host(host: dict, name: str, specs: list, gpus: "int | None", gpus_pe
     return result
 
 
+def ready_at_the_end(timeline: Timeline) -> bool:
+    """Every gradient bucket ready in the backward's last tenth: the timeline leaves no all-reduce to overlap."""
+    return bool(timeline.buckets) and timeline.buckets[0].ready_s >= 0.9 * timeline.backward_s
+
+
 def _timeline_for(runs: list, one_gpu: dict, work: Workload, batch: int, gpus: int, accum: int) -> "tuple[Timeline | None, str]":
     """The compute of one step at `gpus` GPUs: the N-GPU run's steps without all-reduce where the host
     ran N GPUs with this workload, else the 1-GPU run's, counted again for N GPUs."""
@@ -353,7 +367,7 @@ def _one_gpu_profile(one_gpu: dict, work: Workload, batch: int) -> "Profile | No
                                               if w == work and r.get("timeline")), None)
     if run is None:
         return None
-    return profile_of(run, "steps", "the 1-GPU run's timeline", calibrate_to=_step_median(run))
+    return profile_of(run, "steps", ONE_GPU_SOURCE, calibrate_to=_step_median(run))
 
 
 def _step(timeline: "Timeline | None", fabric: Fabric, slowdown: Slowdown, base: "dict | None", gpus: int) -> "Replayed | None":
