@@ -123,8 +123,12 @@ def sample_until_steady(ctx: Context, take: Callable[[int], list[float]], count:
     began = time.monotonic()
     samples = take(count)
     batch_s = time.monotonic() - began
-    while (sampling.cv_target is not None and len(samples) + count <= MAX_SAMPLES
-           and _go_on(ctx, samples, sampling, time.monotonic() - began, batch_s)):
+    while sampling.cv_target is not None and _go_on(ctx, samples, sampling, time.monotonic() - began, batch_s):
+        if len(samples) + count > MAX_SAMPLES:  # one length on every rank: they all stop here
+            ctx.notes.append(f"sampling stopped at {len(samples)} samples, the most a bundle keeps of a metric "
+                             f"({MAX_SAMPLES}), with CV {_cv(samples):.1%} above cv_target {sampling.cv_target:.1%}: "
+                             "what was measured is kept")
+            break
         samples += take(count)
     ctx.measured.add(began, time.monotonic(), len(samples) * calls_per_sample)
     return samples
