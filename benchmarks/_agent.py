@@ -29,15 +29,15 @@ def plan_entry(suite: str, params: dict, transports: "list | tuple" = ("default"
 
 
 def run_plan(plan: dict, out_dir: "Path | None" = None, env: "dict | None" = None) -> dict:
-    """Run a fully specified plan with `python -m bench.agent run`; return its raw result."""
+    """Run a fully specified plan with `python -m bench.agent run`; return its raw result. `env` is set in
+    the agent's environment, which its ranks inherit (DDPBENCH_GPU_COUNTERS, DDPBENCH_TIMELINE)."""
     out_dir = out_dir or Path(tempfile.mkdtemp(prefix="ddpbench-"))
     out_dir.mkdir(parents=True, exist_ok=True)
     plan_path = out_dir / "plan.json"
     plan_path.write_text(json.dumps(plan))
     subprocess.run(
-        [sys.executable, "-m", "bench.agent", "run", "--plan", str(plan_path), "--out", str(out_dir),
-         "--env", json.dumps(env or {})],
-        cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=sys.stderr,
+        [sys.executable, "-m", "bench.agent", "run", "--plan", str(plan_path), "--out", str(out_dir)],
+        cwd=REPO, env={**os.environ, **(env or {}), "PYTHONPATH": str(REPO)}, stdout=sys.stderr,
     )
     return json.loads((out_dir / "raw.json").read_text())
 

@@ -84,6 +84,8 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=Path("/tmp/ddpbench-fsdp-one-gpu"), help="the agent's results folder")
     parser.add_argument("--again", action="store_true", help="no launch: the table again from --work's results (anywhere)")
     args = parser.parse_args()
+    if args.again and not (args.work / "main" / "raw.json").exists():
+        parser.error(f"--again: no results in {args.work / 'main'}: run it once on a GPU host with --work {args.work}")
     if args.again:
         raw = json.loads((args.work / "main" / "raw.json").read_text())
     else:
@@ -91,10 +93,12 @@ def main() -> None:
     host = Capabilities.of(raw["fingerprint"])
     eight_b = refusal(host, LLAMA_8B_LEAN)
     if eight_b.startswith("not refused"):  # a plan with a refused entry would not run at all: the 8B alone, after
-        more = (json.loads((args.work / "8b" / "raw.json").read_text()) if args.again else
-                run_plan({"name": "fsdp-one-gpu-8b", "timeout_s": 300, "suites": [entry("fsdp", LLAMA_8B_LEAN)]}, args.work / "8b"))
-        raw["runs"] += more["runs"]
-        raw["launches"] += more["launches"]
+        if not args.again:
+            run_plan({"name": "fsdp-one-gpu-8b", "timeout_s": 300, "suites": [entry("fsdp", LLAMA_8B_LEAN)]}, args.work / "8b")
+        if (args.work / "8b" / "raw.json").exists():
+            more = json.loads((args.work / "8b" / "raw.json").read_text())
+            raw["runs"] += more["runs"]
+            raw["launches"] += more["launches"]
 
     rows, steps = [], {}
     for run in raw["runs"]:

@@ -16,7 +16,6 @@ Standard library and the agent only. The table goes to OUT.md and stdout.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 from pathlib import Path
@@ -36,20 +35,6 @@ CPU_PARAMS = {"model": "tiny", "micro_batch": 2, "global_batches": [4, 8], "seq_
 def plan(params: dict) -> dict:
     return {"name": "instruments-cost", "timeout_s": 600,
             "suites": [plan_entry("ddp", params, world_sizes=[2])]}
-
-
-def launch(arm_env: dict, params: dict, work: Path) -> dict:
-    """One agent run with the arm's switches in the agent's environment (the sampler reads it there, the ranks inherit it)."""
-    saved = {key: os.environ.get(key) for key in arm_env}
-    os.environ.update(arm_env)
-    try:
-        return run_plan(plan(params), work)
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 def spread(run: dict) -> str:
@@ -80,7 +65,7 @@ def main() -> None:
     rows, steps, problems, device = [], {}, [], None  # steps[(round, arm, global batch)] = median step s
     for round_ in range(1, args.rounds + 1):
         for arm, arm_env in ARMS:
-            raw = launch(arm_env, params, args.work / f"r{round_}-{arm.replace(' ', '-')}")
+            raw = run_plan(plan(params), args.work / f"r{round_}-{arm.replace(' ', '-')}", env=arm_env)
             launches = {record["id"]: record for record in raw["launches"]}
             device = device or Capabilities.of(raw["fingerprint"]).gpu_name
             problems += [f"round {round_}, {arm}: launch {record['id']} {record['status']}: {record.get('error')}"

@@ -49,7 +49,6 @@ class DDP(TrainingSuite):
         return "ddp_step_time_s", median(run, "step_time_s"), None
 
 
-
 def _check_copy_engine(params: Params, host: Capabilities, transport: str, nodes: int) -> None:
     if not host.cuda:
         raise PlanError("ddp: allreduce copy_engine moves gradients between GPUs, this host has none; use allreduce: nccl")

@@ -70,7 +70,6 @@ class FSDP(TrainingSuite):
         return f"{p['model']} {fsdp_recipe(p)}, fsdp {p['sharding']}, batch {p.get('global_batch')}, {ranks_label(run['world_size'], on_gpu(run))}"
 
 
-
 def _check_memory(params: Params, host: Capabilities, world_size: int, nodes: int, on_gpu: bool) -> None:
     """The estimate against the GPU's free memory, or where the ranks train on the CPU (no GPU, or gloo)
     against the host's memory shared by its ranks; where the host does not say, nothing is refused."""
