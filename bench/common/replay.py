@@ -17,14 +17,23 @@ the backward, fully exposed (bench/suites/ddp/derived.py).
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass
-from typing import Callable
+from functools import cached_property
+from itertools import accumulate, repeat
+from operator import itemgetter
+from typing import Callable, NamedTuple
 
 
-@dataclass(frozen=True)
-class Bucket:
+class Bucket(NamedTuple):
     ready_s: float  # seconds of backward compute from the last backward's start until it is ready
     nbytes: float
+
+
+def buckets_of(ready_s, nbytes) -> tuple:
+    """Buckets from their ready times and sizes, made without a call per bucket (a timeline may hold
+    100,000)."""
+    return tuple(map(tuple.__new__, repeat(Bucket), zip(ready_s, nbytes)))
 
 
 @dataclass(frozen=True)
@@ -43,6 +52,24 @@ class Timeline:
     @property
     def nbytes(self) -> float:
         return sum(bucket.nbytes for bucket in self.buckets)
+
+    @cached_property
+    def groups(self) -> tuple:
+        """(each bucket's bytes, where each group of buckets ends, when each is ready): a bucket ready no
+        earlier than the one before it (DDP reduces them in order), those within GROUP_SHARE of the
+        backward of a group's first in that group, ready with its last. Made once per timeline, which
+        is replayed on many links."""
+        ready = list(accumulate(map(itemgetter(0), self.buckets), max))
+        past = bisect_right(ready, self.backward_s)  # ready after the backward's end: at its end
+        ready[past:] = repeat(self.backward_s, len(ready) - past)
+        within = GROUP_SHARE * self.backward_s
+        ends, grouped = [], []
+        first = 0
+        while first < len(ready):
+            first = bisect_right(ready, ready[first] + within, first)
+            ends.append(first)
+            grouped.append(ready[first - 1])
+        return tuple(map(itemgetter(1), self.buckets)), tuple(ends), tuple(grouped)
 
 
 @dataclass(frozen=True)
@@ -94,27 +121,12 @@ class Events:
 
 
 def events(timeline: Timeline, allreduce_s: Callable[[float], float]) -> Events:
-    """Each bucket's readiness, no earlier than the one before it (DDP reduces them in order), and its
-    all-reduce's time (once per distinct size), grouped by GROUP_SHARE. Linear in the buckets."""
-    backward = timeline.backward_s
-    within = GROUP_SHARE * backward
-    took: dict = {}
-    ready: list = []
-    seconds: list = []
-    first = latest = 0.0
-    for bucket in timeline.buckets:
-        latest = max(latest, min(bucket.ready_s, backward))
-        duration = took.get(bucket.nbytes)
-        if duration is None:
-            duration = took[bucket.nbytes] = allreduce_s(bucket.nbytes)
-        if seconds and latest - first <= within:
-            ready[-1] = latest
-            seconds[-1] += duration
-        else:
-            first = latest
-            ready.append(latest)
-            seconds.append(duration)
-    return Events(tuple(ready), tuple(seconds), backward)
+    """The timeline's groups of buckets (Timeline.groups) with their all-reduces' time, each size's
+    time asked once. Linear in the buckets."""
+    sizes, ends, ready = timeline.groups
+    took = {size: allreduce_s(size) for size in set(sizes)}
+    seconds = list(map(took.__getitem__, sizes))
+    return Events(ready, tuple(sum(seconds[start:end]) for start, end in zip((0, *ends), ends)), timeline.backward_s)
 
 
 def play(found: Events, slowdown: Slowdown = NONE) -> tuple[float, float]:

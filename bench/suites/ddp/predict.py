@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 
 from bench.common.allreduce import ALGORITHMS, TABLE, Link, Topology, link, shown, usable_curve
 from bench.common.links import link_summary
-from bench.common.replay import NONE, Bucket, Replayed, Slowdown, Timeline, exposed_only, fitted_slowdown, replay
+from bench.common.replay import NONE, Bucket, Replayed, buckets_of, Slowdown, Timeline, exposed_only, fitted_slowdown, replay
 from bench.errors import UserError
 from bench.suites.ddp.derived import REDUCE_DTYPES
 from bench.suites.training_derived import collective_curves
@@ -85,10 +85,18 @@ def _median(values) -> float:
     return statistics.median(values)
 
 
-def profile_of(run: dict, arm: str, source: str, calibrate_to: "float | None" = None) -> "Profile | None":
+def ready_medians(steps: list) -> list:
+    """Each bucket's median ready time over the steps (a list per step, one length)."""
+    half, odd = divmod(len(steps), 2)
+    columns = map(sorted, zip(*(step["bucket_ready_s"] for step in steps)))
+    return [column[half] for column in columns] if odd else [(column[half - 1] + column[half]) / 2 for column in columns]
+
+
+def profile_of(run: dict, arm: str, source: str, calibrate_to: "float | None" = None,
+               ready: "list | None" = None) -> "Profile | None":
     """The run's timeline arm ("steps" or "steps_without_allreduce") as a Profile; calibrate_to: the
-    run's measured median step, which the profile's own step then equals. The run's timeline agrees
-    with itself (timeline_problem finds none)."""
+    run's measured median step, which the profile's own step then equals; ready: the arm's
+    ready_medians, where known. The run's timeline agrees with itself (timeline_problem finds none)."""
     found = run.get("timeline") or {}
     steps = found.get(arm) or []
     if not steps:
@@ -96,12 +104,12 @@ def profile_of(run: dict, arm: str, source: str, calibrate_to: "float | None" = 
     accum = run["params"]["grad_accum"]
     figure = {name: _median(step[name] for step in steps)
               for name in ("step_s", "forward_s", "backward_s", "last_backward_start_s", "last_backward_s")}
-    ready = [_median(times) for times in zip(*(step["bucket_ready_s"] for step in steps))]
+    ready = ready_medians(steps) if ready is None else ready
     earlier = (figure["backward_s"] - figure["last_backward_s"]) / (accum - 1) if accum > 1 else figure["last_backward_s"]
     after = figure["step_s"] - figure["last_backward_start_s"] - figure["last_backward_s"]
     if calibrate_to is not None:
         after += calibrate_to - figure["step_s"]  # the harness's step: between steps too
-    buckets = tuple(Bucket(min(r, figure["last_backward_s"]), size) for r, size in zip(ready, found["bucket_bytes"]))
+    buckets = buckets_of(ready, found["bucket_bytes"])  # a replay takes none as ready past the backward's end
     return Profile(figure["forward_s"] / accum, earlier, figure["last_backward_start_s"], figure["last_backward_s"],
                    buckets, max(after, 0.0), accum, source)
 
@@ -135,15 +143,19 @@ def run_name(run: dict) -> str:
 
 
 class _Profiles:
-    """Each run's profiles, made once: a profile reads every step of every bucket."""
+    """Each run's profiles, made once, from its buckets' ready times, read once: a profile reads every
+    step of every bucket."""
 
     def __init__(self) -> None:
         self._made: dict = {}
+        self._ready: dict = {}
 
     def of(self, run: dict, arm: str, source: str, calibrated: bool) -> "Profile | None":
         key = (id(run), arm, calibrated)
         if key not in self._made:
-            self._made[key] = profile_of(run, arm, "", _step_median(run) if calibrated else None)
+            steps = (run.get("timeline") or {}).get(arm) or []
+            ready = self._ready.setdefault((id(run), arm), ready_medians(steps) if steps else [])
+            self._made[key] = profile_of(run, arm, "", _step_median(run) if calibrated else None, ready)
         made = self._made[key]
         return replace(made, source=source) if made is not None else None
 
@@ -374,12 +386,14 @@ class _Curves:
         return Link.of_curve(name, title, curve, ranks)
 
     def one_node(self, preset: str, ranks: int, algorithm: "str | None", run: dict) -> "Link | None":
-        """The preset's sweep on one node at `ranks`, else at the nearest world size it ran (carried)."""
-        sizes = sorted((abs(r - ranks), r) for p, r, n, a in self.found if p == preset and n == 1 and a == algorithm and r > 1)
-        for _, r in sizes:
-            at = "" if r == ranks else f" at {r} ranks"
-            return self.link(preset, r, 1, algorithm, run, f"{preset} (measured all_reduce{at})",
-                             f"{preset}, this bundle's all_reduce sweep{at}")
+        """The preset's sweep on one node at `ranks`, else at the nearest world size it ran (carried): of
+        the algorithm asked for, else of NCCL's choice (a link's bandwidth either way)."""
+        for chosen in dict.fromkeys((algorithm, None)):
+            sizes = sorted((abs(r - ranks), r) for p, r, n, a in self.found if p == preset and n == 1 and a == chosen and r > 1)
+            for _, r in sizes[:1]:
+                at = "" if r == ranks else f" at {r} ranks"
+                return self.link(preset, r, 1, chosen, run, f"{preset} (measured all_reduce{at})",
+                                 f"{preset}, this bundle's all_reduce sweep{at}")
         return None
 
 
@@ -439,6 +453,13 @@ def _key(run: dict, nodes: dict) -> tuple:
     return run["transport"]["preset"], run["world_size"], nodes.get(run["launch_id"], 1), algorithm_of(run)
 
 
+# Distinct bucket sizes timed exactly on one topology; past them (a timeline of many thousands of
+# sizes) a size's time is interpolated between the nearest of GRID_STEPS sizes a doubling, within
+# about 1e-5 of its own (the times are affine in the size on a row, smooth on a curve).
+EXACT_SIZES = 4096
+GRID_STEPS = 64
+
+
 class _Durations:
     """Each topology's all-reduce time per size, computed once: a replay asks for every bucket, and
     the same buckets are replayed on the same topology many times."""
@@ -447,12 +468,24 @@ class _Durations:
         self._took: dict = {}
 
     def of(self, topology: Topology):
-        took = self._took.setdefault(topology, {})
+        took, grid = self._took.setdefault(topology, ({}, {}))
+
+        def on_grid(step: int) -> float:
+            if step not in grid:
+                grid[step] = topology.time_s(2 ** (step / GRID_STEPS))
+            return grid[step]
 
         def seconds(nbytes: float) -> float:
-            if nbytes not in took:
-                took[nbytes] = topology.time_s(nbytes)
-            return took[nbytes]
+            found = took.get(nbytes)
+            if found is None:
+                if len(took) < EXACT_SIZES or nbytes < 1:
+                    found = topology.time_s(nbytes)
+                else:
+                    step = math.floor(math.log2(nbytes) * GRID_STEPS)
+                    low, high = 2 ** (step / GRID_STEPS), 2 ** ((step + 1) / GRID_STEPS)
+                    found = on_grid(step) + (on_grid(step + 1) - on_grid(step)) * (nbytes - low) / (high - low)
+                took[nbytes] = found
+            return found
         return seconds
 
 

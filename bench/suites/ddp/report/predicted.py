@@ -47,7 +47,7 @@ def _recipe(p: Predicted) -> str:
 def links_table(found: list[HostPrediction]) -> "Table | None":
     """Every configuration on every link, the measured runs among them, with samples per dollar where priced."""
     rows = []
-    priced = any(p.price_per_hour for host in found for p in host.predicted)
+    priced = any(p.samples_per_dollar is not None for host in found for p in host.predicted)
     for host in found:
         for p in sorted(host.predicted, key=lambda p: (p.workload, p.global_batch, p.gpus, p.measured is None, p.step_s)):
             scaling = f"{p.scaling:.1%}" if p.scaling is not None and math.isfinite(p.scaling) else "-"
