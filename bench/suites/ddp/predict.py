@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 
 from bench.common.allreduce import ALGORITHMS, TABLE, Link, Topology, link, shown, usable_curve
 from bench.common.links import link_summary
+from bench.common.reference import nvlink_row
 from bench.common.replay import NONE, Bucket, Replayed, buckets_of, Slowdown, Timeline, exposed_only, fitted_slowdown, replay
 from bench.errors import UserError
 from bench.suites.ddp.derived import REDUCE_DTYPES
@@ -192,11 +193,8 @@ def table_link_of(fingerprint: "dict | None", preset: str) -> "Link | None":
     summary = link_summary(fingerprint)
     gpu = (summary.get("gpu") or "").upper()
     if preset == "default" and summary["link_class"] == "nvlink":
-        for needle, name in (("RTX 3090", "rtx3090-nvlink-bridge"), ("A100", "nvlink3"), ("H100", "nvlink4"),
-                             ("H200", "nvlink4"), ("B200", "nvlink5")):
-            if needle in gpu:
-                return TABLE[name]
-        return None
+        name = nvlink_row(gpu)
+        return TABLE[name] if name else None
     label = summary["link_label"]
     pcie = label.rsplit("PCIe ", 1)[-1].split(" x") if "PCIe " in label else None
     if preset == "socket":
