@@ -166,7 +166,7 @@ SOURCES = {
                  "100 MB buckets (benchmarks/ddp_scaling.py), three sessions of 2026-11-23",
         "path": "benchmarks/results/ddp_h200x2.md",
         "says": "step 93.7-96.1 ms on 1 GPU; 104.8-107.5 ms on 2 GPUs over NVLink with NCCL (P2P); 154.9-158.0 ms with "
-                "NCCL_P2P_DISABLE=1 (SHM)",
+                "NCCL_P2P_DISABLE=1 (SHM); scaling 89.2-90.0% over NVLink, 60.0-62.1% through SHM",
     },
     "nccl-2.4-trees": {
         "title": "NVIDIA Developer Blog, 'Massively Scale Your Deep Learning Training with NCCL 2.4' (double binary trees)",
@@ -408,6 +408,12 @@ EXPECTED: list = [
     _expected(GPU_H200, "pcie5-x16-host", "ddp_step_time_s", (0.1549, 0.1580), "measured", ["ddpbench-h200x2-ddp"],
               "gpt2-large's step on 2x H200 with NCCL_P2P_DISABLE=1 (SHM), seconds", transport="host_memory", ranks=2,
               config=DDP_GPT2_LARGE),
+    _expected(GPU_H200, "nvlink4", "ddp_scaling_efficiency_fraction", (0.892, 0.897, 0.900), "measured", ["ddpbench-h200x2-ddp"],
+              "gpt2-large's scaling on 2x H200 over NV18 (NCCL, P2P) against one GPU of the same session", transport="nvlink",
+              ranks=2, config=DDP_GPT2_LARGE),
+    _expected(GPU_H200, "pcie5-x16-host", "ddp_scaling_efficiency_fraction", (0.600, 0.621), "measured", ["ddpbench-h200x2-ddp"],
+              "gpt2-large's scaling on 2x H200 with NCCL_P2P_DISABLE=1 (SHM) against one GPU of the same session",
+              transport="host_memory", ranks=2, config=DDP_GPT2_LARGE),
 ]
 
 

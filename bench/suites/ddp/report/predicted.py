@@ -17,7 +17,8 @@ SOURCE_CAPTION = (
     "bench/common/replay.py) on each link: bucket i's all-reduce starts when it is ready and bucket i-1's has "
     "ended, and lasts what the link's curve (this bundle's all_reduce sweep where it has one, else the link table, "
     "bench/common/reference.py) gives for its bytes; on several nodes, NCCL's ring or tree over the link within a node and "
-    "the one between them, the faster (bench/common/allreduce.py). Scaling is against the 1-GPU run at the same global batch.")
+    "the one between them, the faster unless an algorithm is named (bench/common/allreduce.py). Scaling is against the 1-GPU run "
+    "at the same global batch.")
 
 
 def hosts(comparison: Comparison) -> list[HostPrediction]:
