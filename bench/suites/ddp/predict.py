@@ -410,6 +410,8 @@ def _crossed(host: dict, run: dict, curves: _Curves, nodes: int) -> "Crossed | N
     and node count; else, on one node, the preset's sweep at another world size or the table's row;
     on several, the sweeps (else rows) of the link within a node and of the network between them."""
     preset, ranks, algorithm = run["transport"]["preset"], run["world_size"], algorithm_of(run)
+    if ranks % nodes:
+        return None  # its ranks do not fill its nodes: no topology to replay on
     fingerprint = host.get("fingerprint")
     here = f", {Topology(ranks // nodes, nodes).shape}" if nodes > 1 else ""
     exact = curves.link(preset, ranks, nodes, algorithm, run, f"{preset}{here} (measured all_reduce)",
