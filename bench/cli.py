@@ -171,8 +171,8 @@ def cmd_predict(args) -> int:
     from bench.suites.ddp.predict import predict
     from bench.suites.ddp.report.predicted import blocks
 
-    loaded, _ = load(expand(args.bundles), True, lambda line: print(line, file=sys.stderr))
-    found = predict([item.bundle for item in loaded], args.link or None, args.gpus, args.gpus_per_node)
+    loaded, _ = load(expand(args.bundles), False, lambda line: print(line, file=sys.stderr))
+    found = predict([item.bundle for item in loaded], args.link or None, args.gpus, args.gpus_per_node, args.algorithm)
     if not found:
         raise UserError(f"no ddp runs in {', '.join(args.bundles)}; predict reads bundles that ran the ddp suite (e.g. PLAN=quick)")
     print(render(blocks(found)))
@@ -246,6 +246,8 @@ def parser() -> argparse.ArgumentParser:
                               "INTRA+NETWORK for several nodes (e.g. nvlink4+ib-hdr); repeatable (default: the report's set)")
     predict.add_argument("--gpus", type=int, help="GPUs to predict for (default: the world sizes the bundle ran, else 2)")
     predict.add_argument("--gpus-per-node", type=int, help="GPUs per node for INTRA+NETWORK links (default 1)")
+    predict.add_argument("--algorithm", choices=["ring", "tree"],
+                         help="NCCL's all-reduce algorithm on the links named (default: the faster for each bucket, as NCCL picks)")
     predict.set_defaults(func=cmd_predict)
 
     sign = sub.add_parser("sign", help="sign a bundle with your SSH key (writes BUNDLE.sig)")

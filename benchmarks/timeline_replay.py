@@ -30,7 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import suites  # noqa: E402
-from bench.common.allreduce import TABLE, Fabric  # noqa: E402
+from bench.common.allreduce import TABLE, Topology  # noqa: E402
 from bench.common.replay import Bucket, Timeline, exposed_only, replay  # noqa: E402
 from bench.suites.ddp.predict import profile_of  # noqa: E402
 from benchmarks._agent import table  # noqa: E402
@@ -213,7 +213,7 @@ def predictions(results: dict) -> list:
         plain_timeline = scaled(two_gpu_timeline(entry, "plain"), factor)
         for link, measured_value in measured.items():
             measured_s = measured_value / 1e3 if measured_value > 10 else measured_value
-            fabric = Fabric(TABLE[link], 2)
+            fabric = Topology.flat(TABLE[link], 2)
             nbytes = sum(b.nbytes for b in ddp_timeline.buckets)
             accum = entry["params"]["grad_accum"]
             compute = one_gpu_s * max(1, accum // 2) / accum  # seed 002's model: the 1-GPU step at the batch per GPU

@@ -161,6 +161,15 @@ class Suite:
         suite has no such figure."""
         return None
 
+    def judged_figures(self, run: dict) -> list:
+        """Every figure of the run the expected ranges judge: judged_figure's, and where the run scales
+        against a 1-GPU run (its derived scaling_efficiency_fraction), that scaling."""
+        found = [figure for figure in [self.judged_figure(run)] if figure is not None]
+        scaling = (run.get("derived") or {}).get("scaling_efficiency_fraction")
+        if found and run["world_size"] > 1 and scaling is not None:
+            found.append((f"{self.name}_scaling_efficiency_fraction", scaling, None))
+        return found
+
     def baselines(self, runs: list) -> dict:
         """id(run) -> the run it is scaled against (ddp: its 1-GPU run), for the runs that have one."""
         return {}

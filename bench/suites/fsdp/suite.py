@@ -13,6 +13,7 @@ from bench.common.host import Capabilities
 from bench.common.transports import backend_for, on_gpu, ranks_label
 from bench.common.units import human_bytes
 from bench.suites import memory
+from bench.suites.base import median
 from bench.suites.fsdp import cost, derived
 from bench.suites.fsdp.params import Params
 from bench.suites.params import PlanError
@@ -64,6 +65,9 @@ class FSDP(TrainingSuite):
         p = run["params"]
         return ("fsdp", p["model"], fsdp_recipe(p), p["sharding"], p.get("seq_len"), p["micro_batch"], p.get("global_batch"),
                 run["world_size"])
+
+    def judged_figure(self, run: dict) -> tuple:
+        return "fsdp_step_time_s", median(run, "step_time_s"), None
 
     def label(self, run: dict) -> str:
         p = run["params"]
