@@ -25,7 +25,7 @@ from bench.common.links import link_summary
 from bench.common.replay import NONE, Bucket, Replayed, Slowdown, Timeline, exposed_only, fitted_slowdown, replay
 from bench.errors import UserError
 from bench.suites.ddp.derived import REDUCE_DTYPES
-from bench.suites.training_derived import collective_curves
+from bench.suites.training_derived import collective_curves, curve_key
 from bench.suites.training import training_recipe
 
 # seed 000's PCIe 4.0 x1/x4/x8/x16 boxes (RTX 4090s: no P2P, so through host memory) and its RTX
@@ -273,7 +273,7 @@ def _transport_links(host: dict) -> dict:
         if ranks < 2 or (preset, ranks) in found:
             continue
         row = table_link_of(host["fingerprint"], preset)
-        dtypes = curves.get((preset, ranks, nodes.get(run["launch_id"], 1)))
+        dtypes = curves.get(curve_key(run, nodes))
         if dtypes:
             params = run["params"]
             reduced = "bfloat16" if params.get("weights_dtype") == "bfloat16" else REDUCE_DTYPES[params.get("grad_reduce_dtype", "fp32")]
