@@ -138,6 +138,9 @@ class _Planner:
         suite = suites.get(entry["suite"], f"the plan's suites[{index}]")
         typed = suite.params(side.params)
         self._check_selection(entry["suite"], side, entry.get("env", {}))
+        found = algorithms.env_problem(entry.get("env", {}), side.algorithms, side.protocols)
+        if found:
+            raise PlanError(f"{entry['suite']}: {found}")
         worlds = [2] if side.pairs else _resolve_world_sizes(entry["world_sizes"], self.hw, side.gpus)
         launches = []
         for preset_name in side.transports:
@@ -201,7 +204,7 @@ class _Planner:
             return
         asked = f"algorithms {side.algorithms} and protocols {side.protocols}"
         if backend_for(preset_name, self.cuda) == "gloo":
-            where = ("this host has no GPU, so its ranks talk over gloo" if not self.cuda else f"transport {preset_name!r} is gloo")
+            where = ("this host has no GPU, so its ranks talk over gloo" if not self.cuda else f"transport {preset_name!r} talks over gloo")
             raise PlanError(f"{suite.name}: {asked} choose NCCL's, and {where}, which has one algorithm a collective; "
                             "put them in the entry's gpu: block, or use an NCCL transport")
         found = (algorithms.version_problem(self.hw.nccl_version)

@@ -79,17 +79,23 @@ def version_problem(nccl_version: "str | None") -> "str | None":
             "would apply to the collectives the suite needs beside the one measured; use a torch with NCCL 2.24 or later")
 
 
-def global_env_problem(env: dict) -> "str | None":
-    """An entry's env NCCL_ALGO that applies to every collective yet leaves out Ring, the only algorithm
-    of broadcast, reduce and (beside PAT) all-gather: the job ends at its start."""
+def env_problem(env: dict, algorithms: list, protocols: list) -> "str | None":
+    """What is wrong with an entry's env NCCL_ALGO or NCCL_PROTO: set beside the entry's algorithms or
+    protocols (two places for one setting), or a global NCCL_ALGO without Ring, the only algorithm of
+    broadcast and (beside PAT) all-gather, which every suite's ranks run (they gather their checks;
+    DDP broadcasts its parameters): the job would end at its start."""
+    for name, axis, values in (("NCCL_ALGO", "algorithms", algorithms), ("NCCL_PROTO", "protocols", protocols)):
+        if name in env and values != [DEFAULT]:
+            return f"env {name} and {axis} both set NCCL's {axis[:-1]}; set it in {axis} only"
     value = env.get("NCCL_ALGO")
     if not value or ":" in value or value.startswith("^"):
         return None
     if "ring" in [part.strip().lower() for part in value.split(",")]:
         return None
-    return (f"env NCCL_ALGO={value} applies to every collective, and NCCL runs broadcast, reduce and all-gather with Ring "
-            f"(DDP and FSDP gather and broadcast at their start: 'no algorithm/protocol available'); use "
-            f"algorithms: [{value.split(',')[0].strip().lower()}], which sets it for the entry's own collectives")
+    return (f"env NCCL_ALGO={value} applies to every collective, and NCCL runs all-gather and broadcast with Ring only "
+            f"(every suite's ranks gather their checks, DDP broadcasts its parameters: the job would end at its start with "
+            f"'no algorithm/protocol available'); use algorithms: [{value.split(',')[0].strip().lower()}], which sets it "
+            "for the entry's own collectives")
 
 
 def asked_of_nccl(algorithm: str, protocol: str) -> "tuple[str | None, str | None]":

@@ -44,7 +44,7 @@ def _named(token: str, table: tuple) -> str:
 
 def tuning_choices(text: str) -> list[Choice]:
     """Every TUNING line of a log, in order."""
-    return [Choice(function, int(size), _named(algorithm, ALGORITHMS), _named(protocol, PROTOCOLS))
+    return [Choice(function or None, int(size), _named(algorithm, ALGORITHMS), _named(protocol, PROTOCOLS))
             for function, size, algorithm, protocol in _TUNING.findall(text)]
 
 

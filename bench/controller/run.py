@@ -150,6 +150,9 @@ def _check_axes(plan: dict) -> None:
                                     f"ranks into {side.nodes} nodes, and world size {ranks} does not divide; use world sizes "
                                     f"that are multiples of {side.nodes}")
         side = side_of(entry, True)
+        found = algorithms.env_problem(entry.get("env", {}), side.algorithms, side.protocols)
+        if found:
+            raise UserError(f"the plan's suites[{index}]: {entry['suite']}: {found}")
         collectives = suite.nccl_collectives(suite.params(side.params))
         for algorithm, protocol_name, ranks in itertools.product(side.algorithms, side.protocols, explicit or [side.nodes]):
             found = algorithms.problem(collectives, algorithm, protocol_name, ranks_per_node=max(1, ranks // side.nodes))
