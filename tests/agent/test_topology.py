@@ -4,6 +4,8 @@ env among it) as part of its identity in the bundle, the report and compare."""
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 
 from bench.agent.fingerprint import collect
@@ -14,8 +16,9 @@ from bench.common.host import Capabilities
 from bench.common.timestamps import utc_timestamp
 from bench.controller.plans import check
 from bench.controller.resume import launch_of_plan
+from bench.report.document import Paragraph
 from bench.report.merge import merge
-from bench.suites.collectives.report import collectives_table
+from bench.suites.collectives.report import collectives_table, pairs_blocks
 from bench.suites.params import PlanError
 from bench.verify.compare import DEFAULT_TOLERANCE, compare_bundles
 from tests.conftest import cli
@@ -196,3 +199,25 @@ def test_the_entrys_env_is_recorded_and_keeps_two_configurations_apart_everywher
     verdicts = compare_bundles(bundle, bundle, {"busbw_gbps": DEFAULT_TOLERANCE}, [("local", "local")])
     assert len(verdicts) == 6
     assert sorted({v.transport for v in verdicts}) == ["default", "default, 2 emulated nodes x 2", "default, NCCL_ALGO=allreduce:tree"]
+
+
+def test_the_report_names_the_slowest_pair_with_its_path_and_numa_nodes(bundle):
+    """Seed 001's box: NVLink pairs (NV4) joined across sockets (SYS); two of the CPU runs stand for the
+    pairs 0-1 and 1-3, at 10 and 1 GB/s."""
+    doc = copy.deepcopy(bundle)
+    host = doc["hosts"][0]
+    host["fingerprint"]["topology"]["matrix"] = {
+        f"GPU{a}": {f"GPU{b}": "NV4" if a // 2 == b // 2 else "SYS" for b in range(4) if b != a} for a in range(4)}
+    host["fingerprint"]["numa"]["gpu_nodes"] = {f"GPU{a}": a // 2 for a in range(4)}
+    for run in host["runs"]:
+        pair = {"01-collectives-default-ws2": [0, 1], "02-collectives-default-ws2": [1, 3]}.get(run["launch_id"])
+        if pair:
+            run["gpus"] = pair
+            run.pop("env", None)
+            run["metrics"]["busbw_gbps"]["samples"] = [10.0 if pair == [0, 1] else 1.0] * 3
+    blocks = pairs_blocks(merge([doc]))
+    lines = [block.text for block in blocks if isinstance(block, Paragraph)]
+    assert len(lines) == 1 and "the slowest pair is GPUs 1 and 3 (SYS, NUMA nodes 0 and 1)" in lines[0]
+    assert "at 1 GB/s busbw, 10% of the fastest, GPUs 0 and 1 (NV4, NUMA node 0) at 10 GB/s" in lines[0]
+    table = blocks[-1]
+    assert [row[4:7] for row in table.rows] == [["0 – 1", "NV4", "0, 0"], ["1 – 3", "SYS", "0, 1"]]
