@@ -112,7 +112,7 @@ def test_emulated_nodes_split_each_launch_and_the_preset_names_the_link_between_
     assert {k: v for k, v in found[1].env.items() if k.endswith("_DISABLE")} == {"NCCL_IB_DISABLE": "1"}
 
 
-def test_a_world_size_the_nodes_do_not_divide_is_refused(tmp_path):
+def test_a_world_size_the_nodes_do_not_divide_is_refused():
     with pytest.raises(PlanError, match="nodes: 2 splits each launch's ranks into 2 nodes, and world size 3 does not divide"):
         launches(FOUR_GPUS, {"world_sizes": [3], "nodes": 2})
     (skipped,) = launches(Capabilities(gpu_count=3, gpu_memory_bytes=80 << 30), {"nodes": 2})
