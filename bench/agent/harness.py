@@ -54,6 +54,7 @@ class Context:
     measured: MeasuredWindow = field(default_factory=MeasuredWindow, repr=False, compare=False)
     deadline: "float | None" = None
     notes: list = field(default_factory=list, repr=False, compare=False)
+    ranks_per_node: "int | None" = None  # ranks of its node (an emulated node's, where one host is split); None: unknown
 
     @property
     def is_cuda(self) -> bool:

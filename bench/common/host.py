@@ -18,6 +18,7 @@ class Capabilities:
     infiniband: bool = False  # an active InfiniBand port
     nvlink: bool = False  # some GPU has an active NVLink
     pcie_gen: int = 4  # the lowest PCIe generation a GPU's slot supports (4 where unknown)
+    nccl_version: "str | None" = None  # the NCCL torch loads ("2.28.9"), None where unknown or absent
 
     @classmethod
     def of(cls, fingerprint: dict) -> "Capabilities":
@@ -34,6 +35,7 @@ class Capabilities:
             infiniband=any((port.get("state") or "").upper().endswith("ACTIVE") for port in ib),
             nvlink=any((g.get("nvlink") or {}).get("active_links") for g in gpus),
             pcie_gen=min(((g.get("pcie") or {}).get("gen_max") or 4 for g in gpus), default=4),
+            nccl_version=(fingerprint.get("software") or {}).get("nccl"),
         )
 
     @property

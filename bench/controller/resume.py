@@ -11,6 +11,7 @@ from pathlib import Path
 
 from bench.bundle import agent_raw_problem, read_bundle
 from bench.common.protocol import parse_launch_id
+from bench.common.selection import variant_parts
 from bench import schemas
 from bench.controller import plans
 from bench.errors import UserError
@@ -69,19 +70,22 @@ def _of_the_plan(entry: dict, previous: Previous) -> dict:
 
 
 def launch_of_plan(text: str, plan: dict) -> bool:
-    """Whether a launch id is one the plan makes: its entry's index, suite, one of its transports and
-    at most its launch repeats (on a GPU host or a CPU one)."""
+    """Whether a launch id is one the plan makes: its entry's index, suite, one of its transports, a
+    variant its algorithms, protocols, nodes and GPUs could make, and at most its launch repeats (on a
+    GPU host or a CPU one)."""
     parsed = parse_launch_id(text)
     if parsed is None:
         return False
-    index, suite, preset, _, repeat = parsed
+    index, suite, preset, variant, _, repeat = parsed
     if index >= len(plan["suites"]):
         return False
     entry = plan["suites"][index]
     sides = [entry, *(entry[side] for side in ("gpu", "cpu") if side in entry)]
     transports = {t for side in sides for t in side.get("transports", [])}
     repeats = max(side.get("launch_repeats", 1) for side in sides)
-    return suite == entry["suite"] and preset in transports and repeat <= repeats
+    parts, pairs = variant_parts(sides), any("pairs" in side for side in sides)
+    return suite == entry["suite"] and preset in transports and repeat <= repeats and all(
+        part in parts or (pairs and part.startswith("g")) for part in variant)
 
 
 def _raw_order(path: Path) -> tuple:

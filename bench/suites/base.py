@@ -132,6 +132,17 @@ class Suite:
         """How many runs (configuration points) one launch records."""
         return 1
 
+    def nccl_collectives(self, params) -> list:
+        """[(what it is to a user, NCCL's function or None where NCCL chooses no algorithm for it)] of the
+        collectives an entry's runs are about: what a plan entry's algorithms and protocols apply to
+        (bench/common/algorithms.py); [] for a suite that runs none (the axis is refused)."""
+        return []
+
+    def nccl_calls(self, run: dict) -> list:
+        """[(NCCL's function, the bytes one call moves as NCCL's TUNING lines count them, or None for
+        any size)] of the collectives a run measured: which of its launch's TUNING lines are its own."""
+        return []
+
     def launch_seconds(self, params, preset: str, world_size: int, host: Capabilities) -> float:
         """The cost model: seconds one launch takes past its start-up (bench/suites/cost.py)."""
         return 0.0
@@ -139,7 +150,8 @@ class Suite:
     # --- a run, once measured ----------------------------------------------------------------
 
     def configuration(self, run: dict) -> tuple:
-        """What a run measured, whoever ran it: the key two bundles must share to be compared."""
+        """What a run measured, whoever ran it, by its parameters and world size; with the setting it ran
+        under (bench.common.transports.setting_key), the key two bundles must share to be compared."""
         return (self.name, json.dumps(run["params"], sort_keys=True), run["world_size"])
 
     def label(self, run: dict) -> str:

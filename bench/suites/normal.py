@@ -15,6 +15,7 @@ from bench import suites
 from bench.common.concerns import acs_on_gpu_path, iommu_translated, pcie_links
 from bench.common.reference import BAND, EXPECTED, GIB, LARGE_BYTES, SOURCES, nvlink_row
 from bench.common.links import link_summary
+from bench.common.transports import setting_key
 from bench.common.units import human_bytes
 
 NO_REFERENCE = "no reference"
@@ -114,22 +115,28 @@ def _gpus_of(run: dict, fp: dict) -> list[int]:
     ends = [int(found[1]) for end in ("src", "dst") if (found := re.fullmatch(r"gpu(\d{1,4})", str(run["params"].get(end))))]
     if run["suite"] == "copy":
         return ends
+    if run.get("gpus"):  # the GPUs the plan entry named
+        return list(run["gpus"])
     count = len(fp.get("gpus") or [])
     return list(range(min(run["world_size"], count)))
 
 
 def _path(run: dict, fp: dict) -> "str | None":
     """The path the run's data took between GPUs, as the link rows name it: p2p, nvlink, host_memory,
-    net_ib, net_socket; None for a copy between host and device, or one rank."""
+    net_ib, net_socket (over several nodes, the one between them); None for a copy between host and
+    device, or one rank."""
     nvlink = link_summary(fp)["link_class"] == "nvlink"
     if suites.get(run["suite"]).peer_copies(run):
         ends = [f"GPU{i}" for i in _gpus_of(run, fp)]
         access = (((fp.get("link_load") or {}).get("p2p_access")) or {}).get(ends[0], {}).get(ends[-1]) if ends else None
         return "host_memory" if access is False else "nvlink" if nvlink else "p2p"
     used = set(run["transport"]["nccl_used"])
+    network = (("NET/IB", "net_ib"), ("NET/Socket", "net_socket"))
+    if (run["transport"].get("nodes") or {}).get("count", 1) > 1:  # over several nodes the network path is the slowest
+        return next((path for name, path in network if name in used), None)
     if "P2P" in used:
         return "nvlink" if nvlink else "p2p"
-    for name, path in (("SHM", "host_memory"), ("NET/IB", "net_ib"), ("NET/Socket", "net_socket")):
+    for name, path in (("SHM", "host_memory"), *network):
         if name in used:
             return path
     return None
@@ -232,8 +239,8 @@ def measured_ranges(bundles: list) -> list[dict]:
                 continue
             gpu = names.pop()
             for run in host["runs"]:
-                if run["status"] != "ok" or nodes.get(run["launch_id"], 1) > 1:
-                    continue
+                if run["status"] != "ok" or nodes.get(run["launch_id"], 1) > 1 or setting_key(run):
+                    continue  # a range is one box's, under NCCL's own choices: no nodes, algorithm, GPUs or env of the plan's
                 if run["world_size"] > 1 and _path(run, fp) is None:  # ranks on no link the rows name (gloo)
                     continue
                 for figure, value, size in suites.get(run["suite"]).judged_figures(run):

@@ -1,6 +1,7 @@
 """Configuration-by-configuration comparison of an original bundle with a new one: matching, ratios, verdicts.
 
-A configuration's identity is (host, suite, params, transport preset, world size); the runs of
+A configuration's identity is (host, suite, params, transport preset, world size, and the setting it
+ran under: NCCL's algorithm and protocol asked, its nodes, its GPUs, its entry's env); the runs of
 one configuration in several repeats of its launch (launch_repeats) are judged together. Hosts pair by name when
 every original host name is among the new ones, otherwise by position (the first original host
 with the first new one, ...); explicit pairs (--host-map orig=new) come first.
@@ -15,6 +16,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 from bench import suites
 from bench.common.stats import Spread, cv, family_level, percent, ratio_of_pooled_medians
+from bench.common.transports import nccl_algorithms, setting_key, with_setting
 from bench.errors import UserError
 from bench.verify.machines import differences
 
@@ -88,7 +90,8 @@ def measured(params: dict) -> dict:
 
 
 def run_key(run: dict) -> tuple:
-    return (run["suite"], json.dumps(measured(run["params"]), sort_keys=True), run["transport"]["preset"], run["world_size"])
+    return (run["suite"], json.dumps(measured(run["params"]), sort_keys=True), run["transport"]["preset"], run["world_size"],
+            *setting_key(run))
 
 
 @dataclass
@@ -212,6 +215,9 @@ def _compare_configuration(base: RunVerdict, runs: "list[dict]", new_runs: "list
     used = (runs[0]["transport"].get("nccl_used"), new_runs[0]["transport"].get("nccl_used"))
     if used[0] != used[1]:
         return replace(base, verdict="not comparable", differs=[{"field": "nccl_transport", "original": used[0], "new": used[1]}])
+    ran = (nccl_algorithms(runs[0]["transport"]), nccl_algorithms(new_runs[0]["transport"]))
+    if None not in ran and ran[0] != ran[1]:  # NCCL's own choice moved (another version, a tuner): another measurement
+        return replace(base, verdict="not comparable", differs=[{"field": "nccl_algorithm", "original": ran[0], "new": ran[1]}])
     return Measured(base, samples, [r["metrics"][base.metric]["samples"] for r in new_runs], shares)
 
 
@@ -280,7 +286,7 @@ def _configurations_of(original: dict, new: dict, pairs: "list[tuple]", ignore: 
             run = runs[0]
             base = RunVerdict(
                 host=name, new_host=new_name, suite=run["suite"], params=run["params"],
-                transport=run["transport"]["preset"], world_size=run["world_size"],
+                transport=with_setting(run["transport"]["preset"], run), world_size=run["world_size"],
                 metric=suites.get(run["suite"]).headline_metric, verdict="",
             )
             new_error = None if new_host is None else new_host.get("error")

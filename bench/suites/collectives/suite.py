@@ -24,6 +24,9 @@ GATHER_OPS = ("all_gather", "reduce_scatter")  # the collectives that run out of
 # the check's expected values in float32: about four of the largest size.
 HOST_BUFFERS_PER_RANK = 4
 HOST_MEMORY_USABLE = 0.8  # of what the host allows: the rest is the ranks' Python, torch and the OS
+# NCCL's name of each op's function (its TUNING lines, its per-collective NCCL_ALGO); a send/recv has no algorithm.
+NCCL_FUNCTIONS = {"all_reduce": "AllReduce", "all_gather": "AllGather", "reduce_scatter": "ReduceScatter",
+                  "broadcast": "Broadcast", "sendrecv": None}
 
 
 @dataclass(frozen=True)
@@ -101,6 +104,17 @@ class Collectives(Suite):
                     host_buffers = size * GLOO_HOST_BUFFER_S_PER_BYTE if kind == "gpu" and preset == "gloo" else 0.0
                     total += params.placements(op) * (calls * per_call + cost.POINT_OVERHEAD_S[kind] + host_buffers)
         return total
+
+    def nccl_collectives(self, params: Params) -> list:
+        return [(op, NCCL_FUNCTIONS[op]) for op in params.ops]
+
+    def nccl_calls(self, run: dict) -> list:
+        """NCCL counts a call's bytes per rank: all_gather's send, reduce_scatter's receive buffer."""
+        p = run["params"]
+        function = NCCL_FUNCTIONS[p["op"]]
+        if function is None:
+            return []
+        return [(function, p["size_bytes"] // run["world_size"] if p["op"] in GATHER_OPS else p["size_bytes"])]
 
     def configuration(self, run: dict) -> tuple:
         p = run["params"]

@@ -26,7 +26,7 @@ Seed 002's model, in step time (medians):
 from __future__ import annotations
 
 from bench.common.allreduce import curve_time
-from bench.suites.training_derived import collective_curves, curve_of, median as _median
+from bench.suites.training_derived import collective_curves, curve_key, curve_of, median as _median
 
 VARYING = ("global_batch", "grad_accum", "num_params", "train_flops_per_sample")
 # The all_reduce dtype of a ddp run's gradients: the weights' own (fp32 under autocast too; bf16 weights
@@ -98,7 +98,7 @@ def derive_prediction(runs: list[dict], launches: list[dict]) -> None:
             compute_s = _median(baseline, "step_time_s") * per_gpu_batch / baseline["params"]["global_batch"]
         derived["exposed_comm_s"] = None if compute_s is None else _median(run, "step_time_s") - compute_s
         preset = run["transport"]["preset"]
-        dtypes = curves.get((preset, run["world_size"], nodes_of_launch.get(run["launch_id"], 1)))
+        dtypes = curves.get(curve_key(run, nodes_of_launch))
         curve = dtypes and gradient_curve(dtypes, run)
         allreduce_s = None
         if curve is None:

@@ -206,8 +206,11 @@ def table_link_of(fingerprint: "dict | None", preset: str) -> "Link | None":
 
 
 def algorithm_of(run: dict) -> "str | None":
-    """The all-reduce algorithm the run's NCCL_ALGO allowed, where it allowed one of ring and tree
-    alone (Ring, Tree, ^Ring, or the per-collective allreduce:tree); None: NCCL's choice."""
+    """The all-reduce algorithm the run asked NCCL for: its plan entry's algorithm axis, else what its
+    NCCL_ALGO allowed where it allowed one of ring and tree alone (Ring, Tree, ^Ring, or the
+    per-collective allreduce:tree); None: NCCL's choice."""
+    if run["transport"].get("algorithm") in ALGORITHMS:
+        return run["transport"]["algorithm"]
     said = str((run["transport"].get("env") or {}).get("NCCL_ALGO") or "").lower().replace(" ", "")
     if ":" in said:  # per collective: "allreduce:tree;allgather:ring"
         said = next((part.partition(":")[2] for part in said.split(";") if part.partition(":")[0] == "allreduce"), "")
@@ -354,6 +357,12 @@ def _nodes_of(host: dict) -> dict:
     return {launch["id"]: launch.get("nodes", 1) for launch in host["launches"]}
 
 
+def _node_count(run: dict, nodes_of_launch: dict) -> int:
+    """The nodes a run spanned: its transport's record (emulated nodes of one host, or a group's hosts),
+    else its launch's hosts."""
+    return (run["transport"].get("nodes") or {}).get("count") or nodes_of_launch.get(run["launch_id"], 1)
+
+
 class _Curves:
     """The host's all_reduce sweeps as links: (preset, world size, nodes, algorithm) -> the dtype the
     gradients are reduced in -> its usable points; the unusable ones said once."""
@@ -364,7 +373,11 @@ class _Curves:
         self.found: dict = {}
         for algorithm in (None, *ALGORITHMS):
             chosen = [r for r in sweeps if algorithm_of(r) == algorithm]
-            for (preset, ranks, count), dtypes in collective_curves(chosen, "all_reduce", nodes).items():
+            for key, dtypes in collective_curves(chosen, "all_reduce", nodes).items():
+                preset, ranks, count, setting = key[0], key[1], key[2], dict((part[0], part[1:]) for part in key[3:])
+                if "protocol" in setting or "gpus" in setting:  # a protocol forced, or one pair of GPUs: not the link's own curve
+                    continue
+                count = setting["nodes"][0] if "nodes" in setting else count
                 kept = {dtype: usable_curve(curve) for dtype, curve in dtypes.items()}
                 for dtype, curve in dtypes.items():
                     if len(kept[dtype]) < len(curve):
@@ -443,14 +456,14 @@ def _transport_links(host: dict, runs: list, curves: _Curves) -> dict:
     nodes = _nodes_of(host)
     found: dict = {}
     for run in runs:
-        key = (run["transport"]["preset"], run["world_size"], nodes.get(run["launch_id"], 1), algorithm_of(run))
+        key = (run["transport"]["preset"], run["world_size"], _node_count(run, nodes), algorithm_of(run))
         if key[1] >= 2 and key not in found:
             found[key] = _crossed(host, run, curves, key[2])
     return found
 
 
 def _key(run: dict, nodes: dict) -> tuple:
-    return run["transport"]["preset"], run["world_size"], nodes.get(run["launch_id"], 1), algorithm_of(run)
+    return run["transport"]["preset"], run["world_size"], _node_count(run, nodes), algorithm_of(run)
 
 
 # Distinct bucket sizes timed exactly on one topology; past them (a timeline of many thousands of
@@ -600,7 +613,7 @@ def predict_host(host: dict, name: str, specs: list, gpus: "int | None", gpus_pe
                                                   base_per_sample, price, source, slowdown, shape=topology.shape))
             for run in runs:
                 if workload_of(run) == work and run["params"]["global_batch"] == batch and run["world_size"] == n:
-                    preset, count = run["transport"]["preset"], nodes.get(run["launch_id"], 1)
+                    preset, count = run["transport"]["preset"], _node_count(run, nodes)
                     shape = Topology(n // count, count).shape if n % count == 0 else f"{count} nodes"
                     result.predicted.append(Predicted(name, work, batch, n, f"measured: {preset}", f"measured, {preset}",
                                                       "measured run", _step_median(run), None, base_per_sample, price,

@@ -7,7 +7,7 @@ what it shares with the other training suites is bench/suites/training.py."""
 from __future__ import annotations
 
 from bench.common.host import Capabilities
-from bench.common.transports import backend_for
+from bench.common.transports import backend_for, with_setting
 from bench.suites.base import median
 from bench.suites.ddp import cost, derived
 from bench.suites.ddp.params import Params
@@ -39,8 +39,14 @@ class DDP(TrainingSuite):
     def link_name(self, run: dict) -> str:
         """allreduce copy_engine carries the gradients on the copy engines, past NCCL's transport."""
         if run["params"].get("allreduce") == "copy_engine":
-            return f"{run['transport']['preset']} via copy engines"
+            return with_setting(f"{run['transport']['preset']} via copy engines", run)
         return super().link_name(run)
+
+    def nccl_collectives(self, params: Params) -> list:
+        return [] if params.allreduce == "copy_engine" else [("the gradients' all-reduce", "AllReduce")]
+
+    def nccl_calls(self, run: dict) -> list:
+        return [] if run["params"].get("allreduce") == "copy_engine" else [("AllReduce", None)]
 
     def peer_copies(self, run: dict) -> bool:
         return run["params"].get("allreduce") == "copy_engine"

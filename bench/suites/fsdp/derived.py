@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from bench.common.allreduce import curve_time
 from bench.suites.training import training_recipe
-from bench.suites.training_derived import collective_curves, curve_of, median
+from bench.suites.training_derived import collective_curves, curve_key, curve_of, median
 
 REDUCE_DTYPES = {"bf16": "bfloat16", "fp32": "float32"}
 OWN_BASELINE = ("baseline: FSDP on one GPU (this bundle has no ddp world-size-1 run of the same shape): the scaling "
@@ -115,7 +115,7 @@ def derive_prediction(runs: list[dict], launches: list[dict]) -> None:
         else:
             compute_s = median(baseline, "step_time_s") * p["global_batch"] / run["world_size"] / baseline["params"]["global_batch"]
         derived["exposed_comm_s"] = None if compute_s is None else median(run, "step_time_s") - compute_s
-        key = (run["transport"]["preset"], run["world_size"], nodes_of_launch.get(run["launch_id"], 1))
+        key = curve_key(run, nodes_of_launch)
         gather_s = scatter_s = None
         if p["sharding"] == "hybrid":
             notes.append("hybrid sharding gathers within a node and all-reduces across nodes; the sweeps run over every rank: no prediction")

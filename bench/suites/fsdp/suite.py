@@ -61,6 +61,14 @@ class FSDP(TrainingSuite):
     def launch_seconds(self, params: Params, preset: str, world_size: int, host: Capabilities) -> float:
         return cost.launch_seconds(params, preset, world_size, host)
 
+    def nccl_collectives(self, params: Params) -> list:
+        gathers = [("its parameters' all-gather", "AllGather"), ("its gradients' reduce-scatter", "ReduceScatter")]
+        return gathers + ([("its replicas' all-reduce", "AllReduce")] if params.sharding == "hybrid" else [])
+
+    def nccl_calls(self, run: dict) -> list:
+        functions = ["AllGather", "ReduceScatter"] + (["AllReduce"] if run["params"]["sharding"] == "hybrid" else [])
+        return [(function, None) for function in functions]
+
     def configuration(self, run: dict) -> tuple:
         p = run["params"]
         return ("fsdp", p["model"], fsdp_recipe(p), p["sharding"], p.get("seq_len"), p["micro_batch"], p.get("global_batch"),
