@@ -77,14 +77,18 @@ BECAUSE_WORDS = {
 
 
 def _inconclusive_reasons(verdicts: "list[RunVerdict]") -> str:
-    """The rows' reasons, counted, and what this machine can judge where its noise is the reason."""
+    """The rows' reasons, counted, and, where this machine's own spread is wider than the band
+    (not a busy machine's), what it can judge those runs to."""
     counts = Counter(v.inconclusive_because for v in verdicts if v.verdict == "inconclusive")
     parts = [f"{counts[name]} for {words}" for name, words in BECAUSE_WORDS.items() if counts[name]]
-    floors = sorted(v.noise_floor for v in verdicts if v.inconclusive_because == "noise floor" and v.noise_floor is not None)
+    floors = sorted(v.noise_floor for v in verdicts if v.verdict == "inconclusive" and v.inconclusive_because != "busy machine"
+                    and v.noise_floor is not None and v.noise_floor > v.tolerance)
     if floors:
-        span = f"{floors[0]:.0%}" if f"{floors[0]:.0%}" == f"{floors[-1]:.0%}" else f"{floors[0]:.0%} to {floors[-1]:.0%}"
-        parts.append(f"this machine cannot judge {'that run' if len(floors) == 1 else 'those runs'} to the tolerance: "
-                     f"it judges {'it' if len(floors) == 1 else 'them'} to about {span} (--tolerance {math.ceil(floors[-1] * 100)}%)")
+        low, high = f"{floors[0]:.0%}", f"{floors[-1]:.0%}"
+        many = len(floors) > 1
+        parts.append(f"this machine cannot judge {f'{len(floors)} of them' if many else 'one of them'} to the tolerance: a rerun "
+                     f"identical to the original would be judged to about {low if low == high else f'{low} to {high}'}, "
+                     f"so that is what it can judge {'them' if many else 'it'} to (--tolerance {math.ceil(floors[-1] * 100)}%)")
     return "; ".join(parts)
 
 
