@@ -20,6 +20,7 @@ from bench.verify.rerun import plan_rerun
 from bench.verify.signing import Signature
 from bench.controller.progress import describe_s
 from tests.conftest import REPO, cli
+from tests.support.same_samples import another_bundle_of
 
 PLAN = REPO / "tests" / "data" / "verify-plan.yaml"
 # Run-to-run spread of this plan's medians, measured on the shared 2-core development machine
@@ -576,11 +577,8 @@ def test_one_rank_busbw_is_not_comparable_and_says_why(steady, tmp_path):
                     busbw = run["metrics"]["busbw_gbps"]
                     run["world_size"], busbw["samples"] = 1, [0.0] * len(busbw["samples"])
                     busbw["summary"] = summarize(busbw["samples"])
-    def one_rank_later(doc: dict) -> None:  # another bundle of the same samples (not the same bundle)
-        one_rank(doc)
-        doc["finished_at"] = doc["started_at"]
     original = derive(steady, tmp_path, "one-rank", one_rank)
-    new = derive(steady, tmp_path, "one-rank-again", one_rank_later)
+    new = another_bundle_of(original, tmp_path / "one-rank-again")
     done = ddpbench("compare", original, new, check_rc=0)
     by_suite = {r["suite"]: r for r in verdicts(new.parent)}
     assert by_suite["collectives"]["verdict"] == "not comparable"
