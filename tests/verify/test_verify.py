@@ -6,10 +6,12 @@ import copy
 import json
 import math
 import os
+import sys
 import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 from bench.bundle import read_bundle, seal
 from bench.common.stats import Spread, ratio_of_medians, summarize
@@ -364,6 +366,17 @@ def test_a_gpu_bundle_on_this_cpu_machine_is_not_comparable_at_once(tmp_path):
     assert ("- host local: it ran on 2 GPUs NVIDIA H100 80GB HBM3 joined by NVLink; host local has no GPU (a CPU" in done.stdout
             and "gpu_count 2 -> 0; link_class nvlink -> none): a machine with 2 GPUs NVIDIA H100 80GB HBM3 joined by NVLink can verify it" in done.stdout)
     assert "FAIL" not in done.stdout
+
+
+def test_a_host_over_ssh_is_read_over_ssh_before_anything_runs(loopback_hosts, tmp_path):
+    document = loopback_hosts.hosts_document(sys.executable, tmp_path / "work")
+    document["hosts"] = document["hosts"][:1]
+    hosts = tmp_path / "hosts.yaml"
+    hosts.write_text(yaml.safe_dump(document, sort_keys=False))
+    done = ddpbench("verify", PUBLISHED_GPU_BUNDLE, "--hosts", hosts, "--out", tmp_path / "out", check_rc=4)
+    nothing_ran(done, tmp_path / "out")
+    assert "- host local: it ran on 2 GPUs NVIDIA H100 80GB HBM3 joined by NVLink; host host1 has no GPU (a CPU" in done.stdout
+    assert not (tmp_path / "work").exists()  # nothing deployed there
 
 
 def without(*keys_per_entry: "tuple[int, str]"):
