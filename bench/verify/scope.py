@@ -64,9 +64,9 @@ class Scope:
     def nothing(self) -> bool:
         return not self.inventory.hosts or not self.plan["suites"]
 
-    def kept_entries(self) -> set:
-        left = {item["entry"] for item in self.left_out if "entry" in item}
-        return {index for index in range(len(self.plan["suites"]) + len(left)) if index not in left}
+    def entries_left_out(self) -> set:
+        """The indices, in the original's plan, of the entries left out."""
+        return {item["entry"] for item in self.left_out if "entry" in item}
 
 
 def _entries_left_out(original_plan: dict, plan: dict, tool: dict) -> list[dict]:
@@ -149,17 +149,16 @@ def estimate(original: dict, scope: Scope) -> Estimate:
     """How long the rerun takes: what the kept launches took in the original, on machines of this
     kind (the probe found them so), host by host in parallel, plus the original's time outside its
     launches (start-up, fingerprints, gate). The rerun samples as the original did, so no more."""
-    kept = scope.kept_entries()
+    left = scope.entries_left_out()
     hosts = {h["name"]: h for h in original["hosts"]}
 
-    def launches_s(host: dict, entries: "set | None") -> float:
-        return sum(l["duration_s"] for l in host["launches"]
-                   if entries is None or (parse_launch_id(l["id"]) or (None,))[0] in entries)
+    def launches_s(host: dict, leaving_out: set) -> float:
+        return sum(l["duration_s"] for l in host["launches"] if (parse_launch_id(l["id"]) or (None,))[0] not in leaving_out)
 
-    slowest_all = max((launches_s(h, None) for h in original["hosts"]), default=0.0)
+    slowest_all = max((launches_s(h, set()) for h in original["hosts"]), default=0.0)
     wall = _seconds_between(original.get("started_at"), original.get("finished_at"))
     outside = max(0.0, wall - slowest_all) if wall is not None else 0.0
-    slowest = max((launches_s(hosts[old], kept) for old, _ in scope.pairs), default=0.0)
+    slowest = max((launches_s(hosts[old], left) for old, _ in scope.pairs), default=0.0)
     seconds = outside + slowest
     notes = [f"{describe_s(slowest)} of launches and {describe_s(outside)} of start-up, as the original took them"]
     if not original["complete"]:
