@@ -127,7 +127,8 @@ def cmd_report(args) -> int:
 
 
 # verify/compare: one exit status per outcome (README, "What the verdicts mean").
-EXIT_OF_OUTCOME = {"passed": 0, "failed": 1, "inconclusive": 3, "not comparable": 4}
+EXIT_OF_OUTCOME = {"passed": 0, "same bundle": 0, "failed": 1, "inconclusive": 3, "not comparable": 4}
+VERIFY_MAX_HOURS = 2.0  # a rerun estimated past it waits for a yes
 
 
 def _finish_verdict(outcome: str, text: str, paths) -> int:
@@ -136,19 +137,33 @@ def _finish_verdict(outcome: str, text: str, paths) -> int:
     return EXIT_OF_OUTCOME[outcome]
 
 
+def _ask(question: str) -> bool:
+    """A yes from the reader at the terminal."""
+    try:
+        return input(question).strip().lower() in ("y", "yes")
+    except EOFError:
+        return False
+
+
 def cmd_verify(args) -> int:
     from bench.verify.compare import parse_host_map, parse_tolerances
     from bench.verify.rerun import verify
 
     stop_signals.install()
-    outcome, text, path, bundle, paths = verify(
+    if not 0 < args.max_hours < float("inf"):
+        raise UserError(f"--max-hours {args.max_hours:g}: give a positive number of hours, e.g. --max-hours 4")
+    done = verify(
         args.bundle, args.hosts, args.out, image=args.image, tolerances=parse_tolerances(args.tolerance),
         host_map=parse_host_map(args.host_map), allowed_signers=args.allowed_signers,
-        require_signature=args.require_signature,
+        require_signature=args.require_signature, max_hours=args.max_hours, assume_yes=args.yes,
+        ask=_ask if sys.stdin.isatty() else None,
     )
-    print(f"bundle: {path}")
-    status = _finish_verdict(outcome, text, paths)
-    if not bundle["complete"]:
+    if done.bundle_path is None:  # nothing could be compared: nothing ran, nothing was written
+        print(done.text)
+        return EXIT_OF_OUTCOME[done.outcome]
+    print(f"bundle: {done.bundle_path}")
+    status = _finish_verdict(done.outcome, done.text, done.verdict_paths)
+    if not done.bundle["complete"]:
         print(f"{stop_signals.reason()}: the new bundle holds what finished; the verdict covers it", file=sys.stderr)
         return stop_signals.exit_status()
     return status
@@ -229,6 +244,9 @@ def parser() -> argparse.ArgumentParser:
     verify.add_argument("--hosts", type=Path, default=Path("hosts/local.yaml"), help="hosts file (default: hosts/local.yaml)")
     verify.add_argument("--out", type=Path, default=Path("results"), help="results folder; the new bundle goes to OUT/<run id>/ (default: results)")
     verify.add_argument("--image", help="run this image instead of the bundle's (recorded as a deviation)")
+    verify.add_argument("--max-hours", type=float, default=VERIFY_MAX_HOURS,
+                        help="refuse a rerun estimated past this many hours unless --yes or a yes at the prompt (default 2)")
+    verify.add_argument("--yes", action="store_true", help="run a rerun estimated past --max-hours without asking")
     _verdict_options(verify)
     verify.set_defaults(func=cmd_verify)
 

@@ -41,7 +41,7 @@ CPU_WORLD_SIZE = 2  # "all" on a machine without a GPU: two processes, gloo
 LOG_TAIL_LINES = 20
 POLL_S = 0.5  # how often a running launch's results are looked at, for progress
 ETA_OFF_FACTOR = 2.0  # a launch this much longer or shorter than its estimate is said in the log
-# A configuration sampling to a cv_target (verify sets one from the original's CV) measures about this
+# A configuration sampling to a cv_target (a plan's, below its samples' CV) measures about this
 # many times over past its first batch: verify of quick on a 2-core CPU took 2 min 45 s where the
 # model without sampling said 1 min 01 s. Never more than its sampling_cap_s a configuration.
 SAMPLING_ROUNDS = 3

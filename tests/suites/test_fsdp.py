@@ -32,6 +32,7 @@ from bench.suites import memory
 from bench.suites.fsdp.report.series import sensitivities
 from bench.suites.params import PlanError
 from tests.conftest import REPO, cli as ddpbench
+from tests.support.same_samples import another_bundle_of
 
 CPU_HOST = Capabilities(gpu_count=0, logical_cpus=2)
 HOSTS_YAML = "hosts:\n  - name: local\n    runtime: local\n    env: {OMP_NUM_THREADS: '1'}\n"
@@ -124,7 +125,7 @@ def test_scaling_is_against_ddps_plain_model_on_one_rank(sweep):
 def test_compare_judges_fsdp_runs_by_step_time(sweep, tmp_path):
     path = tmp_path / "bundle.json"
     path.write_text(json.dumps(sweep))
-    done = ddpbench("compare", str(path), str(path), "--out", str(tmp_path / "verdict"))
+    done = ddpbench("compare", str(path), str(another_bundle_of(path, tmp_path / "again")), "--out", str(tmp_path / "verdict"))
     assert done.returncode in (0, 3), done.stderr  # 3 steps a run: an interval may be too wide to call (inconclusive)
     verdict = json.loads((tmp_path / "verdict" / "verdict.json").read_text())
     judged = [r for r in verdict["runs"] if r["suite"] == "fsdp"]
