@@ -34,7 +34,7 @@ from bench.common.paths import SOURCE_ROOT
 from bench.common.polling import wait_until
 from bench.common.timestamps import utc_timestamp
 from bench.common.transports import BASE_NCCL_ENV, PRESETS, Nodes, backend_for, mismatch, run_transport, transport_record
-from bench.suites.cost import LAUNCH_START_S
+from bench.common.cost import LAUNCH_START_S
 from bench.suites.params import PlanError
 
 CPU_WORLD_SIZE = 2  # "all" on a machine without a GPU: two processes, gloo

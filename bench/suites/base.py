@@ -144,7 +144,7 @@ class Suite:
         return []
 
     def launch_seconds(self, params, preset: str, world_size: int, host: Capabilities) -> float:
-        """The cost model: seconds one launch takes past its start-up (bench/suites/cost.py)."""
+        """The cost model: seconds one launch takes past its start-up (bench/common/cost.py)."""
         return 0.0
 
     # --- a run, once measured ----------------------------------------------------------------
@@ -164,12 +164,12 @@ class Suite:
 
     def peer_copies(self, run: dict) -> bool:
         """Whether the run moved bytes between GPUs by CUDA peer copies, past NCCL: P2P as the driver
-        has it, whatever NCCL's environment says (the P2P gate's marks read it, bench/suites/machine.py)."""
+        has it, whatever NCCL's environment says (the P2P gate's marks read it, bench/suites/judging/machine.py)."""
         return False
 
     def judged_figure(self, run: dict) -> "tuple[str, float | None, int | None] | None":
         """(kind of figure, the run's median, the bytes a call moved or None) of the run's figure that the
-        expected ranges judge (bench/common/reference.py EXPECTED, bench/suites/normal.py); None: the
+        expected ranges judge (bench/common/reference.py EXPECTED, bench/suites/judging/normal.py); None: the
         suite has no such figure."""
         return None
 

@@ -28,7 +28,7 @@ from bench.errors import UserError
 from bench.models.shapes import LLAMA_PRESETS, TRANSFORMER_PRESETS, units
 from bench.report.machine import _collective_bytes
 from bench.report.merge import HostEntry, RunEntry, Series
-from bench.suites import memory
+from bench.suites.training import memory
 from bench.suites.fsdp.report.series import sensitivities
 from bench.suites.params import PlanError
 from tests.conftest import REPO, cli as ddpbench

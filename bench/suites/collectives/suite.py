@@ -10,7 +10,7 @@ from bench.common.host import Capabilities
 from bench.common.links import link_summary
 from bench.common.transports import backend_for
 from bench.common.units import human_bytes
-from bench.suites import cost
+from bench.common import cost
 from bench.suites.base import HostResults, Suite, median, warning
 from bench.suites.params import PlanError, SweptParams
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from bench.common.host import Capabilities
 from bench.common.units import human_bytes
-from bench.suites import cost
+from bench.common import cost
 from bench.suites.base import Suite, median
 from bench.suites.params import PlanError, SweptParams
 

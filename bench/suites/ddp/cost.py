@@ -1,12 +1,13 @@
-"""The ddp suite's cost model: the training suites' (bench/suites/training_cost.py: set-up, compilation,
-FLOPs against the GPU's peak) plus the gradient all-reduce of each step. Fitted as bench/suites/cost.py says."""
+"""The ddp suite's cost model: the training suites' (bench/suites/training/cost.py: set-up, compilation,
+FLOPs against the GPU's peak) plus the gradient all-reduce of each step. Fitted as bench/common/cost.py says."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
 from bench.common.host import Capabilities
-from bench.suites import cost, training_cost
+from bench.common import cost
+from bench.suites.training import cost as training_cost
 from bench.suites.ddp.params import Params
 
 

@@ -30,7 +30,7 @@ from bench.common.reference import nvlink_row
 from bench.common.replay import NONE, Bucket, Replayed, buckets_of, Slowdown, Timeline, exposed_only, fitted_slowdown, replay
 from bench.errors import UserError
 from bench.suites.ddp.derived import REDUCE_DTYPES
-from bench.suites.training_derived import collective_curves
+from bench.suites.training.derived import collective_curves
 from bench.suites.training import training_recipe
 
 # seed 000's PCIe 4.0 x1/x4/x8/x16 boxes (RTX 4090s: no P2P, so through host memory) and its RTX

@@ -2,7 +2,7 @@
 data, a global batch reached by micro-batches under no_sync(), world sizes from 1 so that the
 1-GPU baseline is in the same run. Its ranks' part is ranks.py, its cost model cost.py, the figures
 it derives across runs (scaling, seed 002's prediction) derived.py, its report's part report.py;
-what it shares with the other training suites is bench/suites/training.py."""
+what it shares with the other training suites is the training family, bench/suites/training/."""
 
 from __future__ import annotations
 
@@ -18,7 +18,6 @@ from bench.suites.training import TrainingSuite
 class DDP(TrainingSuite):
     name = "ddp"
     report_order = 30
-    derived = derived
     Params = Params
 
     def check_plan(self, params: Params, host: Capabilities, *, world_size: int, transport: str, nodes: int) -> None:
@@ -35,6 +34,15 @@ class DDP(TrainingSuite):
 
     def launch_seconds(self, params: Params, preset: str, world_size: int, host: Capabilities) -> float:
         return cost.launch_seconds(params, preset, world_size, host)
+
+    def baselines(self, runs: list) -> dict:
+        return derived.baselines(runs)
+
+    def derive_scaling(self, runs: list) -> None:
+        derived.derive_scaling(runs)
+
+    def derive_prediction(self, runs: list, launches: list) -> None:
+        derived.derive_prediction(runs, launches)
 
     def link_name(self, run: dict) -> str:
         """allreduce copy_engine carries the gradients on the copy engines, past NCCL's transport."""

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from bench.common.allreduce import curve_time
 from bench.suites.training import training_recipe
-from bench.suites.training_derived import collective_curves, curve_key, curve_of, median
+from bench.suites.training.derived import collective_curves, curve_key, curve_of, median
 
 REDUCE_DTYPES = {"bf16": "bfloat16", "fp32": "float32"}
 OWN_BASELINE = ("baseline: FSDP on one GPU (this bundle has no ddp world-size-1 run of the same shape): the scaling "

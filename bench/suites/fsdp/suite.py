@@ -4,16 +4,16 @@ and hybrid (HSDP, over nodes). A global batch is reached by micro-batches with g
 last only, world sizes from 1. Its ranks' part is ranks.py, its cost model cost.py, the figures it
 derives across runs (scaling against the ddp suite's plain 1-GPU run, seed 002's prediction from the
 all_gather and reduce_scatter sweeps) derived.py, its report's part report/; what it shares with the
-ddp suite is bench/suites/training.py. Before a launch, bench/suites/memory.py's estimate refuses a
-configuration that cannot fit."""
+ddp suite is the training family, bench/suites/training/. Before a launch, the family's memory estimate
+(memory.py) refuses a configuration that cannot fit."""
 
 from __future__ import annotations
 
 from bench.common.host import Capabilities
 from bench.common.transports import backend_for, on_gpu, ranks_label
 from bench.common.units import human_bytes
-from bench.suites import memory
 from bench.suites.base import median
+from bench.suites.training import memory
 from bench.suites.fsdp import cost, derived
 from bench.suites.fsdp.params import Params
 from bench.suites.params import PlanError
@@ -38,7 +38,6 @@ def memory_setup(params: Params, world_size: int, nodes: int) -> memory.Setup:
 class FSDP(TrainingSuite):
     name = "fsdp"
     report_order = 40
-    derived = derived
     Params = Params
     identity_params = ("model", "sharding", "global_batch")
 
@@ -68,6 +67,15 @@ class FSDP(TrainingSuite):
     def nccl_calls(self, run: dict) -> list:
         functions = ["AllGather", "ReduceScatter"] + (["AllReduce"] if run["params"]["sharding"] == "hybrid" else [])
         return [(function, None) for function in functions]
+
+    def baselines(self, runs: list) -> dict:
+        return derived.baselines(runs)
+
+    def derive_scaling(self, runs: list) -> None:
+        derived.derive_scaling(runs)
+
+    def derive_prediction(self, runs: list, launches: list) -> None:
+        derived.derive_prediction(runs, launches)
 
     def configuration(self, run: dict) -> tuple:
         p = run["params"]

@@ -17,7 +17,8 @@ from bench.suites.ddp.report import plots as DP
 from bench.suites.ddp.report import predicted as PR
 from bench.suites.ddp.report import series as DS
 from bench.suites.ddp.report.answer import answer_plots, findings  # noqa: F401 (the answer's hooks: bench/report/answer.py)
-from bench.suites.ddp.report.series import Bar, Prediction, group_label, workload
+from bench.suites.ddp.report.series import Bar, Prediction, group_label
+from bench.suites.training.report import workload
 
 
 def section(comparison: Comparison, plot, colours: dict) -> list:

@@ -10,7 +10,8 @@ from bench.common.stats import METHOD
 from bench.common.units import time_unit
 from bench.report import plots as P
 from bench.report.series import Line
-from bench.suites.ddp.report.series import Bar, Prediction, Workload
+from bench.suites.ddp.report.series import Bar, Prediction
+from bench.suites.training.report import Workload
 
 
 EFFICIENCY_CAPTION = (

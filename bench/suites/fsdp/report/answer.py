@@ -9,9 +9,8 @@ from dataclasses import replace
 
 from bench.report.answer import Finding
 from bench.report.merge import Comparison, RunEntry
-from bench.suites.ddp.report.answer import training_findings
-from bench.suites.ddp.report.series import Workload, workload
 from bench.suites.fsdp.report.series import strategy
+from bench.suites.training.report import Workload, training_findings, workload
 
 
 def _workload(entry: RunEntry) -> Workload:

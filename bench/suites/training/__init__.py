@@ -1,7 +1,13 @@
-"""What the training suites (ddp, fsdp) share on the plan's side, torch-free: their common parameters,
-how a run trained in words (its recipe), the warm-up rules, the model checks before a launch, and the
-Suite base that puts them together. What their ranks share is bench/agent/training.py; their cost
-model's common part bench/suites/training_cost.py.
+"""The training family: what the training suites (ddp, fsdp) share, torch-free. The folder holds no
+suite.py, so the registry passes it by: it is no suite of its own.
+
+This module: their common parameters, how a run trained in words (its recipe), the warm-up rules,
+the model checks before a launch, and TrainingSuite, the Suite base that puts them together, with
+the typed hooks of the figures each derives across a host's runs. Beside it: cost.py (the compute
+part of their cost model), derived.py (the collectives' curves their predictions read, the
+plausibility of a scaling), memory.py (the memory estimate per GPU), report.py (what their report
+parts share) and training.schema.json (the shared parameters). What their ranks share is
+bench/agent/training.py.
 
 A training suite's params.schema.json holds only its own parameters: this module composes it with
 training.schema.json beside it (the model, batches, steps, precision ...), the suite's own
@@ -23,7 +29,7 @@ from bench.common.transports import on_gpu, ranks_label
 from bench.models.shapes import TRANSFORMER_PRESETS, UNET_CONFIGS, UNET_EXTRA
 from bench.suites.base import HostResults, Suite
 from bench.suites.params import PlanError, SampledParams
-from bench.suites.training_derived import scaling_warnings
+from bench.suites.training.derived import scaling_warnings
 
 SHARED_SCHEMA = Path(__file__).resolve().parent / "training.schema.json"
 
@@ -113,8 +119,6 @@ class TrainingSuite(Suite):
 
     headline_metric = "step_time_s"
     identity_params = ("model", "global_batch")
-    # The suite's derived module: baselines(runs), derive_scaling(runs), derive_prediction(runs, launches).
-    derived = None
 
     @functools.cached_property
     def schema(self) -> dict:
@@ -137,16 +141,28 @@ class TrainingSuite(Suite):
         return f"{p['model']} {training_recipe(p)}, batch {p.get('global_batch')}, {ranks_label(run['world_size'], on_gpu(run))}"
 
     def baselines(self, runs: list) -> dict:
-        return self.derived.baselines(runs)
+        """id(run) -> the 1-GPU run it is scaled against, for every ok run of this suite among one host's
+        runs that has one."""
+        raise NotImplementedError
+
+    def derive_scaling(self, runs: list) -> None:
+        """Set derived.scaling_efficiency_fraction on every ok run of this suite among one host's runs."""
+        raise NotImplementedError
+
+    def derive_prediction(self, runs: list, launches: list) -> None:
+        """Set the communication model's figures on every ok N-GPU run of this suite among one host's runs
+        (derived exposed_comm_s, predicted_step_time_s and the collectives' times), a note where an input
+        is missing."""
+        raise NotImplementedError
 
     def derive(self, results: HostResults) -> None:
-        self.derived.derive_scaling(results.runs)
-        self.derived.derive_prediction(results.runs, results.launches)
+        self.derive_scaling(results.runs)
+        self.derive_prediction(results.runs, results.launches)
 
     def warnings(self, run: dict, results: HostResults) -> list:
         if run["world_size"] == 1:  # its own baseline (fsdp's: FSDP's own cost against the plain model, not a scaling)
             return []
-        found = results.once(f"{self.name}.baselines", lambda: self.derived.baselines(results.runs))
+        found = results.once(f"{self.name}.baselines", lambda: self.baselines(results.runs))
         return scaling_warnings(run, found.get(id(run)), results.others_share)
 
 

@@ -1,7 +1,7 @@
 """The training suites' cost model, all but their communication: start-up, set-up and compilation once
 per launch, then per configuration (warm-up + timed + profiled) steps of FLOPs / (the GPU's dense bf16
 peak x an expected MFU); each suite adds what its strategy moves per step (ddp: the gradient
-all-reduce; fsdp: all-gathers and reduce-scatters). Fitted as bench/suites/cost.py says."""
+all-reduce; fsdp: all-gathers and reduce-scatters). Fitted as bench/common/cost.py says."""
 
 from __future__ import annotations
 
