@@ -63,7 +63,7 @@ def estimate_of(run: dict) -> memory.Estimate:
     if run["suite"] == "fsdp":
         return memory.estimate(replace(memory_setup(params, 1, 1), accumulating=run["params"]["grad_accum"] > 1))
     return memory.estimate(memory.Setup(
-        model=params.model, strategy="ddp", shards=1, micro_batch=params.micro_batch, seq_len=params.seq_len,
+        model=params.model, strategy="replicated", shards=1, micro_batch=params.micro_batch, seq_len=params.seq_len,
         precision=params.precision, weights_dtype=params.weights_dtype, optimizer=params.optimizer,
         checkpointing=params.activation_checkpointing, accumulating=run["params"]["grad_accum"] > 1))
 

@@ -109,7 +109,7 @@ def record(out: Path, smoke: bool) -> dict:
                    gradient_as_bucket_view=params.gradient_as_bucket_view, static_graph=params.static_graph)
 
     def timed(training, params, steps: int, ddp: bool) -> dict:
-        least = least_warmup_steps(params.warmup_steps, training.steps_taken, ddp_on_gpu=ddp)
+        least = least_warmup_steps(params.warmup_steps, training.steps_taken, synced_on_gpu=ddp)
         warm_up(ctx, training.step, params, least)
         training.recorder.recording = True
         step_s = time_each_call(ctx, training.step, steps)

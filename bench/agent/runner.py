@@ -334,8 +334,7 @@ def run_launch(launch: Launch, out_dir: Path, progress: Callable[[protocol.Event
         for line in _result_lines(result_path)[reported:]:
             reported += 1
             progress(protocol.RunEnded(launch.id, reported, max(launch.configurations, reported),
-                                       # the backend tells the label GPUs from processes
-                                       suites.get(launch.suite).label({**json.loads(line), "transport": {"backend": launch.backend}}),
+                                       suites.get(launch.suite).progress_label(json.loads(line), launch.backend),
                                        round(time.time() - started, 1)))
 
     with counters.Sampler() as sampler:

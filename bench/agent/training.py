@@ -180,7 +180,7 @@ def run_config(ctx: Context, params: TrainingParams, point: dict, training: Trai
     global_batch = point["global_batch"]
     training.accum = point["grad_accum"]
     strategy = training.strategy
-    least = least_warmup_steps(params.warmup_steps, training.steps_taken, ddp_on_gpu=strategy.synced_warmup and ctx.is_cuda)
+    least = least_warmup_steps(params.warmup_steps, training.steps_taken, synced_on_gpu=strategy.synced_warmup and ctx.is_cuda)
     warmup_count, warmup_s = seconds_of(ctx, lambda: warm_up(ctx, training.step, params, least))
     if ctx.is_cuda:
         torch.cuda.reset_peak_memory_stats(ctx.device)

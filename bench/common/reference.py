@@ -150,13 +150,13 @@ SOURCES = {
         "says": "3.2 GB/s with a link asleep, 13.1 GB/s once both GPUs were awake",
     },
     "ddpbench-h200x1-copy": {
-        "title": "ddpbench, the copy suite against nvbandwidth v0.8 on one H200 (PCIe 5.0 x16), 2026-11-23",
+        "title": "ddpbench's copies against nvbandwidth v0.8 on one H200 (PCIe 5.0 x16), 2026-11-23",
         "path": "benchmarks/results/copy_parity_h200x1.md",
         "says": "copy-engine host-to-device 55.32-55.52 GB/s and device-to-host 55.26-55.38 GB/s from 64 MiB to 1 GiB (after the "
                 "check's fix; nvbandwidth 53.58-55.29), within 1% of nvbandwidth from 64 MiB up",
     },
     "ddpbench-h200x2-collectives": {
-        "title": "ddpbench, the collectives suite beside nccl-tests on 2x H200 (NV18), fp32 all_reduce, 2026-11-22",
+        "title": "ddpbench's collectives beside nccl-tests on 2x H200 (NV18), fp32 all_reduce, 2026-11-22",
         "path": "benchmarks/results/collectives_parity_h200x2.md",
         "says": "busbw over NVLink 265.89-297.71 GB/s (suite) and 264.2-300.3 (nccl-tests) from 64 to 256 MiB, 325.4-345.15 from "
                 "1 to 4 GiB; through host memory (NCCL_P2P_DISABLE=1) 26.9-28.16 from 64 MiB to 4 GiB",
@@ -349,7 +349,7 @@ BAND = 0.05
 LARGE_BYTES = 64 * MIB
 GPU_4090, GPU_5090, GPU_A6000, GPU_H200 = "NVIDIA GeForce RTX 4090", "NVIDIA GeForce RTX 5090", "NVIDIA RTX A6000", "NVIDIA H200"
 # The DDP recipe of benchmarks/ddp_scaling.py (benchmarks/results/ddp_h200x2.md): a row holds for runs with these params.
-DDP_GPT2_LARGE = {"model": "gpt2-large", "micro_batch": 8, "seq_len": 1024, "grad_accum": 1, "precision": "bf16",
+GPT2_LARGE_RECIPE = {"model": "gpt2-large", "micro_batch": 8, "seq_len": 1024, "grad_accum": 1, "precision": "bf16",
                   "compile": True, "bucket_cap_mb": 100, "gradient_as_bucket_view": True, "static_graph": False,
                   "optimizer": "adamw", "grad_reduce_dtype": "fp32", "allreduce": "nccl", "weights_dtype": "float32",
                   "activation_checkpointing": False}
@@ -386,9 +386,9 @@ EXPECTED: list = [
     _expected(GPU_5090, "pcie5-x16", "allreduce_busbw_gbps", (35.0,), "cited", ["nccl-1639"],
               "all_reduce_perf's best busbw on 4 RTX 5090s from 1 to 8 GiB", ranks=4, size_bytes_min=1 << 30),
     _expected(GPU_H200, "pcie5-x16", "h2d_copy_gbps", (55.32, 55.52), "measured", ["ddpbench-h200x1-copy"],
-              "the copy suite's copy-engine host-to-device copies on one H200, 64 MiB to 1 GiB", size_bytes_min=LARGE_BYTES),
+              "ddpbench's copy-engine host-to-device copies on one H200, 64 MiB to 1 GiB", size_bytes_min=LARGE_BYTES),
     _expected(GPU_H200, "pcie5-x16", "d2h_copy_gbps", (55.26, 55.38), "measured", ["ddpbench-h200x1-copy"],
-              "the copy suite's copy-engine device-to-host copies on one H200, 64 MiB to 1 GiB", size_bytes_min=LARGE_BYTES),
+              "ddpbench's copy-engine device-to-host copies on one H200, 64 MiB to 1 GiB", size_bytes_min=LARGE_BYTES),
     _expected(GPU_H200, "nvlink4", "allreduce_busbw_gbps", (264.2, 265.89, 297.71, 300.3), "measured",
               ["ddpbench-h200x2-collectives", "ddpbench-h200x2-nccl-tests"],
               "fp32 all_reduce busbw on 2x H200 over NV18, 64 to 256 MiB, the suite and nccl-tests",
@@ -402,18 +402,18 @@ EXPECTED: list = [
               "fp32 all_reduce busbw on 2x H200 with NCCL_P2P_DISABLE=1 (SHM), 64 MiB to 4 GiB, the suite and nccl-tests",
               transport="host_memory", ranks=2, size_bytes_min=LARGE_BYTES),
     _expected(GPU_H200, "pcie5-x16", "ddp_step_time_s", (0.0937, 0.0961), "measured", ["ddpbench-h200x2-ddp"],
-              "gpt2-large's step on one H200, seconds", ranks=1, config=DDP_GPT2_LARGE),
+              "gpt2-large's step on one H200, seconds", ranks=1, config=GPT2_LARGE_RECIPE),
     _expected(GPU_H200, "nvlink4", "ddp_step_time_s", (0.1048, 0.1075), "measured", ["ddpbench-h200x2-ddp"],
-              "gpt2-large's step on 2x H200 over NV18 (NCCL, P2P), seconds", transport="nvlink", ranks=2, config=DDP_GPT2_LARGE),
+              "gpt2-large's step on 2x H200 over NV18 (NCCL, P2P), seconds", transport="nvlink", ranks=2, config=GPT2_LARGE_RECIPE),
     _expected(GPU_H200, "pcie5-x16-host", "ddp_step_time_s", (0.1549, 0.1580), "measured", ["ddpbench-h200x2-ddp"],
               "gpt2-large's step on 2x H200 with NCCL_P2P_DISABLE=1 (SHM), seconds", transport="host_memory", ranks=2,
-              config=DDP_GPT2_LARGE),
+              config=GPT2_LARGE_RECIPE),
     _expected(GPU_H200, "nvlink4", "ddp_scaling_efficiency_fraction", (0.892, 0.897, 0.900), "measured", ["ddpbench-h200x2-ddp"],
               "gpt2-large's scaling on 2x H200 over NV18 (NCCL, P2P) against one GPU of the same session", transport="nvlink",
-              ranks=2, config=DDP_GPT2_LARGE),
+              ranks=2, config=GPT2_LARGE_RECIPE),
     _expected(GPU_H200, "pcie5-x16-host", "ddp_scaling_efficiency_fraction", (0.600, 0.621), "measured", ["ddpbench-h200x2-ddp"],
               "gpt2-large's scaling on 2x H200 with NCCL_P2P_DISABLE=1 (SHM) against one GPU of the same session",
-              transport="host_memory", ranks=2, config=DDP_GPT2_LARGE),
+              transport="host_memory", ranks=2, config=GPT2_LARGE_RECIPE),
 ]
 
 

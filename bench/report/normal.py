@@ -33,7 +33,7 @@ def section(comparison: Comparison) -> list:
              found.verdict + (" ⚠" if found.verdict == "below" else ""), found.why or "-"]
             for entry, found in judged if found.verdict != NO_REFERENCE]
     blocks = [Heading(2, "Is my number normal?"), Paragraph(
-        f"Each copy, collectives, DDP and FSDP figure (the median; a scaling efficiency) against the range a correct measurement gives on the same GPU "
+        f"Each run's judged figures (the median; a scaling efficiency) against the range a correct measurement gives on the same GPU "
         f"model and link, from public figures and this project's own (bench/common/reference.py): {_counts(verdicts)}. "
         "A figure below its range comes with the causes this bundle shows.", warning=bool(verdicts["below"]))]
     if rows:

@@ -127,10 +127,10 @@ def test_warm_up_runs_until_steady_and_says_how_many_steps(sweep):
 
 def test_a_gpu_ddp_warm_up_outlasts_the_iterations_ddp_synchronises():
     """DDP waits for the GPU in its first 10 synchronising steps: no timed step may be among them."""
-    assert least_warmup_steps(5, steps_taken=0, ddp_on_gpu=True) == 11  # quick's gpt2 on 2 GPUs
-    assert least_warmup_steps(1, steps_taken=9, ddp_on_gpu=True) == 2  # a later global batch of the launch
-    assert least_warmup_steps(1, steps_taken=30, ddp_on_gpu=True) == 1
-    assert least_warmup_steps(2, steps_taken=0, ddp_on_gpu=False) == 2  # one rank, or the CPU: no such wait
+    assert least_warmup_steps(5, steps_taken=0, synced_on_gpu=True) == 11  # quick's gpt2 on 2 GPUs
+    assert least_warmup_steps(1, steps_taken=9, synced_on_gpu=True) == 2  # a later global batch of the launch
+    assert least_warmup_steps(1, steps_taken=30, synced_on_gpu=True) == 1
+    assert least_warmup_steps(2, steps_taken=0, synced_on_gpu=False) == 2  # one rank, or the CPU: no such wait
 
 
 def test_each_run_says_where_its_time_went_within_its_launch(sweep):

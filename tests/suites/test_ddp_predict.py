@@ -159,6 +159,17 @@ def test_bad_links_are_one_line_and_exit_2(two_ranks, args, says):
     assert done.returncode == 2 and done.stderr.strip().startswith(says) and len(done.stderr.strip().splitlines()) == 1
 
 
+def test_a_bundle_without_a_run_that_predicts_is_one_line_naming_the_suite_to_run(two_ranks, tmp_path):
+    _, bundle = two_ranks
+    sweeps = json.loads(json.dumps(bundle))
+    sweeps["hosts"][0]["runs"] = [run for run in sweeps["hosts"][0]["runs"] if run["suite"] == "collectives"]
+    path = tmp_path / "sweeps.json"
+    write_bundle(path, {k: v for k, v in sweeps.items() if k != "sha256"})
+    done = cli("predict", path)
+    assert done.returncode == 2 and done.stderr == (f"error: no ddp runs in {path}; predict reads bundles that ran the ddp "
+                                                    "suite (e.g. PLAN=quick)\n")
+
+
 @pytest.mark.parametrize("price, says", [("-2", "price_per_hour"), ("'cheap'", "price_per_hour"), ("0", "price_per_hour")])
 def test_a_price_that_is_not_a_positive_number_is_refused(tmp_path, price, says):
     hosts = tmp_path / "hosts.yaml"

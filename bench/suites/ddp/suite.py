@@ -19,6 +19,8 @@ class DDP(TrainingSuite):
     name = "ddp"
     report_order = 30
     Params = Params
+    moves_collective_data = True
+    plain_model = True  # one rank trains without DDP's wrapper (ranks.py)
 
     def check_plan(self, params: Params, host: Capabilities, *, world_size: int, transport: str, nodes: int) -> None:
         if params.allreduce == "copy_engine":
@@ -58,6 +60,11 @@ class DDP(TrainingSuite):
 
     def peer_copies(self, run: dict) -> bool:
         return run["params"].get("allreduce") == "copy_engine"
+
+    def collective_bytes(self, run: dict) -> "float | None":
+        """The gradients' all-reduce: 2(n-1)/n of their bytes."""
+        grad, n = median(run, "grad_allreduce_bytes"), run["world_size"]
+        return None if grad is None else grad * 2 * (n - 1) / n
 
     def judged_figure(self, run: dict) -> tuple:
         return "ddp_step_time_s", median(run, "step_time_s"), None

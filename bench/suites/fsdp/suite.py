@@ -40,6 +40,7 @@ class FSDP(TrainingSuite):
     report_order = 40
     Params = Params
     identity_params = ("model", "sharding", "global_batch")
+    moves_collective_data = True
 
     def check_placement(self, params: Params, *, nodes: int, ranks_per_node: "int | None") -> None:
         if params.sharding != "hybrid":
@@ -76,6 +77,16 @@ class FSDP(TrainingSuite):
 
     def derive_prediction(self, runs: list, launches: list) -> None:
         derived.derive_prediction(runs, launches)
+
+    def collective_bytes(self, run: dict) -> "float | None":
+        """The all-gathers and reduce-scatters, (n-1)/n of their sizes; hybrid's all-reduce across nodes, 2(n-1)/n."""
+        n = run["world_size"]
+        gather, scatter = median(run, "all_gather_bytes"), median(run, "reduce_scatter_bytes")
+        across = median(run, "all_reduce_bytes") or 0.0
+        return None if gather is None or scatter is None else (gather + scatter + 2 * across) * (n - 1) / n
+
+    def strategy(self, params: dict) -> str:
+        return f"fsdp {params['sharding']}" + (", bf16 reduce" if params.get("reduce_dtype") == "bf16" else "")
 
     def configuration(self, run: dict) -> tuple:
         p = run["params"]

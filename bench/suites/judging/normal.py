@@ -1,4 +1,4 @@
-"""Is my number normal? A copy, collectives, DDP or FSDP run's figures against the expected ranges of
+"""Is my number normal? A run's figures against the expected ranges of
 its GPU model and link (bench/common/reference.py EXPECTED, each row sourced): within, below (with
 the likely causes this bundle shows: a x4 or chipset slot, a riser trained down, a sleeping link, a
 power cap), above, or no reference. The report's "Is my number normal?" section and `ddpbench run`'s
@@ -111,14 +111,8 @@ def source_line(name: str) -> str:
 # --- What the run touched ---------------------------------------------------------------------
 
 def _gpus_of(run: dict, fp: dict) -> list[int]:
-    """The GPU indices a run's figure crossed: a copy's ends, else its ranks' GPUs on this host."""
-    ends = [int(found[1]) for end in ("src", "dst") if (found := re.fullmatch(r"gpu(\d{1,4})", str(run["params"].get(end))))]
-    if run["suite"] == "copy":
-        return ends
-    if run.get("gpus"):  # the GPUs the plan entry named
-        return list(run["gpus"])
-    count = len(fp.get("gpus") or [])
-    return list(range(min(run["world_size"], count)))
+    """The GPU indices a run's figure crossed, as its suite says (Suite.gpus_crossed)."""
+    return suites.get(run["suite"]).gpus_crossed(run, len(fp.get("gpus") or []))
 
 
 def _path(run: dict, fp: dict) -> "str | None":

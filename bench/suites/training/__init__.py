@@ -23,7 +23,9 @@ import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
+from bench import suites
 from bench.common.host import Capabilities
 from bench.common.transports import on_gpu, ranks_label
 from bench.models.shapes import TRANSFORMER_PRESETS, UNET_CONFIGS, UNET_EXTRA
@@ -85,13 +87,14 @@ WARMUP_WINDOW = 3  # consecutive warm-up steps that must agree before timing sta
 # with CUDA events, and each next such forward waits for them: until then the CPU cannot run ahead
 # of the GPU, and a step bound by launching kernels is slower at a level of its own (quick's gpt2
 # on 2x H200: 28.5-32 ms, then 26.0 ms), steady enough to pass the warm-up's window.
-DDP_SYNCED_STEPS = 11
+SYNCED_STEPS = 11
 
 
-def least_warmup_steps(warmup_steps: int, steps_taken: int, ddp_on_gpu: bool) -> int:
-    """The plan's warm-up steps, and under DDP on a GPU enough to leave DDP's timed iterations behind
-    (a launch's later global batches train the same DDP model, past them)."""
-    return max(warmup_steps, DDP_SYNCED_STEPS - steps_taken) if ddp_on_gpu else warmup_steps
+def least_warmup_steps(warmup_steps: int, steps_taken: int, synced_on_gpu: bool) -> int:
+    """The plan's warm-up steps, and where a wrapper times its first steps as DDP's reducer does, on a
+    GPU (synced_on_gpu: bench/agent/training.py's Strategy.synced_warmup), enough to leave those steps
+    behind (a launch's later global batches train the same wrapped model, past them)."""
+    return max(warmup_steps, SYNCED_STEPS - steps_taken) if synced_on_gpu else warmup_steps
 
 
 # --- the suites --------------------------------------------------------------------------------
@@ -119,6 +122,9 @@ class TrainingSuite(Suite):
 
     headline_metric = "step_time_s"
     identity_params = ("model", "global_batch")
+    # Its 1-GPU run trains the plain model, unwrapped: what the family's suites that wrap even one GPU
+    # scale against, and show beside their own strategies (of_plain_model).
+    plain_model: ClassVar[bool] = False
 
     @functools.cached_property
     def schema(self) -> dict:
@@ -131,6 +137,11 @@ class TrainingSuite(Suite):
 
     def configurations(self, params: TrainingParams, world_size: int, host: Capabilities) -> int:
         return len(params.global_batches or [None])
+
+    def strategy(self, params: dict) -> str:
+        """How a run spreads the model over its ranks, in a few words for legends and tables: the suite's
+        name, or the way a suite of several ways took."""
+        return self.name
 
     def configuration(self, run: dict) -> tuple:
         p = run["params"]
@@ -164,6 +175,12 @@ class TrainingSuite(Suite):
             return []
         found = results.once(f"{self.name}.baselines", lambda: self.baselines(results.runs))
         return scaling_warnings(run, found.get(id(run)), results.others_share)
+
+
+def of_plain_model(run: dict) -> bool:
+    """Whether the run's suite is the family's plain one (TrainingSuite.plain_model)."""
+    suite = suites.registry().get(run["suite"])
+    return isinstance(suite, TrainingSuite) and suite.plain_model
 
 
 def check_model(suite: str, params: TrainingParams, world_size: int) -> None:

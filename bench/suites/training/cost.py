@@ -76,7 +76,7 @@ def compute(params: TrainingParams, world_size: int, host: Capabilities) -> Comp
 
 
 def launch_seconds(params: TrainingParams, world_size: int, host: Capabilities, work: Compute,
-                   comm_s: Callable[[int], float], ddp_on_gpu: bool = False) -> float:
+                   comm_s: Callable[[int], float], synced_on_gpu: bool = False) -> float:
     """The launch: its set-up, then each global batch's warm-up and timed steps of compute plus
     comm_s(global batch) of communication a step."""
     kind = host.kind
@@ -84,7 +84,7 @@ def launch_seconds(params: TrainingParams, world_size: int, host: Capabilities, 
     taken = 0  # the launch's global batches train one model in turn
     for batch in params.batches(world_size):
         step_s = batch / world_size * work.sample_s + comm_s(batch) + STEP_OVERHEAD_S[kind]
-        least = least_warmup_steps(params.warmup_steps, taken, ddp_on_gpu)
+        least = least_warmup_steps(params.warmup_steps, taken, synced_on_gpu)
         warmup = min(max(least, WARMUP_WINDOW), max(least, params.warmup_max_steps))  # steady at once: its least steps, or its window
         total += (warmup + work.steps) * step_s
         taken += warmup + work.steps

@@ -13,6 +13,7 @@ from bench.common.units import human_bytes
 from bench.report import tables as T
 from bench.report.document import Heading, Paragraph, Table
 from bench.report.merge import Comparison, RunEntry
+from bench.suites.ddp.predict import predict as predict_runs
 from bench.suites.ddp.report import plots as DP
 from bench.suites.ddp.report import predicted as PR
 from bench.suites.ddp.report import series as DS
@@ -43,6 +44,14 @@ def section(comparison: Comparison, plot, colours: dict) -> list:
     blocks += PR.blocks(PR.hosts(comparison))
     blocks += [Heading(3, "Step times"), table, *T.warnings_blocks(comparison, "ddp")]
     return blocks
+
+
+def predict(bundles: list, links: "list | None", gpus: "int | None", gpus_per_node: "int | None",
+            algorithm: "str | None") -> list:
+    """`ddpbench predict`'s answer: what the bundles' ddp runs give on other links, the tables with their
+    captions; [] where the bundles hold no ddp run."""
+    found = predict_runs(bundles, links, gpus, gpus_per_node, algorithm)
+    return PR.blocks(found) if found else []
 
 
 def _ddp_key(entry: RunEntry) -> tuple:
