@@ -127,7 +127,7 @@ def cmd_report(args) -> int:
     return 0
 
 
-# verify/compare: one exit status per outcome (README, "What the verdicts mean").
+# verify/compare: one exit status per outcome (README, "Verify a published result").
 EXIT_OF_OUTCOME = {"passed": 0, "same bundle": 0, "failed": 1, "inconclusive": 3, "not comparable": 4}
 VERIFY_MAX_HOURS = 2.0  # a rerun estimated past it waits for a yes
 

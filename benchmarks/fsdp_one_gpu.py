@@ -1,4 +1,4 @@
-"""The fsdp suite on one GPU: issue 32's one-GPU checks, as one table.
+"""The fsdp suite on one GPU: its one-GPU checks, as one table.
 
     python benchmarks/fsdp_one_gpu.py OUT.md [--work DIR]      # a GPU host (about 3 min on one H100)
     python benchmarks/fsdp_one_gpu.py OUT.md --work DIR --again  # the table again from DIR's results, anywhere

@@ -103,7 +103,7 @@ SOURCES = {
         "says": "10, 25 and 100 Gb/s: 1.25, 3.125 and 12.5 GB/s per direction",
     },
     "seed-002": {
-        "title": "Seed 002, 'The Impact of GPU Networking (Part 1)' (Tomas, 2025-03-14), its communication benchmark",
+        "title": "'The Impact of GPU Networking (Part 1)' (Tomas, 2025-03-14), its communication benchmark",
         "url": "https://tomaslaz.github.io/scale-ops/net_1",
         "says": "an all-reduce of 700M bf16 parameters between 2 A100 nodes over 25GbE with NCCL: 0.88 s, 'transfer speed' "
                 "3.01 GB/s = 2 x bytes / time, so busbw 1.50 GB/s; PCIe 4.0 within a node: 26.90, busbw 13.45 GB/s",
@@ -180,7 +180,7 @@ SOURCES = {
 P2P_FACTOR = round(25.9 / (PCIE_LANE_GBPS[4] * 16), 4)  # tinygrad #36: 25.9 GB/s on PCIe 4.0 x16 with P2P
 HOST_MEMORY_FACTOR = round(27.0 / (PCIE_LANE_GBPS[5] * 16), 4)  # this project: 27.0 GB/s at 1 GiB, PCIe 5.0 x16, SHM
 NVLINK_MODEL_FACTOR = round(343.3 / (18 * 20.6), 4)  # this project's NV18 busbw at 4 GiB / NCCL's model of 18 SM90 links
-ETHERNET_FACTOR = round(1.50 / 3.125, 4)  # seed 002: busbw 1.50 GB/s over 25GbE
+ETHERNET_FACTOR = round(1.50 / 3.125, 4)  # 'The Impact of GPU Networking': busbw 1.50 GB/s over 25GbE
 
 P2P_LATENCY_US = 10.0  # nccl-tests #44: 32 KiB in 11.9-13.4 us, less 1.6 us of transfer
 HOST_MEMORY_LATENCY_US = 12.0  # tinygrad #17: 8 bytes in 11.5-11.9 us through host memory
@@ -222,8 +222,8 @@ def _pcie_rows() -> list:
                 "basis": "derived", "rate_gbps": rate, "factor": HOST_MEMORY_FACTOR,
                 "sources": ["pci-sig", "ddpbench-h200x2-nccl-tests", "seed-002", "tinygrad-okm-17"],
                 "derivation": f"PCI-SIG's {PCIE_LANE_GBPS[gen]} GB/s per lane x {width} lanes x {HOST_MEMORY_FACTOR} (this "
-                              "project's 27.0 GB/s busbw at 1 GiB with NCCL_P2P_DISABLE=1 on PCIe 5.0 x16; seed 002's "
-                              "13.45 GB/s on A100s over PCIe 4.0 x16 is the same share); latency "
+                              "project's 27.0 GB/s busbw at 1 GiB with NCCL_P2P_DISABLE=1 on PCIe 5.0 x16; the GPU "
+                              "networking post's 13.45 GB/s on A100s over PCIe 4.0 x16 is the same share); latency "
                               f"{HOST_MEMORY_LATENCY_US:g} us from tinygrad #17. Host memory and the CPU set this path's pace "
                               "as much as the link: a host with slower memory gets less",
             })
@@ -299,7 +299,7 @@ def _network_rows() -> list:
             "busbw_gbps": round(1.25 * ETHERNET_FACTOR, 3), "latency_us": SOCKET_LATENCY_US,
             "basis": "derived", "rate_gbps": 1.25, "factor": ETHERNET_FACTOR,
             "sources": ["ieee-802.3", "seed-002", "ddpbench-h200x2-nccl-tests"],
-            "derivation": f"1.25 GB/s x {ETHERNET_FACTOR} (seed 002's 1.50 GB/s busbw over 25GbE); latency {SOCKET_LATENCY_US:g} us "
+            "derivation": f"1.25 GB/s x {ETHERNET_FACTOR} (the GPU networking post's 1.50 GB/s busbw over 25GbE); latency {SOCKET_LATENCY_US:g} us "
                           "from this project's NET/Socket sweep (1 and 4 MiB)",
         },
         {
@@ -307,7 +307,7 @@ def _network_rows() -> list:
             "level": "inter_node", "transport": "net_socket", "ranks": 2,
             "busbw_gbps": 1.50, "latency_us": SOCKET_LATENCY_US, "rate_gbps": 3.125,
             "basis": "cited", "sources": ["seed-002", "ieee-802.3", "ddpbench-h200x2-nccl-tests"],
-            "derivation": f"seed 002's measurement (2 x bytes / time = 3.01 GB/s: busbw 1.50); latency {SOCKET_LATENCY_US:g} us "
+            "derivation": f"the GPU networking post's measurement (2 x bytes / time = 3.01 GB/s: busbw 1.50); latency {SOCKET_LATENCY_US:g} us "
                           "from this project's NET/Socket sweep",
         },
         {
@@ -339,7 +339,7 @@ def nvlink_row(gpu: str) -> "str | None":
     return next((name for needle, name in NVLINK_ROWS if needle in gpu.upper()), None)
 
 # "Is my number normal?" The expected ranges per GPU model and link of the figures the
-# report judges (bench/common/normal.py): a copy's GB/s, all_reduce's busbw, a DDP step's seconds.
+# report judges (bench/suites/judging/normal.py): a copy's GB/s, all_reduce's busbw, a DDP step's seconds.
 # A published figure, or the spread of a few, stands for the figures within BAND of it either way:
 # two correct measurements of one GPU and link differ by that much (the copy suite against nvbandwidth
 # on one H200: 0.99-1.04 from 64 MiB up; the collectives suite against nccl-tests on 2x H200:

@@ -1,5 +1,5 @@
 """DDP suite: real runs on the CPU (gloo, torchrun, the agent and the controller), the metrics'
-arithmetic, seed 002's communication model, the bad-input cases and every shipped plan."""
+arithmetic, the compute + exposed communication model, the bad-input cases and every shipped plan."""
 from __future__ import annotations
 
 import gc
@@ -214,7 +214,7 @@ def test_mfu_is_model_flops_over_the_peak_of_every_gpu():
         "step_time_s", "samples_per_s", "per_sample_gpu_time_s", "tokens_per_s"}
 
 
-# --- seed 002's communication model --------------------------------------------------------------
+# --- the compute + exposed communication model -----------------------------------------------------
 
 def fake_run(suite: str, world_size: int, params: dict, metrics: dict, preset: str = "default", launch_id: str = "x") -> dict:
     return {
@@ -284,7 +284,7 @@ def test_bf16_weights_are_predicted_from_the_bfloat16_all_reduce():
     assert two["derived"]["allreduce_time_s"] == pytest.approx(10e6 / 5.5e9)
 
 
-# --- the memory-lean recipe (seed 000 on 24 GB cards) --------------------------------------------
+# --- the memory-lean recipe (24 GB cards) ---------------------------------------------------------
 
 LEAN = {**TINY_GPT, "precision": "bf16", "weights_dtype": "bfloat16", "activation_checkpointing": True, "seed": 0}
 

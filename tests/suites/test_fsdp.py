@@ -155,8 +155,8 @@ def test_the_reports_answer_judges_each_sharding_beside_ddp(sweep, tmp_path):
 
 def test_the_sharded_plans_sweeps_bracket_its_models_unit_sizes():
     """The all_gather and reduce_scatter sweeps cover every unit each model gathers (in bf16) and reduces
-    (in fp32), so seed 002's prediction reads them inside the measured sizes; the all_reduce sweep covers
-    DDP's gradients."""
+    (in fp32), so the exposed communication model's prediction reads them inside the measured sizes; the
+    all_reduce sweep covers DDP's gradients."""
     plan = load_plan("seed001-sharded")
     sweeps = {op: (e["params"]["begin_bytes"], e["params"]["end_bytes"]) for e in plan["suites"] if e["suite"] == "collectives"
               and "default" in e["transports"] for op in e["params"]["ops"]}

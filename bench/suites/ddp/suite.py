@@ -1,7 +1,7 @@
 """The ddp suite: training step time of a model preset under DistributedDataParallel on synthetic
 data, a global batch reached by micro-batches under no_sync(), world sizes from 1 so that the
 1-GPU baseline is in the same run. Its ranks' part is ranks.py, its cost model cost.py, the figures
-it derives across runs (scaling, seed 002's prediction) derived.py, its report's part report.py;
+it derives across runs (scaling, the compute + exposed communication model's prediction) derived.py, its report's part report.py;
 what it shares with the other training suites is the training family, bench/suites/training/."""
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """The fsdp suite's figures derived from several runs of one host: scaling against the plain model on
-one GPU, seed 002's prediction with FSDP's collectives, and their plausibility.
+one GPU, the compute + exposed communication model's prediction with FSDP's collectives, and their
+plausibility.
 
 The baseline of an fsdp run is the ddp suite's world-size-1 run of the same model, recipe and shape
 (one rank training the plain model, no wrapper: what a single-GPU script gives), with the same
@@ -9,7 +10,7 @@ machinery costs with no peer. Where the bundle has no such ddp run, the fsdp sui
 world-size-1 run of the same shape and sharding stands in, and a note on the run says so (FSDP's own
 cost on one GPU is then inside the baseline); without either there is no scaling.
 
-Seed 002's model, with FSDP's collectives (medians):
+The compute + exposed communication model, with FSDP's collectives (medians):
   compute_s = the baseline's step time at this run's batch per GPU
   predicted_step_time_s = compute_s + all_gather_time_s + reduce_scatter_time_s, fully exposed: each
       the step's calls x the time of one call of (its bytes / calls) on the same host's sweep of that

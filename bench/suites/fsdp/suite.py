@@ -2,8 +2,8 @@
 the ddp suite's figures for sharded data parallelism: full sharding (ZeRO-3), grad_op (ZeRO-2-like)
 and hybrid (HSDP, over nodes). A global batch is reached by micro-batches with gradient sync on the
 last only, world sizes from 1. Its ranks' part is ranks.py, its cost model cost.py, the figures it
-derives across runs (scaling against the ddp suite's plain 1-GPU run, seed 002's prediction from the
-all_gather and reduce_scatter sweeps) derived.py, its report's part report/; what it shares with the
+derives across runs (scaling against the ddp suite's plain 1-GPU run, the compute + exposed
+communication model's prediction from the all_gather and reduce_scatter sweeps) derived.py, its report's part report/; what it shares with the
 ddp suite is the training family, bench/suites/training/. Before a launch, the family's memory estimate
 (memory.py) refuses a configuration that cannot fit."""
 

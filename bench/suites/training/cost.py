@@ -22,7 +22,7 @@ GPT_MFU = {"compiled": 0.4, "eager": 0.29}
 FP32_OF_BF16_PEAK = 0.5  # TF32 tensor cores: half the bf16 rate on H100/H200 and RTX 3090
 UNKNOWN_PEAK_TFLOPS = 100.0
 UNET_TRAIN_FLOPS_PER_SAMPLE = {"sdxl-unet": 19e12, "tiny-unet": 2e9}  # forward, backward, recompute
-# At micro-batch 2 the UNet's step is bound by launching its kernels (issue 13): eager 8% MFU on one
+# At micro-batch 2 the UNet's step is bound by launching its kernels: eager 8% MFU on one
 # H200 (4.10 s at global batch 16), compiled 13% (2.41 s); replayed from CUDA graphs, seed000 on
 # 2x H200 reached 16-20% on one GPU and 12-18% on two (global batches 8 to 64).
 UNET_MFU = {"compiled": 0.13, "eager": 0.08, "graphed": 0.18}

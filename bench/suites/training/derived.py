@@ -1,5 +1,5 @@
 """What the training suites' derived figures share: the collectives' time read off the same host's
-sweeps (seed 002's model prices a step's communication with them), and the plausibility of a
+sweeps (the compute + exposed communication model prices a step's communication with them), and the plausibility of a
 scaling figure against its 1-GPU baseline."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The ddp suite's part of a report: scaling efficiency, measured against predicted step time, and
-the table of step times; and its part of the report's answer (answer.py): the findings and seed
-000's per-sample time x #GPUs per workload."""
+the table of step times; and its part of the report's answer (answer.py): the findings and the
+per-sample time x #GPUs per workload."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def section(comparison: Comparison, plot, colours: dict) -> list:
     table = ddp_table(comparison, bars, predicted)
     if not table:
         return []
-    # Seed 000's figure opens the report, in its answer (answer.py: findings, answer_plots).
+    # The per-sample time x #GPUs opens the report, in its answer (answer.py: findings, answer_plots).
     blocks = [Heading(2, "DDP training"), Heading(3, "Scaling efficiency")]
     if bars:
         blocks.append(plot(DP.efficiency_figure, (bars, colours), "scaling-efficiency", "Scaling efficiency", DP.EFFICIENCY_CAPTION))

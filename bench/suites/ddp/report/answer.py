@@ -1,6 +1,6 @@
 """The ddp suite's part of the report's answer (bench/report/answer.py): per machine, workload, rank
 count, transport and global batch, the scaling efficiency with its interval and the communication
-left exposed, from the pooled samples of the merged runs; and seed 000's figure per workload."""
+left exposed, from the pooled samples of the merged runs; and the per-sample time x #GPUs per workload."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from bench.suites.ddp.report import series as DS
 from bench.suites.training.report import training_findings, workload
 
 PER_SAMPLE_CAPTION = (
-    "Seed 000's figure: step time / global batch × #GPUs against the global batch, one line per host and transport; lower "
-    "is better, and on the dashed 1-GPU line of its machine is perfect scaling. " + P.SPREAD_CAPTION
+    "Per-sample time × #GPUs (step time / global batch × #GPUs) against the global batch, one line per host and "
+    "transport; lower is better, and on the dashed 1-GPU line of its machine is perfect scaling. " + P.SPREAD_CAPTION
 )
 
 
@@ -23,7 +23,7 @@ def findings(comparison: Comparison) -> list[Finding]:
 
 
 def answer_plots(comparison: Comparison, plot, colours: dict) -> list:
-    """Seed 000's figure per workload, across every merged bundle, with the step predicted on other links."""
+    """The per-sample time x #GPUs per workload, across every merged bundle, with the step predicted on other links."""
     lines_of_links = DS.predicted_lines(PR.hosts(comparison))
     blocks = []
     for shown, lines in DS.per_sample_lines(comparison).items():

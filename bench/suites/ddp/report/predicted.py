@@ -92,7 +92,7 @@ def against_table(found: list[HostPrediction]) -> "Table | None":
     return Table(["host", "model", "global batch", "GPUs", "topology", "transport", "algorithm", "link replayed",
                   "measured step ms: median [p5, p95]",
                   "predicted from the 1-GPU timeline ms (error)", "predicted from its own steps without all-reduce ms (error)",
-                  "seed 002's model ms (error)", "slowdown: compute / all-reduce"], rows)
+                  "compute + exposed communication model ms (error)", "slowdown: compute / all-reduce"], rows)
 
 
 def _signed(errors: tuple) -> str:

@@ -1,7 +1,7 @@
 """The fsdp suite's part of the report's answer (bench/report/answer.py): ddp's findings, per
 machine, model with its strategy, rank count, transport and global batch, each scaled against the
-plain model on one GPU; seed 001's question (does sharding lose more on a slow link?) is then read
-across the answer's lines of one model."""
+plain model on one GPU; whether sharding loses more on a slow link is then read across the answer's
+lines of one model."""
 
 from __future__ import annotations
 

@@ -3,8 +3,8 @@ per-sample time x #GPUs by strategy (ddp and fsdp's shardings) and transport, an
 link sensitivity.
 
 Link sensitivity = scaling efficiency under a transport / scaling efficiency under default, for the
-same machine, model, strategy, global batch and #GPUs: seed 001's question ("the impact is much
-larger for frequent communication"). Both efficiencies share their 1-GPU baseline, so the ratio is
+same machine, model, strategy, global batch and #GPUs: does the link cost more where communication
+is more frequent? Both efficiencies share their 1-GPU baseline, so the ratio is
 the default run's per-sample time / the other transport's, and its interval is a bootstrap of that
 ratio of medians (launches resampled, then samples)."""
 
