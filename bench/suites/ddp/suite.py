@@ -19,6 +19,10 @@ class DDP(TrainingSuite):
     name = "ddp"
     report_order = 30
     Params = Params
+    # The figures derived across a host's runs (TrainingSuite's hooks): derived.py's.
+    baselines = staticmethod(derived.baselines)
+    derive_scaling = staticmethod(derived.derive_scaling)
+    derive_prediction = staticmethod(derived.derive_prediction)
     moves_collective_data = True
     plain_model = True  # one rank trains without DDP's wrapper (ranks.py)
 
@@ -36,15 +40,6 @@ class DDP(TrainingSuite):
 
     def launch_seconds(self, params: Params, preset: str, world_size: int, host: Capabilities) -> float:
         return cost.launch_seconds(params, preset, world_size, host)
-
-    def baselines(self, runs: list) -> dict:
-        return derived.baselines(runs)
-
-    def derive_scaling(self, runs: list) -> None:
-        derived.derive_scaling(runs)
-
-    def derive_prediction(self, runs: list, launches: list) -> None:
-        derived.derive_prediction(runs, launches)
 
     def link_name(self, run: dict) -> str:
         """allreduce copy_engine carries the gradients on the copy engines, past NCCL's transport."""

@@ -39,6 +39,10 @@ class FSDP(TrainingSuite):
     name = "fsdp"
     report_order = 40
     Params = Params
+    # The figures derived across a host's runs (TrainingSuite's hooks): derived.py's.
+    baselines = staticmethod(derived.baselines)
+    derive_scaling = staticmethod(derived.derive_scaling)
+    derive_prediction = staticmethod(derived.derive_prediction)
     identity_params = ("model", "sharding", "global_batch")
     moves_collective_data = True
 
@@ -68,15 +72,6 @@ class FSDP(TrainingSuite):
     def nccl_calls(self, run: dict) -> list:
         functions = ["AllGather", "ReduceScatter"] + (["AllReduce"] if run["params"]["sharding"] == "hybrid" else [])
         return [(function, None) for function in functions]
-
-    def baselines(self, runs: list) -> dict:
-        return derived.baselines(runs)
-
-    def derive_scaling(self, runs: list) -> None:
-        derived.derive_scaling(runs)
-
-    def derive_prediction(self, runs: list, launches: list) -> None:
-        derived.derive_prediction(runs, launches)
 
     def collective_bytes(self, run: dict) -> "float | None":
         """The all-gathers and reduce-scatters, (n-1)/n of their sizes; hybrid's all-reduce across nodes, 2(n-1)/n."""
