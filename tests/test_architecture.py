@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import ast
 import re
-import sys
 from pathlib import Path
 
 from bench import suites
@@ -151,10 +150,12 @@ def test_the_checks_find_what_they_look_for(tmp_path):
 #   or lists it with another suite's name ("N and M"); suite names are lower case, so "DDP" (the
 #   technique) is no suite's name;
 # - an identifier the code defines (a function, class, argument, keyword, assigned name or attribute)
-#   that has N among its words, whatever their case, unless N is a module of the standard library
-#   (copy): there an identifier cannot tell the suite from the module.
+#   that has N among its words, whatever their case, unless N is one of COMMON_WORDS: a suite named
+#   after a common word, where an identifier with that word means the thing the suite measures.
 
 REGISTRY = BENCH / "suites" / "__init__.py"
+# copy: the standard library's module, a copy of a dict or a tensor; collectives: NCCL's collective calls.
+COMMON_WORDS = ("copy", "collectives")
 
 
 def _word(name: str) -> str:
@@ -206,7 +207,7 @@ def suite_names_in(path: Path, names: list[str], where: "str | None" = None) -> 
         defined = _defined(node)
         if defined:
             words = defined.lower().split("_")
-            found += [f"{line}: {defined} names {name}" for name in others if name in words and name not in sys.stdlib_module_names]
+            found += [f"{line}: {defined} names {name}" for name in others if name in words and name not in COMMON_WORDS]
     return found
 
 
@@ -227,7 +228,7 @@ import copy
 def pick(run, ddp_on_gpu):
     if run["suite"] == "fsdp":
         return copy.deepcopy(run)
-    flops_of_ddp = 1
+    flops_of_ddp, nccl_collectives = 1, []  # the second means NCCL's collectives: a common word
     return f"no collectives runs, {run}" + "busbw for collectives, step time for ddp and fsdp" + "DDP's reducer" + "a peer copy"
 '''
     source = tmp_path / "late.py"

@@ -370,7 +370,7 @@ class _Curves:
 
     def __init__(self, host: dict, result: HostPrediction) -> None:
         nodes = _nodes_of(host)
-        sweeps = [r for r in host["runs"] if r["suite"] == "collectives"]
+        sweeps = host["runs"]  # collective_curves keeps the runs that timed one all_reduce call
         self.found: dict = {}
         for algorithm in (None, *ALGORITHMS):
             chosen = [r for r in sweeps if algorithm_of(r) == algorithm]

@@ -17,6 +17,7 @@ from bench.common.reference import BAND, EXPECTED, GIB, LARGE_BYTES, SOURCES, nv
 from bench.common.links import link_summary
 from bench.common.transports import setting_key
 from bench.common.units import human_bytes
+from bench.suites.training import TrainingSuite
 
 NO_REFERENCE = "no reference"
 HELD_BACK_CAUSE_FRACTION = 0.05  # clocks held back in more samples than this while measured: a cause worth naming
@@ -264,7 +265,7 @@ def _range_key(run: dict, fp: dict, gpu: str, figure: str, size: "int | None") -
         if found is None:
             return None
         match += [("size_bytes_min", found[0])] + ([("size_bytes_max", found[1])] if found[1] else [])
-    if run["suite"] in ("ddp", "fsdp") or figure.endswith(("_step_time_s", "_fraction")):
+    if isinstance(suites.get(run["suite"]), TrainingSuite) or figure.endswith(("_step_time_s", "_fraction")):
         params = run["params"]
         match.append(("config", tuple((key, params[key]) for key in RECIPE_KEYS if key in params)))
     return gpu, figure, link or "unknown", tuple(match)
