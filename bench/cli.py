@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from bench import suites
 from bench.bundle import read_bundle
 from bench.common import shared_machine
 from bench.controller.hosts import load_hosts
@@ -126,7 +127,7 @@ def cmd_report(args) -> int:
     return 0
 
 
-# verify/compare: one exit status per outcome (README, "What the verdicts mean").
+# verify/compare: one exit status per outcome (README, "Verify a published result").
 EXIT_OF_OUTCOME = {"passed": 0, "same bundle": 0, "failed": 1, "inconclusive": 3, "not comparable": 4}
 VERIFY_MAX_HOURS = 2.0  # a rerun estimated past it waits for a yes
 
@@ -183,15 +184,31 @@ def cmd_compare(args) -> int:
 def cmd_predict(args) -> int:
     from bench.report.inputs import expand, load
     from bench.report.markdown import render
-    from bench.suites.ddp.predict import predict
-    from bench.suites.ddp.report.predicted import blocks
 
+    predictors = {name: part.predict for name, suite in suites.registry().items()
+                  if (part := suite.report_section()) is not None and hasattr(part, "predict")}
     loaded, _ = load(expand(args.bundles), False, lambda line: print(line, file=sys.stderr))
-    found = predict([item.bundle for item in loaded], args.link or None, args.gpus, args.gpus_per_node, args.algorithm)
-    if not found:
-        raise UserError(f"no ddp runs in {', '.join(args.bundles)}; predict reads bundles that ran the ddp suite (e.g. PLAN=quick)")
-    print(render(blocks(found)))
+    bundles = [item.bundle for item in loaded]
+    blocks = [block for predict in predictors.values()
+              for block in predict(bundles, args.link or None, args.gpus, args.gpus_per_node, args.algorithm)]
+    if not blocks:
+        names = _either(list(predictors))
+        raise UserError(f"no {names} runs in {', '.join(args.bundles)}; predict reads bundles that ran the {names} suite (e.g. PLAN=quick)")
+    print(render(blocks))
     return 0
+
+
+def _either(names: list, word: str = "or") -> str:
+    """'a', 'a or b', 'a, b or c'."""
+    return f"{', '.join(names[:-1])} {word} {names[-1]}" if len(names) > 1 else "".join(names)
+
+
+def _compared_metrics() -> str:
+    """'busbw_gbps for collectives, ...': the metric verify and compare judge each suite's runs by."""
+    judged: dict = {}
+    for name, suite in suites.registry().items():
+        judged.setdefault(suite.headline_metric, []).append(name)
+    return ", ".join(f"{metric} for {_either(names, 'and')}" for metric, names in judged.items())
 
 
 def cmd_sign(args) -> int:
@@ -204,7 +221,7 @@ def cmd_sign(args) -> int:
 def _verdict_options(command: argparse.ArgumentParser) -> None:
     command.add_argument("--tolerance", action="append", default=[], metavar="[METRIC=]FRACTION",
                          help="reproduced when the ratio of medians is within a factor 1+FRACTION either way "
-                              "(default 0.05; busbw_gbps for collectives, step_time_s for ddp and fsdp); repeatable")
+                              f"(default 0.05; {_compared_metrics()}); repeatable")
     command.add_argument("--host-map", action="append", default=[], metavar="ORIGINAL=NEW",
                          help="pair an original host with one of yours (default: by name, else by order); repeatable")
     command.add_argument("--allowed-signers", type=Path, help="ssh-keygen allowed signers file: the keys you trust")
@@ -257,7 +274,7 @@ def parser() -> argparse.ArgumentParser:
     _verdict_options(compare)
     compare.set_defaults(func=cmd_compare)
 
-    predict = sub.add_parser("predict", help="the ddp runs' step, scaling and samples/s predicted on other links (what link do I need?)")
+    predict = sub.add_parser("predict", help="a bundle's training step, scaling and samples/s predicted on other links (what link do I need?)")
     predict.add_argument("bundles", nargs="+", metavar="BUNDLE", help="bundle files or glob patterns")
     predict.add_argument("--link", action="append", metavar="NAME",
                          help="a link of the link table (bench/common/reference.py), your own as GBPS,LATENCY_US, or "
@@ -277,8 +294,8 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: "list[str] | None" = None) -> int:
-    args = parser().parse_args(argv)
-    try:
+    try:  # the parser reads the suites (a suite folder of the user's may be broken: one line)
+        args = parser().parse_args(argv)
         return args.func(args)
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)

@@ -34,7 +34,7 @@ from bench.common.paths import SOURCE_ROOT
 from bench.common.polling import wait_until
 from bench.common.timestamps import utc_timestamp
 from bench.common.transports import BASE_NCCL_ENV, PRESETS, Nodes, backend_for, mismatch, run_transport, transport_record
-from bench.suites.cost import LAUNCH_START_S
+from bench.common.cost import LAUNCH_START_S
 from bench.suites.params import PlanError
 
 CPU_WORLD_SIZE = 2  # "all" on a machine without a GPU: two processes, gloo
@@ -334,8 +334,7 @@ def run_launch(launch: Launch, out_dir: Path, progress: Callable[[protocol.Event
         for line in _result_lines(result_path)[reported:]:
             reported += 1
             progress(protocol.RunEnded(launch.id, reported, max(launch.configurations, reported),
-                                       # the backend tells the label GPUs from processes
-                                       suites.get(launch.suite).label({**json.loads(line), "transport": {"backend": launch.backend}}),
+                                       suites.get(launch.suite).progress_label(json.loads(line), launch.backend),
                                        round(time.time() - started, 1)))
 
     with counters.Sampler() as sampler:

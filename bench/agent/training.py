@@ -1,6 +1,6 @@
 """The training loop every training suite's ranks run (ddp, fsdp): step time of a model preset on
 synthetic data, a global batch reached by micro-batches with the gradients synchronised on the last
-only, as in seed 000.
+only, as gradient accumulation does.
 
 Each configuration (one global batch size) is one record; one that runs out of memory is recorded as
 `oom` and the sweep goes on. A launch sets its model up once (wrapped, compiled or captured,
@@ -148,7 +148,7 @@ def throughput_metrics(
 ) -> dict:
     """The per-step figures of one configuration, sample by sample.
 
-    per_sample_gpu_time_s is seed 000's metric: step time / global batch x #GPUs (GPU-seconds
+    per_sample_gpu_time_s is the per-sample time x #GPUs: step time / global batch x #GPUs (GPU-seconds
     per sample; equal across world sizes when scaling is perfect). MFU needs a known peak.
     """
     metrics = {
@@ -180,7 +180,7 @@ def run_config(ctx: Context, params: TrainingParams, point: dict, training: Trai
     global_batch = point["global_batch"]
     training.accum = point["grad_accum"]
     strategy = training.strategy
-    least = least_warmup_steps(params.warmup_steps, training.steps_taken, ddp_on_gpu=strategy.synced_warmup and ctx.is_cuda)
+    least = least_warmup_steps(params.warmup_steps, training.steps_taken, synced_on_gpu=strategy.synced_warmup and ctx.is_cuda)
     warmup_count, warmup_s = seconds_of(ctx, lambda: warm_up(ctx, training.step, params, least))
     if ctx.is_cuda:
         torch.cuda.reset_peak_memory_stats(ctx.device)

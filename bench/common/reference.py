@@ -103,7 +103,7 @@ SOURCES = {
         "says": "10, 25 and 100 Gb/s: 1.25, 3.125 and 12.5 GB/s per direction",
     },
     "seed-002": {
-        "title": "Seed 002, 'The Impact of GPU Networking (Part 1)' (Tomas, 2025-03-14), its communication benchmark",
+        "title": "'The Impact of GPU Networking (Part 1)' (Tomas, 2025-03-14), its communication benchmark",
         "url": "https://tomaslaz.github.io/scale-ops/net_1",
         "says": "an all-reduce of 700M bf16 parameters between 2 A100 nodes over 25GbE with NCCL: 0.88 s, 'transfer speed' "
                 "3.01 GB/s = 2 x bytes / time, so busbw 1.50 GB/s; PCIe 4.0 within a node: 26.90, busbw 13.45 GB/s",
@@ -150,13 +150,13 @@ SOURCES = {
         "says": "3.2 GB/s with a link asleep, 13.1 GB/s once both GPUs were awake",
     },
     "ddpbench-h200x1-copy": {
-        "title": "ddpbench, the copy suite against nvbandwidth v0.8 on one H200 (PCIe 5.0 x16), 2026-11-23",
+        "title": "ddpbench's copies against nvbandwidth v0.8 on one H200 (PCIe 5.0 x16), 2026-11-23",
         "path": "benchmarks/results/copy_parity_h200x1.md",
         "says": "copy-engine host-to-device 55.32-55.52 GB/s and device-to-host 55.26-55.38 GB/s from 64 MiB to 1 GiB (after the "
                 "check's fix; nvbandwidth 53.58-55.29), within 1% of nvbandwidth from 64 MiB up",
     },
     "ddpbench-h200x2-collectives": {
-        "title": "ddpbench, the collectives suite beside nccl-tests on 2x H200 (NV18), fp32 all_reduce, 2026-11-22",
+        "title": "ddpbench's collectives beside nccl-tests on 2x H200 (NV18), fp32 all_reduce, 2026-11-22",
         "path": "benchmarks/results/collectives_parity_h200x2.md",
         "says": "busbw over NVLink 265.89-297.71 GB/s (suite) and 264.2-300.3 (nccl-tests) from 64 to 256 MiB, 325.4-345.15 from "
                 "1 to 4 GiB; through host memory (NCCL_P2P_DISABLE=1) 26.9-28.16 from 64 MiB to 4 GiB",
@@ -180,7 +180,7 @@ SOURCES = {
 P2P_FACTOR = round(25.9 / (PCIE_LANE_GBPS[4] * 16), 4)  # tinygrad #36: 25.9 GB/s on PCIe 4.0 x16 with P2P
 HOST_MEMORY_FACTOR = round(27.0 / (PCIE_LANE_GBPS[5] * 16), 4)  # this project: 27.0 GB/s at 1 GiB, PCIe 5.0 x16, SHM
 NVLINK_MODEL_FACTOR = round(343.3 / (18 * 20.6), 4)  # this project's NV18 busbw at 4 GiB / NCCL's model of 18 SM90 links
-ETHERNET_FACTOR = round(1.50 / 3.125, 4)  # seed 002: busbw 1.50 GB/s over 25GbE
+ETHERNET_FACTOR = round(1.50 / 3.125, 4)  # 'The Impact of GPU Networking': busbw 1.50 GB/s over 25GbE
 
 P2P_LATENCY_US = 10.0  # nccl-tests #44: 32 KiB in 11.9-13.4 us, less 1.6 us of transfer
 HOST_MEMORY_LATENCY_US = 12.0  # tinygrad #17: 8 bytes in 11.5-11.9 us through host memory
@@ -222,8 +222,8 @@ def _pcie_rows() -> list:
                 "basis": "derived", "rate_gbps": rate, "factor": HOST_MEMORY_FACTOR,
                 "sources": ["pci-sig", "ddpbench-h200x2-nccl-tests", "seed-002", "tinygrad-okm-17"],
                 "derivation": f"PCI-SIG's {PCIE_LANE_GBPS[gen]} GB/s per lane x {width} lanes x {HOST_MEMORY_FACTOR} (this "
-                              "project's 27.0 GB/s busbw at 1 GiB with NCCL_P2P_DISABLE=1 on PCIe 5.0 x16; seed 002's "
-                              "13.45 GB/s on A100s over PCIe 4.0 x16 is the same share); latency "
+                              "project's 27.0 GB/s busbw at 1 GiB with NCCL_P2P_DISABLE=1 on PCIe 5.0 x16; the GPU "
+                              "networking post's 13.45 GB/s on A100s over PCIe 4.0 x16 is the same share); latency "
                               f"{HOST_MEMORY_LATENCY_US:g} us from tinygrad #17. Host memory and the CPU set this path's pace "
                               "as much as the link: a host with slower memory gets less",
             })
@@ -299,7 +299,7 @@ def _network_rows() -> list:
             "busbw_gbps": round(1.25 * ETHERNET_FACTOR, 3), "latency_us": SOCKET_LATENCY_US,
             "basis": "derived", "rate_gbps": 1.25, "factor": ETHERNET_FACTOR,
             "sources": ["ieee-802.3", "seed-002", "ddpbench-h200x2-nccl-tests"],
-            "derivation": f"1.25 GB/s x {ETHERNET_FACTOR} (seed 002's 1.50 GB/s busbw over 25GbE); latency {SOCKET_LATENCY_US:g} us "
+            "derivation": f"1.25 GB/s x {ETHERNET_FACTOR} (the GPU networking post's 1.50 GB/s busbw over 25GbE); latency {SOCKET_LATENCY_US:g} us "
                           "from this project's NET/Socket sweep (1 and 4 MiB)",
         },
         {
@@ -307,7 +307,7 @@ def _network_rows() -> list:
             "level": "inter_node", "transport": "net_socket", "ranks": 2,
             "busbw_gbps": 1.50, "latency_us": SOCKET_LATENCY_US, "rate_gbps": 3.125,
             "basis": "cited", "sources": ["seed-002", "ieee-802.3", "ddpbench-h200x2-nccl-tests"],
-            "derivation": f"seed 002's measurement (2 x bytes / time = 3.01 GB/s: busbw 1.50); latency {SOCKET_LATENCY_US:g} us "
+            "derivation": f"the GPU networking post's measurement (2 x bytes / time = 3.01 GB/s: busbw 1.50); latency {SOCKET_LATENCY_US:g} us "
                           "from this project's NET/Socket sweep",
         },
         {
@@ -339,7 +339,7 @@ def nvlink_row(gpu: str) -> "str | None":
     return next((name for needle, name in NVLINK_ROWS if needle in gpu.upper()), None)
 
 # "Is my number normal?" The expected ranges per GPU model and link of the figures the
-# report judges (bench/common/normal.py): a copy's GB/s, all_reduce's busbw, a DDP step's seconds.
+# report judges (bench/suites/judging/normal.py): a copy's GB/s, all_reduce's busbw, a DDP step's seconds.
 # A published figure, or the spread of a few, stands for the figures within BAND of it either way:
 # two correct measurements of one GPU and link differ by that much (the copy suite against nvbandwidth
 # on one H200: 0.99-1.04 from 64 MiB up; the collectives suite against nccl-tests on 2x H200:
@@ -349,7 +349,7 @@ BAND = 0.05
 LARGE_BYTES = 64 * MIB
 GPU_4090, GPU_5090, GPU_A6000, GPU_H200 = "NVIDIA GeForce RTX 4090", "NVIDIA GeForce RTX 5090", "NVIDIA RTX A6000", "NVIDIA H200"
 # The DDP recipe of benchmarks/ddp_scaling.py (benchmarks/results/ddp_h200x2.md): a row holds for runs with these params.
-DDP_GPT2_LARGE = {"model": "gpt2-large", "micro_batch": 8, "seq_len": 1024, "grad_accum": 1, "precision": "bf16",
+GPT2_LARGE_RECIPE = {"model": "gpt2-large", "micro_batch": 8, "seq_len": 1024, "grad_accum": 1, "precision": "bf16",
                   "compile": True, "bucket_cap_mb": 100, "gradient_as_bucket_view": True, "static_graph": False,
                   "optimizer": "adamw", "grad_reduce_dtype": "fp32", "allreduce": "nccl", "weights_dtype": "float32",
                   "activation_checkpointing": False}
@@ -386,9 +386,9 @@ EXPECTED: list = [
     _expected(GPU_5090, "pcie5-x16", "allreduce_busbw_gbps", (35.0,), "cited", ["nccl-1639"],
               "all_reduce_perf's best busbw on 4 RTX 5090s from 1 to 8 GiB", ranks=4, size_bytes_min=1 << 30),
     _expected(GPU_H200, "pcie5-x16", "h2d_copy_gbps", (55.32, 55.52), "measured", ["ddpbench-h200x1-copy"],
-              "the copy suite's copy-engine host-to-device copies on one H200, 64 MiB to 1 GiB", size_bytes_min=LARGE_BYTES),
+              "ddpbench's copy-engine host-to-device copies on one H200, 64 MiB to 1 GiB", size_bytes_min=LARGE_BYTES),
     _expected(GPU_H200, "pcie5-x16", "d2h_copy_gbps", (55.26, 55.38), "measured", ["ddpbench-h200x1-copy"],
-              "the copy suite's copy-engine device-to-host copies on one H200, 64 MiB to 1 GiB", size_bytes_min=LARGE_BYTES),
+              "ddpbench's copy-engine device-to-host copies on one H200, 64 MiB to 1 GiB", size_bytes_min=LARGE_BYTES),
     _expected(GPU_H200, "nvlink4", "allreduce_busbw_gbps", (264.2, 265.89, 297.71, 300.3), "measured",
               ["ddpbench-h200x2-collectives", "ddpbench-h200x2-nccl-tests"],
               "fp32 all_reduce busbw on 2x H200 over NV18, 64 to 256 MiB, the suite and nccl-tests",
@@ -402,18 +402,18 @@ EXPECTED: list = [
               "fp32 all_reduce busbw on 2x H200 with NCCL_P2P_DISABLE=1 (SHM), 64 MiB to 4 GiB, the suite and nccl-tests",
               transport="host_memory", ranks=2, size_bytes_min=LARGE_BYTES),
     _expected(GPU_H200, "pcie5-x16", "ddp_step_time_s", (0.0937, 0.0961), "measured", ["ddpbench-h200x2-ddp"],
-              "gpt2-large's step on one H200, seconds", ranks=1, config=DDP_GPT2_LARGE),
+              "gpt2-large's step on one H200, seconds", ranks=1, config=GPT2_LARGE_RECIPE),
     _expected(GPU_H200, "nvlink4", "ddp_step_time_s", (0.1048, 0.1075), "measured", ["ddpbench-h200x2-ddp"],
-              "gpt2-large's step on 2x H200 over NV18 (NCCL, P2P), seconds", transport="nvlink", ranks=2, config=DDP_GPT2_LARGE),
+              "gpt2-large's step on 2x H200 over NV18 (NCCL, P2P), seconds", transport="nvlink", ranks=2, config=GPT2_LARGE_RECIPE),
     _expected(GPU_H200, "pcie5-x16-host", "ddp_step_time_s", (0.1549, 0.1580), "measured", ["ddpbench-h200x2-ddp"],
               "gpt2-large's step on 2x H200 with NCCL_P2P_DISABLE=1 (SHM), seconds", transport="host_memory", ranks=2,
-              config=DDP_GPT2_LARGE),
+              config=GPT2_LARGE_RECIPE),
     _expected(GPU_H200, "nvlink4", "ddp_scaling_efficiency_fraction", (0.892, 0.897, 0.900), "measured", ["ddpbench-h200x2-ddp"],
               "gpt2-large's scaling on 2x H200 over NV18 (NCCL, P2P) against one GPU of the same session", transport="nvlink",
-              ranks=2, config=DDP_GPT2_LARGE),
+              ranks=2, config=GPT2_LARGE_RECIPE),
     _expected(GPU_H200, "pcie5-x16-host", "ddp_scaling_efficiency_fraction", (0.600, 0.621), "measured", ["ddpbench-h200x2-ddp"],
               "gpt2-large's scaling on 2x H200 with NCCL_P2P_DISABLE=1 (SHM) against one GPU of the same session",
-              transport="host_memory", ranks=2, config=DDP_GPT2_LARGE),
+              transport="host_memory", ranks=2, config=GPT2_LARGE_RECIPE),
 ]
 
 

@@ -12,7 +12,7 @@ without its all-reduces (fitted_slowdown). The step ends at the later of the bac
 end, plus what follows. A replay is one pass over the buckets (those ready together queued as one,
 GROUP_SHARE), so that a timeline of 100,000 buckets replays, and is fitted, in a fraction of a second.
 
-Without bucket timings (an older bundle) the fallback is seed 002's model: every all-reduce after
+Without bucket timings (an older bundle) the fallback is the compute + exposed communication model: every all-reduce after
 the backward, fully exposed (bench/suites/ddp/derived.py).
 """
 
@@ -170,7 +170,7 @@ def replay(timeline: Timeline, allreduce_s: Callable[[float], float], slowdown: 
 
 
 def exposed_only(timeline: Timeline, allreduce_s: Callable[[float], float]) -> Replayed:
-    """Seed 002's model: the step's compute, then the gradients' all-reduce, none of it hidden."""
+    """The compute + exposed communication model: the step's compute, then the gradients' all-reduce, none of it hidden."""
     comm = allreduce_s(timeline.nbytes) if timeline.nbytes else 0.0
     return Replayed(timeline.compute_s + comm, timeline.backward_s, timeline.backward_s + comm, comm)
 

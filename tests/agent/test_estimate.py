@@ -54,7 +54,7 @@ def test_an_eta_off_by_more_than_2x_is_said(duration_s, estimate_s, said):
     assert (said in eta_off(duration_s, estimate_s)) and bool(said) == bool(eta_off(duration_s, estimate_s))
 
 
-# Issue 13's budgets on 2x H200, start-up and compilation included; issue 32's seed001-sharded: 20 minutes.
+# The plans' budgets on 2x H200, start-up and compilation included; seed001-sharded's: 20 minutes.
 BUDGETS_S = {"quick": 90, "seed001": 240, "seed002": 480, "seed000": 600, "collectives-sweep": 360, "seed001-sharded": 1200}
 
 

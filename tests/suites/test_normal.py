@@ -17,7 +17,7 @@ from bench.common import reference
 from bench.common.stats import metric
 from bench.report import write_report
 from bench.report.normal import summary_lines
-from bench.suites.normal import NO_REFERENCE, judge, judge_host, judgements, measured_ranges, source_line
+from bench.suites.judging.normal import NO_REFERENCE, judge, judge_host, judgements, measured_ranges, source_line
 from tests.conftest import REPO
 from tests.e2e.test_link_truth import H200, fixture_bundle, rtx_fingerprint
 
@@ -88,7 +88,7 @@ def test_a_slow_copy_on_the_consumer_box_is_below_with_the_causes_its_bundle_sho
 
 def test_a_ddp_step_slower_than_its_range_is_below_and_a_faster_one_above():
     fp = json.loads((H200 / "fingerprint.json").read_text())
-    run = {"suite": "ddp", "params": {**reference.DDP_GPT2_LARGE, "global_batch": 8}, "world_size": 1, "status": "ok",
+    run = {"suite": "ddp", "params": {**reference.GPT2_LARGE_RECIPE, "global_batch": 8}, "world_size": 1, "status": "ok",
            "launch_id": "00-ddp-default-ws1", "transport": h200_copy_runs()[0]["transport"],
            "metrics": {"step_time_s": metric([0.095, 0.096, 0.094])}}
     assert judge(run, fp).verdict == "within"

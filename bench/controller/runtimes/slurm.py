@@ -157,7 +157,7 @@ class SlurmRuntime(NativeRuntime):
                     f"script, output and time itself); remove it, or use one of {', '.join(sorted(SBATCH_ALLOWED))}"
                 )
         nodes, gpus = settings.get("nodes", 1), settings.get("gpus_per_node", 0)
-        # World sizes are ranks per node: the agent skips those a node cannot hold (seed 002's
+        # World sizes are ranks per node: the agent skips those a node cannot hold (a plan's
         # 2-GPU runs on 1-GPU nodes); a job where every one of them is skipped is of no use.
         per_node = {w for entry in plan["suites"] for w in entry.get("world_sizes", ["all"])}
         if gpus and "all" not in per_node and min(map(int, per_node)) > gpus:

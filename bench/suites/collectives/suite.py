@@ -10,7 +10,7 @@ from bench.common.host import Capabilities
 from bench.common.links import link_summary
 from bench.common.transports import backend_for
 from bench.common.units import human_bytes
-from bench.suites import cost
+from bench.common import cost
 from bench.suites.base import HostResults, Suite, median, warning
 from bench.suites.params import PlanError, SweptParams
 
@@ -51,6 +51,7 @@ class Collectives(Suite):
     name = "collectives"
     report_order = 20
     needs_two_ranks = True  # a collective over one rank crosses no link: its busbw is 0 by definition
+    moves_collective_data = True
     Params = Params
     headline_metric = "busbw_gbps"
     identity_params = ("op", "size_bytes")
@@ -124,6 +125,16 @@ class Collectives(Suite):
     def judged_figure(self, run: dict) -> tuple:
         """Each collective's busbw (the ranges hold all_reduce's: allreduce_busbw_gbps)."""
         return f"{run['params']['op'].replace('_', '')}_busbw_gbps", median(run, "busbw_gbps"), run["params"]["size_bytes"]
+
+    def collective_bytes(self, run: dict) -> "float | None":
+        """The call's size times its bus factor (busbw / algbw)."""
+        size, algbw, busbw = run["params"].get("size_bytes"), median(run, "algbw_gbps"), median(run, "busbw_gbps")
+        return None if size is None or not algbw or busbw is None else size * busbw / algbw
+
+    def timed_collective(self, run: dict) -> "tuple[str, str, int, float] | None":
+        seconds = median(run, "time_s")
+        p = run["params"]
+        return None if seconds is None else (p["op"], p["dtype"], p["size_bytes"], seconds)
 
     def label(self, run: dict) -> str:
         p = run["params"]

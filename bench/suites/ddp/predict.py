@@ -13,9 +13,9 @@ Per workload (model, recipe, sequence, micro-batch) and global batch, the step o
   table's rows (a measured sweep wins over the table, and a link without any curve says so);
 - the slowdown of compute under communication, where this host measured it for that link (a
   DDP run with and without its all-reduces), else none (and a note says so).
-A bundle without timelines (older) falls back to seed 002's fully exposed model, and says so. A run
-that cannot be computed (a timeline whose arrays disagree, a median step of 0) is left out with one
-line naming it and why.
+A bundle without timelines (older) falls back to the compute + exposed communication model, and
+says so. A run that cannot be computed (a timeline whose arrays disagree, a median step of 0) is left
+out with one line naming it and why.
 """
 
 from __future__ import annotations
@@ -30,20 +30,21 @@ from bench.common.reference import nvlink_row
 from bench.common.replay import NONE, Bucket, Replayed, buckets_of, Slowdown, Timeline, exposed_only, fitted_slowdown, replay
 from bench.errors import UserError
 from bench.suites.ddp.derived import REDUCE_DTYPES
-from bench.suites.training_derived import collective_curves
+from bench.suites.training.derived import collective_curves
 from bench.suites.training import training_recipe
 
-# seed 000's PCIe 4.0 x1/x4/x8/x16 boxes (RTX 4090s: no P2P, so through host memory) and its RTX
-# 3090 bridge, a datacenter NVLink, and two networks between 1-GPU nodes.
+# PCIe 4.0 x1/x4/x8/x16 boxes of RTX 4090s (no P2P, so through host memory) and the RTX 3090
+# bridge, a datacenter NVLink, and two networks between 1-GPU nodes.
 REPORT_LINKS = ("pcie4-x1-host", "pcie4-x4-host", "pcie4-x8-host", "pcie4-x16-host", "rtx3090-nvlink-bridge",
                 "nvlink4", "ib-hdr", "eth-25g")
 ONE_GPU_SOURCE = "the 1-GPU run's timeline"
+EXPOSED_MODEL = "compute + exposed communication model"  # the source of a prediction without a timeline
 # Measured: compiled gpt2-large, 2x H200 over SHM, +32% to +36% (benchmarks/results/timeline_replay_h100.md).
 NO_OVERLAP_NOTE = ("{model}: its 1-GPU timeline has every gradient bucket ready at the backward's end (a compiled backward is one "
                    "graph on one GPU; on several DDP splits it at its buckets and overlaps them), so the predictions from it "
                    "overlap no all-reduce with the backward: on slow links they are upper bounds")
-FALLBACK_NOTE = ("no step timeline in this bundle's runs (recorded since the timeline landed): predictions use seed 002's "
-                 "fully exposed model (compute, then every all-reduce)")
+FALLBACK_NOTE = ("no step timeline in this bundle's runs (recorded since the timeline landed): predictions use the compute "
+                 "+ exposed communication model (compute, then every all-reduce, none of it hidden)")
 MAX_GPUS = 65536
 MAX_GPUS_PER_NODE = 1024
 # Below a tenth of a cent an hour no machine rents: such a price gives no samples per dollar.
@@ -234,7 +235,7 @@ class Predicted:
     exposed_s: "float | None"
     baseline_per_sample_s: "float | None"  # the 1-GPU per-sample time x GPUs this scales against
     price_per_hour: "float | None"
-    source: str = ""  # the timeline it replays, or "seed 002's model"
+    source: str = ""  # the timeline it replays, or EXPOSED_MODEL
     slowdown: Slowdown = NONE
     measured: "dict | None" = None  # the run, where this is a measured configuration
     shape: str = ""  # "2 nodes x 2 GPUs"
@@ -272,7 +273,7 @@ class Crossed:
 @dataclass
 class Against:
     """A measured N-GPU run beside its predictions: from the 1-GPU timeline, from its own steps
-    without all-reduce, and seed 002's model."""
+    without all-reduce, and the compute + exposed communication model."""
 
     host: str
     run: dict
@@ -369,7 +370,7 @@ class _Curves:
 
     def __init__(self, host: dict, result: HostPrediction) -> None:
         nodes = _nodes_of(host)
-        sweeps = [r for r in host["runs"] if r["suite"] == "collectives"]
+        sweeps = host["runs"]  # collective_curves keeps the runs that timed one all_reduce call
         self.found: dict = {}
         for algorithm in (None, *ALGORITHMS):
             chosen = [r for r in sweeps if algorithm_of(r) == algorithm]
@@ -646,7 +647,7 @@ def _timeline_for(runs: list, one_gpu: dict, work: Workload, batch: int, gpus: i
     profile = _one_gpu_profile(one_gpu, work, batch, profiles)
     if profile is not None:
         return profile.timeline(accum), profile.source
-    return None, "seed 002's model"
+    return None, EXPOSED_MODEL
 
 
 def _one_gpu_profile(one_gpu: dict, work: Workload, batch: int, profiles: _Profiles) -> "Profile | None":
@@ -658,7 +659,8 @@ def _one_gpu_profile(one_gpu: dict, work: Workload, batch: int, profiles: _Profi
 
 
 def _step(timeline: "Timeline | None", allreduce_s, slowdown: Slowdown, base: "dict | None", gpus: int) -> "Replayed | None":
-    """The replayed step, or without a timeline seed 002's model over the 1-GPU run's step."""
+    """The replayed step, or without a timeline the compute + exposed communication model
+    over the 1-GPU run's step."""
     if timeline is not None:
         return replay(timeline, allreduce_s, slowdown)
     if base is None:

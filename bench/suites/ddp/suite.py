@@ -1,8 +1,8 @@
 """The ddp suite: training step time of a model preset under DistributedDataParallel on synthetic
 data, a global batch reached by micro-batches under no_sync(), world sizes from 1 so that the
 1-GPU baseline is in the same run. Its ranks' part is ranks.py, its cost model cost.py, the figures
-it derives across runs (scaling, seed 002's prediction) derived.py, its report's part report.py;
-what it shares with the other training suites is bench/suites/training.py."""
+it derives across runs (scaling, the compute + exposed communication model's prediction) derived.py, its report's part report.py;
+what it shares with the other training suites is the training family, bench/suites/training/."""
 
 from __future__ import annotations
 
@@ -18,8 +18,13 @@ from bench.suites.training import TrainingSuite
 class DDP(TrainingSuite):
     name = "ddp"
     report_order = 30
-    derived = derived
     Params = Params
+    # The figures derived across a host's runs (TrainingSuite's hooks): derived.py's.
+    baselines = staticmethod(derived.baselines)
+    derive_scaling = staticmethod(derived.derive_scaling)
+    derive_prediction = staticmethod(derived.derive_prediction)
+    moves_collective_data = True
+    plain_model = True  # one rank trains without DDP's wrapper (ranks.py)
 
     def check_plan(self, params: Params, host: Capabilities, *, world_size: int, transport: str, nodes: int) -> None:
         if params.allreduce == "copy_engine":
@@ -50,6 +55,11 @@ class DDP(TrainingSuite):
 
     def peer_copies(self, run: dict) -> bool:
         return run["params"].get("allreduce") == "copy_engine"
+
+    def collective_bytes(self, run: dict) -> "float | None":
+        """The gradients' all-reduce: 2(n-1)/n of their bytes."""
+        grad, n = median(run, "grad_allreduce_bytes"), run["world_size"]
+        return None if grad is None else grad * 2 * (n - 1) / n
 
     def judged_figure(self, run: dict) -> tuple:
         return "ddp_step_time_s", median(run, "step_time_s"), None

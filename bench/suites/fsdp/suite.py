@@ -2,18 +2,18 @@
 the ddp suite's figures for sharded data parallelism: full sharding (ZeRO-3), grad_op (ZeRO-2-like)
 and hybrid (HSDP, over nodes). A global batch is reached by micro-batches with gradient sync on the
 last only, world sizes from 1. Its ranks' part is ranks.py, its cost model cost.py, the figures it
-derives across runs (scaling against the ddp suite's plain 1-GPU run, seed 002's prediction from the
-all_gather and reduce_scatter sweeps) derived.py, its report's part report/; what it shares with the
-ddp suite is bench/suites/training.py. Before a launch, bench/suites/memory.py's estimate refuses a
-configuration that cannot fit."""
+derives across runs (scaling against the ddp suite's plain 1-GPU run, the compute + exposed
+communication model's prediction from the all_gather and reduce_scatter sweeps) derived.py, its report's part report/; what it shares with the
+ddp suite is the training family, bench/suites/training/. Before a launch, the family's memory estimate
+(memory.py) refuses a configuration that cannot fit."""
 
 from __future__ import annotations
 
 from bench.common.host import Capabilities
 from bench.common.transports import backend_for, on_gpu, ranks_label
 from bench.common.units import human_bytes
-from bench.suites import memory
 from bench.suites.base import median
+from bench.suites.training import memory
 from bench.suites.fsdp import cost, derived
 from bench.suites.fsdp.params import Params
 from bench.suites.params import PlanError
@@ -38,9 +38,13 @@ def memory_setup(params: Params, world_size: int, nodes: int) -> memory.Setup:
 class FSDP(TrainingSuite):
     name = "fsdp"
     report_order = 40
-    derived = derived
     Params = Params
+    # The figures derived across a host's runs (TrainingSuite's hooks): derived.py's.
+    baselines = staticmethod(derived.baselines)
+    derive_scaling = staticmethod(derived.derive_scaling)
+    derive_prediction = staticmethod(derived.derive_prediction)
     identity_params = ("model", "sharding", "global_batch")
+    moves_collective_data = True
 
     def check_placement(self, params: Params, *, nodes: int, ranks_per_node: "int | None") -> None:
         if params.sharding != "hybrid":
@@ -68,6 +72,16 @@ class FSDP(TrainingSuite):
     def nccl_calls(self, run: dict) -> list:
         functions = ["AllGather", "ReduceScatter"] + (["AllReduce"] if run["params"]["sharding"] == "hybrid" else [])
         return [(function, None) for function in functions]
+
+    def collective_bytes(self, run: dict) -> "float | None":
+        """The all-gathers and reduce-scatters, (n-1)/n of their sizes; hybrid's all-reduce across nodes, 2(n-1)/n."""
+        n = run["world_size"]
+        gather, scatter = median(run, "all_gather_bytes"), median(run, "reduce_scatter_bytes")
+        across = median(run, "all_reduce_bytes") or 0.0
+        return None if gather is None or scatter is None else (gather + scatter + 2 * across) * (n - 1) / n
+
+    def strategy(self, params: dict) -> str:
+        return f"fsdp {params['sharding']}" + (", bf16 reduce" if params.get("reduce_dtype") == "bf16" else "")
 
     def configuration(self, run: dict) -> tuple:
         p = run["params"]

@@ -92,7 +92,7 @@ def against_table(found: list[HostPrediction]) -> "Table | None":
     return Table(["host", "model", "global batch", "GPUs", "topology", "transport", "algorithm", "link replayed",
                   "measured step ms: median [p5, p95]",
                   "predicted from the 1-GPU timeline ms (error)", "predicted from its own steps without all-reduce ms (error)",
-                  "seed 002's model ms (error)", "slowdown: compute / all-reduce"], rows)
+                  "compute + exposed communication model ms (error)", "slowdown: compute / all-reduce"], rows)
 
 
 def _signed(errors: tuple) -> str:
@@ -108,7 +108,7 @@ def errors_table(rows: list[ErrorRow]) -> "Table | None":
     if not rows:
         return None
     return Table(["host", "GPUs", "topology", "link replayed", "algorithm", "runs", "from the 1-GPU timeline",
-                  "from its own steps without all-reduce", "seed 002's model"],
+                  "from its own steps without all-reduce", "compute + exposed communication model"],
                  [[r.host, str(r.gpus), r.shape, r.link, r.algorithm, str(r.runs), _signed(r.from_one_gpu),
                    _signed(r.from_own_steps), _signed(r.exposed_model)] for r in rows])
 

@@ -1,4 +1,4 @@
-"""Is my number normal? A copy, collectives, DDP or FSDP run's figures against the expected ranges of
+"""Is my number normal? A run's figures against the expected ranges of
 its GPU model and link (bench/common/reference.py EXPECTED, each row sourced): within, below (with
 the likely causes this bundle shows: a x4 or chipset slot, a riser trained down, a sleeping link, a
 power cap), above, or no reference. The report's "Is my number normal?" section and `ddpbench run`'s
@@ -17,6 +17,7 @@ from bench.common.reference import BAND, EXPECTED, GIB, LARGE_BYTES, SOURCES, nv
 from bench.common.links import link_summary
 from bench.common.transports import setting_key
 from bench.common.units import human_bytes
+from bench.suites.training import TrainingSuite
 
 NO_REFERENCE = "no reference"
 HELD_BACK_CAUSE_FRACTION = 0.05  # clocks held back in more samples than this while measured: a cause worth naming
@@ -111,14 +112,8 @@ def source_line(name: str) -> str:
 # --- What the run touched ---------------------------------------------------------------------
 
 def _gpus_of(run: dict, fp: dict) -> list[int]:
-    """The GPU indices a run's figure crossed: a copy's ends, else its ranks' GPUs on this host."""
-    ends = [int(found[1]) for end in ("src", "dst") if (found := re.fullmatch(r"gpu(\d{1,4})", str(run["params"].get(end))))]
-    if run["suite"] == "copy":
-        return ends
-    if run.get("gpus"):  # the GPUs the plan entry named
-        return list(run["gpus"])
-    count = len(fp.get("gpus") or [])
-    return list(range(min(run["world_size"], count)))
+    """The GPU indices a run's figure crossed, as its suite says (Suite.gpus_crossed)."""
+    return suites.get(run["suite"]).gpus_crossed(run, len(fp.get("gpus") or []))
 
 
 def _path(run: dict, fp: dict) -> "str | None":
@@ -270,7 +265,7 @@ def _range_key(run: dict, fp: dict, gpu: str, figure: str, size: "int | None") -
         if found is None:
             return None
         match += [("size_bytes_min", found[0])] + ([("size_bytes_max", found[1])] if found[1] else [])
-    if run["suite"] in ("ddp", "fsdp") or figure.endswith(("_step_time_s", "_fraction")):
+    if isinstance(suites.get(run["suite"]), TrainingSuite) or figure.endswith(("_step_time_s", "_fraction")):
         params = run["params"]
         match.append(("config", tuple((key, params[key]) for key in RECIPE_KEYS if key in params)))
     return gpu, figure, link or "unknown", tuple(match)
