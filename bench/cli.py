@@ -79,7 +79,7 @@ def cmd_validate(args) -> int:
             bundle = read_bundle(path)
             print(f"{path}: ok: bundle {bundle['run_id']}, {len(bundle['hosts'])} host(s), sha256 {bundle['sha256'][:12]}")
             continue
-        kind = _yaml_kind(path, load_yaml(path, "file"))
+        kind = _yaml_kind(path, load_yaml(path, "plan or hosts file"))
         if kind == "hosts":
             load_hosts(path)
         else:

@@ -26,7 +26,7 @@ from bench.agent import counters, gate, placement, proctree, rank_errors
 from bench.agent.fingerprint import system
 from bench.common import history as earlier
 from bench.common import protocol
-from bench.common.files import write_text
+from bench.common.files import open_anew, write_text
 from bench.common.host import Capabilities
 from bench.common.paths import SOURCE_ROOT
 from bench.common.polling import wait_until
@@ -316,7 +316,7 @@ def _run_torchrun(launch: Launch, spec_path: Path, log_path: Path, started: floa
         f"--nproc-per-node={launch.nproc_per_node}", "-m", "bench.agent.worker", str(spec_path),
     ]
     env = {**os.environ, **launch.env, "PYTHONPATH": os.pathsep.join(filter(None, [str(SOURCE_ROOT), os.environ.get("PYTHONPATH")]))}
-    with open(log_path, "w") as log:
+    with open_anew(log_path) as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         try:
             while process.poll() is None:

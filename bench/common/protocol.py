@@ -13,6 +13,8 @@ import re
 from dataclasses import asdict, dataclass, field, fields
 from typing import ClassVar
 
+from bench.common.files import open_anew
+
 # --- The agent's command line ------------------------------------------------------------------
 
 
@@ -252,7 +254,7 @@ class LaunchSpec:
     placement_path: "str | None" = None  # each local rank appends where it runs (bench/agent/placement.py)
 
     def write(self, path) -> None:
-        with open(path, "w") as out:
+        with open_anew(path) as out:
             json.dump(asdict(self), out)
 
     @classmethod
