@@ -34,11 +34,14 @@ def cmd_run(args) -> int:
             raise UserError(f"--resume {args.resume} runs the plan of that run; leave out --plan {args.plan}")
         previous = load_previous(args.resume)
         plan = previous.plan
-        for what in previous.left_out:
-            print(f"warning: --resume {args.resume}: {what} is not one the run's plan makes; left out of the bundle", file=sys.stderr)
+        for line in previous.left_out:
+            print(f"warning: --resume {args.resume}: {line}", file=sys.stderr)
     else:
         plan = load_plan(args.plan or "quick")
+    said = len(previous.left_out) if previous else 0
     path, bundle = execute(inventory, plan, args.out, previous)
+    for line in previous.left_out[said:] if previous else ():  # from the results a lost host kept, collected since
+        print(f"warning: --resume {args.resume}: {line}", file=sys.stderr)
     print(f"bundle: {path}", flush=True)  # said before the report, which a full disk may stop
     report = write_report([bundle], path.parent)
     failed = [h for h in bundle["hosts"] if h["status"] != "ok"]
@@ -75,7 +78,7 @@ def cmd_fingerprint(args) -> int:
 
 def cmd_validate(args) -> int:
     for path in args.files:
-        if path.suffix == ".json":
+        if path.name.endswith((".json", ".json.gz")):
             bundle = read_bundle(path)
             print(f"{path}: ok: bundle {bundle['run_id']}, {len(bundle['hosts'])} host(s), sha256 {bundle['sha256'][:12]}")
             continue
@@ -212,7 +215,7 @@ def parser() -> argparse.ArgumentParser:
     fingerprint = sub.add_parser("fingerprint", help="print this machine's fingerprint as JSON")
     fingerprint.set_defaults(func=cmd_fingerprint)
 
-    validate = sub.add_parser("validate", help="check bundles (.json), hosts files and plans (.yaml)")
+    validate = sub.add_parser("validate", help="check bundles (.json, .json.gz), hosts files and plans (.yaml)")
     validate.add_argument("files", nargs="+", type=Path)
     validate.set_defaults(func=cmd_validate)
 

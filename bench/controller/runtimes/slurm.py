@@ -129,6 +129,7 @@ def batch_script(job: AgentJob) -> str:
 
 class SlurmRuntime(NativeRuntime):
     results_folder = "node0/out"  # node 0's agent holds the job's runs (its rank 0 measured them)
+    kept_results_folder = "node0/out"
     group_refusal = "a group's hosts need runtime native or docker (a slurm job spans nodes by itself: set slurm: nodes)"
     settings_key = "slurm"
 
