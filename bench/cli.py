@@ -25,7 +25,6 @@ def cmd_run(args) -> int:
     inventory = load_hosts(args.hosts)
     from bench.controller.run import execute
     from bench.controller.resume import load_previous
-    from bench.report import write_report
     from bench.report.normal import summary_lines
 
     previous = None
@@ -43,7 +42,7 @@ def cmd_run(args) -> int:
     for line in previous.left_out[said:] if previous else ():  # from the results a lost host kept, collected since
         print(f"warning: --resume {args.resume}: {line}", file=sys.stderr)
     print(f"bundle: {path}", flush=True)  # said before the report, which a full disk may stop
-    report = write_report([bundle], path.parent)
+    report = _run_report(bundle, path)
     failed = [h for h in bundle["hosts"] if h["status"] != "ok"]
     for host in bundle["hosts"]:
         for mismatch in host.get("pin_mismatches", []):
@@ -58,12 +57,28 @@ def cmd_run(args) -> int:
         print(line, file=sys.stderr)
     for host in failed:
         print(f"error: host {host['name']}: {host['status']}: {host['error']}", file=sys.stderr)
-    print(f"report: {report}")
+    if report:
+        print(f"report: {report}")
     if not bundle["complete"]:
         print(f"{stop_signals.reason()}: the bundle holds what finished and is marked incomplete; run the rest into the "
               f"same folder with: {resume_command(args.hosts, path.parent)}", file=sys.stderr)
         return stop_signals.exit_status()
-    return 1 if failed else 0
+    return 1 if failed or report is None else 0
+
+
+def _run_report(bundle: dict, path: Path) -> "Path | None":
+    """The run's report beside its bundle; where the report fails on it (a bug of ours), one line
+    and None: the bundle is written, and the rest of the run's output still follows."""
+    from bench.report import write_report
+
+    try:
+        return write_report([bundle], path.parent)
+    except (UserError, OSError):
+        raise
+    except Exception as err:
+        print(f"error: the report fails on this bundle ({err!r:.300}), a bug of ddpbench: please report it; "
+              f"the bundle is kept: {path}", file=sys.stderr)
+        return None
 
 
 def resume_command(hosts: Path, run_dir: Path) -> str:

@@ -282,8 +282,11 @@ def _killed(log_text: str) -> "str | None":
     kernel's out-of-memory killer, named with what the host allows."""
     if not re.search(r"exitcode\s*:\s*-9\b|Signal 9 \(SIGKILL\)", log_text):
         return None
-    allowed = min(filter(None, [system.memory_total_bytes(), system.memory_limit_bytes()]), default=None)
-    figure = f"this host allows {allowed / 2**30:.1f} GiB" if allowed else "the host's memory is not known"
+    limit, total = system.memory_limit(), system.memory_total_bytes()
+    if limit and (not total or limit[0] < total):
+        figure = f"the memory limit of cgroup {limit[1]} ({limit[0] / 2**30:.1f} GiB) allows no more"
+    else:
+        figure = f"this host's memory ({total / 2**30:.1f} GiB) allows no more" if total else "the host's memory is not known"
     return (f"a rank was killed by SIGKILL, most likely out of memory ({figure}); lower the entry's sizes, "
             "model or batch, or give the host more memory")
 

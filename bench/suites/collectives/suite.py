@@ -70,7 +70,8 @@ class Collectives(Suite):
             if need > HOST_MEMORY_USABLE * host.host_memory_bytes:
                 raise PlanError(
                     f"collectives: {culprit} needs about {need} bytes of host memory on {ranks_here} "
-                    f"rank(s) (gloo reduces in host memory), this host allows {host.host_memory_bytes}; lower {culprit.split()[0]}")
+                    f"rank(s) (gloo reduces in host memory), {host.host_memory} allows {int(HOST_MEMORY_USABLE * 100)}% of it; "
+                    f"lower {culprit.split()[0]}")
         if host.cuda:
             # out, in and the check's temporaries: about three buffers of the largest size
             need = 3 * largest
