@@ -236,10 +236,11 @@ def run_launch(launch: Launch, out_dir: Path, progress: Callable[[protocol.Event
         return {**summary, "status": "skipped", "error": launch.skipped_reason, "duration_s": 0.0, "log_tail": []}, []
     work = out_dir / "launches"
     work.mkdir(parents=True, exist_ok=True)
-    spec_path, result_path, log_path, placement_path = (work / f"{launch.id}{ext}" for ext in (".json", ".jsonl", ".log", ".placement.jsonl"))
-    result_path.unlink(missing_ok=True)
-    placement_path.unlink(missing_ok=True)
-    summary["resources"] = _write_spec(launch, spec_path, result_path, placement_path)
+    spec_path, result_path, log_path, placement_path, phase_path = (
+        work / f"{launch.id}{ext}" for ext in (".json", ".jsonl", ".log", ".placement.jsonl", ".phase.json"))
+    for path in (result_path, placement_path, phase_path):  # the ranks append to them, or rename onto them
+        path.unlink(missing_ok=True)
+    summary["resources"] = _write_spec(launch, spec_path, result_path, placement_path, phase_path)
     others = OthersShare()
     reported = 0
 
@@ -254,6 +255,8 @@ def run_launch(launch: Launch, out_dir: Path, progress: Callable[[protocol.Event
 
     with counters.Sampler() as sampler:
         status, error = _run_torchrun(launch, spec_path, log_path, started, report_new_runs)
+    if status == "timeout":
+        error = timeout_cause(launch.timeout_s, protocol.Phase.read(phase_path))
     log_text = log_path.read_text(errors="replace")
     if status == "failed":
         error = rank_errors.reported(log_text) or _killed(log_text) or error
@@ -264,8 +267,9 @@ def run_launch(launch: Launch, out_dir: Path, progress: Callable[[protocol.Event
              "gpu_counters": sampler.window_summary(run.get("measured_window"))}
             for run in map(json.loads, _result_lines(result_path))]
     if status == "timeout" and runs:
-        error += (f", or the launch needed longer; {len(runs)} of {max(launch.configurations, len(runs))} configurations "
-                  "finished and are kept: if none hung, raise timeout_s or trim the entry (sizes, steps, batches)")
+        kept = f"{len(runs)} of {max(launch.configurations, len(runs))} configurations finished and are kept"
+        error += (f", or the launch needed longer; {kept}: if none hung, raise timeout_s or trim the entry (sizes, steps, batches)"
+                  if error.endswith(HUNG) else f"; {kept}")
     if status == "ok" and not transport["matches_preset"]:
         error = f"transport preset {launch.preset!r} asked for {sorted(PRESETS[launch.preset].accepts)}, NCCL used {transport['nccl_used']}"
     record = {
@@ -275,6 +279,32 @@ def run_launch(launch: Launch, out_dir: Path, progress: Callable[[protocol.Event
         "gpu_counters": sampler.summary(), "placement": placement.read(placement_path),
     }
     return record, runs
+
+
+HUNG = "a rank hung or a peer died"
+
+
+def timeout_cause(timeout_s: float, phase: "protocol.Phase | None") -> str:
+    """Why a launch outlasted the plan's timeout_s, from what its rank 0 last said it was doing: still
+    compiling or setting up, in a step longer than the time it had left, or stuck (a step far longer
+    than its steps take: a rank hung or a peer died, whose peers wait in a collective for ever)."""
+    said = f"no result after {timeout_s:g} s (the plan's timeout_s)"
+    if phase is None:
+        return f"{said}: {HUNG}"
+    elapsed = time.monotonic() - phase.since_s
+    last = phase.last_step_s
+    if phase.kind == "compile":
+        return (f"{said}: still {phase.doing} after {elapsed:.0f} s; compiling took longer here than its estimate: "
+                "raise timeout_s, or set compile: false")
+    if phase.kind == "setup":
+        return f"{said}: still {phase.doing} after {elapsed:.0f} s; raise timeout_s, or choose a smaller model"
+    if last is None:
+        return (f"{said}: {phase.doing} had run {elapsed:.0f} s and not ended, a step longer than the launch had left; "
+                "raise timeout_s, or lower micro_batch, seq_len or the global batches")
+    if elapsed > 3 * last + 5:  # far longer than its steps take: waiting for a peer that will not come
+        return f"{said}: {HUNG}"
+    return (f"{said}: {phase.doing}, one step of about {max(elapsed, last):.3g} s (the one before took {last:.3g} s) did not "
+            "end in the time the launch had left; raise timeout_s, or trim the entry (fewer steps, smaller batches)")
 
 
 def _killed(log_text: str) -> "str | None":
@@ -296,12 +326,12 @@ def _result_lines(result_path: Path) -> list[str]:
     return [line for line in (result_path.read_text().splitlines() if result_path.exists() else []) if line.endswith("}")]
 
 
-def _write_spec(launch: Launch, spec_path: Path, result_path: Path, placement_path: Path) -> dict:
+def _write_spec(launch: Launch, spec_path: Path, result_path: Path, placement_path: Path, phase_path: Path) -> dict:
     """The worker's instructions; returns the resources each local rank gets, for the launch record."""
     cpus = cpus_of_local_ranks(os.sched_getaffinity(0), launch.threads_per_rank, launch.nproc_per_node)
     deadline_s = time.monotonic() + launch.timeout_s - deadline_reserve_s(launch.timeout_s)
     protocol.LaunchSpec(launch.suite, launch.params, launch.backend, launch.timeout_s, str(result_path),
-                        launch.threads_per_rank, cpus, deadline_s, str(placement_path)).write(spec_path)
+                        launch.threads_per_rank, cpus, deadline_s, str(placement_path), str(phase_path)).write(spec_path)
     return {"threads_per_rank": launch.threads_per_rank, "cpus_of_local_ranks": cpus}
 
 
@@ -331,7 +361,7 @@ def _run_torchrun(launch: Launch, spec_path: Path, log_path: Path, started: floa
             if process.returncode != 0:
                 return "failed", f"torchrun exited with status {process.returncode}"
         except subprocess.TimeoutExpired:
-            return "timeout", f"no result after {launch.timeout_s:g} s (the plan's timeout_s): a rank hung or a peer died"
+            return "timeout", None  # its cause: timeout_cause
         finally:
             _end_process_group(process)
     return "ok", None

@@ -58,7 +58,7 @@ def main(spec_path: str) -> None:
         device_id=device if device.type == "cuda" else None,
     )
     ctx = Context(rank=rank, local_rank=local_rank, world_size=world_size, device=device, backend=spec.backend,
-                  deadline=spec.deadline_s)
+                  deadline=spec.deadline_s, phase_path=spec.phase_path)
 
     def emit(record: dict) -> None:
         if rank == 0:
