@@ -165,3 +165,17 @@ def test_a_sealed_bundle_in_the_folder_is_checked_as_a_raw_file_is(folder, finis
     assert previous.left_out == [f"host local: bundle.json: a run of launch '{DDP}' has model 'gpt2', which the plan's entry "
                                  "does not ask for; the launch and its runs are left out: it runs again"]
     assert [l["id"] for l in previous.entries["local"]["launches"]] == [COLLECTIVES]
+
+
+def test_the_runs_own_report_after_a_resume_renders_runs_at_the_schemas_edges(folder):
+    """Every time of the finished runs the smallest positive double, every other figure 0: valid, so
+    sealed; the run's own report is written with it, and no traceback."""
+    raw = raw_of(folder)
+    for run in raw["runs"]:
+        for name, metric in run["metrics"].items():
+            metric["samples"] = [5e-324 if name in ("step_time_s", "per_sample_gpu_time_s", "time_s", "time_max_rank_s") else 0.0
+                                 ] * len(metric["samples"])
+    write_raw(folder, "raw.json", raw)
+    done = resume(folder)
+    assert done.returncode == 0, done.stderr
+    assert f"report: {folder / 'report.md'}" in done.stdout and (folder / "report.html").exists()
