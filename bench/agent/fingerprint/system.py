@@ -100,16 +100,6 @@ def memory_limit(root: Path = Path("/")) -> "tuple[int, str] | None":
     return min(found, default=None)
 
 
-def memory_limit_bytes(root: Path = Path("/")) -> "int | None":
-    limit = memory_limit(root)
-    return limit[0] if limit else None
-
-
-def memory_limit_cgroup(root: Path = Path("/")) -> "str | None":
-    limit = memory_limit(root)
-    return limit[1] if limit else None
-
-
 def _own_cgroups(text: "str | None") -> dict:
     """{"v2": path, "v1": path of the memory controller} from /proc/self/cgroup; where that file is
     unreadable, the root of each (a process outside any limit reads the same)."""
