@@ -186,7 +186,8 @@ def run_config(ctx: Context, params: TrainingParams, point: dict, training: Trai
         "step", f"the first step of global batch {global_batch}")
 
     def say(last_s: "float | None") -> None:
-        ctx.say(*(first if training.steps_taken == 0 else ("step", f"warming up global batch {global_batch}")), last_s)
+        known = last_s if last_s is not None else training.step_s and training.step_s[1]  # the last configuration's
+        ctx.say(*(first if training.steps_taken == 0 else ("step", f"warming up global batch {global_batch}")), known)
 
     (warmup_count, last_s), warmup_s = seconds_of(ctx, lambda: warm_up(ctx, training.step, params, least, say))
     steps, cut = steps_that_fit(ctx, params, max_over_ranks(ctx, [last_s])[0])
@@ -258,7 +259,7 @@ def warm_up(ctx: Context, step: Callable[[], None], params: TrainingParams, leas
         if len(times) >= least and _steady_everywhere(ctx, times[-WARMUP_WINDOW:], params.warmup_tolerance):
             break
         # The timed and profiled steps must still fit before the launch's deadline: time them unsettled.
-        if not ctx.time_for(1.5 * (params.steps + params.profile_steps) * sorted(times[-WARMUP_WINDOW:])[-1]):
+        if not ctx.time_for(1.5 * (params.steps + extra_steps(ctx, params)) * sorted(times[-WARMUP_WINDOW:])[-1]):
             ctx.notes.append(f"warm-up stopped after {len(times)} steps at the launch's timeout_s before the step times "
                              f"settled within warmup_tolerance {params.warmup_tolerance:g}: the timed steps may include warm-up")
             break
