@@ -28,7 +28,7 @@ from bench.common import algorithms, history as earlier
 from bench.common import protocol
 from bench.common.nccl_log import tuning_choices
 from bench.common.selection import Side, gpu_sets, side_of, variant
-from bench.common.files import write_text
+from bench.common.files import open_anew, write_text
 from bench.common.host import Capabilities
 from bench.common.paths import SOURCE_ROOT
 from bench.common.polling import wait_until
@@ -322,10 +322,11 @@ def run_launch(launch: Launch, out_dir: Path, progress: Callable[[protocol.Event
         return {**summary, "status": "skipped", "error": launch.skipped_reason, "duration_s": 0.0, "log_tail": []}, []
     work = out_dir / "launches"
     work.mkdir(parents=True, exist_ok=True)
-    spec_path, result_path, log_path, placement_path = (work / f"{launch.id}{ext}" for ext in (".json", ".jsonl", ".log", ".placement.jsonl"))
-    result_path.unlink(missing_ok=True)
-    placement_path.unlink(missing_ok=True)
-    summary["resources"] = _write_spec(launch, spec_path, result_path, placement_path)
+    spec_path, result_path, log_path, placement_path, phase_path = (
+        work / f"{launch.id}{ext}" for ext in (".json", ".jsonl", ".log", ".placement.jsonl", ".phase.json"))
+    for path in (result_path, placement_path, phase_path):  # the ranks append to them, or rename onto them
+        path.unlink(missing_ok=True)
+    summary["resources"] = _write_spec(launch, spec_path, result_path, placement_path, phase_path)
     others = OthersShare()
     reported = 0
 
@@ -339,6 +340,8 @@ def run_launch(launch: Launch, out_dir: Path, progress: Callable[[protocol.Event
 
     with counters.Sampler() as sampler:
         status, error = _run_torchrun(launch, spec_path, log_path, started, report_new_runs)
+    if status == "timeout":
+        error = timeout_cause(launch.timeout_s, protocol.Phase.read(phase_path))
     log_text = log_path.read_text(errors="replace")
     if status == "failed":
         error = rank_errors.reported(log_text) or _killed(log_text) or error
@@ -348,8 +351,9 @@ def run_launch(launch: Launch, out_dir: Path, progress: Callable[[protocol.Event
              **({"env": launch.entry_env} if launch.entry_env else {}), **({"gpus": list(launch.gpus)} if launch.gpus is not None else {})}
             for run in map(json.loads, _result_lines(result_path))]
     if status == "timeout" and runs:
-        error += (f", or the launch needed longer; {len(runs)} of {max(launch.configurations, len(runs))} configurations "
-                  "finished and are kept: if none hung, raise timeout_s or trim the entry (sizes, steps, batches)")
+        kept = f"{len(runs)} of {max(launch.configurations, len(runs))} configurations finished and are kept"
+        error += (f", or the launch needed longer; {kept}: if none hung, raise timeout_s or trim the entry (sizes, steps, batches)"
+                  if error.endswith(HUNG) else f"; {kept}")
     if status == "ok" and not transport["matches_preset"]:
         error = mismatch(transport)
     record = {
@@ -374,13 +378,42 @@ def _transports(launch: Launch, log_text: str) -> tuple[dict, Callable[[dict], d
             lambda run: run_transport(transport, choices, suite.nccl_calls(run), launch.world_size))
 
 
+HUNG = "a rank hung or a peer died"
+
+
+def timeout_cause(timeout_s: float, phase: "protocol.Phase | None") -> str:
+    """Why a launch outlasted the plan's timeout_s, from what its rank 0 last said it was doing: still
+    compiling or setting up, in a step longer than the time it had left, or stuck (a step far longer
+    than its steps take: a rank hung or a peer died, whose peers wait in a collective for ever)."""
+    said = f"no result after {timeout_s:g} s (the plan's timeout_s)"
+    if phase is None:
+        return f"{said}: {HUNG}"
+    elapsed = time.monotonic() - phase.since_s
+    last = phase.last_step_s
+    if phase.kind == "compile":
+        return (f"{said}: still {phase.doing} after {elapsed:.0f} s; compiling took longer here than its estimate: "
+                "raise timeout_s, or set compile: false")
+    if phase.kind == "setup":
+        return f"{said}: still {phase.doing} after {elapsed:.0f} s; raise timeout_s, or choose a smaller model"
+    if last is None:
+        return (f"{said}: {phase.doing} had run {elapsed:.0f} s and not ended, a step longer than the launch had left; "
+                "raise timeout_s, or lower micro_batch, seq_len or the global batches")
+    if elapsed > 3 * last + 5:  # far longer than its steps take: waiting for a peer that will not come
+        return f"{said}: {HUNG}"
+    return (f"{said}: {phase.doing}, one step of about {max(elapsed, last):.3g} s (the one before took {last:.3g} s) did not "
+            "end in the time the launch had left; raise timeout_s, or trim the entry (fewer steps, smaller batches)")
+
+
 def _killed(log_text: str) -> "str | None":
     """Why torchrun failed where a rank was killed by SIGKILL: on a host that nothing else stops, the
     kernel's out-of-memory killer, named with what the host allows."""
     if not re.search(r"exitcode\s*:\s*-9\b|Signal 9 \(SIGKILL\)", log_text):
         return None
-    allowed = min(filter(None, [system.memory_total_bytes(), system.memory_limit_bytes()]), default=None)
-    figure = f"this host allows {allowed / 2**30:.1f} GiB" if allowed else "the host's memory is not known"
+    limit, total = system.memory_limit(), system.memory_total_bytes()
+    if limit and (not total or limit[0] < total):
+        figure = f"the memory limit of cgroup {limit[1]} ({limit[0] / 2**30:.1f} GiB) allows no more"
+    else:
+        figure = f"this host's memory ({total / 2**30:.1f} GiB) allows no more" if total else "the host's memory is not known"
     return (f"a rank was killed by SIGKILL, most likely out of memory ({figure}); lower the entry's sizes, "
             "model or batch, or give the host more memory")
 
@@ -390,12 +423,13 @@ def _result_lines(result_path: Path) -> list[str]:
     return [line for line in (result_path.read_text().splitlines() if result_path.exists() else []) if line.endswith("}")]
 
 
-def _write_spec(launch: Launch, spec_path: Path, result_path: Path, placement_path: Path) -> dict:
+def _write_spec(launch: Launch, spec_path: Path, result_path: Path, placement_path: Path, phase_path: Path) -> dict:
     """The worker's instructions; returns the resources each local rank gets, for the launch record."""
     cpus = cpus_of_local_ranks(os.sched_getaffinity(0), launch.threads_per_rank, launch.nproc_per_node)
     deadline_s = time.monotonic() + launch.timeout_s - deadline_reserve_s(launch.timeout_s)
     protocol.LaunchSpec(launch.suite, launch.params, launch.backend, launch.timeout_s, str(result_path),
-                        launch.threads_per_rank, cpus, deadline_s, str(placement_path), launch.emulated_nodes).write(spec_path)
+                        launch.threads_per_rank, cpus, deadline_s, str(placement_path), launch.emulated_nodes,
+                        str(phase_path)).write(spec_path)
     return {"threads_per_rank": launch.threads_per_rank, "cpus_of_local_ranks": cpus}
 
 
@@ -413,7 +447,7 @@ def _run_torchrun(launch: Launch, spec_path: Path, log_path: Path, started: floa
         f"--nproc-per-node={launch.nproc_per_node}", "-m", "bench.agent.worker", str(spec_path),
     ]
     env = {**os.environ, **launch.env, "PYTHONPATH": os.pathsep.join(filter(None, [str(SOURCE_ROOT), os.environ.get("PYTHONPATH")]))}
-    with open(log_path, "w") as log:
+    with open_anew(log_path) as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         try:
             while process.poll() is None:
@@ -425,7 +459,7 @@ def _run_torchrun(launch: Launch, spec_path: Path, log_path: Path, started: floa
             if process.returncode != 0:
                 return "failed", f"torchrun exited with status {process.returncode}"
         except subprocess.TimeoutExpired:
-            return "timeout", f"no result after {launch.timeout_s:g} s (the plan's timeout_s): a rank hung or a peer died"
+            return "timeout", None  # its cause: timeout_cause
         finally:
             _end_process_group(process)
     return "ok", None

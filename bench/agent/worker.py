@@ -76,7 +76,8 @@ def main(spec_path: str) -> None:
         device_id=device if device.type == "cuda" else None,
     )
     ctx = Context(rank=rank, local_rank=local_rank, world_size=world_size, device=device, backend=spec.backend,
-                  deadline=spec.deadline_s, ranks_per_node=ranks_per_node)
+                  deadline=spec.deadline_s, ranks_per_node=ranks_per_node,
+                  phase_path=spec.phase_path)
 
     def emit(record: dict) -> None:
         if rank == 0:

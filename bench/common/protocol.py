@@ -11,7 +11,10 @@ import argparse
 import json
 import re
 from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
 from typing import ClassVar
+
+from bench.common.files import open_anew, write_text
 
 # --- The agent's command line ------------------------------------------------------------------
 
@@ -217,6 +220,30 @@ def read_event(line: str) -> "Event | None":
 
 # --- A launch's id, and its spec, read by each rank ---------------------------------------------
 
+@dataclass(frozen=True)
+class Phase:
+    """What rank 0 of a launch is doing, rewritten as it goes (LaunchSpec.phase_path): its kind ("setup",
+    "compile" or "step"), in words ("timing global batch 8"), since when (this host's CLOCK_MONOTONIC),
+    and how long its last step took where it steps."""
+
+    kind: str
+    doing: str
+    since_s: float
+    last_step_s: "float | None" = None
+
+    def write(self, path) -> None:
+        write_text(Path(path), json.dumps(asdict(self)))
+
+    @classmethod
+    def read(cls, path) -> "Phase | None":
+        """The phase a launch's rank 0 last wrote, or None where it wrote none."""
+        try:
+            with open(path) as found:
+                return cls(**json.load(found))
+        except (OSError, ValueError, TypeError):
+            return None
+
+
 LAUNCH_ID = re.compile(r"^(\d{2,})-([a-z][a-z0-9_]*)-([a-z][a-z0-9_]*)((?:-[a-z][a-z0-9.]*)*)-ws(\d+)(?:-r(\d+))?$")
 
 
@@ -252,9 +279,10 @@ class LaunchSpec:
     deadline_s: "float | None" = None  # this host's CLOCK_MONOTONIC by which the ranks stop sampling and warming up
     placement_path: "str | None" = None  # each local rank appends where it runs (bench/agent/placement.py)
     emulated_nodes: int = 1  # the nodes this host's ranks are split into, each with its own NCCL host id
+    phase_path: "str | None" = None  # rank 0 says there what it is doing (Phase), for the runner to name if timeout_s passes
 
     def write(self, path) -> None:
-        with open(path, "w") as out:
+        with open_anew(path) as out:
             json.dump(asdict(self), out)
 
     @classmethod

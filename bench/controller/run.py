@@ -25,7 +25,7 @@ from bench.controller.earlier_runs import launch_history
 from bench.controller.groups import run_group
 from bench.controller.inventory import Group, Host, Inventory
 from bench.controller.progress import HostProgress
-from bench.controller.resume import Previous, finished_launch_ids, keep_raw_files, merge_entry
+from bench.controller.resume import Previous, finished_launch_ids, keep_raw_file, keep_raw_files, merge_entry
 from bench.controller.runtimes import RUNTIMES, AgentJob, HostError, Runtime
 from bench.controller import stop_signals
 from bench.errors import UserError
@@ -84,6 +84,8 @@ def execute(inventory: Inventory, plan: dict, out_root: Path, previous: "Previou
     run_id, started, run_dir = _open_run_folder(out_root, plan, previous)
     with HostProgress([h.name for h in inventory.hosts]) as progress:
         items = _host_runs(inventory, runtimes, plan, run_id, run_dir, out_root, progress)
+        if previous:
+            _collect_kept(items, previous)
         units = _units(items, inventory.groups, previous)
         interrupted = _run_units(units, progress)
     entries, complete = _entries(items, previous)
@@ -186,6 +188,19 @@ def _host_runs(inventory: Inventory, runtimes: dict, plan: dict, run_id: str, ru
         )
         items[host.name] = item
     return items
+
+
+def _collect_kept(items: "dict[str, HostRun]", previous: Previous) -> None:
+    """What each host kept of the run resumed (its connection was lost before its results were
+    fetched), taken in before anything runs: its finished launches are then skipped, not run again."""
+    def collect(item: HostRun) -> "Path | None":
+        return keep_raw_file(item.job.result_dir / "raw.json") if item.runtime.collect_kept(item.job) else None
+
+    with ThreadPoolExecutor(max_workers=len(items), thread_name_prefix="collect") as pool:
+        kept = dict(zip(items, pool.map(collect, items.values())))
+    for name, path in kept.items():
+        if path is not None:
+            previous.take_raw(name, path)
 
 
 def _units(items: "dict[str, HostRun]", groups: "tuple[Group, ...]", previous: "Previous | None") -> list:

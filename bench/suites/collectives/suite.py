@@ -47,6 +47,15 @@ class Params(SweptParams):
         return self.p2p_sizes_bytes or [self.end_bytes]
 
 
+def largest_size(params: Params) -> tuple[int, str]:
+    """The largest message the entry sends, and the parameter that asks for it, in words."""
+    found = [(params.end_bytes, f"end_bytes {params.end_bytes}")] if set(params.ops) - {"sendrecv"} else []
+    if "sendrecv" in params.ops:
+        p2p = max(params.p2p_sizes())
+        found.append((p2p, f"p2p_sizes_bytes {p2p}" if params.p2p_sizes_bytes else f"end_bytes {p2p}"))
+    return max(found)
+
+
 class Collectives(Suite):
     name = "collectives"
     report_order = 20
@@ -58,21 +67,22 @@ class Collectives(Suite):
 
     def check_plan(self, params: Params, host: Capabilities, *, world_size: int, transport: str, nodes: int) -> None:
         params.check_sweep(self.name)
-        largest = max([params.end_bytes, *(params.p2p_sizes_bytes or [])])
+        largest, culprit = largest_size(params)
         if backend_for(transport, host.cuda) == "gloo" and host.host_memory_bytes:
             ranks_here = world_size // nodes
             need = ranks_here * HOST_BUFFERS_PER_RANK * largest
             if need > HOST_MEMORY_USABLE * host.host_memory_bytes:
                 raise PlanError(
-                    f"collectives: end_bytes {params.end_bytes} needs about {need} bytes of host memory on {ranks_here} "
-                    f"rank(s) (gloo reduces in host memory), this host allows {host.host_memory_bytes}; lower end_bytes")
+                    f"collectives: {culprit} needs about {need} bytes of host memory on {ranks_here} "
+                    f"rank(s) (gloo reduces in host memory), {host.host_memory} allows {int(HOST_MEMORY_USABLE * 100)}% of it; "
+                    f"lower {culprit.split()[0]}")
         if host.cuda:
             # out, in and the check's temporaries: about three buffers of the largest size
-            need = 3 * max([params.end_bytes, *(params.p2p_sizes_bytes or [])])
+            need = 3 * largest
             if need > host.gpu_memory_bytes:
                 raise PlanError(
-                    f"collectives: end_bytes {params.end_bytes} needs about {need} bytes of GPU memory, "
-                    f"the GPU has {host.gpu_memory_bytes}; lower end_bytes"
+                    f"collectives: {culprit} needs about {need} bytes of GPU memory, "
+                    f"the GPU has {host.gpu_memory_bytes}; lower {culprit.split()[0]}"
                 )
 
     def configurations(self, params: Params, world_size: int, host: Capabilities) -> int:

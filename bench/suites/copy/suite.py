@@ -50,7 +50,7 @@ class Copy(Suite):
         if host.host_memory_bytes and host_need > host.host_memory_bytes // 2:
             raise PlanError(
                 f"copy: end_bytes {params.end_bytes} needs about {host_need} bytes of pinned host memory, more than half of "
-                f"this host's {host.host_memory_bytes}; lower end_bytes")
+                f"{host.host_memory}; lower end_bytes")
 
     def sweeps_gbps(self, params: Params, host: Capabilities) -> list:
         """The GB/s a copy reaches, one entry per size sweep (direction, engine, way, GPU or pair) the

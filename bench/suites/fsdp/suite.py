@@ -104,20 +104,12 @@ def _check_memory(params: Params, host: Capabilities, world_size: int, nodes: in
     room = (host.gpu_memory_free_bytes or host.gpu_memory_bytes) if on_gpu else host.host_memory_bytes / ranks_here
     if not room:
         return
-    need = memory.estimate(setup)
-    if memory.fits(need.total_bytes, room):
-        return
-    where = "GPU" if on_gpu else "rank"
     has = (f"the GPU has {human_bytes(room)} free" if on_gpu else
-           f"this host's memory gives each of the ranks it runs {human_bytes(room)}")
-    remedies = memory.remedies(setup, room)
-    fix = f"it would fit with {' or '.join(remedies)}" if remedies else (
-        f"nothing up to {memory.MOST_GPUS_SUGGESTED} GPUs with activation checkpointing at micro_batch 1 fits: choose a smaller model")
-    ranks = f"{setup.shards} rank{'s' if setup.shards != 1 else ''}"
-    raise PlanError(
-        f"fsdp: {params.model} with sharding {params.sharding} over {ranks} at micro_batch {params.micro_batch} needs about "
-        f"{human_bytes(need.total_bytes)} per {where} by the estimate ({need.parts()}) plus {human_bytes(memory.RESERVE_BYTES)} "
-        f"for {'CUDA and the allocator' if on_gpu else 'the process'}, {has}; {fix}")
+           f"{host.host_memory} gives each of the {ranks_here} rank(s) it runs here {human_bytes(room)}")
+    refused = memory.refusal(setup, room, on_gpu=on_gpu, has=has)
+    if refused:
+        ranks = f"{setup.shards} rank{'s' if setup.shards != 1 else ''}"
+        raise PlanError(f"fsdp: {params.model} with sharding {params.sharding} over {ranks} at micro_batch {params.micro_batch} {refused}")
 
 
 SUITE = FSDP()

@@ -15,6 +15,9 @@ from bench.suites.training import WARMUP_WINDOW, TrainingParams, least_warmup_st
 
 SETUP_S = {"gpu": 6.0, "cpu": 1.0}  # model built and wrapped, optimizer, data
 COMPILE_S_PER_LAYER, COMPILE_BASE_S = 0.9, 5.0  # torch.compile of a GPT, once per launch (H200: gpt2 30 s, gpt2-large 52 s with start-up)
+# The same on a CPU (inductor's C++ code, built by the host's compiler), once per rank: the tiny GPT's
+# first step took 17.9 s compiled and 0.06 s eager on this project's 2-core machine under a load of 15.
+CPU_COMPILE_S_PER_LAYER, CPU_COMPILE_BASE_S = 3.0, 10.0
 UNET_COMPILE_S = 240.0  # SDXL's UNet on an H200, once per launch (benchmarks/results/sdxl_unet_step_h200x1.md)
 # gpt2 at micro-batch 8 on one H200 (attention FLOPs counted): 40.7%, eager 28.9%; the Llama shapes
 # take the same figures until they are measured.
@@ -65,6 +68,8 @@ def compute(params: TrainingParams, world_size: int, host: Capabilities) -> Comp
         rate = peak if kind == "cpu" else peak * GPT_MFU["compiled" if compiled else "eager"] * (1.0 if params.precision == "bf16" else FP32_OF_BF16_PEAK)
         if compiled:
             once += COMPILE_BASE_S + COMPILE_S_PER_LAYER * cfg.n_layers
+        elif params.compile:  # on the CPU
+            once += CPU_COMPILE_BASE_S + CPU_COMPILE_S_PER_LAYER * cfg.n_layers
     else:
         n_params = UNET_PARAMS.get(model, 2.6e9)
         flops_per_sample = UNET_TRAIN_FLOPS_PER_SAMPLE.get(model, 19e12)

@@ -141,9 +141,24 @@ def fits(need: float, room: float) -> bool:
     return need + RESERVE_BYTES <= room
 
 
-def remedies(setup: Setup, room: float) -> list[str]:
+def refusal(setup: Setup, room: float, *, on_gpu: bool, has: str) -> "str | None":
+    """None where the estimate fits `room`; else, to follow what the configuration is: what it needs by
+    the estimate, by part, against `has` (room, in words), and what would fit. Ranks on the CPU share
+    the host's memory, so sharding over more of them is no remedy there."""
+    need = estimate(setup)
+    if fits(need.total_bytes, room):
+        return None
+    found = remedies(setup, room, most_shards=MOST_GPUS_SUGGESTED if on_gpu else 0)
+    fix = f"it would fit with {' or '.join(found)}" if found else (
+        f"nothing up to {MOST_GPUS_SUGGESTED} GPUs with activation checkpointing at micro_batch 1 fits: choose a smaller model" if on_gpu
+        else "not even activation checkpointing at micro_batch 1 fits: choose a smaller model")
+    return (f"needs about {human_bytes(need.total_bytes)} per {'GPU' if on_gpu else 'rank'} by the estimate ({need.parts()}) plus "
+            f"{human_bytes(RESERVE_BYTES)} for {'CUDA and the allocator' if on_gpu else 'the process'}, {has}; {fix}")
+
+
+def remedies(setup: Setup, room: float, most_shards: int = MOST_GPUS_SUGGESTED) -> list[str]:
     """What would fit `room`, each with its estimate: checkpointing, micro-batch 1 or both, and the
-    fewest GPUs to shard over (as it is, or so lean)."""
+    fewest GPUs, up to most_shards, to shard over (as it is, or so lean)."""
     lean = replace(setup, checkpointing=True, micro_batch=1)
     smaller = replace(setup, micro_batch=_largest_micro_batch(setup, room))
     changes = [("activation_checkpointing: true", replace(setup, checkpointing=True)),
@@ -158,7 +173,7 @@ def remedies(setup: Setup, room: float) -> list[str]:
     wrapper = " (FSDP)" if setup.strategy == "replicated" else ""
     for base, how in ((setup, ""), (lean, " with activation_checkpointing at micro_batch 1")):
         shards = max(2, setup.shards * 2)
-        while shards <= MOST_GPUS_SUGGESTED:
+        while shards <= most_shards:
             need = estimate(replace(base, strategy=strategy, shards=shards)).total_bytes
             if fits(need, room):
                 where = f"{shards} GPUs per node" if strategy == "hybrid" else f"{shards} GPUs"
