@@ -79,7 +79,7 @@ def _check_host_memory(params: Params, host: Capabilities, world_size: int, node
         return
     room = host.host_memory_bytes / ranks_here
     setup = memory.Setup(
-        model=params.model, strategy="ddp", shards=1, micro_batch=params.micro_batch, seq_len=params.seq_len,
+        model=params.model, strategy="replicated", shards=1, micro_batch=params.micro_batch, seq_len=params.seq_len,
         precision=params.precision, weights_dtype=params.weights_dtype, optimizer=params.optimizer,
         checkpointing=params.activation_checkpointing,
         accumulating=any(grad_accum_for(b, world_size, params.micro_batch) > 1 for b in params.batches(world_size)),

@@ -58,6 +58,10 @@ class Setup:
     reduce_dtype: str = "fp32"  # FSDP: the gradients' reduce-scatter
     separate_buckets: bool = False  # DDP over 2+ ranks without gradient_as_bucket_view
 
+    def __post_init__(self) -> None:
+        if self.strategy not in STRATEGIES:  # an unknown name would be estimated as a sharding
+            raise ValueError(f"strategy {self.strategy!r} is none of {', '.join(STRATEGIES)}")
+
 
 @dataclass(frozen=True)
 class Estimate:
