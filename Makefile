@@ -79,8 +79,9 @@ endif
 report: $(VENV)/.installed
 	$(PY) -m bench report $(foreach b,$(BUNDLES),'$(b)') --out $(REPORT_OUT)
 
-# make verify BUNDLE=their/bundle.json [HOSTS=hosts/mine.yaml] [ARGS='--tolerance busbw_gbps=0.1 ...']
-# make exits 2 for any failed recipe, so the last line names verify's own exit status (README, "Verify").
+# make verify BUNDLE=their/bundle.json [HOSTS=hosts/mine.yaml] [ARGS='--tolerance busbw_gbps=0.1 --max-hours 4 ...']
+# make exits 2 for any failed recipe and cannot pass verify's status on: the last line names it, and
+# the README ("Verify a published result") gives the command that returns it.
 verify: $(VENV)/.installed
 	@test -n "$(BUNDLE)" || { echo "error: give the bundle to verify: make verify BUNDLE=path/to/bundle.json" >&2; exit 2; }
 	$(PY) -m bench verify $(BUNDLE) --hosts $(HOSTS) --out $(OUT) $(ARGS) || { status=$$?; \

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from bench import suites
 from bench.bundle import read_bundle
 from bench.common import shared_machine
 from bench.controller.hosts import load_hosts
@@ -25,7 +26,6 @@ def cmd_run(args) -> int:
     inventory = load_hosts(args.hosts)
     from bench.controller.run import execute
     from bench.controller.resume import load_previous
-    from bench.report import write_report
     from bench.report.normal import summary_lines
 
     previous = None
@@ -34,13 +34,16 @@ def cmd_run(args) -> int:
             raise UserError(f"--resume {args.resume} runs the plan of that run; leave out --plan {args.plan}")
         previous = load_previous(args.resume)
         plan = previous.plan
-        for what in previous.left_out:
-            print(f"warning: --resume {args.resume}: {what} is not one the run's plan makes; left out of the bundle", file=sys.stderr)
+        for line in previous.left_out:
+            print(f"warning: --resume {args.resume}: {line}", file=sys.stderr)
     else:
         plan = load_plan(args.plan or "quick")
+    said = len(previous.left_out) if previous else 0
     path, bundle = execute(inventory, plan, args.out, previous)
+    for line in previous.left_out[said:] if previous else ():  # from the results a lost host kept, collected since
+        print(f"warning: --resume {args.resume}: {line}", file=sys.stderr)
     print(f"bundle: {path}", flush=True)  # said before the report, which a full disk may stop
-    report = write_report([bundle], path.parent)
+    report = _run_report(bundle, path)
     failed = [h for h in bundle["hosts"] if h["status"] != "ok"]
     for host in bundle["hosts"]:
         for mismatch in host.get("pin_mismatches", []):
@@ -55,12 +58,28 @@ def cmd_run(args) -> int:
         print(line, file=sys.stderr)
     for host in failed:
         print(f"error: host {host['name']}: {host['status']}: {host['error']}", file=sys.stderr)
-    print(f"report: {report}")
+    if report:
+        print(f"report: {report}")
     if not bundle["complete"]:
         print(f"{stop_signals.reason()}: the bundle holds what finished and is marked incomplete; run the rest into the "
               f"same folder with: {resume_command(args.hosts, path.parent)}", file=sys.stderr)
         return stop_signals.exit_status()
-    return 1 if failed else 0
+    return 1 if failed or report is None else 0
+
+
+def _run_report(bundle: dict, path: Path) -> "Path | None":
+    """The run's report beside its bundle; where the report fails on it (a bug of ours), one line
+    and None: the bundle is written, and the rest of the run's output still follows."""
+    from bench.report import write_report
+
+    try:
+        return write_report([bundle], path.parent)
+    except (UserError, OSError):
+        raise
+    except Exception as err:
+        print(f"error: the report fails on this bundle ({err!r:.300}), a bug of ddpbench: please report it; "
+              f"the bundle is kept: {path}", file=sys.stderr)
+        return None
 
 
 def resume_command(hosts: Path, run_dir: Path) -> str:
@@ -75,11 +94,11 @@ def cmd_fingerprint(args) -> int:
 
 def cmd_validate(args) -> int:
     for path in args.files:
-        if path.suffix == ".json":
+        if path.name.endswith((".json", ".json.gz")):
             bundle = read_bundle(path)
             print(f"{path}: ok: bundle {bundle['run_id']}, {len(bundle['hosts'])} host(s), sha256 {bundle['sha256'][:12]}")
             continue
-        kind = _yaml_kind(path, load_yaml(path, "file"))
+        kind = _yaml_kind(path, load_yaml(path, "plan or hosts file"))
         if kind == "hosts":
             load_hosts(path)
         else:
@@ -126,8 +145,9 @@ def cmd_report(args) -> int:
     return 0
 
 
-# verify/compare: one exit status per outcome (README, "What the verdicts mean").
-EXIT_OF_OUTCOME = {"passed": 0, "failed": 1, "inconclusive": 3, "not comparable": 4}
+# verify/compare: one exit status per outcome (README, "Verify a published result").
+EXIT_OF_OUTCOME = {"passed": 0, "same bundle": 0, "failed": 1, "inconclusive": 3, "not comparable": 4}
+VERIFY_MAX_HOURS = 2.0  # a rerun estimated past it waits for a yes
 
 
 def _finish_verdict(outcome: str, text: str, paths) -> int:
@@ -136,19 +156,33 @@ def _finish_verdict(outcome: str, text: str, paths) -> int:
     return EXIT_OF_OUTCOME[outcome]
 
 
+def _ask(question: str) -> bool:
+    """A yes from the reader at the terminal."""
+    try:
+        return input(question).strip().lower() in ("y", "yes")
+    except EOFError:
+        return False
+
+
 def cmd_verify(args) -> int:
     from bench.verify.compare import parse_host_map, parse_tolerances
     from bench.verify.rerun import verify
 
     stop_signals.install()
-    outcome, text, path, bundle, paths = verify(
+    if not 0 < args.max_hours < float("inf"):
+        raise UserError(f"--max-hours {args.max_hours:g}: give a positive number of hours, e.g. --max-hours 4")
+    done = verify(
         args.bundle, args.hosts, args.out, image=args.image, tolerances=parse_tolerances(args.tolerance),
         host_map=parse_host_map(args.host_map), allowed_signers=args.allowed_signers,
-        require_signature=args.require_signature,
+        require_signature=args.require_signature, max_hours=args.max_hours, assume_yes=args.yes,
+        ask=_ask if sys.stdin.isatty() else None,
     )
-    print(f"bundle: {path}")
-    status = _finish_verdict(outcome, text, paths)
-    if not bundle["complete"]:
+    if done.bundle_path is None:  # nothing could be compared: nothing ran, nothing was written
+        print(done.text)
+        return EXIT_OF_OUTCOME[done.outcome]
+    print(f"bundle: {done.bundle_path}")
+    status = _finish_verdict(done.outcome, done.text, done.verdict_paths)
+    if not done.bundle["complete"]:
         print(f"{stop_signals.reason()}: the new bundle holds what finished; the verdict covers it", file=sys.stderr)
         return stop_signals.exit_status()
     return status
@@ -168,15 +202,31 @@ def cmd_compare(args) -> int:
 def cmd_predict(args) -> int:
     from bench.report.inputs import expand, load
     from bench.report.markdown import render
-    from bench.suites.ddp.predict import predict
-    from bench.suites.ddp.report.predicted import blocks
 
-    loaded, _ = load(expand(args.bundles), True, lambda line: print(line, file=sys.stderr))
-    found = predict([item.bundle for item in loaded], args.link or None, args.gpus, args.gpus_per_node)
-    if not found:
-        raise UserError(f"no ddp runs in {', '.join(args.bundles)}; predict reads bundles that ran the ddp suite (e.g. PLAN=quick)")
-    print(render(blocks(found)))
+    predictors = {name: part.predict for name, suite in suites.registry().items()
+                  if (part := suite.report_section()) is not None and hasattr(part, "predict")}
+    loaded, _ = load(expand(args.bundles), False, lambda line: print(line, file=sys.stderr))
+    bundles = [item.bundle for item in loaded]
+    blocks = [block for predict in predictors.values()
+              for block in predict(bundles, args.link or None, args.gpus, args.gpus_per_node, args.algorithm)]
+    if not blocks:
+        names = _either(list(predictors))
+        raise UserError(f"no {names} runs in {', '.join(args.bundles)}; predict reads bundles that ran the {names} suite (e.g. PLAN=quick)")
+    print(render(blocks))
     return 0
+
+
+def _either(names: list, word: str = "or") -> str:
+    """'a', 'a or b', 'a, b or c'."""
+    return f"{', '.join(names[:-1])} {word} {names[-1]}" if len(names) > 1 else "".join(names)
+
+
+def _compared_metrics() -> str:
+    """'busbw_gbps for collectives, ...': the metric verify and compare judge each suite's runs by."""
+    judged: dict = {}
+    for name, suite in suites.registry().items():
+        judged.setdefault(suite.headline_metric, []).append(name)
+    return ", ".join(f"{metric} for {_either(names, 'and')}" for metric, names in judged.items())
 
 
 def cmd_sign(args) -> int:
@@ -189,7 +239,7 @@ def cmd_sign(args) -> int:
 def _verdict_options(command: argparse.ArgumentParser) -> None:
     command.add_argument("--tolerance", action="append", default=[], metavar="[METRIC=]FRACTION",
                          help="reproduced when the ratio of medians is within a factor 1+FRACTION either way "
-                              "(default 0.05; busbw_gbps for collectives, step_time_s for ddp and fsdp); repeatable")
+                              f"(default 0.05; {_compared_metrics()}); repeatable")
     command.add_argument("--host-map", action="append", default=[], metavar="ORIGINAL=NEW",
                          help="pair an original host with one of yours (default: by name, else by order); repeatable")
     command.add_argument("--allowed-signers", type=Path, help="ssh-keygen allowed signers file: the keys you trust")
@@ -212,7 +262,7 @@ def parser() -> argparse.ArgumentParser:
     fingerprint = sub.add_parser("fingerprint", help="print this machine's fingerprint as JSON")
     fingerprint.set_defaults(func=cmd_fingerprint)
 
-    validate = sub.add_parser("validate", help="check bundles (.json), hosts files and plans (.yaml)")
+    validate = sub.add_parser("validate", help="check bundles (.json, .json.gz), hosts files and plans (.yaml)")
     validate.add_argument("files", nargs="+", type=Path)
     validate.set_defaults(func=cmd_validate)
 
@@ -229,6 +279,9 @@ def parser() -> argparse.ArgumentParser:
     verify.add_argument("--hosts", type=Path, default=Path("hosts/local.yaml"), help="hosts file (default: hosts/local.yaml)")
     verify.add_argument("--out", type=Path, default=Path("results"), help="results folder; the new bundle goes to OUT/<run id>/ (default: results)")
     verify.add_argument("--image", help="run this image instead of the bundle's (recorded as a deviation)")
+    verify.add_argument("--max-hours", type=float, default=VERIFY_MAX_HOURS,
+                        help="refuse a rerun estimated past this many hours unless --yes or a yes at the prompt (default 2)")
+    verify.add_argument("--yes", action="store_true", help="run a rerun estimated past --max-hours without asking")
     _verdict_options(verify)
     verify.set_defaults(func=cmd_verify)
 
@@ -239,13 +292,15 @@ def parser() -> argparse.ArgumentParser:
     _verdict_options(compare)
     compare.set_defaults(func=cmd_compare)
 
-    predict = sub.add_parser("predict", help="the ddp runs' step, scaling and samples/s predicted on other links (what link do I need?)")
+    predict = sub.add_parser("predict", help="a bundle's training step, scaling and samples/s predicted on other links (what link do I need?)")
     predict.add_argument("bundles", nargs="+", metavar="BUNDLE", help="bundle files or glob patterns")
     predict.add_argument("--link", action="append", metavar="NAME",
                          help="a link of the link table (bench/common/reference.py), your own as GBPS,LATENCY_US, or "
                               "INTRA+NETWORK for several nodes (e.g. nvlink4+ib-hdr); repeatable (default: the report's set)")
     predict.add_argument("--gpus", type=int, help="GPUs to predict for (default: the world sizes the bundle ran, else 2)")
     predict.add_argument("--gpus-per-node", type=int, help="GPUs per node for INTRA+NETWORK links (default 1)")
+    predict.add_argument("--algorithm", choices=["ring", "tree"],
+                         help="NCCL's all-reduce algorithm on the links named (default: the faster for each bucket, as NCCL picks)")
     predict.set_defaults(func=cmd_predict)
 
     sign = sub.add_parser("sign", help="sign a bundle with your SSH key (writes BUNDLE.sig)")
@@ -257,8 +312,8 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: "list[str] | None" = None) -> int:
-    args = parser().parse_args(argv)
-    try:
+    try:  # the parser reads the suites (a suite folder of the user's may be broken: one line)
+        args = parser().parse_args(argv)
         return args.func(args)
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)

@@ -28,7 +28,7 @@ def read_input(path: Path, what: str, max_bytes: int = MAX_TEXT_BYTES) -> bytes:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file (a device, FIFO or socket)"
-            raise UserError(f"{path}: {kind}; give the path of a {what} file")
+            raise UserError(f"{path}: {kind}; give the path of a {what}")
         if info.st_size > max_bytes:
             raise UserError(f"{path}: {info.st_size} bytes is over the {max_bytes}-byte limit for a {what}; this is not a ddpbench {what}")
         # One read of the size fstat gave (and a byte more, to see a file that grew): a big file is

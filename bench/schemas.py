@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import jsonschema_rs
 
 from bench import suites
+from bench.common.selection import ENTRY_AXES
 from bench.errors import UserError
 
 if TYPE_CHECKING:  # the reference implementation only explains an invalid document; a valid one never imports it
@@ -38,16 +39,16 @@ def _with_suites_in_plan(plan: dict) -> dict:
     params, gpu and cpu against that suite's params.schema.json ($defs/params; $defs/entry too)."""
     entry = plan["$defs"]["suite_entry"]
     entry["properties"]["suite"] = {**entry["properties"]["suite"], "enum": suites.names()}
-    overrides = {"transports": {"$ref": f"{PLAN_ID}#/$defs/transports"}, "launch_repeats": {"$ref": f"{PLAN_ID}#/$defs/launch_repeats"}}
+    overrides = {axis: {"$ref": f"{PLAN_ID}#/$defs/{axis}"} for axis in ENTRY_AXES}
     entry["allOf"] = []
     for name, suite in suites.registry().items():
         params = f"{suite.schema['$id']}#/$defs/params"
         then = {"properties": {
             "params": {"$ref": params, "unevaluatedProperties": False},
             "gpu": {"$ref": params, "properties": overrides, "unevaluatedProperties": False,
-                    "description": "Overrides on hosts with a GPU: parameters, and the transports to use there."},
+                    "description": "Overrides on hosts with a GPU: parameters, and the entry's axes there (transports, algorithms, GPUs ...)."},
             "cpu": {"$ref": params, "properties": overrides, "unevaluatedProperties": False,
-                    "description": "Overrides on hosts without a GPU: parameters, and the transports to use there."},
+                    "description": "Overrides on hosts without a GPU: parameters, and the entry's axes there (transports, nodes ...)."},
         }}
         if "entry" in suite.schema.get("$defs", {}):
             then["allOf"] = [{"$ref": f"{suite.schema['$id']}#/$defs/entry"}]

@@ -1,4 +1,4 @@
-"""The fsdp suite on one GPU: issue 32's one-GPU checks, as one table.
+"""The fsdp suite on one GPU: its one-GPU checks, as one table.
 
     python benchmarks/fsdp_one_gpu.py OUT.md [--work DIR]      # a GPU host (about 3 min on one H100)
     python benchmarks/fsdp_one_gpu.py OUT.md --work DIR --again  # the table again from DIR's results, anywhere
@@ -8,7 +8,7 @@
   batch 8 (one micro-batch a step) and 16 (two, gradients kept local on the first); the aim: within 5%.
 - Llama 3.1 8B: refused by the estimate as the suite's default recipe (fp32 weights: about 135 GiB), and
   run as its estimate says it fits (bf16 weights, checkpointing, micro-batch 1) where the GPU holds it.
-- The memory estimate (bench/suites/memory.py) against the measured peak (max_memory_allocated over the
+- The memory estimate (bench/suites/training/memory.py) against the measured peak (max_memory_allocated over the
   timed steps) for every configuration that ran: gpt2-large at micro-batches 4 and 8 (ddp) and 8 (fsdp),
   Llama 3.2 1B in the seed001-sharded plan's recipe (ddp, fsdp); the aim: within 15%.
 
@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import suites  # noqa: E402
 from bench.common.host import Capabilities  # noqa: E402
-from bench.suites import memory  # noqa: E402
+from bench.suites.training import memory  # noqa: E402
 from bench.suites.fsdp.suite import memory_setup  # noqa: E402
 from bench.suites.params import PlanError  # noqa: E402
 from bench.suites.training import training_recipe  # noqa: E402
@@ -63,7 +63,7 @@ def estimate_of(run: dict) -> memory.Estimate:
     if run["suite"] == "fsdp":
         return memory.estimate(replace(memory_setup(params, 1, 1), accumulating=run["params"]["grad_accum"] > 1))
     return memory.estimate(memory.Setup(
-        model=params.model, strategy="ddp", shards=1, micro_batch=params.micro_batch, seq_len=params.seq_len,
+        model=params.model, strategy="replicated", shards=1, micro_batch=params.micro_batch, seq_len=params.seq_len,
         precision=params.precision, weights_dtype=params.weights_dtype, optimizer=params.optimizer,
         checkpointing=params.activation_checkpointing, accumulating=run["params"]["grad_accum"] > 1))
 

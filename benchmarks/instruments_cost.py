@@ -1,4 +1,4 @@
-"""What the instruments cost on two GPUs: the step timeline and the NVML counter sampler, on and off in turn (issue 37).
+"""What the instruments cost on two GPUs: the step timeline and the NVML counter sampler, on and off in turn.
 
     python3 benchmarks/instruments_cost.py OUT.md [--rounds 2]   # a host with 2 GPUs (about 4 min on 2x H100)
     python3 benchmarks/instruments_cost.py OUT.md --cpu           # the same code on a CPU: a tiny GPT over gloo (a minute)

@@ -1,6 +1,6 @@
 """Each shipped plan's estimated duration (each suite's cost model) on the machines its
-description names: 2x H200 (NVLink NV18, PCIe 5) and 2x RTX 3090 (no NVLink, PCIe 4), plus
-this machine when it has a GPU or not. Start-up of the controller and the report (a few
+description names: 2x H200 (NVLink NV18, PCIe 5), 4x H100 (NV18) and 2x RTX 3090 (no NVLink,
+PCIe 4), plus this machine when it has a GPU or not. Start-up of the controller and the report (a few
 seconds) are not in it.
 
     python benchmarks/plan_durations.py [PLAN ...]
@@ -29,6 +29,7 @@ def gpus(name: str, count: int, memory_gib: int, nvlink_links: int, pcie_gen: in
 
 MACHINES = {
     "2x H200 (NV18)": gpus("NVIDIA H200", 2, 141, 18, 5),
+    "4x H100 (NV18)": gpus("NVIDIA H100 80GB HBM3", 4, 80, 18, 5),
     "2x RTX 3090 (PCIe 4)": gpus("NVIDIA GeForce RTX 3090", 2, 24, 0, 4),
     "CPU, 2 cores": {"gpus": [], "cpu": {"logical_cpus": 2}, "network": {}},
 }

@@ -7,7 +7,7 @@ tests/report/plan.yaml, about 20 s): each copy gets its own host name, one of fo
 (CPU, 2x RTX 3090 NVLink, 2x RTX 4090 PCIe x4, 2x H200 NVLink), a transport preset, and every
 sample jittered, then is re-sealed. The report command runs as a user runs it (a fresh process,
 imports included); the phases are then timed again in this process.
-Targets (issue 7, on the 2-core dev machine): 1,000 bundles under 10 s, 10 under 2 s.
+Targets (on the 2-core dev machine): 1,000 bundles under 10 s, 10 under 2 s.
 """
 
 from __future__ import annotations

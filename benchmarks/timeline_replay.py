@@ -1,4 +1,4 @@
-"""Step timelines on one GPU, what recording them costs, and the 2x H200 steps predicted from them (issue 33).
+"""Step timelines on one GPU, what recording them costs, and the 2x H200 steps predicted from them.
 
     python3 benchmarks/timeline_replay.py --out DIR           # a GPU host: record, then predict (about 3.5 min on one H100)
     python3 benchmarks/timeline_replay.py --predict DIR/timelines.json --out DIR   # the prediction again, anywhere
@@ -30,7 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import suites  # noqa: E402
-from bench.common.allreduce import TABLE, Fabric  # noqa: E402
+from bench.common.allreduce import TABLE, Topology  # noqa: E402
 from bench.common.replay import Bucket, Timeline, exposed_only, replay  # noqa: E402
 from bench.suites.ddp.predict import profile_of  # noqa: E402
 from benchmarks._agent import table  # noqa: E402
@@ -109,7 +109,7 @@ def record(out: Path, smoke: bool) -> dict:
                    gradient_as_bucket_view=params.gradient_as_bucket_view, static_graph=params.static_graph)
 
     def timed(training, params, steps: int, ddp: bool) -> dict:
-        least = least_warmup_steps(params.warmup_steps, training.steps_taken, ddp_on_gpu=ddp)
+        least = least_warmup_steps(params.warmup_steps, training.steps_taken, synced_on_gpu=ddp)
         warm_up(ctx, training.step, params, least)
         training.recorder.recording = True
         step_s = time_each_call(ctx, training.step, steps)
@@ -213,10 +213,10 @@ def predictions(results: dict) -> list:
         plain_timeline = scaled(two_gpu_timeline(entry, "plain"), factor)
         for link, measured_value in measured.items():
             measured_s = measured_value / 1e3 if measured_value > 10 else measured_value
-            fabric = Fabric(TABLE[link], 2)
+            fabric = Topology.flat(TABLE[link], 2)
             nbytes = sum(b.nbytes for b in ddp_timeline.buckets)
             accum = entry["params"]["grad_accum"]
-            compute = one_gpu_s * max(1, accum // 2) / accum  # seed 002's model: the 1-GPU step at the batch per GPU
+            compute = one_gpu_s * max(1, accum // 2) / accum  # the compute + exposed communication model: the 1-GPU step at the batch per GPU
             exposed = exposed_only(Timeline(0.0, compute, (Bucket(compute, nbytes),), 0.0), fabric.time_s)
             rows.append([name, session, TRANSPORT[link], f"{one_gpu_s * 1e3:.1f}", f"{factor:.3f}", f"{measured_s * 1e3:.1f}",
                          error(replay(ddp_timeline, fabric.time_s).step_s, measured_s),
@@ -261,7 +261,7 @@ def report(results: dict) -> str:
               "one GPU cannot measure it. Error = predicted / measured - 1.", "",
               table(["workload", "session", "transport", "session's 1-GPU ms", "scale", "measured 2-GPU ms",
                      "replayed, DDP-at-one-rank timeline ms (error)", "replayed, plain timeline ms (error)",
-                     "seed 002's model ms (error)"], predictions(results))]
+                     "compute + exposed communication model ms (error)"], predictions(results))]
     if results["skipped"]:
         lines += ["", "Skipped: " + "; ".join(results["skipped"])]
     return "\n".join(lines) + "\n"

@@ -7,7 +7,7 @@ the median interval width; then, over the first --bench-runs bundles, every scal
 each within [0.5, 1.05] or flagged with a warning. With --planted, each rerun is also copied with
 the step times of its last DDP configuration (every repeat of it) x1.10, then x1.05, re-sealed
 and compared with the first at the default tolerance and at 0.02: that configuration must be
-"slower", the others as in the honest comparison (issue 14's regression check).
+"slower", the others as in the honest comparison (the check that verify tells a regression).
 
     .venv/bin/python benchmarks/verdict_stability.py --runs 11 --bench-runs 5 [--planted]
     .venv/bin/python benchmarks/verdict_stability.py --bundles first/bundle.json rerun*/bundle.json [--planted]

@@ -7,6 +7,7 @@ import ast
 import re
 from pathlib import Path
 
+from bench import suites
 from tests.conftest import REPO
 
 BENCH = REPO / "bench"
@@ -136,3 +137,110 @@ def test_the_checks_find_what_they_look_for(tmp_path):
     assert layer_of("bench/suites/ddp/report/plots.py", table)[1] == "report"
     assert layer_of("bench/suites/ddp/ranks.py", table)[1] == "agent"
     assert layer_of("bench/suites/ddp/suite.py", table)[1] == "suites"
+
+
+# --- No suite named outside its folder ------------------------------------------------------------
+#
+# A suite's name N may stand only in bench/suites/N/ and in the registry (bench/suites/__init__.py);
+# everything else asks a run's suite through its hooks (bench/suites/base.py). In every other file of
+# bench/, N is named by:
+# - an import of a module of bench.suites.N;
+# - a string (docstrings aside: prose may speak of DDP or of collectives) that is N, holds the module
+#   path bench.suites.N or bench/suites/N, names N as a suite in words ("the N suite", "N runs", "N's"),
+#   or lists it with another suite's name ("N and M"); suite names are lower case, so "DDP" (the
+#   technique) is no suite's name;
+# - an identifier the code defines (a function, class, argument, keyword, assigned name or attribute)
+#   that has N among its words, whatever their case, unless N is one of COMMON_WORDS: a suite named
+#   after a common word, where an identifier with that word means the thing the suite measures.
+
+REGISTRY = BENCH / "suites" / "__init__.py"
+# copy: the standard library's module, a copy of a dict or a tensor; collectives: NCCL's collective calls.
+COMMON_WORDS = ("copy", "collectives")
+
+
+def _word(name: str) -> str:
+    return rf"(?<![\w-]){re.escape(name)}(?![\w-])"
+
+
+def _strings_naming(text: str, names: list[str], others: list[str]) -> set[str]:
+    """Which of `others` a string names, as the rule above reads it (`names`: every suite's)."""
+    found = {name for name in others if text == name or re.search(rf"bench[./]suites[./]{re.escape(name)}(?![\w-])", text)
+             or re.search(rf"(?<![\w-]){re.escape(name)}(?:'s\b| suites?\b| runs?\b)", text)}
+    listed = {name for name in names if re.search(_word(name), text)}
+    return found | (listed & set(others) if len(listed) > 1 else set())
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    return {id(node.body[0].value) for node in ast.walk(tree)
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body
+            and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+
+
+def _defined(node: ast.AST) -> "str | None":
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return node.name
+    if isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, ast.Store):
+        return node.id if isinstance(node, ast.Name) else node.attr
+    if isinstance(node, ast.arg):
+        return node.arg
+    if isinstance(node, ast.keyword):
+        return node.arg
+    return None
+
+
+def suite_names_in(path: Path, names: list[str], where: "str | None" = None) -> list[str]:
+    """'line: how' for every place the file (in the repository at `where`, its own path unless said)
+    names a suite outside that suite's folder (the rule above)."""
+    rel_parts = tuple((where or rel(path)).split("/"))
+    own = rel_parts[2] if rel_parts[:2] == ("bench", "suites") and len(rel_parts) > 3 else None
+    others = [name for name in names if name != own]
+    tree = ast.parse(path.read_text())
+    docs, found = _docstrings(tree), []
+    for target in imports(path):
+        parts = target.relative_to(REPO).parts
+        if parts[:2] == ("bench", "suites") and len(parts) > 3 and parts[2] in others:
+            found.append(f"imports {rel(target)}")
+    for node in ast.walk(tree):
+        line = getattr(node, "lineno", 0)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs:
+            found += [f"{line}: string {node.value[:60]!r} names {name}" for name in sorted(_strings_naming(node.value, names, others))]
+        defined = _defined(node)
+        if defined:
+            words = defined.lower().split("_")
+            found += [f"{line}: {defined} names {name}" for name in others if name in words and name not in COMMON_WORDS]
+    return found
+
+
+def test_no_suite_is_named_outside_its_folder():
+    names = suites.names()
+    assert {"collectives", "copy", "ddp", "fsdp"} <= set(names)
+    named = [f"{rel(path)}:{where}" for path in graph() if path != REGISTRY for where in suite_names_in(path, names)]
+    assert not named, "\n".join(named)
+
+
+def test_the_suite_name_rule_finds_what_it_looks_for(tmp_path):
+    """Each form the rule reads is found, and prose, the technique's name and the copy module are not;
+    in the suite's own folder, its name is free."""
+    names = ["collectives", "copy", "ddp", "fsdp"]
+    text = '''"""The ddp suite's docstring: prose."""
+from bench.suites.ddp import predict
+import copy
+def pick(run, ddp_on_gpu):
+    if run["suite"] == "fsdp":
+        return copy.deepcopy(run)
+    flops_of_ddp, nccl_collectives = 1, []  # the second means NCCL's collectives: a common word
+    return f"no collectives runs, {run}" + "busbw for collectives, step time for ddp and fsdp" + "DDP's reducer" + "a peer copy"
+'''
+    source = tmp_path / "late.py"
+    source.write_text(text)
+    hits = suite_names_in(source, names, "bench/report/late.py")
+    assert any("imports bench/suites/ddp" in hit for hit in hits)
+    assert any("string 'fsdp' names fsdp" in hit for hit in hits)
+    assert any("ddp_on_gpu names ddp" in hit for hit in hits) and any("flops_of_ddp names ddp" in hit for hit in hits)
+    assert any("names collectives" in hit and "no collectives runs" in hit for hit in hits)
+    assert sum("busbw for collectives" in hit for hit in hits) == 3  # the list names all three
+    assert not any("docstring" in hit or "DDP's" in hit or "peer copy" in hit or "deepcopy" in hit or ": copy" in hit for hit in hits)
+    assert len(hits) == 8, hits
+    in_ddp = suite_names_in(source, names, "bench/suites/ddp/late.py")
+    assert not any("names ddp" in hit for hit in in_ddp) and any("string 'fsdp' names fsdp" in hit for hit in in_ddp)
+    assert sum("busbw for collectives" in hit for hit in in_ddp) == 2  # listed beside ddp, its own name

@@ -16,6 +16,7 @@ from typing import Callable
 import torch
 import torch.distributed as dist
 
+from bench.common.protocol import Phase
 from bench.suites.params import RepeatedParams, SampledParams
 
 
@@ -54,10 +55,23 @@ class Context:
     measured: MeasuredWindow = field(default_factory=MeasuredWindow, repr=False, compare=False)
     deadline: "float | None" = None
     notes: list = field(default_factory=list, repr=False, compare=False)
+    ranks_per_node: "int | None" = None  # ranks of its node (an emulated node's, where one host is split); None: unknown
+    phase_path: "str | None" = None  # where rank 0 says what it is doing (bench.common.protocol.Phase)
 
     @property
     def is_cuda(self) -> bool:
         return self.device.type == "cuda"
+
+    def say(self, kind: str, doing: str, last_step_s: "float | None" = None) -> None:
+        """What the launch is doing now (Phase), from rank 0: what the runner names if the launch's timeout_s passes."""
+        if self.rank == 0 and self.phase_path:
+            Phase(kind, doing, time.monotonic(), last_step_s).write(self.phase_path)
+
+    def seconds_left(self) -> "float | None":
+        """The seconds every rank has left before the launch's deadline (the least of them); None: no deadline."""
+        if self.deadline is None:
+            return None
+        return -max_over_ranks(self, [time.monotonic() - self.deadline])[0]
 
     def time_for(self, seconds: float) -> bool:
         """Whether every rank has `seconds` left before the launch's deadline (every rank gets the same answer)."""

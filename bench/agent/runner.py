@@ -24,22 +24,24 @@ from typing import Callable
 from bench import __version__, suites
 from bench.agent import counters, gate, placement, proctree, rank_errors
 from bench.agent.fingerprint import system
-from bench.common import history as earlier
+from bench.common import algorithms, history as earlier
 from bench.common import protocol
-from bench.common.files import write_text
+from bench.common.nccl_log import tuning_choices
+from bench.common.selection import Side, gpu_sets, side_of, variant
+from bench.common.files import open_anew, write_text
 from bench.common.host import Capabilities
 from bench.common.paths import SOURCE_ROOT
 from bench.common.polling import wait_until
 from bench.common.timestamps import utc_timestamp
-from bench.common.transports import BASE_NCCL_ENV, PRESETS, backend_for, transport_record
-from bench.suites.cost import LAUNCH_START_S
+from bench.common.transports import BASE_NCCL_ENV, PRESETS, Nodes, backend_for, mismatch, run_transport, transport_record
+from bench.common.cost import LAUNCH_START_S
 from bench.suites.params import PlanError
 
 CPU_WORLD_SIZE = 2  # "all" on a machine without a GPU: two processes, gloo
 LOG_TAIL_LINES = 20
 POLL_S = 0.5  # how often a running launch's results are looked at, for progress
 ETA_OFF_FACTOR = 2.0  # a launch this much longer or shorter than its estimate is said in the log
-# A configuration sampling to a cv_target (verify sets one from the original's CV) measures about this
+# A configuration sampling to a cv_target (a plan's, below its samples' CV) measures about this
 # many times over past its first batch: verify of quick on a 2-core CPU took 2 min 45 s where the
 # model without sampling said 1 min 01 s. Never more than its sampling_cap_s a configuration.
 SAMPLING_ROUNDS = 3
@@ -78,14 +80,26 @@ class Launch:
     threads_per_rank: "int | None" = None  # CPU hosts: the same for every launch of the plan
     repeat: int = 1  # which of the entry's launch_repeats this is
     p2p_off_by_gate: bool = False  # the P2P gate found P2P wrong here and set NCCL_P2P_DISABLE=1 (gate.reroute)
+    algorithm: str = algorithms.DEFAULT  # NCCL's algorithm asked for the entry's collectives
+    protocol: str = algorithms.DEFAULT
+    emulated_nodes: int = 1  # this host's ranks split into this many nodes, each with its own NCCL host id
+    gpus: "tuple | None" = None  # the GPUs the ranks use (nvidia-smi index), where the entry names them
+    entry_env: dict = field(default_factory=dict)  # the plan entry's own env: part of its runs' identity
 
     @property
     def world_size(self) -> int:
         return self.nproc_per_node * self.nodes.nnodes
 
+    @property
+    def topology(self) -> Nodes:
+        """Its nodes: the hosts of its job, each split into its emulated nodes."""
+        count = self.nodes.nnodes * self.emulated_nodes
+        return Nodes(count, self.world_size // count, self.emulated_nodes > 1)
 
-def _resolve_world_sizes(requested: list, hw: Capabilities) -> list[int]:
-    devices = hw.gpu_count or CPU_WORLD_SIZE
+
+def _resolve_world_sizes(requested: list, hw: Capabilities, gpus: "tuple | None" = None) -> list[int]:
+    """"all": every GPU (every GPU the entry names), or two processes on a CPU host."""
+    devices = (len(gpus) if gpus is not None else hw.gpu_count) or CPU_WORLD_SIZE
     return sorted({devices if w == "all" else int(w) for w in requested})
 
 
@@ -118,26 +132,34 @@ class _Planner:
         return self.hw.cuda
 
     def entry_launches(self, index: int, entry: dict) -> list[Launch]:
-        """The entry's launches, a transport preset and world size each, checked before any is run."""
-        override = dict(entry.get("gpu" if self.cuda else "cpu", {}))
-        transports = override.pop("transports", entry["transports"])
-        repeats = override.pop("launch_repeats", entry["launch_repeats"])
-        params = {**entry["params"], **override}
+        """The entry's launches, a transport preset, world size, GPU selection, algorithm and protocol
+        each, checked before any is run."""
+        side = side_of(entry, self.cuda)
         suite = suites.get(entry["suite"], f"the plan's suites[{index}]")
-        typed = suite.params(params)
+        typed = suite.params(side.params)
+        self._check_selection(entry["suite"], side, entry.get("env", {}))
+        found = algorithms.env_problem(entry.get("env", {}), side.algorithms, side.protocols)
+        if found:
+            raise PlanError(f"{entry['suite']}: {found}")
+        worlds = [2] if side.pairs else _resolve_world_sizes(entry["world_sizes"], self.hw, side.gpus)
         launches = []
-        for preset_name in transports:
+        for preset_name in side.transports:
             self._check_transport(entry["suite"], preset_name)
-            for per_node in _resolve_world_sizes(entry["world_sizes"], self.hw):
+            for per_node in worlds:
                 self._check_processes(entry["suite"], per_node)
-                suite.check_plan(typed, self.hw, world_size=per_node * self.nodes.nnodes, transport=preset_name,
-                                 nodes=self.nodes.nnodes)
-                launches.append(self._launch(index, entry, preset_name, transports, per_node, params))
+                self._check_nodes(entry, side, per_node)
+                for gpus in gpu_sets(side, self.hw.gpu_count, per_node):
+                    for algorithm in side.algorithms:
+                        for protocol_name in side.protocols:
+                            self._check_algorithm(suite, typed, side, preset_name, per_node, algorithm, protocol_name)
+                            suite.check_plan(typed, self.hw, world_size=per_node * self.nodes.nnodes, transport=preset_name,
+                                             nodes=self.nodes.nnodes * side.nodes)
+                            launches.append(self._launch(index, entry, side, preset_name, per_node, gpus, algorithm, protocol_name))
         # The entry's launches in turn, not each one k times over: a machine that drifts
         # with time then shows it as spread between repeats, not as a difference between launches.
         again = [launch for launch in launches if not launch.skipped_reason]
-        return launches + [replace(launch, id=protocol.launch_id(index, launch.suite, launch.preset, launch.world_size, repeat), repeat=repeat)
-                           for repeat in range(2, repeats + 1) for launch in again]
+        return launches + [replace(launch, id=_launch_id(index, launch, repeat), repeat=repeat)
+                           for repeat in range(2, side.launch_repeats + 1) for launch in again]
 
     def _check_transport(self, suite: str, preset_name: str) -> None:
         preset = PRESETS[preset_name]
@@ -151,33 +173,96 @@ class _Planner:
             raise PlanError(f"{suite}: world size {per_node} needs {per_node} processes on this host, which has "
                             f"{self.hw.logical_cpus} cores and no GPU; lower world_sizes to at most {self.hw.logical_cpus}")
 
-    def _launch(self, index: int, entry: dict, preset_name: str, transports: list, per_node: int, params: dict) -> Launch:
+    def _check_selection(self, suite: str, side: Side, entry_env: dict) -> None:
+        """The GPUs an entry names, against this host's; on a host without a GPU they are refused."""
+        if not side.selects_gpus:
+            return
+        what = "pairs: all" if side.pairs else f"gpus: {list(side.gpus)}"
+        if not self.cuda:
+            raise PlanError(f"{suite}: {what} names GPUs, this host has none; put it in the entry's gpu: block (hosts with GPUs only)")
+        if side.pairs and self.hw.gpu_count < 2:
+            raise PlanError(f"{suite}: pairs: all runs every pair of GPUs, this host has {self.hw.gpu_count}; remove pairs")
+        past = [gpu for gpu in side.gpus or () if gpu >= self.hw.gpu_count]
+        if past:
+            raise PlanError(f"{suite}: {what} names GPU {past[0]}, this host has {self.hw.gpu_count} "
+                            f"(0 to {self.hw.gpu_count - 1}); name GPUs of this host")
+        if "CUDA_VISIBLE_DEVICES" in {**entry_env, **self.host_env}:
+            raise PlanError(f"{suite}: {what} and CUDA_VISIBLE_DEVICES (the entry's or the hosts file's env) both choose "
+                            "GPUs; choose them in one place")
+
+    def _check_nodes(self, entry: dict, side: Side, per_node: int) -> None:
+        if side.pairs and entry["world_sizes"] != [2]:
+            raise PlanError(f"{entry['suite']}: pairs: all runs two ranks a pair, and the entry asks world sizes "
+                            f"{entry['world_sizes']}; set world_sizes: [2]")
+        if per_node % side.nodes and per_node in entry["world_sizes"]:
+            raise PlanError(f"{entry['suite']}: nodes: {side.nodes} splits each launch's ranks into {side.nodes} nodes, and world "
+                            f"size {per_node} does not divide; use world sizes that are multiples of {side.nodes}")
+
+    def _check_algorithm(self, suite, typed, side: Side, preset_name: str, per_node: int, algorithm: str, protocol_name: str) -> None:
+        """NCCL's algorithm and protocol asked: NCCL's (not gloo's), for collectives that have them, on an NCCL that takes them one collective at a time."""
+        if (algorithm, protocol_name) == (algorithms.DEFAULT, algorithms.DEFAULT):
+            return
+        asked = f"algorithms {side.algorithms} and protocols {side.protocols}"
+        if backend_for(preset_name, self.cuda) == "gloo":
+            where = ("this host has no GPU, so its ranks talk over gloo" if not self.cuda else f"transport {preset_name!r} talks over gloo")
+            raise PlanError(f"{suite.name}: {asked} choose NCCL's, and {where}, which has one algorithm a collective; "
+                            "put them in the entry's gpu: block, or use an NCCL transport")
+        found = (algorithms.version_problem(self.hw.nccl_version)
+                 or algorithms.problem(suite.nccl_collectives(typed), algorithm, protocol_name,
+                                       ranks_per_node=max(1, per_node // side.nodes)))
+        if found:
+            raise PlanError(f"{suite.name}: {found}")
+
+    def _launch(self, index: int, entry: dict, side: Side, preset_name: str, per_node: int, gpus: "tuple | None",
+                algorithm: str, protocol_name: str) -> Launch:
         suite, world_size = entry["suite"], per_node * self.nodes.nnodes
         backend = backend_for(preset_name, self.cuda)
+        first = (side.transports[0], side.algorithms[0], side.protocols[0])
         skipped = ""
         if self.cuda and per_node > self.hw.gpu_count:
             skipped = f"needs {per_node} GPUs per node, this host has {self.hw.gpu_count}"
-        elif world_size == 1 and preset_name != transports[0]:
-            skipped = f"one rank uses no link: its run is the one under {transports[0]!r}"
+        elif gpus is not None and len(gpus) < per_node:
+            skipped = f"needs {per_node} GPUs per node, the entry's gpus names {len(gpus)}"
+        elif world_size == 1 and preset_name != first[0]:
+            skipped = f"one rank uses no link: its run is the one under {first[0]!r}"
+        elif world_size == 1 and (algorithm, protocol_name) != first[1:]:
+            skipped = f"one rank runs no collective over a link: its run is the one under algorithm {first[1]!r}, protocol {first[2]!r}"
         elif world_size == 1 and 1 not in entry["world_sizes"] and suites.get(suite).needs_two_ranks:
             skipped = (f"world size all is one {'GPU' if self.cuda else 'process'} on this host, and {suite} over one rank "
                        "crosses no link (busbw is 0 by definition); give world_sizes: [1] to run it anyway")
-        env = {**(BASE_NCCL_ENV if backend == "nccl" else {}), **PRESETS[preset_name].env, **entry.get("env", {}), **self.host_env}
+        elif per_node % side.nodes:
+            skipped = f"world size all is {per_node} here, which {side.nodes} nodes do not divide"
+        if world_size == 1 and not skipped:  # one rank runs no collective over a link: nothing to ask of NCCL
+            algorithm = protocol_name = algorithms.DEFAULT
+        typed = suites.get(suite).params(side.params)
+        functions = [function for _, function in suites.get(suite).nccl_collectives(typed) if function]
+        entry_env = dict(entry.get("env", {}))
+        env = {**(BASE_NCCL_ENV if backend == "nccl" else {}), **PRESETS[preset_name].env_for(self.nodes.nnodes * side.nodes),
+               **(algorithms.env_for(functions, algorithm, protocol_name) if backend == "nccl" else {}), **entry_env,
+               # nvidia-smi's order, which gpus: and the fingerprint's topology name
+               **({"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": ",".join(map(str, gpus))} if gpus is not None else {}),
+               **self.host_env}
         if not self.cuda:
             env.setdefault("OMP_NUM_THREADS", str(self.threads_per_rank))
         # Overrides may map two entries onto one configuration (the CPU's tiny model for
         # gpt2 and gpt2-large): it runs once, or its baseline would be counted twice.
-        configuration = json.dumps([suite, preset_name, per_node, params, env], sort_keys=True)
+        configuration = json.dumps([suite, preset_name, per_node, side.nodes, side.params, env], sort_keys=True)
         if not skipped and configuration in self.first_of:
             skipped = f"the same configuration as launch {self.first_of[configuration]}, which runs it once"
-        launch_id = protocol.launch_id(index, suite, preset_name, world_size)
-        self.first_of.setdefault(configuration, launch_id)
-        return Launch(
-            id=launch_id,
-            suite=suite, preset=preset_name, backend=backend, nproc_per_node=per_node, nodes=self.nodes,
-            params=params, timeout_s=self.timeout_s, skipped_reason=skipped, env=env,
+        launch = Launch(
+            id="", suite=suite, preset=preset_name, backend=backend, nproc_per_node=per_node, nodes=self.nodes,
+            params=side.params, timeout_s=self.timeout_s, skipped_reason=skipped, env=env,
             threads_per_rank=None if self.cuda else int(env["OMP_NUM_THREADS"]),
+            algorithm=algorithm, protocol=protocol_name, emulated_nodes=side.nodes, gpus=gpus, entry_env=entry_env,
         )
+        launch.id = _launch_id(index, launch)
+        self.first_of.setdefault(configuration, launch.id)
+        return launch
+
+
+def _launch_id(index: int, launch: Launch, repeat: int = 1) -> str:
+    return protocol.launch_id(index, launch.suite, launch.preset, launch.world_size, repeat,
+                              variant(launch.algorithm, launch.protocol, launch.emulated_nodes, launch.gpus))
 
 
 def _tail(path: Path, lines: int = LOG_TAIL_LINES) -> list[str]:
@@ -231,15 +316,17 @@ def run_launch(launch: Launch, out_dir: Path, progress: Callable[[protocol.Event
     """Run one torchrun job; return its launch record and the run records it produced. Each
     configuration the ranks finish is reported as a RunEnded event while the launch runs."""
     started = time.time()
-    summary = {"id": launch.id, "suite": launch.suite, "preset": launch.preset, "world_size": launch.world_size, "nodes": launch.nodes.nnodes}
+    summary = {"id": launch.id, "suite": launch.suite, "preset": launch.preset, "world_size": launch.world_size, "nodes": launch.nodes.nnodes,
+               **({"gpus": list(launch.gpus)} if launch.gpus is not None else {})}
     if launch.skipped_reason:
         return {**summary, "status": "skipped", "error": launch.skipped_reason, "duration_s": 0.0, "log_tail": []}, []
     work = out_dir / "launches"
     work.mkdir(parents=True, exist_ok=True)
-    spec_path, result_path, log_path, placement_path = (work / f"{launch.id}{ext}" for ext in (".json", ".jsonl", ".log", ".placement.jsonl"))
-    result_path.unlink(missing_ok=True)
-    placement_path.unlink(missing_ok=True)
-    summary["resources"] = _write_spec(launch, spec_path, result_path, placement_path)
+    spec_path, result_path, log_path, placement_path, phase_path = (
+        work / f"{launch.id}{ext}" for ext in (".json", ".jsonl", ".log", ".placement.jsonl", ".phase.json"))
+    for path in (result_path, placement_path, phase_path):  # the ranks append to them, or rename onto them
+        path.unlink(missing_ok=True)
+    summary["resources"] = _write_spec(launch, spec_path, result_path, placement_path, phase_path)
     others = OthersShare()
     reported = 0
 
@@ -248,26 +335,27 @@ def run_launch(launch: Launch, out_dir: Path, progress: Callable[[protocol.Event
         for line in _result_lines(result_path)[reported:]:
             reported += 1
             progress(protocol.RunEnded(launch.id, reported, max(launch.configurations, reported),
-                                       # the backend tells the label GPUs from processes
-                                       suites.get(launch.suite).label({**json.loads(line), "transport": {"backend": launch.backend}}),
+                                       suites.get(launch.suite).progress_label(json.loads(line), launch.backend),
                                        round(time.time() - started, 1)))
 
     with counters.Sampler() as sampler:
         status, error = _run_torchrun(launch, spec_path, log_path, started, report_new_runs)
+    if status == "timeout":
+        error = timeout_cause(launch.timeout_s, protocol.Phase.read(phase_path))
     log_text = log_path.read_text(errors="replace")
     if status == "failed":
         error = rank_errors.reported(log_text) or _killed(log_text) or error
-    transport = transport_record(launch.preset, launch.backend, launch.world_size, log_text)
-    if launch.p2p_off_by_gate:
-        transport = {**transport, "env": {**transport["env"], "NCCL_P2P_DISABLE": "1"}, "p2p_off_by_gate": True}
-    runs = [{**run, "transport": transport, "launch_id": launch.id, "repeat": launch.repeat,
-             "gpu_counters": sampler.window_summary(run.get("measured_window"))}
+    transport, run_transports = _transports(launch, log_text)
+    runs = [{**run, "transport": run_transports(run), "launch_id": launch.id, "repeat": launch.repeat,
+             "gpu_counters": sampler.window_summary(run.get("measured_window")),
+             **({"env": launch.entry_env} if launch.entry_env else {}), **({"gpus": list(launch.gpus)} if launch.gpus is not None else {})}
             for run in map(json.loads, _result_lines(result_path))]
     if status == "timeout" and runs:
-        error += (f", or the launch needed longer; {len(runs)} of {max(launch.configurations, len(runs))} configurations "
-                  "finished and are kept: if none hung, raise timeout_s or trim the entry (sizes, steps, batches)")
+        kept = f"{len(runs)} of {max(launch.configurations, len(runs))} configurations finished and are kept"
+        error += (f", or the launch needed longer; {kept}: if none hung, raise timeout_s or trim the entry (sizes, steps, batches)"
+                  if error.endswith(HUNG) else f"; {kept}")
     if status == "ok" and not transport["matches_preset"]:
-        error = f"transport preset {launch.preset!r} asked for {sorted(PRESETS[launch.preset].accepts)}, NCCL used {transport['nccl_used']}"
+        error = mismatch(transport)
     record = {
         **summary, "status": status, "error": error, "duration_s": round(time.time() - started, 3),
         "cpu_taken_by_others_fraction": others.fraction(),
@@ -277,13 +365,55 @@ def run_launch(launch: Launch, out_dir: Path, progress: Callable[[protocol.Event
     return record, runs
 
 
+def _transports(launch: Launch, log_text: str) -> tuple[dict, Callable[[dict], dict]]:
+    """The launch's transport record, and each run's: the launch's, with what NCCL's TUNING lines say it
+    ran for the run's own collectives (for the launch: every collective of the entry)."""
+    transport = transport_record(launch.preset, launch.backend, launch.world_size, log_text, launch.topology,
+                                 launch.algorithm, launch.protocol)
+    if launch.p2p_off_by_gate:
+        transport = {**transport, "env": {**transport["env"], "NCCL_P2P_DISABLE": "1"}, "p2p_off_by_gate": True}
+    suite, choices = suites.get(launch.suite), tuning_choices(log_text)
+    functions = [(function, None) for _, function in suite.nccl_collectives(suite.params(launch.params)) if function]
+    return (run_transport(transport, choices, functions, launch.world_size),
+            lambda run: run_transport(transport, choices, suite.nccl_calls(run), launch.world_size))
+
+
+HUNG = "a rank hung or a peer died"
+
+
+def timeout_cause(timeout_s: float, phase: "protocol.Phase | None") -> str:
+    """Why a launch outlasted the plan's timeout_s, from what its rank 0 last said it was doing: still
+    compiling or setting up, in a step longer than the time it had left, or stuck (a step far longer
+    than its steps take: a rank hung or a peer died, whose peers wait in a collective for ever)."""
+    said = f"no result after {timeout_s:g} s (the plan's timeout_s)"
+    if phase is None:
+        return f"{said}: {HUNG}"
+    elapsed = time.monotonic() - phase.since_s
+    last = phase.last_step_s
+    if phase.kind == "compile":
+        return (f"{said}: still {phase.doing} after {elapsed:.0f} s; compiling took longer here than its estimate: "
+                "raise timeout_s, or set compile: false")
+    if phase.kind == "setup":
+        return f"{said}: still {phase.doing} after {elapsed:.0f} s; raise timeout_s, or choose a smaller model"
+    if last is None:
+        return (f"{said}: {phase.doing} had run {elapsed:.0f} s and not ended, a step longer than the launch had left; "
+                "raise timeout_s, or lower micro_batch, seq_len or the global batches")
+    if elapsed > 3 * last + 5:  # far longer than its steps take: waiting for a peer that will not come
+        return f"{said}: {HUNG}"
+    return (f"{said}: {phase.doing}, one step of about {max(elapsed, last):.3g} s (the one before took {last:.3g} s) did not "
+            "end in the time the launch had left; raise timeout_s, or trim the entry (fewer steps, smaller batches)")
+
+
 def _killed(log_text: str) -> "str | None":
     """Why torchrun failed where a rank was killed by SIGKILL: on a host that nothing else stops, the
     kernel's out-of-memory killer, named with what the host allows."""
     if not re.search(r"exitcode\s*:\s*-9\b|Signal 9 \(SIGKILL\)", log_text):
         return None
-    allowed = min(filter(None, [system.memory_total_bytes(), system.memory_limit_bytes()]), default=None)
-    figure = f"this host allows {allowed / 2**30:.1f} GiB" if allowed else "the host's memory is not known"
+    limit, total = system.memory_limit(), system.memory_total_bytes()
+    if limit and (not total or limit[0] < total):
+        figure = f"the memory limit of cgroup {limit[1]} ({limit[0] / 2**30:.1f} GiB) allows no more"
+    else:
+        figure = f"this host's memory ({total / 2**30:.1f} GiB) allows no more" if total else "the host's memory is not known"
     return (f"a rank was killed by SIGKILL, most likely out of memory ({figure}); lower the entry's sizes, "
             "model or batch, or give the host more memory")
 
@@ -293,12 +423,13 @@ def _result_lines(result_path: Path) -> list[str]:
     return [line for line in (result_path.read_text().splitlines() if result_path.exists() else []) if line.endswith("}")]
 
 
-def _write_spec(launch: Launch, spec_path: Path, result_path: Path, placement_path: Path) -> dict:
+def _write_spec(launch: Launch, spec_path: Path, result_path: Path, placement_path: Path, phase_path: Path) -> dict:
     """The worker's instructions; returns the resources each local rank gets, for the launch record."""
     cpus = cpus_of_local_ranks(os.sched_getaffinity(0), launch.threads_per_rank, launch.nproc_per_node)
     deadline_s = time.monotonic() + launch.timeout_s - deadline_reserve_s(launch.timeout_s)
     protocol.LaunchSpec(launch.suite, launch.params, launch.backend, launch.timeout_s, str(result_path),
-                        launch.threads_per_rank, cpus, deadline_s, str(placement_path)).write(spec_path)
+                        launch.threads_per_rank, cpus, deadline_s, str(placement_path), launch.emulated_nodes,
+                        str(phase_path)).write(spec_path)
     return {"threads_per_rank": launch.threads_per_rank, "cpus_of_local_ranks": cpus}
 
 
@@ -316,7 +447,7 @@ def _run_torchrun(launch: Launch, spec_path: Path, log_path: Path, started: floa
         f"--nproc-per-node={launch.nproc_per_node}", "-m", "bench.agent.worker", str(spec_path),
     ]
     env = {**os.environ, **launch.env, "PYTHONPATH": os.pathsep.join(filter(None, [str(SOURCE_ROOT), os.environ.get("PYTHONPATH")]))}
-    with open(log_path, "w") as log:
+    with open_anew(log_path) as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         try:
             while process.poll() is None:
@@ -328,7 +459,7 @@ def _run_torchrun(launch: Launch, spec_path: Path, log_path: Path, started: floa
             if process.returncode != 0:
                 return "failed", f"torchrun exited with status {process.returncode}"
         except subprocess.TimeoutExpired:
-            return "timeout", f"no result after {launch.timeout_s:g} s (the plan's timeout_s): a rank hung or a peer died"
+            return "timeout", None  # its cause: timeout_cause
         finally:
             _end_process_group(process)
     return "ok", None

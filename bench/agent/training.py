@@ -1,6 +1,6 @@
 """The training loop every training suite's ranks run (ddp, fsdp): step time of a model preset on
 synthetic data, a global batch reached by micro-batches with the gradients synchronised on the last
-only, as in seed 000.
+only, as gradient accumulation does.
 
 Each configuration (one global batch size) is one record; one that runs out of memory is recorded as
 `oom` and the sweep goes on. A launch sets its model up once (wrapped, compiled or captured,
@@ -96,6 +96,7 @@ class Training:
     recorder: "timeline.StepRecorder | None" = None
     grads_kept: bool = False  # zeroed in place between steps, never freed
     steps_taken: int = 0
+    step_s: "tuple[int, float] | None" = None  # (global batch, its median step time) of the last configuration timed
 
     def step(self, communicate: bool = True) -> None:
         """One optimizer step over `accum` micro-batches; gradients cross the link on the last only
@@ -148,7 +149,7 @@ def throughput_metrics(
 ) -> dict:
     """The per-step figures of one configuration, sample by sample.
 
-    per_sample_gpu_time_s is seed 000's metric: step time / global batch x #GPUs (GPU-seconds
+    per_sample_gpu_time_s is the per-sample time x #GPUs: step time / global batch x #GPUs (GPU-seconds
     per sample; equal across world sizes when scaling is perfect). MFU needs a known peak.
     """
     metrics = {
@@ -180,17 +181,31 @@ def run_config(ctx: Context, params: TrainingParams, point: dict, training: Trai
     global_batch = point["global_batch"]
     training.accum = point["grad_accum"]
     strategy = training.strategy
-    least = least_warmup_steps(params.warmup_steps, training.steps_taken, ddp_on_gpu=strategy.synced_warmup and ctx.is_cuda)
-    warmup_count, warmup_s = seconds_of(ctx, lambda: warm_up(ctx, training.step, params, least))
+    least = least_warmup_steps(params.warmup_steps, training.steps_taken, synced_on_gpu=strategy.synced_warmup and ctx.is_cuda)
+    first = ("compile", f"compiling the model (torch.compile) in the first step of global batch {global_batch}") if params.compile else (
+        "step", f"the first step of global batch {global_batch}")
+
+    def say(last_s: "float | None") -> None:
+        known = last_s if last_s is not None else training.step_s and training.step_s[1]  # the last configuration's
+        ctx.say(*(first if training.steps_taken == 0 else ("step", f"warming up global batch {global_batch}")), known)
+
+    (warmup_count, last_s), warmup_s = seconds_of(ctx, lambda: warm_up(ctx, training.step, params, least, say))
+    steps, cut = steps_that_fit(ctx, params, max_over_ranks(ctx, [last_s])[0])
+    if cut:
+        if not steps:
+            return run_record(ctx, strategy.suite, point, {}, status="failed", error=f"not timed: {cut}")
+        ctx.notes.append(f"timed {steps} of its {params.steps} steps: {cut}; what was measured is kept")
     if ctx.is_cuda:
         torch.cuda.reset_peak_memory_stats(ctx.device)
     strategy.before_timing()
     if training.recorder is not None:
         training.recorder.recording = True
-    local = sample_until_steady(ctx, lambda n: time_each_call(ctx, training.step, n), params.steps, params)
+    ctx.say("step", f"timing {steps} steps of global batch {global_batch}", last_s or None)
+    local = sample_until_steady(ctx, lambda n: time_each_call(ctx, training.step, n), steps, params)
     if training.recorder is not None:
         training.recorder.recording = False
     _, step_s = reduce_over_ranks(ctx, local)  # a step ends when its slowest rank does
+    training.step_s = (global_batch, sorted(step_s)[len(step_s) // 2])
     recorded = strategy.timeline(ctx, training, step_s, params)
 
     work = training.work
@@ -199,6 +214,7 @@ def run_config(ctx: Context, params: TrainingParams, point: dict, training: Trai
     metrics["peak_memory_bytes"] = metric(max_over_ranks(ctx, [float(peak_memory_bytes(ctx))]))
     metrics["warmup_steps_count"] = metric([float(warmup_count)])
     metrics.update(strategy.communication(ctx, training, params, len(local)))
+    ctx.say("step", f"profiling global batch {global_batch}", training.step_s[1])
     breakdown, profile_s = seconds_of(ctx, lambda: profiled_breakdown(ctx, training.step, params.profile_steps))
     metrics.update(breakdown)  # after the counts: its steps are extra
     # Where the configuration's time went beside its timed steps, on the slowest rank.
@@ -224,15 +240,18 @@ def seconds_of(ctx: Context, work: Callable):
     return result, time.perf_counter() - begin
 
 
-def warm_up(ctx: Context, step: Callable[[], None], params: TrainingParams, least: int) -> int:
+def warm_up(ctx: Context, step: Callable[[], None], params: TrainingParams, least: int,
+            say: Callable[["float | None"], None] = lambda last_s: None) -> tuple[int, float]:
     """Untimed steps until the last WARMUP_WINDOW step times lie within warmup_tolerance of their
-    median on every rank: at least `least`, at most warmup_max_steps. The count run.
+    median on every rank: at least `least`, at most warmup_max_steps. The count run, and this rank's
+    last step time (0 where none ran); say(the last step's seconds) before each step.
 
     The first steps of a fresh process are several times slower (allocator, caches, lazy
     initialisation); a fixed count that is too short leaves them among the timed samples."""
     most = max(least, params.warmup_max_steps)
     times: list[float] = []
     while len(times) < most:
+        say(times[-1] if times else None)
         begin = time.perf_counter()
         step()
         ctx.sync()
@@ -240,11 +259,48 @@ def warm_up(ctx: Context, step: Callable[[], None], params: TrainingParams, leas
         if len(times) >= least and _steady_everywhere(ctx, times[-WARMUP_WINDOW:], params.warmup_tolerance):
             break
         # The timed and profiled steps must still fit before the launch's deadline: time them unsettled.
-        if not ctx.time_for(1.5 * (params.steps + params.profile_steps) * sorted(times[-WARMUP_WINDOW:])[-1]):
+        if not ctx.time_for(1.5 * (params.steps + extra_steps(ctx, params)) * sorted(times[-WARMUP_WINDOW:])[-1]):
             ctx.notes.append(f"warm-up stopped after {len(times)} steps at the launch's timeout_s before the step times "
                              f"settled within warmup_tolerance {params.warmup_tolerance:g}: the timed steps may include warm-up")
             break
-    return len(times)
+    return len(times), times[-1] if times else 0.0
+
+
+def extra_steps(ctx: Context, params: TrainingParams) -> int:
+    """The steps a configuration runs past its timed ones: profiled (on a GPU), and the timeline's
+    without all-reduce (ddp, where a rank has peers)."""
+    return (params.profile_steps if ctx.is_cuda else 0) + (getattr(params, "timeline_steps", 0) if ctx.world_size > 1 else 0)
+
+
+def steps_that_fit(ctx: Context, params: TrainingParams, step_s: float) -> tuple[int, str]:
+    """(the timed steps that fit before the launch's deadline with the steps after them, at most
+    params.steps; why fewer, in words, or ""). A step of step_s is counted a quarter longer: steps
+    vary, and the ranks cannot stop one halfway."""
+    left = ctx.seconds_left()
+    if left is None:
+        return params.steps, ""
+    fit = int(left / (1.25 * step_s)) - extra_steps(ctx, params) if step_s > 0 else params.steps
+    if fit >= params.steps:
+        return params.steps, ""
+    return max(fit, 0), (f"one step takes about {step_s:.3g} s and {max(left, 0):.0f} s were left of the launch's timeout_s; "
+                         "raise timeout_s, or trim the entry (fewer steps, smaller batches)")
+
+
+def time_for_config(ctx: Context, params: TrainingParams, training: "Training", global_batch: int) -> str:
+    """"" where a configuration's least steps (a warm-up step, its timed ones and those after) fit
+    before the launch's deadline at the step time the last configuration measured, scaled to its
+    global batch; else why not, in words. Nothing is known before the first configuration is timed."""
+    if training.step_s is None:
+        return ""
+    left = ctx.seconds_left()
+    measured_batch, measured_s = training.step_s
+    step_s = measured_s * global_batch / measured_batch
+    steps = 1 + params.steps + extra_steps(ctx, params)
+    if left is None or steps * step_s <= left:
+        return ""
+    return (f"not run: a step of global batch {global_batch} would take about {step_s:.3g} s ({measured_s:.3g} s at global "
+            f"batch {measured_batch}), and its {steps} steps do not fit in the {max(left, 0):.0f} s the launch's timeout_s "
+            "left; raise timeout_s, or trim the entry (fewer steps, smaller batches)")
 
 
 def _steady_everywhere(ctx: Context, window: list[float], tolerance: float) -> bool:
@@ -298,8 +354,11 @@ def run(ctx: Context, params: TrainingParams, entry: dict, emit: Callable[[dict]
         try:
             setup_s = 0.0
             if training is None:
+                ctx.say("setup", f"setting the model up for global batch {global_batch}")
                 training, setup_s = seconds_of(ctx, lambda: set_up(ctx, params, most_accum, build, strategy()))
-            emit(run_config(ctx, params, point, training, setup_s))
+            refused = time_for_config(ctx, params, training, global_batch)
+            emit(run_record(ctx, strategy.suite, point, {}, status="failed", error=refused) if refused
+                 else run_config(ctx, params, point, training, setup_s))
         except torch.cuda.OutOfMemoryError as err:
             training = None
             if ctx.world_size > 1 and not every_rank_out_of_memory(ctx, global_batch):

@@ -10,6 +10,7 @@ import datetime
 import importlib
 import json
 import os
+import socket
 import sys
 import traceback
 from typing import NoReturn
@@ -40,11 +41,28 @@ def gpu_bus_id(device: torch.device) -> "str | None":
     return f"{props.pci_domain_id:04x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
 
 
+def emulated_node(spec: LaunchSpec, local_rank: int, local_world_size: int) -> tuple[int, int]:
+    """(the emulated node of this host's local rank, ranks a node): torchrun's local ranks in blocks."""
+    per_node = local_world_size // spec.emulated_nodes
+    return local_rank // per_node, per_node
+
+
+def host_id(node: int) -> str:
+    """The NCCL host id of one emulated node: NCCL decides "same node" by it (NCCL_HOSTID replaces its
+    hash of the host name and boot id), so ranks with different ids meet over its network path, as
+    between hosts. The host name and torchrun's node rank keep the nodes of two hosts (or of two agents
+    on one machine) apart."""
+    return f"{socket.gethostname()}-{os.environ.get('GROUP_RANK', '0')}-node{node}"
+
+
 def main(spec_path: str) -> None:
     spec = LaunchSpec.read(spec_path)
     ranks = importlib.import_module(suites.get(spec.suite).ranks_module)
     rank, local_rank = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])
     world_size = int(os.environ["WORLD_SIZE"])
+    node, ranks_per_node = emulated_node(spec, local_rank, int(os.environ.get("LOCAL_WORLD_SIZE", world_size)))
+    if spec.emulated_nodes > 1 and spec.backend == "nccl":  # before NCCL reads it, at the process group's start
+        os.environ["NCCL_HOSTID"] = host_id(node)
     if spec.backend == "nccl":
         torch.cuda.set_device(local_rank)
         device = torch.device("cuda", local_rank)
@@ -60,7 +78,8 @@ def main(spec_path: str) -> None:
         device_id=device if device.type == "cuda" else None,
     )
     ctx = Context(rank=rank, local_rank=local_rank, world_size=world_size, device=device, backend=spec.backend,
-                  deadline=spec.deadline_s)
+                  deadline=spec.deadline_s, ranks_per_node=ranks_per_node,
+                  phase_path=spec.phase_path)
 
     def emit(record: dict) -> None:
         if rank == 0:

@@ -15,6 +15,7 @@ import functools
 import hashlib
 import json
 import re
+import zlib
 from pathlib import Path
 from typing import Callable
 
@@ -128,20 +129,51 @@ def _width(data: bytes) -> int:
     return 4 if BEYOND_BMP.search(data, start) else 2 if BEYOND_LATIN1.search(data, start) else 1
 
 
-def _text(path: Path, data: bytes) -> str:
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def published_bytes(path: Path, what: str = "bundle") -> bytes:
+    """The file's bytes, unpacked where it is gzip (a bundle is published as .json.gz): the size
+    limit holds for what it unpacks to, and unpacking stops there (a gzip bomb is never unpacked whole)."""
+    data = read_input(path, what, MAX_BUNDLE_BYTES)
+    if not data.startswith(GZIP_MAGIC):
+        return data
+    pieces, size = [], 0
+    try:
+        while data:  # a gzip file may hold several members, one after another
+            unpacker = zlib.decompressobj(wbits=31)
+            while not unpacker.eof:
+                pieces.append(unpacker.decompress(data, MAX_BUNDLE_BYTES + 1 - size))
+                size += len(pieces[-1])
+                if size > MAX_BUNDLE_BYTES:
+                    raise UserError(f"{path}: unpacks to more than the {MAX_BUNDLE_BYTES}-byte limit for a {what}; "
+                                    f"this is not a ddpbench {what}")
+                if not pieces[-1] and not unpacker.unconsumed_tail:
+                    break  # no input left and nothing more came out
+                data = unpacker.unconsumed_tail
+            if not unpacker.eof:
+                raise UserError(f"{path}: the gzip stream ends early (truncated); fetch the {what} again")
+            data = unpacker.unused_data
+    except zlib.error as err:
+        raise UserError(f"{path}: not a valid gzip file ({err}); fetch the {what} again") from None
+    del data
+    return b"".join(pieces)
+
+
+def _text(path: Path, data: bytes, what: str = "bundle") -> str:
     """The bytes as text, refused where the text or its parsed values would pass their limits."""
     width = _width(data)
     if len(data) * width > MAX_BUNDLE_BYTES:
         raise UserError(f"{path}: {len(data)} bytes of text with characters Python holds in {width} bytes each is over "
-                        f"the {MAX_BUNDLE_BYTES}-byte limit for a bundle; ddpbench writes bundles as ASCII: get the original")
+                        f"the {MAX_BUNDLE_BYTES}-byte limit for a {what}; ddpbench writes them as ASCII: get the original")
     estimate = parsed_bytes(data)
     if estimate > MAX_PARSED_BYTES:
         raise UserError(f"{path}: its values would take about {estimate >> 20} MiB once read, over the "
-                        f"{MAX_PARSED_BYTES >> 20} MiB a bundle may take; this is not a ddpbench bundle")
+                        f"{MAX_PARSED_BYTES >> 20} MiB a {what} may take; this is not a ddpbench {what}")
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as err:
-        raise UserError(f"{path}: not UTF-8 text ({err}); this is not a ddpbench bundle") from None
+        raise UserError(f"{path}: not UTF-8 text ({err}); this is not a ddpbench {what}") from None
 
 
 def _structure_problem(document) -> "str | None":
@@ -204,29 +236,11 @@ def migrate(document: dict) -> dict:
 
 
 def read_bundle(path: Path) -> dict:
-    """Load, check size, structure, schema version, sha256 and schema; one UserError per problem."""
-    data = read_input(path, "bundle", MAX_BUNDLE_BYTES)
+    """Load (unpacked where it is gzip), check size, structure, schema version, sha256 and schema;
+    one UserError per problem."""
+    data = published_bytes(path)
     big = len(data) > BIG_BUNDLE_BYTES
-    text = _text(path, data)
-    del data  # the text alone is held while it is parsed
-    try:
-        document = loads(text)
-    except RecursionError:
-        raise UserError(f"{path}: nested too deeply to be a bundle; this is not a ddpbench bundle") from None
-    except GivenTwice as err:
-        raise UserError(f"{path}: {err}; ddpbench never writes one: get the original") from None
-    except ValueError as err:
-        # A cut can fall anywhere (inside a string, a number, `true`), so the decoder's position
-        # does not tell; an object that never closes does.
-        truncated = text.lstrip().startswith("{") and not text.rstrip().endswith("}")
-        what = "truncated (the JSON ends early)" if truncated else f"not valid JSON ({err})"
-        raise UserError(f"{path}: {what}; fetch the bundle again or rerun `ddpbench run`") from None
-    del text
-    if not isinstance(document, dict):
-        raise UserError(f"{path}: a bundle is a JSON object, this is a {type(document).__name__}; check the file")
-    problem = _structure_problem(document)
-    if problem:
-        raise UserError(f"{path}: {problem}; this is not a bundle ddpbench wrote: get the original")
+    document = _parsed(path, data, "bundle", "fetch the bundle again or rerun `ddpbench run`")
     version = document.get("schema_version")
     if type(version) is not int or version not in readable_versions():
         readable = ", ".join(str(v) for v in readable_versions())
@@ -245,6 +259,61 @@ def read_bundle(path: Path) -> dict:
     problem = _problem_of_a_big_bundle(document) if big else schemas.first_problem(document, "bundle")
     if problem:
         raise UserError(f"{path}: {problem}; the bundle does not follow schema/bundle.schema.json: get the original")
+    problem = next(filter(None, (timeline_problem(host["runs"], ("hosts", h, "runs")) for h, host in enumerate(document["hosts"]))), None)
+    if problem:
+        raise UserError(f"{path}: {problem}; ddpbench never writes such a timeline: get the original")
+    return document
+
+
+def timeline_problem(runs: list, at: tuple) -> "str | None":
+    """The first run timeline whose arrays disagree (a step's bucket_ready_s, one time per bucket of
+    bucket_bytes), which JSON Schema cannot say, or None. `at`: where the runs lie in the document."""
+    for i, run in enumerate(runs):
+        timeline = run.get("timeline")
+        if not timeline:
+            continue
+        buckets = len(timeline["bucket_bytes"])
+        for key in ("steps", "steps_without_allreduce"):
+            for k, step in enumerate(timeline.get(key, [])):
+                ready = len(step["bucket_ready_s"])
+                if ready != buckets:
+                    where = schemas.field_path((*at, i, "timeline", key, k, "bucket_ready_s"))
+                    return f"field {where}: {ready} ready time(s) for the {buckets} bucket(s) of bucket_bytes"
+    return None
+
+
+def _parsed(path: Path, data: bytes, what: str, fetch_again: str) -> dict:
+    """The JSON object the bytes hold, read within the limits above, its structure checked (_structure_problem)."""
+    text = _text(path, data, what)
+    del data  # the text alone is held while it is parsed
+    try:
+        document = loads(text)
+    except RecursionError:
+        raise UserError(f"{path}: nested too deeply to be a {what}; this is not a ddpbench {what}") from None
+    except GivenTwice as err:
+        raise UserError(f"{path}: {err}; ddpbench never writes one: get the original") from None
+    except ValueError as err:
+        # A cut can fall anywhere (inside a string, a number, `true`), so the decoder's position
+        # does not tell; an object that never closes does.
+        truncated = text.lstrip().startswith("{") and not text.rstrip().endswith("}")
+        found = "truncated (the JSON ends early)" if truncated else f"not valid JSON ({err})"
+        raise UserError(f"{path}: {found}; {fetch_again}") from None
+    del text
+    if not isinstance(document, dict):
+        raise UserError(f"{path}: a {what} is a JSON object, this is a {type(document).__name__}; check the file")
+    problem = _structure_problem(document)
+    if problem:
+        raise UserError(f"{path}: {problem}; this is not a {what} ddpbench wrote: get the original")
+    return document
+
+
+def read_agent_raw(path: Path) -> dict:
+    """An agent's raw.json read back from a run folder (--resume), whoever wrote there since: the
+    limits a bundle is read within, then the bundle schema's agent_raw; one UserError per problem."""
+    document = _parsed(path, read_input(path, "raw.json", MAX_BUNDLE_BYTES), "raw.json", "the agent wrote it whole or not at all")
+    problem = agent_raw_problem(document) or timeline_problem(document["runs"], ("runs",))
+    if problem:
+        raise UserError(f"{path}: {problem}; another agent version, or a damaged file")
     return document
 
 

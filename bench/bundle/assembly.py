@@ -13,7 +13,7 @@ from bench import __version__, suites
 from bench.bundle import SCHEMA_VERSION
 from bench.common.paths import SOURCE_ROOT
 from bench.common.timestamps import utc_timestamp
-from bench.suites import machine
+from bench.suites.judging import machine
 from bench.suites.base import HostResults
 
 
@@ -50,7 +50,7 @@ def host_entry(*, name: str, runtime: str, labels: tuple, raw: "dict | None", er
 
 def derive(entry: dict) -> None:
     """Each suite's figures derived across the host's runs, then the warnings on every ok run with an
-    implausible figure or a host that made its figure doubtful (bench/suites/machine.py); taken off
+    implausible figure or a host that made its figure doubtful (bench/suites/judging/machine.py); taken off
     the runs that no longer have one: a resumed run derives again."""
     results = HostResults(entry["runs"], entry["launches"], entry["fingerprint"])
     present = [suites.get(name, f"host {entry['name']}'s runs") for name in sorted({run["suite"] for run in entry["runs"]})]

@@ -1,9 +1,12 @@
-"""The one way ddpbench writes a file: whole, through a fresh temporary file renamed into place.
+"""The ways ddpbench writes a file: whole, through a fresh temporary file renamed into place
+(write_text), or, for what is written as it goes (a launch's log, a copy arriving), into a file
+created anew (open_anew).
 
 A reader (the controller fetching raw.json, a user opening a bundle) never sees half a file, and
-a symbolic link planted at the path or beside it is never written through: the temporary file
-is created new (O_EXCL | O_NOFOLLOW), and the rename replaces a link at the path itself, never
-what it points to.
+nothing planted at the path is ever written through: a symbolic link, or a hard link to a file
+elsewhere (a run folder is read back by --resume, whoever wrote into it since). The new file is
+created with O_EXCL | O_NOFOLLOW, and what stood at its name is replaced (a rename) or unlinked
+first, never opened.
 """
 
 from __future__ import annotations
@@ -11,6 +14,9 @@ from __future__ import annotations
 import os
 import secrets
 from pathlib import Path
+from typing import IO
+
+NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
 
 def write_text(path: Path, text: str) -> None:
@@ -18,7 +24,7 @@ def write_text(path: Path, text: str) -> None:
     OSError names no file: "the disk is full" would not say where)."""
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o644)
+        fd = os.open(tmp, NEW_FILE, 0o644)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as file:
                 file.write(text)
@@ -28,3 +34,14 @@ def write_text(path: Path, text: str) -> None:
             raise
     except OSError as err:
         raise OSError(err.errno, err.strerror, str(path)) from None
+
+
+def open_anew(path: Path, mode: str = "w") -> IO:
+    """A new, empty file at path, open for writing ("w" text, "wb" bytes): whatever had that name
+    (a file, a link) is unlinked, not truncated, so a hard link planted there keeps its content."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    fd = os.open(path, NEW_FILE, 0o644)
+    return os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"}))

@@ -70,3 +70,27 @@ def link_summary(fp: dict) -> dict:
         label += f" {gen}.0 x{width}"
     return {"gpu": name, "gpu_count": len(gpus), "link_class": "pcie", "link_label": label,
             "link_peak_gbps": _slowest(peaks)}
+
+
+def pair_path(fp: dict, a: int, b: int) -> "tuple[str | None, tuple]":
+    """The path between GPUs a and b as `nvidia-smi topo -m` names it in the fingerprint (NV# bonded
+    NVLinks; PIX, PXB PCIe switches; PHB, NODE a host bridge; SYS across sockets), None where it has
+    no matrix, and each GPU's NUMA node (None where not known)."""
+    topology = fp.get("topology") or {}
+    path = ((topology.get("matrix") or {}).get(f"GPU{a}") or {}).get(f"GPU{b}")
+    nodes = (fp.get("numa") or {}).get("gpu_nodes") or {}
+    printed = topology.get("numa_affinity") or {}
+
+    def node(gpu: int) -> "int | None":
+        found = nodes.get(f"GPU{gpu}")
+        text = printed.get(f"GPU{gpu}", "")
+        return found if found is not None else int(text) if text.isdigit() else None
+
+    return path, (node(a), node(b))
+
+
+def pair_label(fp: dict, a: int, b: int) -> str:
+    """"GPUs 1 and 3 (SYS, NUMA nodes 0 and 1)": a pair with what the fingerprint says of its path."""
+    path, (node_a, node_b) = pair_path(fp, a, b)
+    numa = (f"NUMA node {node_a}" if node_a == node_b else f"NUMA nodes {node_a} and {node_b}") if None not in (node_a, node_b) else "NUMA nodes not known"
+    return f"GPUs {a} and {b} ({path or 'path not known'}, {numa})"

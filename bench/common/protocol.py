@@ -11,7 +11,10 @@ import argparse
 import json
 import re
 from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
 from typing import ClassVar
+
+from bench.common.files import open_anew, write_text
 
 # --- The agent's command line ------------------------------------------------------------------
 
@@ -217,24 +220,49 @@ def read_event(line: str) -> "Event | None":
 
 # --- A launch's id, and its spec, read by each rank ---------------------------------------------
 
-LAUNCH_ID = re.compile(r"^(\d{2,})-([a-z][a-z0-9_]*)-([a-z][a-z0-9_]*)-ws(\d+)(?:-r(\d+))?$")
+@dataclass(frozen=True)
+class Phase:
+    """What rank 0 of a launch is doing, rewritten as it goes (LaunchSpec.phase_path): its kind ("setup",
+    "compile" or "step"), in words ("timing global batch 8"), since when (this host's CLOCK_MONOTONIC),
+    and how long its last step took where it steps."""
+
+    kind: str
+    doing: str
+    since_s: float
+    last_step_s: "float | None" = None
+
+    def write(self, path) -> None:
+        write_text(Path(path), json.dumps(asdict(self)))
+
+    @classmethod
+    def read(cls, path) -> "Phase | None":
+        """The phase a launch's rank 0 last wrote, or None where it wrote none."""
+        try:
+            with open(path) as found:
+                return cls(**json.load(found))
+        except (OSError, ValueError, TypeError):
+            return None
 
 
-def launch_id(index: int, suite: str, preset: str, world_size: int, repeat: int = 1) -> str:
+LAUNCH_ID = re.compile(r"^(\d{2,})-([a-z][a-z0-9_]*)-([a-z][a-z0-9_]*)((?:-[a-z][a-z0-9.]*)*)-ws(\d+)(?:-r(\d+))?$")
+
+
+def launch_id(index: int, suite: str, preset: str, world_size: int, repeat: int = 1, variant: "tuple[str, ...]" = ()) -> str:
     """"00-collectives-default-ws2", a later repeat "...-ws2-r2": the plan entry's index, its suite, the
-    transport preset and the world size, which say what the launch ran."""
-    return f"{index:02d}-{suite}-{preset}-ws{world_size}" + (f"-r{repeat}" if repeat > 1 else "")
+    transport preset and the world size, which say what the launch ran; `variant` what else tells the
+    entry's launches apart (NCCL's algorithm and protocol, emulated nodes "n2", the GPUs "g0.2"):
+    "03-ddp-socket-tree-n2-ws4"."""
+    middle = "".join(f"-{part}" for part in variant)
+    return f"{index:02d}-{suite}-{preset}{middle}-ws{world_size}" + (f"-r{repeat}" if repeat > 1 else "")
 
 
-def parse_launch_id(text: str) -> "tuple[int, str, str, int, int] | None":
-    """(index, suite, preset, world size, repeat) of a launch id, or None where it is none."""
+def parse_launch_id(text: str) -> "tuple[int, str, str, tuple, int, int] | None":
+    """(index, suite, preset, variant, world size, repeat) of a launch id, or None where it is none."""
     found = LAUNCH_ID.match(text)
     if not found:
         return None
-    index, suite, preset, world_size, repeat = found.groups()
-    return int(index), suite, preset, int(world_size), int(repeat or 1)
-
-
+    index, suite, preset, variant, world_size, repeat = found.groups()
+    return int(index), suite, preset, tuple(filter(None, variant.split("-"))), int(world_size), int(repeat or 1)
 
 
 @dataclass(frozen=True)
@@ -250,9 +278,11 @@ class LaunchSpec:
     cpus_of_local_ranks: "list | None" = None  # the cores each local rank is pinned to (CPU hosts)
     deadline_s: "float | None" = None  # this host's CLOCK_MONOTONIC by which the ranks stop sampling and warming up
     placement_path: "str | None" = None  # each local rank appends where it runs (bench/agent/placement.py)
+    emulated_nodes: int = 1  # the nodes this host's ranks are split into, each with its own NCCL host id
+    phase_path: "str | None" = None  # rank 0 says there what it is doing (Phase), for the runner to name if timeout_s passes
 
     def write(self, path) -> None:
-        with open(path, "w") as out:
+        with open_anew(path) as out:
             json.dump(asdict(self), out)
 
     @classmethod

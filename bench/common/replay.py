@@ -9,22 +9,32 @@ more matmul time on 2x H200, benchmarks/results/ddp_h200x2.md), so the buckets a
 ready later; and an all-reduce inside a step may take longer than the curve says (ranks that reach
 it apart, the reducer's own work). Both are measured where a DDP run timed its backward with and
 without its all-reduces (fitted_slowdown). The step ends at the later of the backward's end and the last all-reduce's
-end, plus what follows.
+end, plus what follows. A replay is one pass over the buckets (those ready together queued as one,
+GROUP_SHARE), so that a timeline of 100,000 buckets replays, and is fitted, in a fraction of a second.
 
-Without bucket timings (an older bundle) the fallback is seed 002's model: every all-reduce after
+Without bucket timings (an older bundle) the fallback is the compute + exposed communication model: every all-reduce after
 the backward, fully exposed (bench/suites/ddp/derived.py).
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass
-from typing import Callable
+from functools import cached_property
+from itertools import accumulate, repeat
+from operator import itemgetter
+from typing import Callable, NamedTuple
 
 
-@dataclass(frozen=True)
-class Bucket:
+class Bucket(NamedTuple):
     ready_s: float  # seconds of backward compute from the last backward's start until it is ready
     nbytes: float
+
+
+def buckets_of(ready_s, nbytes) -> tuple:
+    """Buckets from their ready times and sizes, made without a call per bucket (a timeline may hold
+    100,000)."""
+    return tuple(map(tuple.__new__, repeat(Bucket), zip(ready_s, nbytes)))
 
 
 @dataclass(frozen=True)
@@ -43,6 +53,24 @@ class Timeline:
     @property
     def nbytes(self) -> float:
         return sum(bucket.nbytes for bucket in self.buckets)
+
+    @cached_property
+    def groups(self) -> tuple:
+        """(each bucket's bytes, where each group of buckets ends, when each is ready): a bucket ready no
+        earlier than the one before it (DDP reduces them in order), those within GROUP_SHARE of the
+        backward of a group's first in that group, ready with its last. Made once per timeline, which
+        is replayed on many links."""
+        ready = list(accumulate(map(itemgetter(0), self.buckets), max))
+        past = bisect_right(ready, self.backward_s)  # ready after the backward's end: at its end
+        ready[past:] = repeat(self.backward_s, len(ready) - past)
+        within = GROUP_SHARE * self.backward_s
+        ends, grouped = [], []
+        first = 0
+        while first < len(ready):
+            first = bisect_right(ready, ready[first] + within, first)
+            ends.append(first)
+            grouped.append(ready[first - 1])
+        return tuple(map(itemgetter(1), self.buckets)), tuple(ends), tuple(grouped)
 
 
 @dataclass(frozen=True)
@@ -72,64 +100,113 @@ class Slowdown:
 NONE = Slowdown()
 
 
-def replay(timeline: Timeline, allreduce_s: Callable[[float], float], slowdown: Slowdown = NONE) -> Replayed:
-    """The step on a link whose all-reduce of n bytes takes allreduce_s(n) seconds alone.
+# Buckets that become ready within this share of the backward of their group's first one are queued
+# as one, at the group's last readiness, their all-reduce times summed: exact where they are ready at
+# once (a compiled backward, a 1-GPU timeline), and otherwise the step moves by about this share of
+# the backward at most. It bounds a replay at a thousand groups, whatever the bucket count.
+GROUP_SHARE = 1e-3
 
-    Event by event: the compute goes on to the next bucket's readiness or its end (slowed while an
-    all-reduce runs), the all-reduce in flight to its end; a bucket that becomes ready waits behind
-    the all-reduces before it."""
-    thresholds = [min(bucket.ready_s, timeline.backward_s) for bucket in timeline.buckets]
-    queue: list = []  # seconds of all-reduce (alone) still to run, in order; queue[0] is in flight
-    now = done = comm_s = 0.0
-    compute_end = comm_end = None
-    ready = 0
-    while True:
-        while ready < len(thresholds) and thresholds[ready] <= done:  # buckets ready now join the queue
-            duration = allreduce_s(timeline.buckets[ready].nbytes)
-            queue.append(duration)
-            comm_s += duration
-            ready += 1
-        computing = done < timeline.backward_s
-        if not computing and compute_end is None:
-            compute_end = now
-        if not computing and not queue:
-            break
-        compute_rate = 1.0 / (1.0 + slowdown.compute) if queue else 1.0
-        comm_rate = 1.0 / (1.0 + slowdown.comm)
-        target = thresholds[ready] if ready < len(thresholds) else timeline.backward_s
-        to_compute = (target - done) / compute_rate if computing else float("inf")
-        to_comm = queue[0] / comm_rate if queue else float("inf")
-        step = min(to_compute, to_comm)
-        now += step
-        if computing:
-            done = target if step == to_compute else done + step * compute_rate
-        if queue:
-            if step == to_comm:
-                queue.pop(0)
-                comm_end = now
-            else:
-                queue[0] -= step * comm_rate
-    backward_end = max(compute_end, comm_end or 0.0)
-    return Replayed(timeline.before_s + backward_end + timeline.after_s, compute_end, comm_end or 0.0, comm_s)
+
+@dataclass(frozen=True)
+class Events:
+    """A timeline's all-reduces on one link, in groups: when each group is ready (seconds of backward
+    compute alone from its start) and how long its all-reduces take alone."""
+
+    ready_s: tuple
+    seconds: tuple
+    backward_s: float
+
+    @property
+    def comm_s(self) -> float:
+        return sum(self.seconds)
+
+
+def events(timeline: Timeline, allreduce_s: Callable[[float], float]) -> Events:
+    """The timeline's groups of buckets (Timeline.groups) with their all-reduces' time, each size's
+    time asked once. Linear in the buckets."""
+    sizes, ends, ready = timeline.groups
+    took = {size: allreduce_s(size) for size in set(sizes)}
+    seconds = list(map(took.__getitem__, sizes))
+    return Events(ready, tuple(sum(seconds[start:end]) for start, end in zip((0, *ends), ends)), timeline.backward_s)
+
+
+def play(found: Events, slowdown: Slowdown = NONE) -> tuple[float, float]:
+    """(the backward's compute end, the last all-reduce's end), from the backward's start: the compute
+    runs at 1 / (1 + slowdown.compute) of its speed while the queue of all-reduces is not empty, each
+    all-reduce takes (1 + slowdown.comm) times its time alone and starts when its group is ready and
+    the one before has ended. One pass over the groups."""
+    stretch_compute, stretch_comm = 1.0 + slowdown.compute, 1.0 + slowdown.comm
+    now = done = comm_end = 0.0  # wall clock, compute done, the queue's end
+
+    def compute_to(target: float) -> None:
+        nonlocal now, done
+        need = target - done
+        if need <= 0:
+            return
+        if now < comm_end:  # the queue runs: slowed compute until it empties
+            beside = (comm_end - now) / stretch_compute
+            if beside >= need:
+                now += need * stretch_compute
+                done = target
+                return
+            done += beside
+            now = comm_end
+        now += target - done
+        done = target
+
+    for ready, seconds in zip(found.ready_s, found.seconds):
+        compute_to(ready)
+        comm_end = max(comm_end, now) + seconds * stretch_comm
+    compute_to(found.backward_s)
+    return now, comm_end
+
+
+def replay(timeline: Timeline, allreduce_s: Callable[[float], float], slowdown: Slowdown = NONE) -> Replayed:
+    """The step on a link whose all-reduce of n bytes takes allreduce_s(n) seconds alone: bucket i's
+    all-reduce starts when it is ready and bucket i-1's has ended (play)."""
+    found = events(timeline, allreduce_s)
+    compute_end, comm_end = play(found, slowdown)
+    return Replayed(timeline.before_s + max(compute_end, comm_end) + timeline.after_s, compute_end, comm_end, found.comm_s)
 
 
 def exposed_only(timeline: Timeline, allreduce_s: Callable[[float], float]) -> Replayed:
-    """Seed 002's model: the step's compute, then the gradients' all-reduce, none of it hidden."""
+    """The compute + exposed communication model: the step's compute, then the gradients' all-reduce, none of it hidden."""
     comm = allreduce_s(timeline.nbytes) if timeline.nbytes else 0.0
     return Replayed(timeline.compute_s + comm, timeline.backward_s, timeline.backward_s + comm, comm)
 
 
-def _bisect(function: Callable[[float], float], target: float) -> float:
-    """The least x >= 0 (to 1e-9 of its bracket) where a growing function reaches target; 0 where it
-    is there already, 64 at most."""
-    if function(0.0) >= target:
+def _least_reaching(function: Callable[[float], float], target: float) -> float:
+    """The least x >= 0 where a growing, continuous function reaches target (64 at most): its bracket
+    found by doubling, then closed by false position with the Illinois rule (a replay is piecewise
+    linear in a slowdown, so a few steps settle it where bisection takes thirty)."""
+    low, below = 0.0, function(0.0) - target
+    if below >= 0:
         return 0.0
-    low, high = 0.0, 1.0
-    while function(high) < target and high < 64:
+    high, above = 1.0, function(1.0) - target
+    while above < 0:
+        if high >= 64:
+            return high
+        low, below = high, above
         high *= 2
-    for _ in range(32):
-        middle = (low + high) / 2
-        low, high = (middle, high) if function(middle) < target else (low, middle)
+        above = function(high) - target
+    kept = 0  # which end the last step kept: Illinois halves the other's value when one end stays twice
+    for _ in range(60):
+        if high - low <= 1e-9 * high:
+            break
+        x = high - above * (high - low) / (above - below)
+        if not low < x < high:
+            x = (low + high) / 2
+        value = function(x) - target
+        if value >= 0:
+            high, above = x, value
+            below = below / 2 if kept == 1 else below
+            kept = 1
+        else:
+            low, below = x, value
+            above = above / 2 if kept == -1 else above
+            kept = -1
+        if value == 0:
+            break
     return high
 
 
@@ -142,16 +219,13 @@ def fitted_slowdown(without: Timeline, compute_end_s: float, backward_end_s: flo
     with the other held, in turn, until they settle."""
     if not without.buckets:
         return NONE
+    found_events = events(without, allreduce_s)
     found = NONE
     for _ in range(12):
-        comm = _bisect(lambda m: _backward_end(replay(without, allreduce_s, Slowdown(found.compute, m))), backward_end_s)
-        compute = _bisect(lambda c: replay(without, allreduce_s, Slowdown(c, comm)).compute_end_s, compute_end_s)
+        comm = _least_reaching(lambda m: max(play(found_events, Slowdown(found.compute, m))), backward_end_s)
+        compute = _least_reaching(lambda c: play(found_events, Slowdown(c, comm))[0], compute_end_s)
         settled = abs(compute - found.compute) < 1e-6 and abs(comm - found.comm) < 1e-6
         found = Slowdown(compute, comm)
         if settled:
             break
     return found
-
-
-def _backward_end(done: Replayed) -> float:
-    return max(done.compute_end_s, done.comm_end_s)

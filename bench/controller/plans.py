@@ -72,6 +72,9 @@ def describe(plan: dict) -> list[str]:
         counts = [f"{entry['launch_repeats']}x"] + [f"{side} {entry[side]['launch_repeats']}x" for side in ("gpu", "cpu")
                                                     if "launch_repeats" in entry.get(side, {})]
         repeats = f", each launch run {', '.join(counts)}" if counts != ["1x"] else ""
+        axes = "".join(f", {where}{name} {', '.join(map(str, part[name])) if isinstance(part[name], list) else part[name]}"
+                       for where, part in (("", entry), *((f"{side} ", entry[side]) for side in ("gpu", "cpu") if side in entry))
+                       for name in ("algorithms", "protocols", "nodes", "gpus", "pairs") if name in part)
         lines.append(f"  suites[{index}]: {entry['suite']}, transports {', '.join(entry['transports'])}, "
-                     f"world sizes {worlds}{repeats}; env: {env}")
+                     f"world sizes {worlds}{axes}{repeats}; env: {env}")
     return lines

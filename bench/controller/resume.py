@@ -1,23 +1,31 @@
 """Resuming a run folder: what finished before, which launches to skip, old and new merged.
 
 The previous state comes from the folder's bundle.json, or, when the controller never got
-to write one (kill -9, power cut), from run.json and each host's raw.json files.
+to write one (kill -9, power cut), from run.json and each host's raw.json files. The folder is
+trusted for nothing: only raw.json and raw.NNN.json are read, each within the limits a bundle is
+read within; a launch or run that the run's plan could not have made, or that disagrees with its
+launch, is left out; and each thing left out is said in one line (Previous.left_out), so that a
+launch run again is never a surprise.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.bundle import agent_raw_problem, read_bundle
+from bench.bundle import read_agent_raw, read_bundle
 from bench.common.protocol import parse_launch_id
-from bench import schemas
+from bench.common.selection import variant_parts
+from bench import schemas, suites
 from bench.controller import plans
 from bench.errors import UserError
 from bench.inputfile import read_json_text
 from bench.outputs import refuse_links
 
-RAW_GLOB = "raw*.json"  # raw.json of the agent now, raw.NNN.json of the runs it resumes (see keep_raw_files); oldest first by name
+# raw.json of the agent now, raw.NNN.json of the runs it resumes (see keep_raw_files), oldest first by number.
+RAW_NAME = re.compile(r"raw(?:\.([0-9]{3,6}))?\.json")
+MOST_KEPT = 999_999
 
 
 @dataclass
@@ -26,8 +34,52 @@ class Previous:
     run_id: str
     started_at: str
     plan: dict
-    entries: dict  # host name -> its host_result (from the bundle) or the same shape from raw.json
-    left_out: list = field(default_factory=list)  # launches found there that the run's plan never had, in words
+    entries: dict = field(default_factory=dict)  # host name -> its host_result (from the bundle) or the same shape from raw.json
+    left_out: list = field(default_factory=list)  # what the folder held that the resume does not take, one line each
+
+    def take_raw(self, host: str, path: Path) -> None:
+        """A host's raw file, its launches and runs checked against the plan, merged over what came before."""
+        try:
+            raw = read_agent_raw(path)
+        except UserError as err:
+            self.left_out.append(f"host {host}: {err}; its launches run again")
+            return
+        entry = self.checked({
+            "name": host, "status": "ok" if raw["complete"] else "partial", "error": None,
+            "fingerprint": raw["fingerprint"], "launches": raw["launches"], "runs": raw["runs"],
+        }, path.name)
+        self.entries[host] = merge_entry(self.entries[host], entry) if host in self.entries else entry
+
+    def checked(self, entry: dict, source: str) -> dict:
+        """The entry without the launches (and their runs) that this run's plan could not have made or
+        that its runs disagree with: what a resume seals into the bundle is what this plan measured,
+        whatever else the folder holds."""
+        host = entry["name"]
+        launches, dropped = {}, set()
+        for launch in entry["launches"]:
+            problem = launch_problem(launch, self.plan)
+            if problem:
+                dropped.add(launch["id"])
+                self.left_out.append(f"host {host}: {problem}; left out of the bundle")
+            else:
+                launches[launch["id"]] = launch
+        for run in entry["runs"]:
+            if run["launch_id"] in dropped:
+                continue
+            launch = launches.get(run["launch_id"])
+            if launch is None:
+                problem = (f"runs of launch {run['launch_id']!r}, which {source} does not record"
+                           if launch_of_plan(run["launch_id"], self.plan) else f"launch {run['launch_id']!r} is not one the run's plan makes")
+                self.left_out.append(f"host {host}: {problem}; left out of the bundle")
+            else:
+                problem = run_problem(run, launch, self.plan)
+                if problem:
+                    self.left_out.append(f"host {host}: {source}: {problem}; the launch and its runs are left out: it runs again")
+            if problem:
+                dropped.add(run["launch_id"])
+        launches = {name: launch for name, launch in launches.items() if name not in dropped}
+        return {**entry, "launches": [l for l in entry["launches"] if l["id"] in launches],
+                "runs": [r for r in entry["runs"] if r["launch_id"] in launches]}
 
 
 def load_previous(run_dir: Path) -> Previous:
@@ -37,8 +89,8 @@ def load_previous(run_dir: Path) -> Previous:
     bundle_path, run_path = run_dir / "bundle.json", run_dir / "run.json"
     if bundle_path.exists():
         bundle = read_bundle(bundle_path)
-        previous = Previous(run_dir, bundle["run_id"], bundle["started_at"], bundle["plan"], {})
-        previous.entries = {entry["name"]: _of_the_plan(entry, previous) for entry in bundle["hosts"]}
+        previous = Previous(run_dir, bundle["run_id"], bundle["started_at"], bundle["plan"])
+        previous.entries = {entry["name"]: previous.checked(entry, "bundle.json") for entry in bundle["hosts"]}
         return previous
     if not run_path.exists():
         raise UserError(f"{run_dir}: neither bundle.json nor run.json is there; give a run folder that `ddpbench run` wrote (results/<run-id>)")
@@ -46,68 +98,133 @@ def load_previous(run_dir: Path) -> Previous:
     problem = schemas.first_problem(run, "bundle", "run_state")
     if problem:
         raise UserError(f"{run_path}: damaged or not written by `ddpbench run` ({problem}); start a new run instead")
-    previous = Previous(run_dir, run["run_id"], run["started_at"], plans.check(run["plan"], str(run_path)), {})
-    entries = previous.entries
+    previous = Previous(run_dir, run["run_id"], run["started_at"], plans.check(run["plan"], str(run_path)))
     for host_dir in sorted(run_dir.glob("hosts/*/")):
-        for raw in filter(None, map(_read_raw, sorted(host_dir.glob(RAW_GLOB), key=_raw_order))):  # older runs first
-            entry = _of_the_plan({
-                "name": host_dir.name, "status": "ok" if raw["complete"] else "partial", "error": None,
-                "fingerprint": raw["fingerprint"], "launches": raw["launches"], "runs": raw["runs"],
-            }, previous)
-            entries[host_dir.name] = merge_entry(entries[host_dir.name], entry) if host_dir.name in entries else entry
+        for path in raw_files(host_dir, previous.left_out):
+            previous.take_raw(host_dir.name, path)
     return previous
 
 
-def _of_the_plan(entry: dict, previous: Previous) -> dict:
-    """The entry without the launches (and their runs) that the run's plan could not have made: what a
-    resume seals into the bundle is what this plan measured, whatever else a folder holds."""
-    foreign = sorted({l["id"] for l in entry["launches"] if not launch_of_plan(l["id"], previous.plan)}
-                     | {r["launch_id"] for r in entry["runs"] if not launch_of_plan(r["launch_id"], previous.plan)})
-    previous.left_out += [f"host {entry['name']}: launch {name!r}" for name in foreign]
-    return {**entry, "launches": [l for l in entry["launches"] if l["id"] not in foreign],
-            "runs": [r for r in entry["runs"] if r["launch_id"] not in foreign]}
+def raw_files(host_dir: Path, left_out: list) -> list[Path]:
+    """A host folder's raw.NNN.json by number (the runs it kept, oldest first), then raw.json; any
+    other raw*.json is no file ddpbench writes, and is said and left out."""
+    found = []
+    for path in sorted(host_dir.glob("raw*.json")):
+        number = _kept_number(path.name)
+        if number is None:
+            shown = path.name if len(path.name) <= 60 else f"{path.name[:40]}...{path.name[-12:]}"
+            left_out.append(f"host {host_dir.name}: {shown!r} is no file ddpbench writes (raw.json, raw.NNN.json); left out")
+        else:
+            found.append((number, path))
+    return [path for _, path in sorted(found)]
+
+
+def _kept_number(name: str) -> "int | None":
+    """NNN of raw.NNN.json, MOST_KEPT + 1 for raw.json (the newest), None for any other name."""
+    found = RAW_NAME.fullmatch(name)
+    if not found:
+        return None
+    return int(found.group(1)) if found.group(1) else MOST_KEPT + 1
 
 
 def launch_of_plan(text: str, plan: dict) -> bool:
-    """Whether a launch id is one the plan makes: its entry's index, suite, one of its transports and
-    at most its launch repeats (on a GPU host or a CPU one)."""
+    """Whether a launch id is one the plan makes: its entry's index, suite, one of its transports, a
+    variant its algorithms, protocols, nodes and GPUs could make, and at most its launch repeats (on a
+    GPU host or a CPU one)."""
+    return _entry_of(text, plan) is not None
+
+
+def _entry_of(text: str, plan: dict) -> "dict | None":
+    """The plan entry that makes a launch of this id, or None where none could."""
     parsed = parse_launch_id(text)
     if parsed is None:
-        return False
-    index, suite, preset, _, repeat = parsed
+        return None
+    index, suite, preset, variant, _, repeat = parsed
     if index >= len(plan["suites"]):
-        return False
+        return None
     entry = plan["suites"][index]
-    sides = [entry, *(entry[side] for side in ("gpu", "cpu") if side in entry)]
+    sides = _sides(entry)
     transports = {t for side in sides for t in side.get("transports", [])}
     repeats = max(side.get("launch_repeats", 1) for side in sides)
-    return suite == entry["suite"] and preset in transports and repeat <= repeats
+    parts, pairs = variant_parts(sides), any("pairs" in side for side in sides)
+    made = suite == entry["suite"] and preset in transports and repeat <= repeats and all(
+        part in parts or (pairs and part.startswith("g")) for part in variant)
+    return entry if made else None
 
 
-def _raw_order(path: Path) -> tuple:
-    """raw.NNN.json by its number (the runs it kept, oldest first), raw.json last."""
-    number = path.name.split(".")[1] if path.name.count(".") == 2 else ""
-    return (0, int(number)) if number.isdigit() else (1, 0)
+def _sides(entry: dict) -> list[dict]:
+    """The entry as a GPU host and a CPU host may run it: itself, and its gpu: and cpu: overrides."""
+    return [entry, *(entry[side] for side in ("gpu", "cpu") if side in entry)]
 
 
-def _read_raw(path: Path) -> "dict | None":
-    try:
-        raw = read_json_text(path, "raw.json")
-    except UserError:
-        return None  # a file cut short: its launches run again
-    return raw if agent_raw_problem(raw) is None else None
+def launch_problem(launch: dict, plan: dict) -> "str | None":
+    """Why the plan could not have made this launch record, in words, or None."""
+    entry = _entry_of(launch["id"], plan)
+    if entry is None:
+        return f"launch {launch['id']!r} is not one the run's plan makes"
+    _, suite, preset, _, world_size, _ = parse_launch_id(launch["id"])
+    nodes = launch.get("nodes", 1)
+    if (launch["suite"], launch["preset"], launch["world_size"]) != (suite, preset, world_size):
+        return (f"launch {launch['id']!r} records suite {launch['suite']}, preset {launch['preset']} and world size "
+                f"{launch['world_size']}, not what its id says")
+    if "all" not in entry["world_sizes"] and (world_size % nodes or world_size // nodes not in entry["world_sizes"]):
+        sizes = ", ".join(map(str, entry["world_sizes"]))
+        return f"launch {launch['id']!r} ran {world_size} ranks on {nodes} node(s), the plan's world sizes are {sizes} per node"
+    return None
+
+
+def run_problem(run: dict, launch: dict, plan: dict) -> "str | None":
+    """Why a run cannot have been measured by its launch (the record it names), in words, or None."""
+    where = f"run of launch {launch['id']!r}"
+    if run["world_size"] != launch["world_size"]:
+        return f"a {where} claims world size {run['world_size']}, the launch ran {launch['world_size']}"
+    if run["suite"] != launch["suite"]:
+        return f"a {where} claims suite {run['suite']!r}, the launch ran {launch['suite']!r}"
+    if run["transport"]["preset"] != launch["preset"]:
+        return f"a {where} claims transport preset {run['transport']['preset']!r}, the launch ran {launch['preset']!r}"
+    repeat = parse_launch_id(launch["id"])[5]
+    if run.get("repeat", 1) != repeat:
+        return f"a {where} claims repeat {run.get('repeat', 1)}, the launch is repeat {repeat}"
+    entry = _entry_of(launch["id"], plan)
+    for key in suites.get(run["suite"]).identity_params:  # what tells its configurations apart
+        value = run["params"].get(key)
+        if not any(_param_allows(side.get("params", side), key, value) for side in _sides(entry)):
+            shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+            return f"a {where} has {key} {shown}, which the plan's entry does not ask for"
+    return None
+
+
+def _param_allows(params: dict, key: str, value) -> bool:
+    """Whether an entry's params (or an override of them) allow a run's value of key: the same value,
+    one of a list the entry sweeps under that name or its plural (ops -> op), or a key the entry does
+    not set (what the ranks choose: a collective's sizes)."""
+    for name in (key, f"{key}s", f"{key}es"):
+        if name in params:
+            given = params[name]
+            return value == given or (isinstance(given, list) and not isinstance(value, list) and value in given)
+    return True
 
 
 def keep_raw_files(run_dir: Path) -> None:
     """Before a resumed run's agents overwrite raw.json: the earlier ones move aside (raw.NNN.json)
     and stay readable, so a resume killed in turn loses nothing that finished before it."""
     for raw_path in run_dir.glob("hosts/*/raw.json"):
-        # After the highest number kept, whatever gaps lie below it: never onto a file already there.
-        numbers = [_raw_order(p)[1] for p in raw_path.parent.glob(RAW_GLOB) if _raw_order(p)[0] == 0]
-        kept = raw_path.with_name(f"raw.{max(numbers, default=0) + 1:03d}.json")
-        while kept.exists():
-            kept = kept.with_name(f"raw.{int(kept.name.split('.')[1]) + 1:03d}.json")
-        raw_path.rename(kept)
+        keep_raw_file(raw_path)
+
+
+def keep_raw_file(raw_path: Path) -> Path:
+    """raw.json moved to raw.NNN.json, after the highest number kept (whatever gaps lie below it:
+    never onto a file already there), and where it now is; past MOST_KEPT it stays raw.json."""
+    numbers = [number for number in map(_kept_number, (p.name for p in raw_path.parent.glob("raw.*.json")))
+               if number is not None and number <= MOST_KEPT]
+    number = max(numbers, default=0) + 1
+    while number <= MOST_KEPT and raw_path.with_name(f"raw.{number:03d}.json").exists():
+        number += 1
+    if number > MOST_KEPT:
+        return raw_path
+    kept = raw_path.with_name(f"raw.{number:03d}.json")
+    raw_path.rename(kept)
+    return kept
 
 
 def finished_launch_ids(entries: list) -> frozenset:

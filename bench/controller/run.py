@@ -7,6 +7,7 @@ finished are skipped, the new runs are merged with the old ones into the same fo
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -16,13 +17,15 @@ from pathlib import Path
 from bench import suites
 from bench.bundle import agent_raw_problem, write_bundle
 from bench.bundle.assembly import gather_group_runs, host_entry, new_bundle, new_run_id, settle
+from bench.common import algorithms
 from bench.common.files import write_text
+from bench.common.selection import side_of
 from bench.common.timestamps import utc_timestamp
 from bench.controller.earlier_runs import launch_history
 from bench.controller.groups import run_group
 from bench.controller.inventory import Group, Host, Inventory
 from bench.controller.progress import HostProgress
-from bench.controller.resume import Previous, finished_launch_ids, keep_raw_files, merge_entry
+from bench.controller.resume import Previous, finished_launch_ids, keep_raw_file, keep_raw_files, merge_entry
 from bench.controller.runtimes import RUNTIMES, AgentJob, HostError, Runtime
 from bench.controller import stop_signals
 from bench.errors import UserError
@@ -81,6 +84,8 @@ def execute(inventory: Inventory, plan: dict, out_root: Path, previous: "Previou
     run_id, started, run_dir = _open_run_folder(out_root, plan, previous)
     with HostProgress([h.name for h in inventory.hosts]) as progress:
         items = _host_runs(inventory, runtimes, plan, run_id, run_dir, out_root, progress)
+        if previous:
+            _collect_kept(items, previous)
         units = _units(items, inventory.groups, previous)
         interrupted = _run_units(units, progress)
     entries, complete = _entries(items, previous)
@@ -104,6 +109,7 @@ def _checked_runtimes(inventory: Inventory, plan: dict) -> dict:
             f"host {unknown[0].name!r}: runtime {unknown[0].runtime!r} is not available in this version; "
             f"use one of {', '.join(sorted(RUNTIMES))}"
         )
+    _check_axes(plan)
     _check_placements(inventory, plan)
     runtimes = {host.name: RUNTIMES[host.runtime]() for host in inventory.hosts}
     for host in inventory.hosts:
@@ -120,14 +126,40 @@ def _check_placements(inventory: Inventory, plan: dict) -> None:
         nodes = len(group.hosts) if group else host.slurm.get("nodes", 1)
         for index, entry in enumerate(plan["suites"]):
             suite = suites.get(entry["suite"])
-            for side in ("gpu", "cpu"):
-                override = {k: v for k, v in entry.get(side, {}).items() if k not in ("transports", "launch_repeats")}
-                params = suite.params({**entry["params"], **override})
+            for cuda in (True, False):
+                side = side_of(entry, cuda)
+                params = suite.params(side.params)
                 for ranks in entry["world_sizes"]:
                     try:
-                        suite.check_placement(params, nodes=nodes, ranks_per_node=None if ranks == "all" else int(ranks))
+                        suite.check_placement(params, nodes=nodes * side.nodes,
+                                              ranks_per_node=None if ranks == "all" else int(ranks) // side.nodes)
                     except PlanError as err:
                         raise UserError(f"host {host.name!r}: the plan's suites[{index}]: {err}") from None
+
+
+def _check_axes(plan: dict) -> None:
+    """What an entry's nodes and NCCL algorithms ask, judged before any host is touched: an explicit
+    world size its nodes do not divide; an algorithm or protocol its collectives have not (its gpu:
+    side: only hosts with a GPU have NCCL; what only a host can judge, the agent judges there)."""
+    for index, entry in enumerate(plan["suites"]):
+        suite = suites.get(entry["suite"])
+        explicit = [int(ranks) for ranks in entry["world_sizes"] if ranks != "all"]
+        for cuda in (True, False):
+            side = side_of(entry, cuda)
+            for ranks in explicit:
+                if ranks % side.nodes:
+                    raise UserError(f"the plan's suites[{index}]: {entry['suite']}: nodes: {side.nodes} splits each launch's "
+                                    f"ranks into {side.nodes} nodes, and world size {ranks} does not divide; use world sizes "
+                                    f"that are multiples of {side.nodes}")
+        side = side_of(entry, True)
+        found = algorithms.env_problem(entry.get("env", {}), side.algorithms, side.protocols)
+        if found:
+            raise UserError(f"the plan's suites[{index}]: {entry['suite']}: {found}")
+        collectives = suite.nccl_collectives(suite.params(side.params))
+        for algorithm, protocol_name, ranks in itertools.product(side.algorithms, side.protocols, explicit or [side.nodes]):
+            found = algorithms.problem(collectives, algorithm, protocol_name, ranks_per_node=max(1, ranks // side.nodes))
+            if found:
+                raise UserError(f"the plan's suites[{index}]: {entry['suite']}: {found}")
 
 
 def _open_run_folder(out_root: Path, plan: dict, previous: "Previous | None") -> tuple[str, str, Path]:
@@ -156,6 +188,19 @@ def _host_runs(inventory: Inventory, runtimes: dict, plan: dict, run_id: str, ru
         )
         items[host.name] = item
     return items
+
+
+def _collect_kept(items: "dict[str, HostRun]", previous: Previous) -> None:
+    """What each host kept of the run resumed (its connection was lost before its results were
+    fetched), taken in before anything runs: its finished launches are then skipped, not run again."""
+    def collect(item: HostRun) -> "Path | None":
+        return keep_raw_file(item.job.result_dir / "raw.json") if item.runtime.collect_kept(item.job) else None
+
+    with ThreadPoolExecutor(max_workers=len(items), thread_name_prefix="collect") as pool:
+        kept = dict(zip(items, pool.map(collect, items.values())))
+    for name, path in kept.items():
+        if path is not None:
+            previous.take_raw(name, path)
 
 
 def _units(items: "dict[str, HostRun]", groups: "tuple[Group, ...]", previous: "Previous | None") -> list:

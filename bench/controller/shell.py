@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from bench.common.files import open_anew
 from bench.common.protocol import Event
 from bench.controller.errors import HostError
 
@@ -139,7 +140,8 @@ class LocalShell(Shell):
 
     def put(self, data: bytes, path: str) -> None:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-        Path(path).write_bytes(data)
+        with open_anew(Path(path), "wb") as out:
+            out.write(data)
 
     def fetch_results(self, out_dir: str, result_dir: Path, progress: Callable[[Event], None]) -> bool:
         return True  # on this machine the agent's out_dir is the result folder itself

@@ -1,4 +1,4 @@
-"""SDXL's denoising UNet (seed 000's model): diffusers' UNet2DConditionModel, random weights.
+"""SDXL's denoising UNet (the model of the SDXL fine-tuning workload): diffusers' UNet2DConditionModel, random weights.
 
 diffusers is optional (the `sdxl` extra) and imported only when a UNet preset is built; the
 runner refuses a plan that asks for one on a host without it, before anything launches.

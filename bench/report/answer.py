@@ -2,10 +2,10 @@
 
 Each suite that trains (ddp, fsdp) says what its runs found through two optional
 functions of its report part: `findings(comparison) -> list[Finding]` and
-`answer_plots(comparison, plot, colours) -> list[Plot]` (seed 000's figure for ddp). This module
+`answer_plots(comparison, plot, colours) -> list[Plot]` (ddp's per-sample time x #GPUs). This module
 turns the findings of every suite into one verdict line per machine and workload, a table of every
 finding, and then those plots. A finding may be predicted rather than measured (a link the user
-does not have, issue 33's predictor) and may carry notes (an expected range judged, issue 34): both
+does not have, from the predictor) and may carry notes (an expected range judged): both
 are shown as they come.
 """
 
@@ -153,7 +153,7 @@ def _parts(comparison: Comparison) -> list:
 
 def section(comparison: Comparison, plot, colours: dict) -> list:
     """The answer: a verdict line per machine, workload and rank count, every finding in a table,
-    then the figures that show it (seed 000's per-sample time x #GPUs per workload)."""
+    then the figures that show it (the per-sample time x #GPUs per workload)."""
     parts = _parts(comparison)
     findings = [finding for part in parts for finding in part.findings(comparison)]
     # Hosts of one bundle that are one machine ran at the same time: nothing below is that machine's alone.

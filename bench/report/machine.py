@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+from bench import suites
 from bench.common.concerns import clock_held_back, health_warnings, pairs_without_p2p, pcie_links
 from bench.common.units import human_bytes
 from bench.report.document import Paragraph, Table
@@ -142,28 +143,6 @@ def _per_step(gpu: dict, link: str) -> str:
     return " / ".join("-" if value is None else human_bytes(round(value)) for value in (tx, rx))
 
 
-def _median_metric(run: dict, name: str) -> "float | None":
-    found = run["metrics"].get(name)
-    return found["summary"]["median"] if found else None
-
-
-def _collective_bytes(run: dict) -> "float | None":
-    """The bytes a step's collectives move per GPU each way, as bus bandwidth counts them: a DDP
-    step's gradient all-reduce (2(n-1)/n of the gradient bytes), an FSDP step's all-gathers and
-    reduce-scatters ((n-1)/n of their sizes), a collectives call's size times its bus factor; None
-    where the run does not say."""
-    n = run["world_size"]
-    if run["suite"] == "ddp":
-        grad = _median_metric(run, "grad_allreduce_bytes")
-        return None if grad is None else grad * 2 * (n - 1) / n
-    if run["suite"] == "fsdp":
-        gather, scatter = _median_metric(run, "all_gather_bytes"), _median_metric(run, "reduce_scatter_bytes")
-        across = _median_metric(run, "all_reduce_bytes") or 0.0
-        return None if gather is None or scatter is None else (gather + scatter + 2 * across) * (n - 1) / n
-    size, algbw, busbw = run["params"].get("size_bytes"), _median_metric(run, "algbw_gbps"), _median_metric(run, "busbw_gbps")
-    return None if size is None or not algbw or busbw is None else size * busbw / algbw
-
-
 def _collective_link(entry) -> "str | None":
     """The link a run's collective data crossed: NVLink where NCCL went peer to peer between GPUs
     joined by NVLink, PCIe where it went through host memory, the network or PCIe peer to peer."""
@@ -177,7 +156,7 @@ def _collective_link(entry) -> "str | None":
 
 def _data(entry, gpu: dict) -> str:
     """The table's cell: the collective data of a step, and its share of the PCIe traffic where it crossed PCIe."""
-    data = _collective_bytes(entry.run)
+    data = suites.get(entry.run["suite"]).collective_bytes(entry.run)
     if data is None or not math.isfinite(data):  # a figure past a float's range says nothing
         return "-"
     link = _collective_link(entry) if data else None
@@ -188,8 +167,8 @@ def _data(entry, gpu: dict) -> str:
 
 
 def _run_counters(comparison: Comparison) -> tuple[list, list]:
-    """A row per DDP and collectives run and GPU (the traffic of a step on each link beside the data
-    its collectives moved), and the warning lines of every run where a GPU's clocks were held back
+    """A row per run and GPU of the suites that move their data through collectives (the traffic of a
+    step on each link beside the data its collectives moved), and the warning lines of every run where a GPU's clocks were held back
     while it was timed."""
     rows, flags = [], []
     for entry in comparison.runs:
@@ -200,7 +179,7 @@ def _run_counters(comparison: Comparison) -> tuple[list, list]:
         what = f"{entry.host.name} {entry.run['launch_id']} ({run_label(entry.run)})"
         for gpu in summary["gpus"]:
             flags.append(_held_back(what, gpu, max_clocks.get(gpu["index"])))
-            if entry.run["suite"] in ("ddp", "fsdp", "collectives"):
+            if suites.get(entry.run["suite"]).moves_collective_data:
                 rows.append([entry.host.name, run_label(entry.run), entry.series.transport_label, f"GPU{gpu['index']}",
                              _per_step(gpu, "pcie"), _per_step(gpu, "nvlink"), _data(entry, gpu),
                              _throttled(gpu, max_clocks.get(gpu["index"]))])
@@ -223,8 +202,8 @@ def _asleep(comparison: Comparison) -> list[str]:
 
 
 def counters(comparison: Comparison) -> list:
-    """The launches' counters, the traffic on each link of every DDP and collectives run's steps
-    beside the data their collectives moved, and a warning naming each launch and run where a GPU's
+    """The launches' counters, the traffic on each link of the steps of every run that moves its data
+    through collectives beside the data they moved, and a warning naming each launch and run where a GPU's
     clocks were held back below its maximum."""
     launch_rows, launch_flags = _launch_counters(comparison)
     run_rows, run_flags = _run_counters(comparison)
@@ -251,12 +230,14 @@ def counters(comparison: Comparison) -> list:
                              "PCIe GB tx / rx (kernel launches included)", "NVLink GB tx / rx"], launch_rows))
     if run_rows:
         blocks += [Paragraph(
-            "Per DDP and collectives run, the same counters over its timed steps only (not the warm-up; a collectives "
-            "step is one timed call): the PCIe traffic each GPU sent / received per step, kernel launches included, "
-            "so a step of many small kernels shows PCIe traffic where no data crossed; the NVLink traffic; and the data "
-            "the step's collectives moved per GPU each way (a DDP step's gradient all-reduce, 2(n-1)/n of its gradient "
-            "bytes; a collectives call's size times its bus factor), with its share of the PCIe rx where it crossed PCIe: "
-            "the rest is the GPU fetching its work and the step's inputs. -: fewer than two samples, not measured."),
+            "Per run that moves its data through collectives, the same counters over its timed steps only (not the "
+            "warm-up; a collective call's step is one timed call): the PCIe traffic each GPU sent / received per step, "
+            "kernel launches included, so a step of many small kernels shows PCIe traffic where no data crossed; the "
+            "NVLink traffic; and the data the step's collectives moved per GPU each way (a DDP step's gradient "
+            "all-reduce, 2(n-1)/n of its gradient bytes; an FSDP step's all-gathers and reduce-scatters, (n-1)/n of "
+            "their sizes; a collective call's size times its bus factor), with its share of the PCIe rx where it "
+            "crossed PCIe: the rest is the GPU fetching its work and the step's inputs. -: fewer than two samples, not "
+            "measured."),
             Table(["host", "run", "transport", "GPU", "PCIe traffic per step tx / rx (kernel launches included)",
                    "NVLink per step tx / rx", "collective data per step, each way", "clocks held back"], run_rows)]
     return blocks

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from bench import suites
 from bench.common.links import link_summary
+from bench.common.transports import setting_key
 
 MAX_HOST_SERIES = 12
 MISMATCH = "⚠ transport mismatch"
@@ -23,7 +24,7 @@ MISMATCH = "⚠ transport mismatch"
 class Series:
     host: str  # "" when the report groups by GPUs and link
     hardware: str  # HostEntry.hardware: "2x RTX 4090, PCIe 4.0 x4"
-    transport: str  # "default via P2P", "p2p_off via SHM", "default (gloo)"
+    transport: str  # "default via P2P", "p2p_off via SHM", "default (gloo)", "socket via NET/Socket+P2P, 2 emulated nodes x 2, tree"
     mismatch: bool  # the transport NCCL used is not the one the preset asked for
 
     @property
@@ -92,8 +93,9 @@ class Comparison:
 
 
 def configuration(run: dict) -> tuple:
-    """What a run measured, whoever ran it: the key two bundles must share to be compared (its suite's)."""
-    return suites.get(run["suite"]).configuration(run)
+    """What a run measured, whoever ran it: the key two bundles must share to be compared (its suite's,
+    and the setting it ran under: NCCL's algorithm, nodes, GPUs, its entry's env)."""
+    return suites.get(run["suite"]).configuration(run) + setting_key(run)
 
 
 def _host_names(bundles: list[dict]) -> dict:

@@ -1,6 +1,6 @@
 """The report's "Is my number normal?" section and `ddpbench run`'s lines of it: every copy,
-collectives and DDP figure judged against the expected range of its GPU model and link
-(bench/suites/normal.py): within, below with its likely causes, above, or no reference, each
+collectives, DDP and FSDP figure judged against the expected range of its GPU model and link
+(bench/suites/judging/normal.py): within, below with its likely causes, above, or no reference, each
 range with its sources."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from collections import Counter
 from bench.report.document import Bullets, Heading, Paragraph, Table
 from bench.report.merge import Comparison
 from bench.report.tables import run_label
-from bench.suites.normal import NO_REFERENCE, Judgement, judge, judge_host, source_line
+from bench.suites.judging.normal import NO_REFERENCE, Judgement, judge_host, judgements, source_line
 
 VERDICTS = ("within", "below", "above", NO_REFERENCE)
 
@@ -25,8 +25,7 @@ def _counts(verdicts: Counter) -> str:
 
 def section(comparison: Comparison) -> list:
     """A row per figure a range holds, a count of those none holds (and why), the sources cited."""
-    judged = [(entry, judge(entry.run, entry.host.fingerprint)) for entry in comparison.runs]
-    judged = [(entry, found) for entry, found in judged if found is not None]
+    judged = [(entry, found) for entry in comparison.runs for found in judgements(entry.run, entry.host.fingerprint)]
     if not judged:
         return []
     verdicts = Counter(found.verdict for _, found in judged)
@@ -34,7 +33,7 @@ def section(comparison: Comparison) -> list:
              found.verdict + (" ⚠" if found.verdict == "below" else ""), found.why or "-"]
             for entry, found in judged if found.verdict != NO_REFERENCE]
     blocks = [Heading(2, "Is my number normal?"), Paragraph(
-        f"Each copy, collectives and DDP figure (the median) against the range a correct measurement gives on the same GPU "
+        f"Each run's judged figures (the median; a scaling efficiency) against the range a correct measurement gives on the same GPU "
         f"model and link, from public figures and this project's own (bench/common/reference.py): {_counts(verdicts)}. "
         "A figure below its range comes with the causes this bundle shows.", warning=bool(verdicts["below"]))]
     if rows:

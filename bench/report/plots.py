@@ -19,7 +19,9 @@ from matplotlib.figure import Figure
 from matplotlib.image import imsave
 from matplotlib.lines import Line2D
 from matplotlib.text import Text
+from matplotlib.ticker import FixedFormatter
 
+from bench.common.files import open_anew
 from bench.report.merge import Series
 from bench.report.series import Line
 from bench.report.visible import visible
@@ -135,6 +137,13 @@ def log2_ticks(ax, values: list, label) -> None:
     ax.minorticks_off()
 
 
+def plot_text(text: str) -> str:
+    """Text as a plot shows it, whoever wrote it (a GPU's name, a host's label): no control character
+    (an SVG with one is no XML) and no $ that matplotlib would read as the start of math (a name
+    with two of them failed the report); what bench.report.html's escaping is to the page."""
+    return visible(text).replace("$", r"\$")
+
+
 def save(fig: Figure, png: Path, svg: Path) -> None:
     """Write the PNG and the SVG from one layout.
 
@@ -145,12 +154,19 @@ def save(fig: Figure, png: Path, svg: Path) -> None:
     (as the SVG's are measured): text is most of the drawing time, and FreeType's hinter is a
     third of that for no difference a reader sees at 800 px.
     """
-    for text in fig.findobj(Text):  # labels from a bundle: no control character reaches the SVG (not XML then)
-        text.set_text(visible(text.get_text()))
+    for ax in fig.axes:  # tick labels are set from their formatter as the figure is drawn
+        for axis in (ax.xaxis, ax.yaxis):
+            for formatter in (axis.get_major_formatter(), axis.get_minor_formatter()):
+                if isinstance(formatter, FixedFormatter):
+                    formatter.seq = [plot_text(label) for label in formatter.seq]
+    for text in fig.findobj(Text):
+        text.set_text(plot_text(text.get_text()))
     with rc_context({"text.hinting": "none", "svg.fonttype": "none"}):
         canvas = FigureCanvasAgg(fig)
         canvas.draw()
-        imsave(png, canvas.buffer_rgba(), format="png", dpi=PNG_DPI,
-               pil_kwargs={"compress_level": 1})  # a little larger, much faster to write
+        with open_anew(png, "wb") as out:
+            imsave(out, canvas.buffer_rgba(), format="png", dpi=PNG_DPI,
+                   pil_kwargs={"compress_level": 1})  # a little larger, much faster to write
         fig.set_layout_engine(None)
-        fig.savefig(svg, metadata={"Date": None})
+        with open_anew(svg, "wb") as out:
+            fig.savefig(out, format="svg", metadata={"Date": None})

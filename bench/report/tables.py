@@ -23,7 +23,9 @@ def spread(value: "Spread | None", factor: float = 1.0, fmt: str = ".3g") -> str
     return f"{v.median:{fmt}} {_ends(v, fmt)} n={v.n}"
 
 
-def percent_spread(value: Spread) -> str:
+def percent_spread(value: "Spread | None") -> str:
+    if value is None:  # a ratio with nothing to divide by (a figure of 0 below it)
+        return "-"
     v = value.scaled(100)
     return f"{v.median:.1f}% {_ends(v, '.1f')} n={v.n}"
 

@@ -11,7 +11,13 @@ A suite's folder (bench/suites/NAME/) holds:
 - `report.py` (optional): `section(comparison, plot, colours) -> blocks`, its part of the report;
   a suite that trains also answers the report's question there: `findings(comparison)` (a list of
   bench.report.answer.Finding) and `answer_plots(comparison, plot, colours)`, which the report's
-  first section (bench/report/answer.py) shows.
+  first section (bench/report/answer.py) shows; a suite that predicts its runs on other links
+  answers `ddpbench predict` there: `predict(bundles, links, gpus, gpus_per_node, algorithm) -> blocks`
+  ([] where the bundles hold none of its runs).
+
+Nothing outside a suite's folder names it: what the rest of ddpbench asks of a run (its label, the
+link it crossed, the GPUs it crossed, the bytes its collectives moved, the figure the expected ranges
+judge, the collective call it timed) it asks the run's suite through the hooks below.
 """
 
 from __future__ import annotations
@@ -46,9 +52,6 @@ class HostResults:
             self._memo[key] = make()
         return self._memo[key]
 
-    def runs_of(self, suite: str) -> list:
-        return [run for run in self.runs if run["suite"] == suite]
-
     @functools.cached_property
     def others_share(self) -> dict:
         """launch id -> the share of the machine's CPU other processes took while it ran (None: not recorded)."""
@@ -82,6 +85,9 @@ class Suite:
     # Measures a link between ranks (collectives): one rank measures nothing, so where world size `all`
     # means one GPU the launch is skipped (an explicit world size 1 still runs).
     needs_two_ranks: ClassVar[bool] = False
+    # Its runs move their data through NCCL's collectives (a training step's, a collective call): the
+    # report sets the traffic the GPU counters saw on each link beside what collective_bytes(run) says.
+    moves_collective_data: ClassVar[bool] = False
 
     # --- where its parts are ---------------------------------------------------------------
 
@@ -132,19 +138,36 @@ class Suite:
         """How many runs (configuration points) one launch records."""
         return 1
 
+    def nccl_collectives(self, params) -> list:
+        """[(what it is to a user, NCCL's function or None where NCCL chooses no algorithm for it)] of the
+        collectives an entry's runs are about: what a plan entry's algorithms and protocols apply to
+        (bench/common/algorithms.py); [] for a suite that runs none (the axis is refused)."""
+        return []
+
+    def nccl_calls(self, run: dict) -> list:
+        """[(NCCL's function, the bytes one call moves as NCCL's TUNING lines count them, or None for
+        any size)] of the collectives a run measured: which of its launch's TUNING lines are its own."""
+        return []
+
     def launch_seconds(self, params, preset: str, world_size: int, host: Capabilities) -> float:
-        """The cost model: seconds one launch takes past its start-up (bench/suites/cost.py)."""
+        """The cost model: seconds one launch takes past its start-up (bench/common/cost.py)."""
         return 0.0
 
     # --- a run, once measured ----------------------------------------------------------------
 
     def configuration(self, run: dict) -> tuple:
-        """What a run measured, whoever ran it: the key two bundles must share to be compared."""
+        """What a run measured, whoever ran it, by its parameters and world size; with the setting it ran
+        under (bench.common.transports.setting_key), the key two bundles must share to be compared."""
         return (self.name, json.dumps(run["params"], sort_keys=True), run["world_size"])
 
     def label(self, run: dict) -> str:
         """What a run measured, in a few words (progress lines, tables)."""
         return f"{self.name}, {run['world_size']} ranks"
+
+    def progress_label(self, record: dict, backend: str) -> str:
+        """label() of a run while its launch still runs: the record its ranks wrote, which has no transport
+        yet; the launch's backend stands in for it (gloo's ranks compute on the CPU: "2 processes")."""
+        return self.label({**record, "transport": {"backend": backend}})
 
     def link_name(self, run: dict) -> str:
         """The link a run's bytes crossed, for the report's series (bench.common.transports.link_name)."""
@@ -152,14 +175,43 @@ class Suite:
 
     def peer_copies(self, run: dict) -> bool:
         """Whether the run moved bytes between GPUs by CUDA peer copies, past NCCL: P2P as the driver
-        has it, whatever NCCL's environment says (the P2P gate's marks read it, bench/suites/machine.py)."""
+        has it, whatever NCCL's environment says (the P2P gate's marks read it, bench/suites/judging/machine.py)."""
         return False
+
+    def gpus_crossed(self, run: dict, gpu_count: int) -> list:
+        """The indices of the host's GPUs (it has gpu_count) whose links the run's figure crossed: its
+        ranks' GPUs, those the plan entry named or else the first; a suite whose figure names its ends
+        says so itself."""
+        if run.get("gpus"):  # the GPUs the plan entry named
+            return list(run["gpus"])
+        return list(range(min(run["world_size"], gpu_count)))
+
+    def collective_bytes(self, run: dict) -> "float | None":
+        """The bytes one step (one timed call) of the run moved through collectives per GPU each way, as
+        bus bandwidth counts them (a ring all-reduce 2(n-1)/n of its size); None where the run does not
+        say, or the suite moves nothing through collectives (moves_collective_data)."""
+        return None
+
+    def timed_collective(self, run: dict) -> "tuple[str, str, int, float] | None":
+        """(op, dtype, bytes, median seconds) of the one collective call a run timed: the sweeps the
+        training suites price a step's communication with (bench/suites/training/derived.py); None where
+        the run timed no single collective, or has no time."""
+        return None
 
     def judged_figure(self, run: dict) -> "tuple[str, float | None, int | None] | None":
         """(kind of figure, the run's median, the bytes a call moved or None) of the run's figure that the
-        expected ranges judge (bench/common/reference.py EXPECTED, bench/suites/normal.py); None: the
+        expected ranges judge (bench/common/reference.py EXPECTED, bench/suites/judging/normal.py); None: the
         suite has no such figure."""
         return None
+
+    def judged_figures(self, run: dict) -> list:
+        """Every figure of the run the expected ranges judge: judged_figure's, and where the run scales
+        against a 1-GPU run (its derived scaling_efficiency_fraction), that scaling."""
+        found = [figure for figure in [self.judged_figure(run)] if figure is not None]
+        scaling = (run.get("derived") or {}).get("scaling_efficiency_fraction")
+        if found and run["world_size"] > 1 and scaling is not None:
+            found.append((f"{self.name}_scaling_efficiency_fraction", scaling, None))
+        return found
 
     def baselines(self, runs: list) -> dict:
         """id(run) -> the run it is scaled against (ddp: its 1-GPU run), for the runs that have one."""

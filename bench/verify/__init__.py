@@ -19,24 +19,29 @@ def judge(original: dict, original_signature: Signature, new: dict, new_signatur
           tolerances: dict, host_map: dict, out_dir: Path) -> tuple[str, str, tuple[Path, Path]]:
     """Compare, write verdict.md and verdict.json into out_dir; (outcome, markdown, paths).
 
-    Bundles of two different plans are not compared run by run: the outcome is "not comparable".
+    One bundle given twice (one sha256) is "same bundle": it matches itself by construction, so
+    nothing is judged. Bundles of two different plans are not compared run by run: the outcome is
+    "not comparable".
 
     Hosts pair by the two bundles' host names and host_map (--host-map) only: never by a record
     in the bundle being judged. When the new bundle records that it verifies this very original
-    (same sha256), its deviations are reported; an image deviation (--image) takes the image
-    digest out of the fingerprint comparison, since the user asked for another image."""
+    (same sha256), its deviations are reported and what it left out (hosts, plan entries) is
+    not comparable, with why; an image deviation (--image) takes the image digest out of the
+    fingerprint comparison, since the user asked for another image."""
     verification = new.get("verification") or {}
     of_this = verification.get("of_sha256") == original["sha256"]
     deviations = verification.get("deviations", []) if of_this else []
+    left_out = verification.get("left_out", []) if of_this else []
     pairs, rule = match_hosts([h["name"] for h in original["hosts"]], [h["name"] for h in new["hosts"]], host_map)
     ignore = frozenset({"image_digest"}) if any(d["field"] == "image" for d in deviations) else frozenset()
-    plans_differ = plan_differences(original, new)
-    verdicts = [] if plans_differ else compare_bundles(original, new, tolerances, pairs, ignore)
-    result = "not comparable" if plans_differ else outcome(verdicts)
+    same = original["sha256"] == new["sha256"]
+    plans_differ = [] if same else plan_differences(original, new, frozenset(item["entry"] for item in left_out if "entry" in item))
+    verdicts = [] if same or plans_differ else compare_bundles(original, new, tolerances, pairs, ignore, left_out)
+    result = "same bundle" if same else "not comparable" if plans_differ else outcome(verdicts)
     context = {
         "original": _bundle_info(original, original_signature), "new": _bundle_info(new, new_signature),
         "hosts_paired": rule, "host_pairs": [{"original": a, "new": b} for a, b in pairs], "deviations": deviations, "tolerances": tolerances,
-        "plans_differ": plans_differ,
+        "plans_differ": plans_differ, "left_out": left_out,
     }
     doc = verdict.document(context, verdicts, result)
     text = verdict.markdown(doc, verdicts)
@@ -45,9 +50,10 @@ def judge(original: dict, original_signature: Signature, new: dict, new_signatur
 
 def compare_files(original_path: Path, new_path: Path, *, tolerances: dict, host_map: dict,
                   allowed_signers: "Path | None", require_signature: bool, out_dir: "Path | None") -> tuple[str, str, tuple[Path, Path]]:
-    """`ddpbench compare A B`: both bundles checked (sha256, schema, signatures), no rerun."""
+    """`ddpbench compare A B`: both bundles checked (sha256, schema, signatures: each one's signer
+    against the allowed signers, where given), no rerun."""
     original = read_bundle(original_path)
     original_signature = check_signature(original_path, allowed_signers, require_signature)
     new = read_bundle(new_path)
-    new_signature = check_signature(new_path, None, False)
+    new_signature = check_signature(new_path, allowed_signers, False)
     return judge(original, original_signature, new, new_signature, tolerances, host_map, out_dir or new_path.parent)

@@ -1,6 +1,7 @@
 """Configuration-by-configuration comparison of an original bundle with a new one: matching, ratios, verdicts.
 
-A configuration's identity is (host, suite, params, transport preset, world size); the runs of
+A configuration's identity is (host, suite, params, transport preset, world size, and the setting it
+ran under: NCCL's algorithm and protocol asked, its nodes, its GPUs, its entry's env); the runs of
 one configuration in several repeats of its launch (launch_repeats) are judged together. Hosts pair by name when
 every original host name is among the new ones, otherwise by position (the first original host
 with the first new one, ...); explicit pairs (--host-map orig=new) come first.
@@ -14,7 +15,9 @@ import statistics
 from dataclasses import asdict, dataclass, field, replace
 
 from bench import suites
+from bench.common.protocol import parse_launch_id
 from bench.common.stats import Spread, cv, family_level, percent, ratio_of_pooled_medians
+from bench.common.transports import nccl_algorithms, setting_key, with_setting
 from bench.errors import UserError
 from bench.verify.machines import differences
 
@@ -88,7 +91,8 @@ def measured(params: dict) -> dict:
 
 
 def run_key(run: dict) -> tuple:
-    return (run["suite"], json.dumps(measured(run["params"]), sort_keys=True), run["transport"]["preset"], run["world_size"])
+    return (run["suite"], json.dumps(measured(run["params"]), sort_keys=True), run["transport"]["preset"], run["world_size"],
+            *setting_key(run))
 
 
 @dataclass
@@ -110,6 +114,8 @@ class RunVerdict:
     level: "float | None" = None  # the interval's: every compared run's holds together at stats.LEVEL
     differs: list = field(default_factory=list)  # fingerprint or transport fields that differ
     reason: "str | None" = None
+    inconclusive_because: "str | None" = None  # one of INCONCLUSIVE_BECAUSE
+    noise_floor: "float | None" = None  # where inconclusive: the tolerance an identical rerun could be judged to
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -133,23 +139,83 @@ def verdict_of(ratio: Spread, tolerance: float, metric: str) -> str:
     return "inconclusive"
 
 
-def why_inconclusive(ratio: Spread, tolerance: float, level: float, original: "list[list]", new: "list[list]") -> str:
-    """Why the interval is too wide to judge, and what would settle it."""
-    if ratio.low is None:
-        if min(x for launch in original for x in launch) <= 0:
-            return "the original's samples hold a non-positive value: no interval"
-        return "the resampled ratios reach 0 or a float's range (samples of 0, or near it): no interval"
-    return (
-        f"the {percent(level)} interval straddles the band +-{tolerance:.3g} (CV original {_spread(original)}, new {_spread(new)}); "
-        f"more samples settle it: raise the entry's repetitions or steps (or launch_repeats, where launches differ), "
-        f"or rerun on a quieter machine"
-    )
+# Why an interval straddles the band, in the order they are looked for: what the reader can do
+# differs for each (rerun on a quiet machine, more launches, a wider tolerance, more samples).
+INCONCLUSIVE_BECAUSE = ("busy machine", "launches differ", "noise floor", "too few samples", "no interval")
+# Launches dominate where drawing launches widens the interval by more than this over the samples pooled.
+LAUNCHES_DOMINATE = 1.5
 
 
 def _spread(launches: "list[list]") -> str:
     pooled = [x for launch in launches for x in launch]
     over = f" over {len(launches)} launches" if len(launches) > 1 else ""
     return f"{cv(pooled):.1%} n={len(pooled)}{over}"
+
+
+def _log_width(spread: Spread) -> float:
+    return math.log(spread.high / spread.low) if spread.low and spread.high else math.inf
+
+
+def noise_floor(samples: "list[list]", level: float) -> "float | None":
+    """The tolerance a rerun identical to these samples (as many, as spread, in as many launches)
+    could be judged to: the far end of the interval of their ratio with themselves."""
+    self_ratio = ratio_of_pooled_medians(samples, samples, level)
+    if self_ratio is None or not self_ratio.low:
+        return None
+    return max(self_ratio.high - 1, 1 / self_ratio.low - 1)
+
+
+def _aligned(launches: "list[list]") -> list:
+    """Every launch's samples moved to one median (each over its own): the spread within launches alone."""
+    middle = statistics.median([x for launch in launches for x in launch])
+    return [x * middle / statistics.median(launch) for launch in launches for x in launch if statistics.median(launch)]
+
+
+def _launch_medians(launches: "list[list]") -> str:
+    return ", ".join(f"{statistics.median(launch):.4g}" for launch in launches)
+
+
+def why_inconclusive(ratio: Spread, tolerance: float, level: float, original: "list[list]", new: "list[list]",
+                     shares: tuple = (None, None)) -> "tuple[str, str, float | None]":
+    """(one of INCONCLUSIVE_BECAUSE, what it means and what would settle it, the noise floor)."""
+    floor = noise_floor(original, level)
+    if ratio.low is None:
+        if min(x for launch in original for x in launch) <= 0:
+            return "no interval", "the original's samples hold a non-positive value: no interval", floor
+        return "no interval", "the resampled ratios reach 0 or a float's range (samples of 0, or near it): no interval", floor
+    straddles = f"the {percent(level)} interval straddles the band +-{tolerance:.3g}"
+    busy = _busy(shares)
+    if busy:
+        return "busy machine", f"a busy machine: {straddles}, and {busy}", floor
+    several = max(len(original), len(new)) > 1
+    aligned = ratio_of_pooled_medians([_aligned(new)], [_aligned(original)], level) if several else None
+    band_width = 2 * math.log(1 + tolerance)
+    if aligned is not None and aligned.low and _log_width(ratio) > LAUNCHES_DOMINATE * _log_width(aligned):
+        return "launches differ", (
+            f"launches differ more than samples do: {straddles}, {ratio.low:.3f} to {ratio.high:.3f} with launches drawn "
+            f"against {aligned.low:.3f} to {aligned.high:.3f} from the samples alone (launch medians: original "
+            f"{_launch_medians(original)}; new {_launch_medians(new)}); more samples do not settle it: more launches "
+            f"(launch_repeats) or a wider tolerance do"), floor
+    if not several and _log_width(ratio) < band_width / 2:
+        return "launches differ", (
+            f"launches differ more than samples do: {straddles}, yet the samples within each launch agree "
+            f"(CV original {_spread(original)}, new {_spread(new)}) and the two launches' medians differ by "
+            f"{abs(ratio.median - 1):.1%}: one launch a side cannot tell a change from this machine's spread between "
+            f"launches; rerun both with launch_repeats of 3 or more"), floor
+    if floor is not None and floor > tolerance:
+        return "noise floor", (
+            f"noise floor above the tolerance: a rerun identical to the original (CV {_spread(original)}) would get an "
+            f"interval reaching +-{floor:.1%}, so at this sample count this machine judges this run to about "
+            f"{floor:.0%}, not to {tolerance:.0%} (new: CV {_spread(new)}); judge it with --tolerance {math.ceil(floor * 100)}%, "
+            f"or raise the entry's repetitions or steps"), floor
+    room = math.log(1 + tolerance) - abs(math.log(ratio.median)) if ratio.median > 0 else 0.0
+    half = _log_width(ratio) / 2
+    count = min(len([x for launch in new for x in launch]), len([x for launch in original for x in launch]))
+    needed = math.ceil(count * (half / room) ** 2) if room > 0 else None
+    settle = (f"about {needed} samples a side (now {count}) would narrow it to fit the band" if needed
+              else f"the ratio {ratio.median:.3f} lies at the band's edge: more samples tell on which side")
+    return "too few samples", (f"too few samples: {straddles} (CV original {_spread(original)}, new {_spread(new)}); "
+                               f"{settle}: raise the entry's repetitions or steps"), floor
 
 
 # Above this share of the machine's CPU taken by other processes during either run, a difference
@@ -212,6 +278,9 @@ def _compare_configuration(base: RunVerdict, runs: "list[dict]", new_runs: "list
     used = (runs[0]["transport"].get("nccl_used"), new_runs[0]["transport"].get("nccl_used"))
     if used[0] != used[1]:
         return replace(base, verdict="not comparable", differs=[{"field": "nccl_transport", "original": used[0], "new": used[1]}])
+    ran = (nccl_algorithms(runs[0]["transport"]), nccl_algorithms(new_runs[0]["transport"]))
+    if None not in ran and ran[0] != ran[1]:  # NCCL's own choice moved (another version, a tuner): another measurement
+        return replace(base, verdict="not comparable", differs=[{"field": "nccl_algorithm", "original": ran[0], "new": ran[1]}])
     return Measured(base, samples, [r["metrics"][base.metric]["samples"] for r in new_runs], shares)
 
 
@@ -221,17 +290,19 @@ def judge(measured: Measured, tolerances: dict, level: float) -> RunVerdict:
     ratio = ratio_of_pooled_medians(new_samples, samples, level)
     new_median = statistics.median([x for launch in new_samples for x in launch])
     if ratio is None:  # the original's median is positive: only a quotient past a float's range
-        return replace(base, new_median=new_median, verdict="inconclusive",
+        return replace(base, new_median=new_median, verdict="inconclusive", inconclusive_because="no interval",
                        reason="the ratio of the medians is past a float's range: no number to judge")
     tolerance = tolerances[base.metric]
     verdict = verdict_of(ratio, tolerance, base.metric)
-    reason = why_inconclusive(ratio, tolerance, level, samples, new_samples) if verdict == "inconclusive" else None
+    because = reason = floor = None
     busy = _busy(measured.shares)
     if verdict in ("slower", "faster") and busy:
-        verdict, reason = "inconclusive", f"{verdict} beyond its interval, but {busy}"
+        verdict, because, reason = "inconclusive", "busy machine", f"a busy machine: {verdict} beyond its interval, but {busy}"
+    elif verdict == "inconclusive":
+        because, reason, floor = why_inconclusive(ratio, tolerance, level, samples, new_samples, measured.shares)
     return replace(
-        base, new_median=new_median, ratio=ratio.median,
-        ci_low=ratio.low, ci_high=ratio.high, tolerance=tolerance, level=level, verdict=verdict, reason=reason,
+        base, new_median=new_median, ratio=ratio.median, ci_low=ratio.low, ci_high=ratio.high, tolerance=tolerance,
+        level=level, verdict=verdict, reason=reason, inconclusive_because=because, noise_floor=floor,
     )
 
 
@@ -252,16 +323,21 @@ def configurations(runs: "list[dict]") -> "dict[tuple, list[dict]]":
     return found
 
 
-def compare_bundles(original: dict, new: dict, tolerances: dict, pairs: "list[tuple]", ignore: "frozenset[str]" = frozenset()) -> list[RunVerdict]:
+def compare_bundles(original: dict, new: dict, tolerances: dict, pairs: "list[tuple]", ignore: "frozenset[str]" = frozenset(),
+                    left_out: "list[dict]" = ()) -> list[RunVerdict]:
     """One verdict per configuration of the original bundle, in its order; the intervals of the
     configurations both bundles measured hold together at stats.LEVEL. `ignore`: fingerprint
-    fields a recorded deviation accounts for (the image after --image)."""
-    found = _configurations_of(original, new, pairs, ignore)
+    fields a recorded deviation accounts for (the image after --image); `left_out`: the hosts and
+    plan entries a rerun left out, each with why (its verification.left_out)."""
+    found = _configurations_of(original, new, pairs, ignore, left_out)
     level = family_level(sum(isinstance(f, Measured) for f in found))
     return [judge(f, tolerances, level) if isinstance(f, Measured) else f for f in found]
 
 
-def _configurations_of(original: dict, new: dict, pairs: "list[tuple]", ignore: "frozenset[str]") -> "list[RunVerdict | Measured]":
+def _configurations_of(original: dict, new: dict, pairs: "list[tuple]", ignore: "frozenset[str]",
+                       left_out: "list[dict]") -> "list[RunVerdict | Measured]":
+    hosts_left = {item["host"]: item["reason"] for item in left_out if "host" in item}
+    entries_left = {item["entry"]: item["reason"] for item in left_out if "entry" in item}
     new_hosts = {h["name"]: h for h in new["hosts"]}
     original_hosts = {h["name"]: h for h in original["hosts"]}
     verdicts = []
@@ -280,26 +356,31 @@ def _configurations_of(original: dict, new: dict, pairs: "list[tuple]", ignore: 
             run = runs[0]
             base = RunVerdict(
                 host=name, new_host=new_name, suite=run["suite"], params=run["params"],
-                transport=run["transport"]["preset"], world_size=run["world_size"],
+                transport=with_setting(run["transport"]["preset"], run), world_size=run["world_size"],
                 metric=suites.get(run["suite"]).headline_metric, verdict="",
             )
+            left = hosts_left.get(name) or entries_left.get((parse_launch_id(run["launch_id"]) or (None,))[0])
+            if left:
+                verdicts.append(replace(base, verdict="not comparable", reason=f"left out of the rerun: {left}"))
+                continue
             new_error = None if new_host is None else new_host.get("error")
             shares = (_others_share(host, runs), _others_share(new_host, new_runs.get(key, [])))
             verdicts.append(_compare_configuration(base, runs, new_runs.get(key, []), machine_differs, new_error, shares))
     return verdicts
 
 
-def plan_differences(original: dict, new: dict) -> list[str]:
-    """What differs between two bundles' plans, beyond name, description and sampling; [] when they are one plan."""
+def plan_differences(original: dict, new: dict, left_out: "frozenset[int]" = frozenset()) -> list[str]:
+    """What differs between two bundles' plans, beyond name, description and sampling; [] when they
+    are one plan. `left_out`: the original's entries a rerun left out (the new plan lacks them)."""
     ignored = ("name", "description")
     a = {k: v for k, v in original["plan"].items() if k not in ignored}
     b = {k: v for k, v in new["plan"].items() if k not in ignored}
     differ = [k for k in sorted({*a, *b}) if k != "suites" and a.get(k) != b.get(k)]
-    suites_a, suites_b = ([_measured_entry(e) for e in p.get("suites", [])] for p in (a, b))
-    if len(suites_a) != len(suites_b):
-        differ.append(f"suites ({len(suites_a)} entries against {len(suites_b)})")
+    kept = [(i, e) for i, e in enumerate(a.get("suites", [])) if i not in left_out]
+    if len(kept) != len(b.get("suites", [])):
+        differ.append(f"suites ({len(kept)} entries against {len(b.get('suites', []))})")
     else:
-        differ += [f"suites[{i}] ({x.get('suite')})" for i, (x, y) in enumerate(zip(suites_a, suites_b)) if x != y]
+        differ += [f"suites[{i}] ({x.get('suite')})" for (i, x), y in zip(kept, b.get("suites", [])) if _measured_entry(x) != _measured_entry(y)]
     return differ
 
 
@@ -309,14 +390,26 @@ def _measured_entry(entry: dict) -> dict:
     return {**{k: v for k, v in entry.items() if k != "launch_repeats"}, "params": measured(entry.get("params", {})), **sides}
 
 
-OUTCOMES = ("passed", "failed", "inconclusive", "not comparable")
+def entry_differences(before: dict, now: dict) -> list[str]:
+    """What differs between two forms of one plan entry, beyond sampling: "params.bucket_cap_mb absent -> 25"."""
+    a, b = _measured_entry(before), _measured_entry(now)
+    said = []
+    for key in sorted({*a, *b}):
+        x, y = a.get(key, "absent"), b.get(key, "absent")
+        if isinstance(x, dict) and isinstance(y, dict):
+            said += [f"{key}.{k} {x.get(k, 'absent')} -> {y.get(k, 'absent')}" for k in sorted({*x, *y}) if x.get(k, "absent") != y.get(k, "absent")]
+        elif x != y:
+            said.append(f"{key} {x} -> {y}")
+    return said
 
 
 def outcome(verdicts: "list[RunVerdict]") -> str:
     """passed: some run compared and every compared run reproduced; failed: a run was slower,
-    faster or lost by the rerun, or none could be compared; inconclusive: none failed but some
-    interval was too wide to judge."""
+    faster or lost by the rerun; inconclusive: none failed but some interval was too wide to
+    judge; not comparable: no run could be compared (nothing was judged, so nothing failed)."""
     compared = [v.verdict for v in verdicts if v.verdict != "not comparable"]
-    if not compared or any(v in ("faster", "slower", "failed") for v in compared):
+    if not compared:
+        return "not comparable"
+    if any(v in ("faster", "slower", "failed") for v in compared):
         return "failed"
     return "inconclusive" if "inconclusive" in compared else "passed"

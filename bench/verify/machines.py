@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
+
 from bench.common.concerns import gpu_warnings, machine_concerns, pairs_without_p2p
 from bench.common.links import link_summary
 
@@ -61,3 +64,73 @@ def differences(original: dict, new: dict, ignore: "frozenset[str]" = frozenset(
         for name in dict.fromkeys([*a, *b])
         if name not in ignore and a.get(name) != b.get(name) and (name not in MEASURED_SINCE or (name in a and name in b))
     ]
+
+
+# What `verify` reads of a host before it runs anything there: its GPUs (`nvidia-smi -L`), whether
+# NVLink joins them (`nvidia-smi topo -m`, the matrix the fingerprint reads too) and its CPU model.
+# A second or two, against the fingerprint's tens of seconds (its link under load, its gate).
+PROBE_SCRIPT = (
+    "if command -v nvidia-smi >/dev/null 2>&1; then nvidia-smi -L 2>/dev/null; echo '--- topology'; "
+    "nvidia-smi topo -m 2>/dev/null; fi; echo '--- cpu'; grep -m1 '^model name' /proc/cpuinfo; "
+    "echo '--- devices'; ls /dev 2>/dev/null | grep -c '^nvidia[0-9]'"
+)
+PROBE_TIMEOUT_S = 60.0
+_GPU_LINE = re.compile(r"^GPU \d+: (.+?) \(UUID")
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What the probe found: GPU names (None: not known), their link class, the CPU model."""
+
+    gpus: "tuple[str, ...] | None"
+    link_class: "str | None"
+    cpu_model: "str | None"
+
+
+def parse_probe(text: str) -> Probe:
+    sections: dict = {"gpus": []}
+    current = "gpus"
+    for line in text.splitlines():
+        if line.startswith("--- "):
+            current = line[4:].strip()
+            sections[current] = []
+        else:
+            sections.setdefault(current, []).append(line)
+    names = tuple(m.group(1).strip() for m in map(_GPU_LINE.match, sections["gpus"]) if m)
+    devices = "".join(sections.get("devices", [])).strip()
+    # No GPU listed: none where no /dev/nvidiaN exists either, else not known (a driver without nvidia-smi).
+    gpus = names if names or devices == "0" else None
+    topology = "\n".join(sections.get("topology", []))
+    if gpus is None or not gpus:
+        link = None if gpus is None else "none"
+    else:
+        link = "nvlink" if re.search(r"\bNV\d+\b", topology) else "pcie" if topology.strip() else None
+    cpu = next((line.split(":", 1)[1].strip() for line in sections.get("cpu", []) if ":" in line), None)
+    return Probe(gpus, link, cpu)
+
+
+def light_profile(fingerprint: dict) -> dict:
+    """The fields of profile() the probe can read too."""
+    fields = profile(fingerprint)
+    return {name: fields[name] for name in ("gpu_model", "gpu_count", "link_class", "cpu_model") if name in fields}
+
+
+def probe_differences(fingerprint: dict, probe: Probe) -> list[dict]:
+    """[{"field", "original", "new"}] of light_profile() against what the probe read; a field it
+    could not read is not compared (the fingerprint decides it after the run)."""
+    if probe.gpus is None:
+        return []
+    found = {"gpu_model": " + ".join(sorted(set(probe.gpus))) or None, "gpu_count": len(probe.gpus), "link_class": probe.link_class}
+    if not probe.gpus:
+        found["cpu_model"] = probe.cpu_model
+    original = light_profile(fingerprint)
+    return [{"field": name, "original": original.get(name), "new": found[name]} for name in found
+            if found[name] is not None and original.get(name) != found[name] and (name != "cpu_model" or name in original)]
+
+
+def machine_words(gpu_count: int, gpu_model: "str | None", link_class: "str | None", cpu_model: "str | None") -> str:
+    """"2 GPUs NVIDIA H100 80GB HBM3 joined by NVLink", "no GPU (a CPU: AMD EPYC 7B13)"."""
+    if not gpu_count:
+        return f"no GPU (a CPU{': ' + cpu_model if cpu_model else ''})"
+    link = {"nvlink": " joined by NVLink", "pcie": " over PCIe"}.get(link_class or "", "")
+    return f"{gpu_count} GPU{'s' if gpu_count > 1 else ''} {gpu_model}{link}"

@@ -1,28 +1,35 @@
 """`ddpbench verify`: rerun a bundle's plan on the user's hosts and judge the new bundle against it.
 
 Everything that can be refused is checked before anything runs (the bundle's sha256 and schema,
-its signature, the plan, the hosts file, the host pairs, the tolerances). Nothing from the bundle
-names a file to write: the new bundle goes to OUT/<new run id>/, as `ddpbench run` writes it.
+its signature, the plan, the hosts file, the host pairs, the tolerances), then what of the bundle
+these hosts can compare (scope.py): only that part reruns, and where none can, nothing runs. The
+rerun takes the plan as the original ran it, its sample counts included: on a machine of the same
+kind it takes the original's time, which is its estimate; one estimated past --max-hours waits
+for a yes. Nothing from the bundle names a file to write: the new bundle goes to OUT/<new run
+id>/, as `ddpbench run` writes it.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from bench import suites
 from bench.bundle import read_bundle
-from bench.common.stats import cv
 from bench.controller import plans
 from bench.controller.hosts import load_hosts
 from bench.controller.inventory import Inventory
 from bench.bundle.assembly import tool_info
 from bench.controller.run import execute
 from bench.verify import judge
+from bench.errors import UserError
 from bench.verify.compare import match_hosts
 from bench.verify.machines import image_ref
+from bench.verify.scope import Estimate, Scope, comparable_part, estimate, unused_hosts
 from bench.verify.signing import Signature, check_signature
+from bench.verify.verdict import left_out_name
 
 
 def _tool_label(tool: dict) -> str:
@@ -59,42 +66,62 @@ def plan_rerun(original: dict, signature: Signature, inventory: Inventory, pairs
     return dataclasses.replace(inventory, hosts=tuple(hosts)), verification
 
 
-def as_tight_as_the_original(original: dict, plan: dict) -> "tuple[dict, list[dict]]":
-    """The plan to rerun: each entry without a cv_target of its own samples until its CV is down to
-    the original's (the median over the entry's runs), within sampling_cap_s: a rerun noisier than
-    the original takes more samples, so its interval can be as narrow. The deviations it records."""
-    cvs: dict = {}
-    for host in original["hosts"]:
-        for run in host["runs"]:
-            samples = (run["metrics"].get(suites.get(run["suite"]).headline_metric) or {}).get("samples") or []
-            if run["status"] == "ok" and len(samples) > 1:
-                cvs.setdefault(int(run["launch_id"].split("-")[0]), []).append(cv(samples))
-    plan = {**plan, "suites": [dict(e, params=dict(e["params"])) for e in plan["suites"]]}
-    deviations = []
-    for index, entry in enumerate(plan["suites"]):
-        if entry["params"].get("cv_target") is None and cvs.get(index):
-            target = round(max(sorted(cvs[index])[len(cvs[index]) // 2], 0.001), 4)
-            entry["params"]["cv_target"] = target
-            deviations.append({"field": "cv_target", "original": None, "used": f"suites[{index}]: {target:g}",
-                               "note": "sample until as steady as the original"})
-    return plan, deviations
+@dataclass(frozen=True)
+class Verified:
+    """What `verify` ended with: the outcome and its text, and, where anything reran, the new
+    bundle and the verdict's files (none where nothing could be compared: NOT COMPARABLE at once)."""
+
+    outcome: str
+    text: str
+    bundle_path: "Path | None" = None
+    bundle: "dict | None" = None
+    verdict_paths: "tuple[Path, Path] | None" = None
+
+
+def nothing_comparable(original: dict, scope: Scope) -> str:
+    lines = [f"NOT COMPARABLE: nothing of bundle {original['run_id']} can be rerun on these hosts, so nothing ran:"]
+    lines += [f"- {left_out_name(item)}: {item['reason']}" for item in scope.left_out]
+    if not scope.left_out:
+        lines.append("- the hosts file pairs no host with the bundle's")
+    return "\n".join(lines)
+
+
+def _within_bound(cost: Estimate, max_hours: float, assume_yes: bool, ask: "Callable[[str], bool] | None") -> None:
+    """Refuse a rerun estimated past max_hours, unless the reader said yes (--yes, or at the prompt)."""
+    if cost.seconds <= max_hours * 3600 or assume_yes:
+        return
+    question = f"verify is {cost.text}, past --max-hours {max_hours:g}"
+    if ask is not None and ask(f"{question}: run it? [y/N] "):
+        return
+    raise UserError(f"{question}; pass --yes to run it anyway, or --max-hours {math.ceil(cost.seconds / 3600 * 10) / 10:g} or more")
 
 
 def verify(bundle_path: Path, hosts_path: Path, out_root: Path, *, image: "str | None", tolerances: dict,
-           host_map: dict, allowed_signers: "Path | None", require_signature: bool,
-           announce: Callable[[str], None] = print) -> tuple[str, str, Path, dict, tuple[Path, Path]]:
-    """(outcome, verdict markdown, new bundle path, new bundle, verdict paths). `announce` gets
-    what the bundle's plan will run (its environment included) before anything runs."""
+           host_map: dict, allowed_signers: "Path | None", require_signature: bool, max_hours: float,
+           assume_yes: bool = False, ask: "Callable[[str], bool] | None" = None,
+           announce: Callable[[str], None] = print) -> Verified:
+    """Rerun the part of the bundle these hosts can compare, and judge it. `announce` gets what
+    is left out, what the plan will run (its environment included) and the estimate before
+    anything runs; a rerun estimated past max_hours needs assume_yes or `ask` to say yes."""
     original = read_bundle(bundle_path)
     signature = check_signature(bundle_path, allowed_signers, require_signature)
     plan = plans.check(original["plan"], f"{bundle_path}: plan")
     inventory = load_hosts(hosts_path)
     pairs, rule = match_hosts([h["name"] for h in original["hosts"]], [h.name for h in inventory.hosts], host_map)
-    inventory, verification = plan_rerun(original, signature, inventory, pairs, rule, image)
-    plan, sampling = as_tight_as_the_original(original, plan)
-    verification["deviations"] += sampling
-    for line in plans.describe(plan):
+    scope = comparable_part(original, plan, inventory, pairs, rule)
+    if scope.nothing:
+        return Verified("not comparable", nothing_comparable(original, scope))
+    for item in scope.left_out:
+        announce(f"left out: {left_out_name(item)}: {item['reason']}")
+    for name in unused_hosts(inventory, scope):
+        announce(f"not used: host {name} of the hosts file reruns no host of the bundle")
+    rerun_inventory, verification = plan_rerun(original, signature, scope.inventory, pairs, rule, image)
+    cost = estimate(original, scope)
+    verification.update(left_out=scope.left_out, estimated_s=round(cost.seconds, 1))
+    for line in plans.describe(scope.plan):
         announce(line)
-    path, new = execute(inventory, plan, out_root, verification=verification)
+    announce(f"verify: {cost.text}")
+    _within_bound(cost, max_hours, assume_yes, ask)
+    path, new = execute(rerun_inventory, scope.plan, out_root, verification=verification)
     result, text, verdict_paths = judge(original, signature, new, Signature("unsigned"), tolerances, host_map, path.parent)
-    return result, text, path, new, verdict_paths
+    return Verified(result, text, path, new, verdict_paths)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter
 from pathlib import Path
 
@@ -65,21 +66,63 @@ def table(verdicts: "list[RunVerdict]") -> Table:
     return Table(header, rows)
 
 
+# How the summary names each reason an interval was too wide (compare.INCONCLUSIVE_BECAUSE).
+BECAUSE_WORDS = {
+    "busy machine": "a busy machine (rerun on an idle one)",
+    "launches differ": "launches that differ more than samples do (more launches settle it, more samples do not)",
+    "noise floor": "a noise floor above the tolerance",
+    "too few samples": "too few samples (more settle it)",
+    "no interval": "samples that give no interval",
+}
+
+
+def _inconclusive_reasons(verdicts: "list[RunVerdict]") -> str:
+    """The rows' reasons, counted, and, where this machine's own spread is wider than the band
+    (not a busy machine's), what it can judge those runs to."""
+    counts = Counter(v.inconclusive_because for v in verdicts if v.verdict == "inconclusive")
+    parts = [f"{counts[name]} for {words}" for name, words in BECAUSE_WORDS.items() if counts[name]]
+    floors = sorted(v.noise_floor for v in verdicts if v.verdict == "inconclusive" and v.inconclusive_because != "busy machine"
+                    and v.noise_floor is not None and v.noise_floor > v.tolerance)
+    if floors:
+        low, high = f"{floors[0]:.0%}", f"{floors[-1]:.0%}"
+        many = len(floors) > 1
+        parts.append(f"this machine cannot judge {f'{len(floors)} of them' if many else 'one of them'} to the tolerance: a rerun "
+                     f"identical to the original would be judged to about {low if low == high else f'{low} to {high}'}, "
+                     f"so that is what it can judge {'them' if many else 'it'} to (--tolerance {math.ceil(floors[-1] * 100)}%)")
+    return "; ".join(parts)
+
+
+def _not_compared(verdicts: "list[RunVerdict]") -> str:
+    """Why runs could not be compared: the fields that differ or the reasons, each said once."""
+    said = []
+    for v in verdicts:
+        if v.verdict == "not comparable":
+            text = "; ".join(f"{d['field']} {d['original']} -> {d['new']}" for d in v.differs) or v.reason or ""
+            if text and text not in said:
+                said.append(text)
+    return " | ".join(said[:3]) + (f" | and {len(said) - 3} more" if len(said) > 3 else "")
+
+
 def summary(verdicts: "list[RunVerdict]", result: str, plans_differ: "list[str]") -> str:
-    if result == "not comparable":
+    if result == "same bundle":
+        return ("SAME BUNDLE: the original and the new bundle are one bundle (one sha256): a bundle always matches "
+                "itself, so nothing was judged; compare it with a rerun (ddpbench verify reruns it)")
+    if plans_differ:
         return f"NOT COMPARABLE: the plans differ ({', '.join(plans_differ)}); compare bundles of one plan"
     counts = Counter(v.verdict for v in verdicts)
     figures = ", ".join(f"{counts[name]} {name}" for name in VERDICTS if counts[name])
     compared = sum(counts[name] for name in VERDICTS if name != "not comparable")
+    if result == "not comparable":
+        return f"NOT COMPARABLE: no run could be compared ({figures}): {_not_compared(verdicts)}"
+    uncompared = f"; {counts['not comparable']} not comparable: {_not_compared(verdicts)}" if counts["not comparable"] else ""
     if result == "passed":
-        return f"PASS: every compared run reproduced ({figures})"
+        return f"PASS: every compared run reproduced ({figures}){uncompared}"
     if result == "inconclusive":
         return (f"INCONCLUSIVE: {counts['inconclusive']} of {compared} compared runs could not be judged, none differed "
-                f"({figures}); their intervals are too wide for the tolerance: more samples settle it")
-    if not compared:
-        return f"FAIL: no run could be compared ({figures})"
+                f"({figures}): {_inconclusive_reasons(verdicts)}{uncompared}")
     differed = compared - counts["reproduced"] - counts["inconclusive"]
-    return f"FAIL: {differed} of {compared} compared runs did not reproduce ({figures})"
+    undecided = f"; the inconclusive ones: {_inconclusive_reasons(verdicts)}" if counts["inconclusive"] else ""
+    return f"FAIL: {differed} of {compared} compared runs did not reproduce ({figures}){undecided}{uncompared}"
 
 
 def document(context: dict, verdicts: "list[RunVerdict]", result: str) -> dict:
@@ -93,6 +136,11 @@ def document(context: dict, verdicts: "list[RunVerdict]", result: str) -> dict:
     }
 
 
+def left_out_name(item: dict) -> str:
+    """"host gpubox" or "suites[1]": what a rerun left out."""
+    return f"host {item['host']}" if "host" in item else f"suites[{item['entry']}]"
+
+
 def markdown(doc: dict, verdicts: "list[RunVerdict]") -> str:
     original, new = doc["original"], doc["new"]
     tolerances = ", ".join(
@@ -104,6 +152,7 @@ def markdown(doc: dict, verdicts: "list[RunVerdict]") -> str:
         "hosts paired " + doc["hosts_paired"] + ": " + ", ".join(f"{p['original']} -> {p['new'] or '(none)'}" for p in doc["host_pairs"]),
     ]
     items += [f"deviation: {d['field']}{' on ' + d['host'] if d.get('host') else ''}: {d['original']} -> {d['used']} ({d['note']})" for d in doc["deviations"]]
+    items += [f"left out of the rerun: {left_out_name(item)}: {item['reason']}" for item in doc.get("left_out", [])]
     items += [
         f"method: {doc['method']}",
         f"tolerance: reproduced when the ratio's whole interval lies within a factor 1 + tolerance either way, "

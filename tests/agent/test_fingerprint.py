@@ -431,17 +431,3 @@ def test_collect_on_a_bare_root_validates_and_states_what_each_probe_cost(tmp_pa
     assert fp["probe_errors"] == []
     assert {"nvml", "iommu", "numa", "/dev/shm"} <= set(fp["probes"]["durations_s"])
     assert fp["probes"]["duration_s"] >= max(fp["probes"]["durations_s"].values())
-
-
-@pytest.mark.parametrize("files, expected", [
-    ({"memory.max": "4294967296\n"}, 4 << 30),  # cgroup v2, a container's --memory 4g
-    ({"memory.max": "max\n"}, None),  # v2, no limit
-    ({"memory/memory.limit_in_bytes": "9223372036854771712\n"}, None),  # v1's "no limit"
-    ({"memory/memory.limit_in_bytes": "8589934592\n"}, 8 << 30),  # v1, a batch job's allocation
-    ({}, None),  # no cgroup files at all
-])
-def test_the_cgroups_memory_limit_is_read_where_one_is_set(tmp_path, files, expected):
-    for name, text in files.items():
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text(text)
-    assert system.memory_limit_bytes(tmp_path) == expected

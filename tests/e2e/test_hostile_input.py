@@ -191,7 +191,7 @@ def test_verify_shows_the_plan_and_its_env_before_running(tiny_bundle, sandbox):
     # A real rerun (torchrun, two ranks): 30 s was missed once on two loaded cores.
     result = run_cli("verify", str(tiny_bundle), "--hosts", str(LOCAL_HOSTS), "--out", str(sandbox[1]), cwd=sandbox[0],
                      timeout_s=120)
-    assert result.returncode in (0, 1), result.stderr
+    assert result.returncode == 4, result.stderr  # one rank's busbw is 0 by definition: nothing to compare
     assert "Traceback" not in result.stderr
     shown = result.stdout.index("env: NCCL_ALGO=Ring")
     assert "plan tiny: 1 suite entry" in result.stdout and shown < result.stdout.index("bundle: ")
@@ -373,8 +373,9 @@ def first_run(document: dict) -> dict:
 
 
 def set_samples(document: dict, samples: list) -> None:
-    for metric in first_run(document)["metrics"].values():
-        metric["samples"] = samples
+    """Every metric of the first run to samples; its times (positive, the schema says) to the least a double holds above 0 where 0 is asked."""
+    for name, metric in first_run(document)["metrics"].items():
+        metric["samples"] = [x or 5e-324 for x in samples] if name.endswith("time_s") or name == "time_max_rank_s" else samples
 
 
 INVALID_BUNDLES = {
@@ -436,7 +437,8 @@ def test_report_and_compare_survive_valid_bundles(case, bundle_doc, tiny_bundle,
     path = write_bundle(tmp_path / "odd" / "bundle.json", resealed(bundle_doc, VALID_BUT_ODD[case]))
     survived(run_cli("report", str(path), "--out", str(sandbox[1]), cwd=sandbox[0]), sandbox)
     compared = run_cli("compare", str(tiny_bundle), str(path), "--out", str(sandbox[1] / "verdict"), cwd=sandbox[0])
-    assert compared.returncode in (0, 1) and "Traceback" not in compared.stderr and "Warning" not in compared.stderr, compared.stderr
+    # 4: nothing compared (one rank's busbw is 0 by definition), or a case that leaves no run
+    assert compared.returncode in (0, 1, 4) and "Traceback" not in compared.stderr and "Warning" not in compared.stderr, compared.stderr
     for written in [*sandbox[1].glob("report.*"), *sandbox[1].glob("verdict/verdict.md")]:
         text = written.read_text()
         for tag in ("<script>", "<img src=x", "<iframe", "<b>"):
@@ -482,7 +484,7 @@ def test_compare_pairs_hosts_by_the_bundles_names_not_by_the_new_bundles_own_rec
 
     new = write_bundle(tmp_path / "claims" / "bundle.json", resealed(bundle_doc, claim))
     done = run_cli("compare", str(tiny_bundle), str(new), "--out", str(sandbox[1]), cwd=sandbox[0])
-    assert done.returncode in (0, 1) and "Traceback" not in done.stderr, done.stdout + done.stderr  # 1: one rank's busbw is 0
+    assert done.returncode in (0, 4) and "Traceback" not in done.stderr, done.stdout + done.stderr  # 4: one rank's busbw is 0: nothing compared
     assert "hosts paired by name: local -> local" in done.stdout and "someone-else" not in done.stdout
     verdict = json.loads((sandbox[1] / "verdict.json").read_text())
     assert verdict["host_pairs"] == [{"original": "local", "new": "local"}]

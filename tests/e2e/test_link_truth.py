@@ -217,7 +217,7 @@ def h200_samples(clocks_and_watts: list[tuple[int, float]]) -> list[dict]:
 
 
 def test_clocks_count_as_held_back_only_below_the_maximum():
-    # As NVML answered on an H200 (issue 34): sw_power_cap at 1965-1980 MHz and 122 W under a gpt2 step,
+    # As NVML answered on an H200: sw_power_cap at 1965-1980 MHz and 122 W under a gpt2 step,
     # and at 1455-1530 MHz and 689 W of 700 under large matmuls.
     at_max = counters.summarize(0, h200_samples([(1980, 122.0), (1965, 122.0)] * 5), NOT_READ, NOT_READ, 700.0, 1980)
     assert (at_max["throttled_fraction"], at_max["held_back_fraction"], at_max["held_back_reasons_fraction"]) == (1.0, 0.0, {})

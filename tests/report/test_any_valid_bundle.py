@@ -1,8 +1,10 @@
-"""Any bundle the schema accepts survives: sealed bundles drawn from schema/bundle.schema.json
-(tests/support/schema_strategy.py), and the real CPU bundle with its samples and derived figures
-replaced by values the schema allows (0, the smallest float, 1e15), go through `validate`,
-`report` (alone and among good bundles) and `compare` (both ways) as a user runs them, in this
-process: none may end in a traceback, and the report may skip none of them as one it fails on.
+"""Any bundle the schema (and the reader) accepts survives: sealed bundles drawn from
+schema/bundle.schema.json with their numbers at the edges (0, the smallest subnormal, 2^53, the
+schema's bounds; tests/support/schema_strategy.py), and the real CPU bundle with its samples, derived
+figures and timelines replaced by such values, its arrays stretched to the schema's maxItems, go
+through `validate`, `report` (alone and among good bundles), `compare` (both ways) and `predict` as a
+user runs them, in this process: none may end in a traceback, the report may skip none of them as one
+it fails on, and no command may take more than LIMIT_S.
 """
 
 from __future__ import annotations
@@ -11,7 +13,9 @@ import contextlib
 import copy
 import io
 import json
+import signal
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -21,37 +25,93 @@ from hypothesis import strategies as st
 from bench import schemas
 from bench.bundle import seal
 from bench.cli import main
-from tests.support.schema_strategy import Derived
+from tests.support.schema_strategy import Derived, edges_within
 
-EXAMPLES = 20  # each runs two reports and three compares: about 35 s on two cores
+EXAMPLES = 24  # each runs validate, two reports, three compares and a predict: a few minutes on two cores
+LIMIT_S = 30  # any one command on any one drawn bundle
 
-# Samples as the schema allows them, the edges most: none negative, none beyond 1e15.
-SAMPLE = st.sampled_from([0.0, 5e-324, 1e-300, 1.0, 1e15]) | st.floats(0, 1e15)
+RUN = schemas.schema("bundle")["$defs"]["run"]["properties"]
+TIMES = set(RUN["metrics"]["properties"])  # metrics of times: positive (the schema says)
+MOST_SAMPLES = schemas.schema("bundle")["$defs"]["metric"]["properties"]["samples"]["maxItems"]
+MOST_BUCKETS = schemas.schema("bundle")["$defs"]["timeline"]["properties"]["bucket_bytes"]["maxItems"]
+SAMPLE = st.sampled_from(edges_within(0, 1e15, False, False)) | st.floats(0, 1e15)
+TIME = st.sampled_from(edges_within(0, 1e15, True, False)) | st.floats(0, 1e15, exclude_min=True)
+SECONDS = st.sampled_from(edges_within(0, 1e6, False, False)) | st.floats(0, 1e6)
 
 
 @st.composite
-def with_extreme_samples(draw, real: dict) -> dict:
-    """The real bundle, each metric's samples and each derived figure drawn anew within the schema."""
+def with_extreme_figures(draw, real: dict) -> dict:
+    """The real bundle, each metric's samples, each derived figure and each timeline drawn anew within
+    the schema; one metric's samples, or one timeline's buckets, stretched to the schema's most."""
     bundle = copy.deepcopy(real)
-    for host in bundle["hosts"]:
+    runs = [run for host in bundle["hosts"] for run in host["runs"]]
+    for run in runs:
+        for name, metric in run["metrics"].items():
+            metric["samples"] = draw(st.lists(TIME if name in TIMES else SAMPLE, min_size=1, max_size=4))
+        for name in run.get("derived", {}):  # a predicted step time is never negative (the schema says)
+            run["derived"][name] = draw(st.none() | st.floats(0 if name == "predicted_step_time_s" else -1e15, 1e15))
+        if run.get("timeline"):
+            redraw_timeline(draw, run["timeline"], draw(st.sampled_from([0, 1, 3])))
+    stretched = draw(st.sampled_from(["none", "samples", "buckets"]))
+    if stretched == "samples":
+        metric = next(iter(runs[draw(st.integers(0, len(runs) - 1))]["metrics"].values()))
+        metric["samples"] = (metric["samples"] * MOST_SAMPLES)[:MOST_SAMPLES]
+    timed = [run for run in runs if run.get("timeline")]
+    if stretched == "buckets" and timed:
+        redraw_timeline(draw, timed[draw(st.integers(0, len(timed) - 1))]["timeline"], MOST_BUCKETS)
+    return bundle
+
+
+def redraw_timeline(draw, timeline: dict, buckets: int) -> None:
+    """A timeline of `buckets` buckets, its bytes and times drawn at the edges (a few values repeated
+    over many buckets: drawing each of 100,000 would take minutes)."""
+    sizes = draw(st.lists(st.sampled_from(edges_within(0, None, False, True)), min_size=1, max_size=3))
+    timeline["bucket_bytes"] = [sizes[b % len(sizes)] for b in range(buckets)]
+    for step in timeline["steps"] + timeline.get("steps_without_allreduce", []):
+        ready = draw(st.lists(SECONDS, min_size=1, max_size=3))
+        step.update({name: draw(SECONDS) for name in ("forward_s", "backward_s", "optimizer_s", "last_backward_start_s",
+                                                      "last_backward_s")})
+        step["step_s"] = draw(st.sampled_from(edges_within(0, 1e6, True, False)))
+        step["bucket_ready_s"] = [ready[b % len(ready)] for b in range(buckets)]
+
+
+def agreeing(bundle: dict) -> dict:
+    """A drawn bundle whose timelines agree (a ready time per bucket, as the reader checks)."""
+    for host in bundle.get("hosts", []):
         for run in host["runs"]:
-            for metric in run["metrics"].values():
-                metric["samples"] = draw(st.lists(SAMPLE, min_size=1, max_size=4))
-            for name in run.get("derived", {}):  # a predicted step time is never negative (the schema says)
-                run["derived"][name] = draw(st.none() | st.floats(0 if name == "predicted_step_time_s" else -1e15, 1e15))
+            timeline = run.get("timeline")
+            for step in (timeline["steps"] + timeline.get("steps_without_allreduce", [])) if timeline else []:
+                step["bucket_ready_s"] = (step["bucket_ready_s"] + [0.0] * len(timeline["bucket_bytes"]))[:len(timeline["bucket_bytes"])]
     return bundle
 
 
 def bundles(real: dict) -> st.SearchStrategy:
-    drawn = Derived({("plan",): st.just(real["plan"])}).of("bundle")
-    return st.one_of(drawn, with_extreme_samples(real)).map(lambda bundle: seal({k: v for k, v in bundle.items() if k != "sha256"}))
+    drawn = Derived({("plan",): st.just(real["plan"])}, edges=True).of("bundle").map(agreeing)
+    return st.one_of(drawn, with_extreme_figures(real)).map(lambda bundle: seal({k: v for k, v in bundle.items() if k != "sha256"}))
+
+
+class TookTooLong(Exception):
+    pass
 
 
 def ddpbench(*args) -> tuple[int, str]:
-    """bench.cli.main as `ddpbench ARGS` runs it: (exit status, stderr); any exception goes up."""
+    """bench.cli.main as `ddpbench ARGS` runs it: (exit status, stderr); any exception goes up, and so
+    does one that takes more than LIMIT_S (stopped at twice that, should it hang)."""
+    def stop(signum, frame):
+        raise TookTooLong(f"ddpbench {' '.join(map(str, args))[:200]} ran past {2 * LIMIT_S} s")
+
     err = io.StringIO()
-    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-        status = main([str(arg) for arg in args])
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.alarm(2 * LIMIT_S)
+    began = time.monotonic()
+    try:
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            status = main([str(arg) for arg in args])
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    took = time.monotonic() - began
+    assert took < LIMIT_S, f"ddpbench {args[0]} took {took:.0f} s"
     return status, err.getvalue()
 
 
@@ -65,7 +125,7 @@ def real(fleet) -> dict:
     return json.loads(fleet["cpu"].read_text())
 
 
-def test_any_bundle_the_schema_accepts_is_validated_reported_and_compared(real, good):
+def test_any_bundle_the_schema_accepts_is_validated_reported_compared_and_predicted(real, good):
     @settings(max_examples=EXAMPLES, derandomize=True, database=None, deadline=None,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
     @given(bundles(real))
@@ -83,5 +143,7 @@ def test_any_bundle_the_schema_accepts_is_validated_reported_and_compared(real, 
             for pair in ([good[0], path], [path, good[0]], [path, path]):
                 status, err = ddpbench("compare", *pair, "--out", Path(scratch) / "verdict")
                 assert status in (0, 1, 3, 4), err
+            status, err = ddpbench("predict", path)
+            assert status == 0 or (status == 2 and err.startswith("error: no ddp runs in ")), err
 
     survives()

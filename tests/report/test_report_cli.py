@@ -288,10 +288,10 @@ def test_ddp_runs_show_each_links_traffic_beside_the_gradient_data_and_where_clo
     first["gpu_counters"] = {"interval_s": 0.1, "gpus": [
         # A newer bundle judged each sample: held back in 30% of them although the median is the maximum;
         _gpu_window(0, traffic, reasons={"sw_power_cap": 1.0}, held_back={"fraction": 0.3, "clock_mhz": 1500, "reasons": {"sw_power_cap": 0.3}}),
-        # an older one: the median clock 490 MHz below the maximum, at 689 W (issue 34's large matmuls).
+        # an older one: the median clock 490 MHz below the maximum, at 689 W (an H200's large matmuls).
         _gpu_window(1, traffic, clock_mhz=1490, reasons={"sw_power_cap": 0.8})]}
     last["gpu_counters"] = {"interval_s": 0.1, "gpus": [
-        _gpu_window(0, traffic, reasons={"sw_power_cap": 1.0}),  # sw_power_cap at the maximum clock (issue 34's gpt2 run)
+        _gpu_window(0, traffic, reasons={"sw_power_cap": 1.0}),  # sw_power_cap at the maximum clock (an H200's gpt2 run)
         _gpu_window(1, None)]}  # fewer than two samples
     for run in (first, last):
         run["transport"] = shm

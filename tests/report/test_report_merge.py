@@ -9,7 +9,7 @@ import pytest
 from bench.bundle import MIGRATIONS, read_bundle, seal
 from bench.errors import UserError
 from bench.report.merge import configuration, merge
-from bench.suites.ddp.report.series import workload
+from bench.suites.training.report import workload
 from tests.support.report_variants import make_variant, write
 
 

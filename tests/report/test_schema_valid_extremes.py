@@ -1,5 +1,5 @@
-"""Sealed bundles the schema accepts, at its edges: samples of 0 and of 1e15 beside the smallest
-float, ok runs without the metric a figure needs, a throttled GPU whose reasons were not told
+"""Sealed bundles the schema accepts, at its edges: samples of 0 (times: the smallest positive
+float, the schema's least) and of 1e15 beside the smallest float, ok runs without the metric a figure needs, a throttled GPU whose reasons were not told
 apart, a send/recv rank past the world size. `report` and `compare` end with a report and a
 verdict, "-" where a figure cannot be computed, never a traceback; and a bundle the report
 would still fail on (a bug of ours) is named and skipped, as an invalid one is.
@@ -17,6 +17,7 @@ import pytest
 from bench.bundle import seal
 from bench.cli import main
 from tests.support.report_variants import write
+from tests.support.same_samples import another_bundle_of
 
 MERGE = importlib.import_module("bench.report.merge")  # the module: bench.report.merge is also its function
 COPY_RAW = Path(__file__).resolve().parents[1] / "data" / "fixtures" / "h200x1" / "copy-raw.json"
@@ -46,9 +47,15 @@ def quiet_exit(capsys) -> str:
     return err
 
 
-def test_a_ddp_run_whose_samples_are_all_zero_is_reported_with_no_efficiency(real_bundle, tmp_path, capsys):
-    """Every per-sample time 0 (the issue's ZeroDivisionError): no ratio, so "-" for its scaling."""
-    zero = write(tmp_path / "zero.json", edited(real_bundle, lambda d: set_samples(d, "ddp", "per_sample_gpu_time_s", lambda n: [0.0] * n)))
+def test_a_ddp_run_whose_per_sample_times_are_the_least_is_reported_with_no_efficiency(real_bundle, tmp_path, capsys):
+    """The 2-process runs' per-sample times the smallest positive double: the ratio to the baseline's
+    is past a float's range, so "-" for their scaling (a time of 0 the schema refuses)."""
+    def least(doc: dict) -> None:
+        for run in doc["hosts"][0]["runs"]:
+            if run["suite"] == "ddp" and run["world_size"] == 2:
+                run["metrics"]["per_sample_gpu_time_s"]["samples"] = [5e-324] * len(run["metrics"]["per_sample_gpu_time_s"]["samples"])
+
+    zero = write(tmp_path / "zero.json", edited(real_bundle, least))
     assert main(["report", str(zero), "--out", str(tmp_path / "out")]) == 0
     quiet_exit(capsys)
     rows = [row for row in table_rows(tmp_path / "out", "host") if len(row) == 16 and row[5] == "2 processes"]
@@ -56,17 +63,19 @@ def test_a_ddp_run_whose_samples_are_all_zero_is_reported_with_no_efficiency(rea
 
 
 def test_compare_against_samples_of_zero_says_why_it_cannot_judge(real_bundle, tmp_path, capsys):
-    """The new side all 0 (a log of 0 ended compare): those runs are judged without an interval, or not at all."""
+    """The new side's bandwidths all 0 (a log of 0 ended compare), its step times the least the schema
+    allows: those runs are judged without an interval, or not at all."""
     original = write(tmp_path / "original.json", edited(real_bundle, lambda d: None))
     zero = write(tmp_path / "zero" / "bundle.json", edited(real_bundle, lambda d: [
-        set_samples(d, suite, metric, lambda n: [0.0] * n) for suite, metric in (("ddp", "step_time_s"), ("collectives", "busbw_gbps"))]))
+        set_samples(d, "ddp", "step_time_s", lambda n: [5e-324] * n), set_samples(d, "collectives", "busbw_gbps", lambda n: [0.0] * n)]))
     assert main(["compare", str(original), str(zero)]) in (1, 3)
     quiet_exit(capsys)
     runs = json.loads((zero.parent / "verdict.json").read_text())["runs"]
     assert all(run["ci_low"] is None or run["ci_low"] == 0 for run in runs if run["new_median"] == 0)
-    assert main(["compare", str(zero), str(original), "--out", str(tmp_path / "back")]) == 1  # nothing to compare against 0
+    assert main(["compare", str(zero), str(original), "--out", str(tmp_path / "back")]) == 4  # nothing to compare against 0
     quiet_exit(capsys)
-    assert {run["verdict"] for run in json.loads((tmp_path / "back" / "verdict.json").read_text())["runs"]} == {"not comparable"}
+    back = json.loads((tmp_path / "back" / "verdict.json").read_text())["runs"]
+    assert {run["verdict"] for run in back if run["original_median"] == 0} == {"not comparable"}  # nothing to compare against 0
 
 
 @pytest.mark.parametrize("samples", [lambda n: [1e15, 5e-324] * (n // 2 + 1), lambda n: [1e15] * n, lambda n: [5e-324] * n],
@@ -81,7 +90,7 @@ def test_samples_at_the_schemas_bounds_make_a_report_and_a_verdict(samples, real
     bundle = write(tmp_path / "extreme" / "bundle.json", edited(real_bundle, extreme))
     assert main(["report", str(bundle), "--out", str(tmp_path / "out")]) == 0
     quiet_exit(capsys)
-    assert main(["compare", str(bundle), str(bundle)]) in (0, 1, 3)
+    assert main(["compare", str(bundle), str(another_bundle_of(bundle, tmp_path / "again"))]) in (0, 1, 3)
     quiet_exit(capsys)
 
 

@@ -132,6 +132,16 @@ def test_compare_judges_the_toy_suites_runs_by_their_headline_metric(toy, two_ru
     (toy_run,) = [run for run in verdict["runs"] if run["suite"] == "barrier"]
     assert toy_run["metric"] == "time_s" and toy_run["verdict"] in ("reproduced", "inconclusive", "faster", "slower")
     assert "time_s" in verdict["tolerances"]
+    listed = " ".join(cli("compare", "--help", env={SUITES_PATH_ENV: str(root)}).stdout.split())
+    assert "time_s for barrier" in listed and "copy_gbps for copy" in listed  # --tolerance names every suite's metric
+
+
+def test_a_suite_folder_named_unlike_its_suite_is_one_error_line_for_any_command(toy, tmp_path):
+    root, _ = toy
+    shutil.copytree(root / "barrier", tmp_path / "latency")  # its SUITE is still named barrier
+    done = cli("compare", "--help", env={SUITES_PATH_ENV: str(tmp_path)})
+    assert done.returncode == 2 and done.stderr.startswith("error: ") and len(done.stderr.splitlines()) == 1, done.stderr
+    assert "SUITE.name is 'barrier' but its folder is 'latency'" in done.stderr
 
 
 def test_without_its_report_part_the_report_says_so_and_keeps_the_others(toy, two_runs, tmp_path):

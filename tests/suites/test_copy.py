@@ -87,7 +87,7 @@ def test_copy_size_over_free_gpu_memory_is_refused_before_launch():
 
 def test_copy_size_over_host_memory_is_refused_before_launch():
     plan = check({"name": "t", "suites": [{**COPY, "params": {**COPY["params"], "end_bytes": 4 << 30}}]}, "t")
-    with pytest.raises(PlanError, match=r"pinned host memory, more than half of this host's 8589934592; lower end_bytes"):
+    with pytest.raises(PlanError, match=r"pinned host memory, more than half of this host's memory \(8 GiB\); lower end_bytes"):
         plan_launches(plan, Capabilities.of(CPU_HOST))
 
 
@@ -95,7 +95,7 @@ def test_copy_size_is_judged_against_the_cgroups_limit_not_the_machines_memory()
     """A container given 4 GiB of a 64 GiB machine: its copies of 2 GiB cannot be pinned twice there."""
     plan = check({"name": "t", "suites": [{**COPY, "params": {**COPY["params"], "end_bytes": 2 << 30}}]}, "t")
     container = {**CPU_HOST, "memory_total_bytes": 64 << 30, "memory_limit_bytes": 4 << 30}
-    with pytest.raises(PlanError, match=r"pinned host memory, more than half of this host's 4294967296; lower end_bytes"):
+    with pytest.raises(PlanError, match=r"pinned host memory, more than half of its cgroup's memory limit \(4 GiB\); lower end_bytes"):
         plan_launches(plan, Capabilities.of(container))
     assert plan_launches(plan, Capabilities.of({**container, "memory_limit_bytes": None}))
 

@@ -1,5 +1,5 @@
 """DDP suite: real runs on the CPU (gloo, torchrun, the agent and the controller), the metrics'
-arithmetic, seed 002's communication model, the bad-input cases and every shipped plan."""
+arithmetic, the compute + exposed communication model, the bad-input cases and every shipped plan."""
 from __future__ import annotations
 
 import gc
@@ -127,10 +127,10 @@ def test_warm_up_runs_until_steady_and_says_how_many_steps(sweep):
 
 def test_a_gpu_ddp_warm_up_outlasts_the_iterations_ddp_synchronises():
     """DDP waits for the GPU in its first 10 synchronising steps: no timed step may be among them."""
-    assert least_warmup_steps(5, steps_taken=0, ddp_on_gpu=True) == 11  # quick's gpt2 on 2 GPUs
-    assert least_warmup_steps(1, steps_taken=9, ddp_on_gpu=True) == 2  # a later global batch of the launch
-    assert least_warmup_steps(1, steps_taken=30, ddp_on_gpu=True) == 1
-    assert least_warmup_steps(2, steps_taken=0, ddp_on_gpu=False) == 2  # one rank, or the CPU: no such wait
+    assert least_warmup_steps(5, steps_taken=0, synced_on_gpu=True) == 11  # quick's gpt2 on 2 GPUs
+    assert least_warmup_steps(1, steps_taken=9, synced_on_gpu=True) == 2  # a later global batch of the launch
+    assert least_warmup_steps(1, steps_taken=30, synced_on_gpu=True) == 1
+    assert least_warmup_steps(2, steps_taken=0, synced_on_gpu=False) == 2  # one rank, or the CPU: no such wait
 
 
 def test_each_run_says_where_its_time_went_within_its_launch(sweep):
@@ -214,7 +214,7 @@ def test_mfu_is_model_flops_over_the_peak_of_every_gpu():
         "step_time_s", "samples_per_s", "per_sample_gpu_time_s", "tokens_per_s"}
 
 
-# --- seed 002's communication model --------------------------------------------------------------
+# --- the compute + exposed communication model -----------------------------------------------------
 
 def fake_run(suite: str, world_size: int, params: dict, metrics: dict, preset: str = "default", launch_id: str = "x") -> dict:
     return {
@@ -284,7 +284,7 @@ def test_bf16_weights_are_predicted_from_the_bfloat16_all_reduce():
     assert two["derived"]["allreduce_time_s"] == pytest.approx(10e6 / 5.5e9)
 
 
-# --- the memory-lean recipe (seed 000 on 24 GB cards) --------------------------------------------
+# --- the memory-lean recipe (24 GB cards) ---------------------------------------------------------
 
 LEAN = {**TINY_GPT, "precision": "bf16", "weights_dtype": "bfloat16", "activation_checkpointing": True, "seed": 0}
 

@@ -97,9 +97,9 @@ def test_predict_prints_every_link_with_samples_per_dollar_and_the_error_table(t
                "--gpus", "4", "--gpus-per-node", "2")
     assert done.returncode == 0, done.stderr
     assert "### What link do I need?" in done.stdout and "samples/$" in done.stdout
-    rows = [line for line in done.stdout.splitlines() if line.startswith("| local |")]
-    links = {row.split(" | ")[4] for row in rows}
-    assert links == {"pcie4-x4-host", "25,10", "pcie4-x16-p2p+eth-100g"}
+    rows = [line.split(" | ") for line in done.stdout.splitlines() if line.startswith("| local |")]
+    assert {(row[4], row[5]) for row in rows} == {("1 node x 4 GPUs", "pcie4-x4-host"), ("1 node x 4 GPUs", "25,10"),
+                                                  ("2 nodes x 2 GPUs", "pcie4-x16-p2p+eth-100g")}
     (host,) = predict([bundle], ["pcie4-x4-host"], gpus=4)
     for p in host.predicted:
         assert p.samples_per_dollar == pytest.approx(p.samples_per_s * 3600 / 1.25)
@@ -117,7 +117,7 @@ def test_the_report_draws_each_links_line_and_the_error_table(two_ranks, tmp_pat
     assert (tmp_path / "per-sample-tiny-fp32-s64-mb2.svg").read_text().count("predicted · ") == 8  # one per report link
 
 
-def test_a_bundle_without_timelines_falls_back_to_seed_002s_model_and_says_so(two_ranks, tmp_path):
+def test_a_bundle_without_timelines_falls_back_to_the_exposed_communication_model_and_says_so(two_ranks, tmp_path):
     path, bundle = two_ranks
     bundle = json.loads(json.dumps(bundle))  # the module's bundle stays whole for the tests after this one
     for run in bundle["hosts"][0]["runs"]:
@@ -126,9 +126,9 @@ def test_a_bundle_without_timelines_falls_back_to_seed_002s_model_and_says_so(tw
     write_bundle(older, {k: v for k, v in bundle.items() if k != "sha256"})
     done = cli("predict", older, "--link", "nvlink4")
     assert done.returncode == 0, done.stderr
-    assert "no step timeline in this bundle's runs" in done.stdout and "seed 002's fully exposed model" in done.stdout
+    assert "no step timeline in this bundle's runs" in done.stdout and "the compute + exposed communication model" in done.stdout
     (host,) = predict([json.loads(older.read_text())], ["nvlink4"])
-    assert {p.source for p in host.predicted if p.measured is None} == {"seed 002's model"}
+    assert {p.source for p in host.predicted if p.measured is None} == {"compute + exposed communication model"}
 
 
 @pytest.mark.parametrize("ready_at, noted", [(1.0, True), (0.0, False)])
@@ -157,6 +157,17 @@ def test_a_one_gpu_timeline_with_every_bucket_ready_at_the_end_is_said_to_overla
 def test_bad_links_are_one_line_and_exit_2(two_ranks, args, says):
     done = cli("predict", two_ranks[0], *args)
     assert done.returncode == 2 and done.stderr.strip().startswith(says) and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_a_bundle_without_a_run_that_predicts_is_one_line_naming_the_suite_to_run(two_ranks, tmp_path):
+    _, bundle = two_ranks
+    sweeps = json.loads(json.dumps(bundle))
+    sweeps["hosts"][0]["runs"] = [run for run in sweeps["hosts"][0]["runs"] if run["suite"] == "collectives"]
+    path = tmp_path / "sweeps.json"
+    write_bundle(path, {k: v for k, v in sweeps.items() if k != "sha256"})
+    done = cli("predict", path)
+    assert done.returncode == 2 and done.stderr == (f"error: no ddp runs in {path}; predict reads bundles that ran the ddp "
+                                                    "suite (e.g. PLAN=quick)\n")
 
 
 @pytest.mark.parametrize("price, says", [("-2", "price_per_hour"), ("'cheap'", "price_per_hour"), ("0", "price_per_hour")])
@@ -198,7 +209,7 @@ def test_four_ranks_predicted_within_the_measured_interval_or_15_percent(tmp_pat
 
 def test_the_timeline_switched_off_leaves_no_timeline_and_the_run_whole(tmp_path):
     """DDPBENCH_TIMELINE=0 (to measure what the recorder costs): the runs time their steps as always and hold no
-    timeline, and the predictor falls back to seed 002's model for them."""
+    timeline, and the predictor falls back to the compute + exposed communication model for them."""
     ddp = with_defaults({"suites": [{"suite": "ddp", "params": {**TINY, "steps": 4, "global_batches": [4]}}]})["suites"][0]["params"]
     (on,) = _launch(tmp_path, "timeline-on", "ddp", ddp, 2)
     (off,) = _launch(tmp_path, "timeline-off", "ddp", ddp, 2, env={"DDPBENCH_TIMELINE": "0"})

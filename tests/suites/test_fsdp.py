@@ -16,6 +16,7 @@ import pytest
 import torch
 import yaml
 
+from bench import suites
 from bench.agent.runner import estimate_launch, plan_launches
 from bench.bundle import read_bundle
 from bench.common.host import Capabilities
@@ -26,12 +27,12 @@ from bench.controller.plans import check, load_plan, with_defaults
 from bench.controller.run import _check_placements
 from bench.errors import UserError
 from bench.models.shapes import LLAMA_PRESETS, TRANSFORMER_PRESETS, units
-from bench.report.machine import _collective_bytes
 from bench.report.merge import HostEntry, RunEntry, Series
-from bench.suites import memory
+from bench.suites.training import memory
 from bench.suites.fsdp.report.series import sensitivities
 from bench.suites.params import PlanError
 from tests.conftest import REPO, cli as ddpbench
+from tests.support.same_samples import another_bundle_of
 
 CPU_HOST = Capabilities(gpu_count=0, logical_cpus=2)
 HOSTS_YAML = "hosts:\n  - name: local\n    runtime: local\n    env: {OMP_NUM_THREADS: '1'}\n"
@@ -105,7 +106,7 @@ def test_counted_bytes_per_step_against_the_parameter_bytes(sweep):
     full, grad_op = runs[("full", 2, 2)], runs[("grad_op", 2, 2)]
     moved = {name: (median(r, "all_gather_bytes") + median(r, "reduce_scatter_bytes")) / PARAM_BYTES for name, r in (("full", full), ("grad_op", grad_op))}
     assert 2.5 < moved["full"] < 3 and moved["grad_op"] == 2  # tiny-llama's root is 42% of it: gpt2-large's 8%, 2.92x
-    assert _collective_bytes(full) == pytest.approx(moved["full"] * PARAM_BYTES / 2)  # per rank: (n-1)/n
+    assert suites.get("fsdp").collective_bytes(full) == pytest.approx(moved["full"] * PARAM_BYTES / 2)  # per rank: (n-1)/n
     assert median(runs[("full", 1, 2)], "all_gather_bytes") == 0  # one rank: nothing to gather
 
 
@@ -124,7 +125,7 @@ def test_scaling_is_against_ddps_plain_model_on_one_rank(sweep):
 def test_compare_judges_fsdp_runs_by_step_time(sweep, tmp_path):
     path = tmp_path / "bundle.json"
     path.write_text(json.dumps(sweep))
-    done = ddpbench("compare", str(path), str(path), "--out", str(tmp_path / "verdict"))
+    done = ddpbench("compare", str(path), str(another_bundle_of(path, tmp_path / "again")), "--out", str(tmp_path / "verdict"))
     assert done.returncode in (0, 3), done.stderr  # 3 steps a run: an interval may be too wide to call (inconclusive)
     verdict = json.loads((tmp_path / "verdict" / "verdict.json").read_text())
     judged = [r for r in verdict["runs"] if r["suite"] == "fsdp"]
@@ -154,8 +155,8 @@ def test_the_reports_answer_judges_each_sharding_beside_ddp(sweep, tmp_path):
 
 def test_the_sharded_plans_sweeps_bracket_its_models_unit_sizes():
     """The all_gather and reduce_scatter sweeps cover every unit each model gathers (in bf16) and reduces
-    (in fp32), so seed 002's prediction reads them inside the measured sizes; the all_reduce sweep covers
-    DDP's gradients."""
+    (in fp32), so the exposed communication model's prediction reads them inside the measured sizes; the
+    all_reduce sweep covers DDP's gradients."""
     plan = load_plan("seed001-sharded")
     sweeps = {op: (e["params"]["begin_bytes"], e["params"]["end_bytes"]) for e in plan["suites"] if e["suite"] == "collectives"
               and "default" in e["transports"] for op in e["params"]["ops"]}
@@ -302,7 +303,7 @@ def test_a_model_that_cannot_fit_is_refused_before_launch_with_what_would(tmp_pa
 # --- the memory estimate -----------------------------------------------------------------------------
 
 def test_memory_estimate_parts_by_strategy():
-    base = memory.Setup("llama3.2-1b", "ddp", 1, micro_batch=2, seq_len=1024, precision="bf16")
+    base = memory.Setup("llama3.2-1b", "replicated", 1, micro_batch=2, seq_len=1024, precision="bf16")
     ddp = memory.estimate(base)
     full = memory.estimate(memory.Setup(**{**base.__dict__, "strategy": "full", "shards": 2}))
     grad_op = memory.estimate(memory.Setup(**{**base.__dict__, "strategy": "grad_op", "shards": 2}))
@@ -324,7 +325,7 @@ def test_memory_estimate_parts_by_strategy():
 
 def test_memory_estimate_matches_a_measured_peak():
     """quick's gpt2 at micro-batch 8 on one H200 (README): 9.355 GiB peak."""
-    estimated = memory.estimate(memory.Setup("gpt2", "ddp", 1, micro_batch=8, seq_len=1024, precision="bf16")).total_bytes
+    estimated = memory.estimate(memory.Setup("gpt2", "replicated", 1, micro_batch=8, seq_len=1024, precision="bf16")).total_bytes
     assert estimated == pytest.approx(9.355 * 2**30, rel=0.05)
 
 
@@ -350,9 +351,9 @@ def test_memory_estimate_of_fsdp_on_one_gpu_matches_the_measured_peak(model, sha
 # 1024 tokens, bf16 (torch.cuda.max_memory_allocated), GiB. Counting gradients and activations together in
 # single-micro-batch steps put the estimate 12-30% above the four of them that the sum missed by over 10%.
 ONE_H100_PEAK_GIB = [  # model, strategy, micro-batch, accumulating, bf16 weights and checkpointing, peak
-    ("gpt2-large", "ddp", 8, False, False, 27.59), ("gpt2-large", "ddp", 8, True, False, 30.47),
-    ("gpt2-large", "ddp", 4, False, False, 18.96), ("gpt2-large", "full", 8, False, False, 24.82),
-    ("gpt2-large", "full", 8, True, False, 27.71), ("llama3.2-1b", "ddp", 2, False, True, 10.25),
+    ("gpt2-large", "replicated", 8, False, False, 27.59), ("gpt2-large", "replicated", 8, True, False, 30.47),
+    ("gpt2-large", "replicated", 4, False, False, 18.96), ("gpt2-large", "full", 8, False, False, 24.82),
+    ("gpt2-large", "full", 8, True, False, 27.71), ("llama3.2-1b", "replicated", 2, False, True, 10.25),
     ("llama3.2-1b", "full", 2, False, True, 11.23), ("llama3.1-8b", "full", 1, False, True, 67.72),
 ]
 

@@ -1,10 +1,12 @@
 """Is my number normal? The expected ranges (bench/common/reference.py EXPECTED), every row sourced,
 and a fixture bundle's figures judged: the real 1x H200 copy run (within, and no reference where no
 range holds), the consumer box's slow copies (below, with the causes its bundle shows), a CPU host
-(no reference), in the report and in `ddpbench run`'s lines."""
+(no reference), in the report and in `ddpbench run`'s lines; and this project's own 2x H100 ranges,
+made from its bundles: busbw, DDP and FSDP steps and scaling."""
 from __future__ import annotations
 
 import copy
+import gzip
 import json
 
 import pytest
@@ -15,7 +17,7 @@ from bench.common import reference
 from bench.common.stats import metric
 from bench.report import write_report
 from bench.report.normal import summary_lines
-from bench.suites.normal import NO_REFERENCE, judge, judge_host
+from bench.suites.judging.normal import NO_REFERENCE, judge, judge_host, judgements, measured_ranges, source_line
 from tests.conftest import REPO
 from tests.e2e.test_link_truth import H200, fixture_bundle, rtx_fingerprint
 
@@ -86,7 +88,7 @@ def test_a_slow_copy_on_the_consumer_box_is_below_with_the_causes_its_bundle_sho
 
 def test_a_ddp_step_slower_than_its_range_is_below_and_a_faster_one_above():
     fp = json.loads((H200 / "fingerprint.json").read_text())
-    run = {"suite": "ddp", "params": {**reference.DDP_GPT2_LARGE, "global_batch": 8}, "world_size": 1, "status": "ok",
+    run = {"suite": "ddp", "params": {**reference.GPT2_LARGE_RECIPE, "global_batch": 8}, "world_size": 1, "status": "ok",
            "launch_id": "00-ddp-default-ws1", "transport": h200_copy_runs()[0]["transport"],
            "metrics": {"step_time_s": metric([0.095, 0.096, 0.094])}}
     assert judge(run, fp).verdict == "within"
@@ -133,3 +135,50 @@ def test_a_peer_copy_marked_by_the_gate_shows_in_the_copy_section(tmp_path):
     report = write_report([write_bundle(tmp_path / "bundle.json", document)], tmp_path / "report").read_text()
     copies = report[report.index("## Copy bandwidth"):report.index("## Is my number normal?")]
     assert "| p2p_gate_failed | its data went peer to peer | a broken P2P path |" in copies
+
+
+# --- This project's own boxes: the ranges its bundles make --------------------------------------------
+
+def _bundle(path) -> dict:
+    data = (REPO / path).read_bytes()
+    return json.loads(gzip.decompress(data) if path.endswith(".gz") else data)
+
+
+def test_this_projects_ranges_follow_from_its_bundles():
+    """The block benchmarks/expected_ranges.py writes is what the bundles make: a bundle edited, added or
+    removed without writing it again fails here."""
+    bundles = [(name, _bundle(entry[4])) for name, entry in reference.MEASURED_BUNDLES.items()]
+    made = measured_ranges(bundles)
+    recipes = {tuple(config.items()): name for name, config in reference.MEASURED_RECIPES.items()}
+    assert [(r["gpu"], r["link"], r["figure"], r["low"], r["high"], r["runs"], tuple(r["sources"]),
+             {("recipe" if k == "config" else k): recipes[v] if k == "config" else v for k, v in r["match"].items()})
+            for r in made] == list(reference.MEASURED_RANGES)
+    for name, (run_id, date, machine, plan, path) in reference.MEASURED_BUNDLES.items():
+        bundle = dict(bundles)[name]
+        assert (bundle["run_id"], bundle["started_at"][:10], bundle["plan"]["name"]) == (run_id, date, plan)
+        assert source_line(name).startswith(f"{name}: ddpbench bundle {run_id}, plan {plan} (bundle {run_id} of {date} on 2x NVIDIA H100")
+
+
+def test_the_h100_box_answers_at_two_gpus_for_busbw_steps_and_scaling():
+    """seed002 on 2x H100: every NCCL figure has a range; a step 20% slower is below its range, and so is
+    its scaling; FSDP steps have ranges too."""
+    bundle = _bundle("benchmarks/results/bundles/20261125T212254Z-56d161.bundle.json")
+    host = bundle["hosts"][0]
+    judged = judge_host(host)
+    figures = {found.figure for _, found in judged if found.verdict == "within"}
+    assert {"allreduce_busbw_gbps", "ddp_step_time_s", "ddp_scaling_efficiency_fraction"} <= figures
+    assert {found.why for _, found in judged if found.verdict == NO_REFERENCE} == {
+        "no expected range of allreduce_busbw_gbps of NVIDIA H100 80GB HBM3 at 2 rank(s)"}  # gloo's: no NCCL link
+    run = next(r for r in host["runs"] if r["suite"] == "ddp" and r["world_size"] == 2 and r["transport"]["preset"] == "default"
+               and r["params"]["model"] == "gpt2-large")
+    slower = copy.deepcopy(run)
+    slower["metrics"]["step_time_s"] = metric([x * 1.2 for x in run["metrics"]["step_time_s"]["samples"]])
+    slower["derived"]["scaling_efficiency_fraction"] /= 1.2
+    step, scaling = judgements(slower, host["fingerprint"])
+    assert (step.figure, step.verdict, scaling.figure, scaling.verdict) == (
+        "ddp_step_time_s", "below", "ddp_scaling_efficiency_fraction", "below")
+    assert scaling.expected().endswith("of ideal (NVIDIA H100 80GB HBM3, nvlink4; ddpbench-h100x2-56d161)")
+    seed001 = _bundle("benchmarks/results/bundles/20261125T183210Z-4271cb.bundle.json.gz")["hosts"][0]
+    fsdp = [found for run, found in judge_host(seed001) if run["suite"] == "fsdp"]
+    assert fsdp and {found.verdict for found in fsdp} == {"within"}
+    assert {found.figure for found in fsdp} == {"fsdp_step_time_s", "fsdp_scaling_efficiency_fraction"}

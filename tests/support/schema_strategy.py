@@ -10,7 +10,9 @@ properties, required, additionalProperties, propertyNames, min/maxProperties.
 
 Sizes are kept small (a few items, short texts) so that a report of each document stays quick;
 values are not: any character (control, bidirectional and invisible ones included), any number
-within the bounds (0, the bounds themselves and the largest floats included).
+within the bounds (0, the bounds themselves and the largest floats included). With `edges`, numbers
+are drawn from the edges most: 0, the smallest subnormal and normal doubles, 1, the largest integer
+a double holds exactly, the schema's bounds.
 """
 
 from __future__ import annotations
@@ -38,11 +40,23 @@ ANY_JSON = st.recursive(
 IGNORED = {"$schema", "$id", "$defs", "title", "description", "default"}
 
 
+EDGES = (0, 5e-324, 2.2250738585072014e-308, 1e-300, 1, 1e15, MAX_EXACT_INT, 2**53)
+
+
+def edges_within(low, high, exclusive: bool, integer: bool) -> list:
+    """The edge values a number between low and high (either None: unbounded) may take."""
+    found = {value for value in (*EDGES, low, high) if value is not None}
+    found = {int(value) if integer else float(value) for value in found if not integer or float(value).is_integer()}
+    return sorted(value for value in found if (low is None or value > low or (value == low and not exclusive))
+                  and (high is None or value <= high) and abs(value) <= (MAX_EXACT_INT if integer else 2**53))
+
+
 class Derived:
     """Strategies for the schemas of this repository, each built once."""
 
-    def __init__(self, overrides: "dict[tuple, st.SearchStrategy] | None" = None):
+    def __init__(self, overrides: "dict[tuple, st.SearchStrategy] | None" = None, edges: bool = False):
         self.overrides = overrides or {}  # property path (names only) -> the strategy to use there
+        self.edges = edges  # numbers drawn from their edges most (EDGES, the bounds)
 
     def of(self, name: str, definition: str = "") -> st.SearchStrategy:
         """Documents of schema/NAME.schema.json (with its suites composed in), or of one of its $defs."""
@@ -118,15 +132,16 @@ class Derived:
     def _integer(self, node: dict, name: str, path: tuple) -> st.SearchStrategy:
         low = max(node.get("minimum", -MAX_EXACT_INT), -MAX_EXACT_INT)
         high = min(node.get("maximum", MAX_EXACT_INT), MAX_EXACT_INT)
-        return st.integers(int(low), int(high))
+        drawn = st.integers(int(low), int(high))
+        return st.sampled_from(edges_within(low, high, False, True)) | drawn if self.edges else drawn
 
     def _number(self, node: dict, name: str, path: tuple) -> st.SearchStrategy:
         low = node.get("minimum", node.get("exclusiveMinimum"))
         high = node.get("maximum")
-        return st.floats(low, high, allow_nan=False, allow_infinity=False,
-                         exclude_min="exclusiveMinimum" in node) | st.integers(
-            int(low) + ("exclusiveMinimum" in node) if low is not None else -MAX_EXACT_INT,
-            int(high) if high is not None else MAX_EXACT_INT)
+        exclusive = "exclusiveMinimum" in node
+        drawn = st.floats(low, high, allow_nan=False, allow_infinity=False, exclude_min=exclusive) | st.integers(
+            int(low) + exclusive if low is not None else -MAX_EXACT_INT, int(high) if high is not None else MAX_EXACT_INT)
+        return st.sampled_from(edges_within(low, high, exclusive, False)) | drawn if self.edges else drawn
 
     def _array(self, node: dict, name: str, path: tuple) -> st.SearchStrategy:
         items = self._node(node.get("items", {}), name, path)

@@ -4,19 +4,25 @@ from __future__ import annotations
 
 import copy
 import json
+import math
+import os
+import sys
 import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 from bench.bundle import read_bundle, seal
 from bench.common.stats import Spread, ratio_of_medians, summarize
 from bench.controller.inventory import Host, Inventory
 from bench.errors import UserError
 from bench.verify.compare import verdict_of
-from bench.verify.rerun import as_tight_as_the_original, plan_rerun
+from bench.verify.rerun import plan_rerun
 from bench.verify.signing import Signature
+from bench.controller.progress import describe_s
 from tests.conftest import REPO, cli
+from tests.support.same_samples import another_bundle_of
 
 PLAN = REPO / "tests" / "data" / "verify-plan.yaml"
 # Run-to-run spread of this plan's medians, measured on the shared 2-core development machine
@@ -95,10 +101,15 @@ def one_line_error(done: subprocess.CompletedProcess, *needles: str) -> None:
 
 
 def test_honest_rerun_reproduces(original, hosts_file, tmp_path):
-    done = ddpbench("verify", original, "--hosts", hosts_file, "--out", tmp_path, "--tolerance", HONEST_TOLERANCE, check_rc=0)
+    """The same plan, sampled as the original was, within a bound the estimate fits (the next test refuses it under a tighter one)."""
+    done = ddpbench("verify", original, "--hosts", hosts_file, "--out", tmp_path, "--tolerance", HONEST_TOLERANCE,
+                    "--max-hours", "1", check_rc=0)
     (new_path,) = tmp_path.glob("*/bundle.json")
     new = load(new_path)
     assert new["verification"]["of_sha256"] == load(original)["sha256"]
+    assert new["plan"] == load(original)["plan"] and new["verification"]["left_out"] == []
+    estimate = new["verification"]["estimated_s"]
+    assert 0 < estimate and f"verify: estimated {describe_s(estimate)} (" in done.stdout
     assert new["verification"]["host_pairs"] == [{"original": "local", "new": "local"}]
     runs = verdicts(new_path.parent)
     assert len(runs) == sum(len(h["runs"]) for h in load(original)["hosts"]) == 3
@@ -162,7 +173,7 @@ def test_a_rerun_within_the_originals_launch_to_launch_spread_is_not_slower(stea
     runs = verdicts(rerun.parent)
     assert len(runs) == 3  # one verdict per configuration, its launches judged together
     ddp = next(r for r in runs if r["suite"] == "ddp")
-    assert ddp["verdict"] == "inconclusive" and "over 2 launches" in ddp["reason"], ddp
+    assert ddp["verdict"] == "inconclusive" and ddp["inconclusive_because"] == "launches differ", ddp
     # Against the original's first launch alone, the same rerun is plainly slower.
     one = derive(steady, tmp_path, "one", in_launches(1.0))
     ddpbench("compare", one, rerun, "--out", tmp_path / "against-one", check_rc=1)
@@ -207,12 +218,59 @@ def test_inconclusive_rerun_says_why_and_exits_3(steady, tmp_path):
         run["metrics"]["step_time_s"]["samples"] = [x * (0.5 + i % 3 * 0.5) for i, x in enumerate(samples)]
     noisy = derive(steady, tmp_path, "noisy", widen)
     done = ddpbench("compare", steady, noisy, check_rc=3)
-    assert [r["verdict"] for r in verdicts(noisy.parent)] == ["reproduced", "reproduced", "inconclusive"]
+    runs = verdicts(noisy.parent)
+    assert [r["verdict"] for r in runs] == ["reproduced", "reproduced", "inconclusive"]
+    assert runs[-1]["inconclusive_because"] == "too few samples"
     # Three runs compared: each interval at 98.3%, so that the three hold together at 95%.
-    assert "inconclusive: the 98.3% interval straddles the band +-0.05 (CV original 0.4% n=12, new" in done.stdout
+    assert ("inconclusive: too few samples: the 98.3% interval straddles the band +-0.05 (CV original 0.4% n=12, new" in done.stdout
+            and " samples a side (now 12) would narrow it to fit the band: raise the entry's repetitions or steps" in done.stdout)
     assert "98.3% interval for each of the 3 compared runs, so that all of them hold together at 95% (Bonferroni)" in done.stdout
-    assert all(r["level"] == pytest.approx(1 - 0.05 / 3) for r in verdicts(noisy.parent))
-    assert "INCONCLUSIVE: 1 of 3 compared runs could not be judged, none differed" in done.stdout
+    assert all(r["level"] == pytest.approx(1 - 0.05 / 3) for r in runs)
+    assert ("INCONCLUSIVE: 1 of 3 compared runs could not be judged, none differed (2 reproduced, 1 inconclusive): "
+            "1 for too few samples (more settle it)") in done.stdout
+
+
+def launches_of(*levels_and_noise: "tuple[float, float]"):
+    """Every run measured in len(levels_and_noise) launches: in the r-th, the DDP step times x level,
+    each moved by up to +-noise (a fixed pattern), and no other process on the machine."""
+    def change(doc: dict) -> None:
+        in_launches(*(level for level, _ in levels_and_noise))(doc)
+        for host in doc["hosts"]:
+            for run in (r for r in host["runs"] if r["suite"] == "ddp"):
+                noise = levels_and_noise[run["repeat"] - 1][1]
+                for metric in run["metrics"].values():
+                    metric["samples"] = [x * (1 + noise * ((7 * i) % 10 - 4.5) / 4.5) for i, x in enumerate(metric["samples"])]
+                    metric["summary"] = summarize(metric["samples"])
+    return change
+
+
+@pytest.mark.parametrize("original_form, new_form, because, said", [
+    # Tight samples, launches 8% apart on either side: more samples would not narrow it.
+    ([(1.0, 0.002), (1.08, 0.002)], [(1.08, 0.002), (1.0, 0.002)], "launches differ",
+     "launches differ more than samples do: the 98.3% interval straddles the band +-0.05, "),
+    # One launch a side, each tight, 5% apart: a change or the machine's launch-to-launch spread.
+    ([(1.0, 0.002)], [(1.05, 0.002)], "launches differ", "one launch a side cannot tell a change from this machine's spread"),
+    # Samples +-40%: an identical rerun's interval is wider than the band.
+    ([(1.0, 0.4)], [(1.01, 0.4)], "noise floor", "noise floor above the tolerance: a rerun identical to the original"),
+])
+def test_each_inconclusive_run_says_its_real_reason(steady, tmp_path, original_form, new_form, because, said):
+    original = derive(steady, tmp_path, "original", launches_of(*original_form))
+    new = derive(steady, tmp_path, "new", launches_of(*new_form))
+    done = ddpbench("compare", original, new, check_rc=3)
+    ddp = next(r for r in verdicts(new.parent) if r["suite"] == "ddp")
+    assert ddp["verdict"] == "inconclusive" and ddp["inconclusive_because"] == because, ddp
+    assert said in ddp["reason"] and said in done.stdout
+    if because == "noise floor":  # what this machine can judge, in the row and in the summary
+        floor = ddp["noise_floor"]
+        assert 0.05 < floor < 1 and f"this machine judges this run to about {floor:.0%}, not to 5%" in ddp["reason"]
+        assert (f"this machine cannot judge one of them to the tolerance: a rerun identical to the original would be judged "
+                f"to about {floor:.0%}, so that is what it can judge it to (--tolerance {math.ceil(floor * 100)}%)") in done.stdout
+
+
+def test_a_bundle_compared_with_itself_is_the_same_bundle(original, tmp_path):
+    done = ddpbench("compare", original, original, "--out", tmp_path, check_rc=0)
+    assert "**SAME BUNDLE: the original and the new bundle are one bundle (one sha256)" in done.stdout
+    assert load(tmp_path / "verdict.json")["outcome"] == "same bundle" and verdicts(tmp_path) == []
 
 
 def test_a_difference_measured_while_others_used_the_machine_is_inconclusive(steady, tmp_path):
@@ -223,8 +281,10 @@ def test_a_difference_measured_while_others_used_the_machine_is_inconclusive(ste
     busy = derive(steady, tmp_path, "busy", slower_on_a_busy_machine)
     done = ddpbench("compare", steady, busy, check_rc=3)
     assert [r["verdict"] for r in verdicts(busy.parent)] == ["inconclusive"] * 3
-    assert ("slower beyond its interval, but other processes took new 40% of the machine's CPU while it ran "
+    assert all(r["inconclusive_because"] == "busy machine" for r in verdicts(busy.parent))
+    assert ("a busy machine: slower beyond its interval, but other processes took new 40% of the machine's CPU while it ran "
             "(above 10%): the difference may be theirs; rerun on an otherwise idle machine to settle it") in done.stdout
+    assert "3 for a busy machine (rerun on an idle one)" in done.stdout
 
 
 def test_bundles_of_different_plans_are_one_not_comparable_line(steady, tmp_path):
@@ -236,15 +296,10 @@ def test_bundles_of_different_plans_are_one_not_comparable_line(steady, tmp_path
     assert verdicts(other.parent) == [] and "| host |" not in done.stdout
 
 
-def test_a_rerun_samples_until_as_steady_as_the_original_and_is_still_the_same_plan(steady, original, tmp_path):
-    doc = load(original)
-    plan, deviations = as_tight_as_the_original(doc, doc["plan"])
-    targets = [entry["params"]["cv_target"] for entry in plan["suites"]]
-    assert all(0 < t < 1 for t in targets) and [d["field"] for d in deviations] == ["cv_target", "cv_target"]
-    assert doc["plan"]["suites"][0]["params"]["cv_target"] is None  # the original's plan is left as it was
-
+def test_a_rerun_that_sampled_longer_is_still_the_same_plan(steady, tmp_path):
     def sampled_longer(doc: dict) -> None:
-        doc["plan"] = plan
+        for entry in doc["plan"]["suites"]:
+            entry["params"]["cv_target"] = 0.01
         for run in doc["hosts"][0]["runs"]:
             run["params"]["cv_target"] = 0.01
     rerun = derive(steady, tmp_path, "sampled-longer", sampled_longer)
@@ -280,7 +335,7 @@ def on_gpus(name: str, width: int):
 def test_other_machine_is_not_comparable_and_names_the_fields(original, tmp_path):
     h100 = derive(original, tmp_path, "h100", on_gpus("NVIDIA H100 80GB HBM3", 16))
     h200 = derive(original, tmp_path, "h200", on_gpus("NVIDIA H200", 8))
-    done = ddpbench("compare", h100, h200, check_rc=1)
+    done = ddpbench("compare", h100, h200, check_rc=4)
     runs = verdicts(h200.parent)
     assert {r["verdict"] for r in runs} == {"not comparable"}
     for run in runs:
@@ -289,7 +344,94 @@ def test_other_machine_is_not_comparable_and_names_the_fields(original, tmp_path
             {"field": "pcie_width", "original": [16, 16], "new": [8, 8]},
         ]
     assert "not comparable: gpu_model NVIDIA H100 80GB HBM3 -> NVIDIA H200; pcie_width [16, 16] -> [8, 8]" in done.stdout
-    assert "FAIL: no run could be compared (3 not comparable)" in done.stdout
+    assert ("NOT COMPARABLE: no run could be compared (3 not comparable): gpu_model NVIDIA H100 80GB HBM3 -> NVIDIA H200; "
+            "pcie_width [16, 16] -> [8, 8]**") in done.stdout
+
+
+PUBLISHED_GPU_BUNDLE = REPO / "benchmarks" / "results" / "bundles" / "20261125T213922Z-6e20a7.bundle.json"  # quick, 2x H100
+
+
+def nothing_ran(done: subprocess.CompletedProcess, out: Path) -> None:
+    """Verify ended before the rerun: no plan announced, no bundle, nothing written under --out."""
+    assert "Traceback" not in done.stderr and "bundle: " not in done.stdout and "plan " not in done.stdout, done.stdout
+    assert not out.exists()
+
+
+def test_a_gpu_bundle_on_this_cpu_machine_is_not_comparable_at_once(tmp_path):
+    """Nothing of it can be compared here: said before any fingerprint, gate or launch, naming
+    what differs and what machine could verify it; never FAIL."""
+    done = ddpbench("verify", PUBLISHED_GPU_BUNDLE, "--out", tmp_path / "out", check_rc=4)
+    nothing_ran(done, tmp_path / "out")
+    assert done.stdout.startswith("NOT COMPARABLE: nothing of bundle 20261125T213922Z-6e20a7 can be rerun on these hosts")
+    assert ("- host local: it ran on 2 GPUs NVIDIA H100 80GB HBM3 joined by NVLink; host local has no GPU (a CPU" in done.stdout
+            and "gpu_count 2 -> 0; link_class nvlink -> none): a machine with 2 GPUs NVIDIA H100 80GB HBM3 joined by NVLink can verify it" in done.stdout)
+    assert "FAIL" not in done.stdout
+
+
+def test_a_host_over_ssh_is_read_over_ssh_before_anything_runs(loopback_hosts, tmp_path):
+    document = loopback_hosts.hosts_document(sys.executable, tmp_path / "work")
+    document["hosts"] = document["hosts"][:1]
+    hosts = tmp_path / "hosts.yaml"
+    hosts.write_text(yaml.safe_dump(document, sort_keys=False))
+    done = ddpbench("verify", PUBLISHED_GPU_BUNDLE, "--hosts", hosts, "--out", tmp_path / "out", check_rc=4)
+    nothing_ran(done, tmp_path / "out")
+    assert "- host local: it ran on 2 GPUs NVIDIA H100 80GB HBM3 joined by NVLink; host host1 has no GPU (a CPU" in done.stdout
+    assert not (tmp_path / "work").exists()  # nothing deployed there
+
+
+def without(*keys_per_entry: "tuple[int, str]"):
+    """The bundle's plan without these (entry, parameter) defaults: as an older ddpbench, whose schemas lacked them, wrote it."""
+    def change(doc: dict) -> None:
+        for index, key in keys_per_entry:
+            del doc["plan"]["suites"][index]["params"][key]
+    return change
+
+
+def test_a_bundle_of_a_plan_this_ddpbench_runs_otherwise_is_not_comparable_at_once(steady, tmp_path):
+    older = derive(steady, tmp_path, "older", without((0, "cuda_graph"), (1, "bucket_cap_mb")))
+    done = ddpbench("verify", older, "--out", tmp_path / "out", check_rc=4)
+    nothing_ran(done, tmp_path / "out")
+    assert "- suites[0]: this ddpbench would run suites[0] (collectives) otherwise than the bundle's ddpbench" in done.stdout
+    assert "(params.bucket_cap_mb absent -> 100): rerun it with that version" in done.stdout
+
+
+def test_a_partly_comparable_bundle_reruns_only_its_comparable_part(steady, tmp_path):
+    """Host gpubox ran on 2 H100s, entry 0 as an older ddpbench wrote it: only local's DDP entry reruns."""
+    gpu_fingerprint = load(PUBLISHED_GPU_BUNDLE)["hosts"][0]["fingerprint"]
+
+    def with_a_gpu_host(doc: dict) -> None:
+        without((0, "cuda_graph"))(doc)
+        doc["hosts"].append({**copy.deepcopy(doc["hosts"][0]), "name": "gpubox", "fingerprint": gpu_fingerprint})
+    original = derive(steady, tmp_path, "two-hosts", with_a_gpu_host)
+    hosts = tmp_path / "hosts.yaml"
+    hosts.write_text("hosts:\n  - name: local\n    runtime: local\n  - name: gpubox\n    runtime: local\n")
+    done = ddpbench("verify", original, "--hosts", hosts, "--out", tmp_path / "out", "--tolerance", HONEST_TOLERANCE, check_rc=0)
+    assert "left out: host gpubox: it ran on 2 GPUs NVIDIA H100 80GB HBM3 joined by NVLink; host gpubox has no GPU" in done.stdout
+    assert "left out: suites[0]: this ddpbench would run suites[0] (collectives) otherwise" in done.stdout
+    (new_path,) = (tmp_path / "out").glob("*/bundle.json")
+    new = load(new_path)
+    assert [h["name"] for h in new["hosts"]] == ["local"] and {r["suite"] for r in new["hosts"][0]["runs"]} == {"ddp"}
+    assert [(i.get("host"), i.get("entry")) for i in new["verification"]["left_out"]] == [(None, 0), ("gpubox", None)]
+    rows = [(r["host"], r["suite"], r["verdict"]) for r in verdicts(new_path.parent)]
+    assert rows == [("local", "collectives", "not comparable")] * 2 + [("local", "ddp", "reproduced")] + \
+        [("gpubox", "collectives", "not comparable")] * 2 + [("gpubox", "ddp", "not comparable")]
+    assert "**PASS: every compared run reproduced (1 reproduced, 5 not comparable); 5 not comparable: left out of the rerun: " in done.stdout
+
+
+def test_a_rerun_estimated_past_the_bound_is_refused_unless_asked_for(original, tmp_path):
+    """Non-interactive, no --yes: one line naming both ways on (the honest rerun above runs under --max-hours 1)."""
+    done = cli("verify", original, "--out", tmp_path / "out", "--max-hours", "0.0001",
+               preexec_fn=lambda: os.dup2(os.open(os.devnull, os.O_RDONLY), 0))  # stdin not a terminal: no prompt
+    one_line_error(done, "error: verify is estimated ", ", past --max-hours 0.0001; pass --yes to run it anyway, or --max-hours 0.")
+    assert not list((tmp_path / "out").glob("*/bundle.json"))
+
+
+def test_an_unreachable_host_is_refused_before_anything_runs(original, tmp_path):
+    hosts = tmp_path / "dead.yaml"
+    hosts.write_text("hosts:\n  - name: local\n    runtime: native\n    address: 127.0.0.1\n    port: 1\n    connect_timeout_s: 5\n")
+    done = ddpbench("verify", original, "--hosts", hosts, "--out", tmp_path / "out")
+    one_line_error(done, "host 'local': ", "verify reads each host's GPUs before it runs anything")
+    assert not (tmp_path / "out").exists()
 
 
 def test_hosts_pair_by_order_or_host_map(steady, tmp_path):
@@ -336,7 +478,7 @@ def test_another_image_is_not_comparable_unless_asked_for_with_image(steady, tmp
     done = ddpbench("compare", steady, asked, check_rc=0)
     assert "deviation: image on local: None -> mine:latest (--image)" in done.stdout
     unasked = derive(steady, tmp_path, "unasked", other_image(False))
-    ddpbench("compare", steady, unasked, check_rc=1)
+    ddpbench("compare", steady, unasked, check_rc=4)
     assert {d["field"] for r in verdicts(unasked.parent) for d in r["differs"]} == {"image_digest"}
 
 
@@ -390,6 +532,18 @@ def test_signed_bundle_reports_its_signer(steady, keys, tmp_path):
     assert "unsigned" in done.stdout.splitlines()[2] and "signed with ED25519 SHA256:" in done.stdout.splitlines()[3]
 
 
+def test_allowed_signers_check_the_new_bundle_too(original, steady, keys, tmp_path):
+    for who in ("alice", "mallory"):
+        (tmp_path / who).mkdir()
+    trusted = published(steady, tmp_path / "alice", keys["alice"])
+    done = ddpbench("compare", original, trusted, "--allowed-signers", keys["allowed"])
+    assert done.returncode in (0, 1, 3) and done.stdout.splitlines()[3].startswith("- new: run "), done.stdout + done.stderr
+    assert "signed by alice@example.org (ED25519 SHA256:" in done.stdout.splitlines()[3]
+    untrusted = published(steady, tmp_path / "mallory", keys["mallory"])
+    one_line_error(ddpbench("compare", original, untrusted, "--allowed-signers", keys["allowed"]),
+                   str(untrusted), "signed with ED25519 SHA256:", "does not list")
+
+
 def test_unsigned_bundle_fails_when_a_signature_is_required(original, keys, tmp_path):
     bundle = published(original, tmp_path, None)
     one_line_error(
@@ -437,7 +591,7 @@ def test_one_rank_busbw_is_not_comparable_and_says_why(steady, tmp_path):
                     run["world_size"], busbw["samples"] = 1, [0.0] * len(busbw["samples"])
                     busbw["summary"] = summarize(busbw["samples"])
     original = derive(steady, tmp_path, "one-rank", one_rank)
-    new = derive(steady, tmp_path, "one-rank-again", one_rank)
+    new = another_bundle_of(original, tmp_path / "one-rank-again")
     done = ddpbench("compare", original, new, check_rc=0)
     by_suite = {r["suite"]: r for r in verdicts(new.parent)}
     assert by_suite["collectives"]["verdict"] == "not comparable"

@@ -59,6 +59,7 @@ def collect(env: Mapping[str, str] | None = None, root: Path = Path("/")) -> dic
         if nvlink_status is not None:
             _fill_nvlink(gpus, nvlink_status)
 
+    limit = probe("memory limit", lambda: system.memory_limit(root))
     cpu_default = {"model": None, "sockets": None, "cores_physical": None, "logical_cpus": os.cpu_count() or 1, "numa_nodes": None}
     fingerprint = {
         "fingerprint_version": FINGERPRINT_VERSION,
@@ -66,7 +67,8 @@ def collect(env: Mapping[str, str] | None = None, root: Path = Path("/")) -> dic
         "host": probe("host", system.host, {"hostname_sha256": None, "kernel": None, "os": None, "arch": None}),
         "cpu": probe("cpu", system.cpu, cpu_default),
         "memory_total_bytes": probe("memory", system.memory_total_bytes),
-        "memory_limit_bytes": probe("memory limit", system.memory_limit_bytes),
+        "memory_limit_bytes": (limit or (None, None))[0],
+        "memory_limit_cgroup": (limit or (None, None))[1],
         "gpus": gpus,
         "gpu_count": len(gpus),
         "driver_version": gpu_facts["driver_version"],

@@ -4,6 +4,7 @@ from __future__ import annotations
 import hashlib
 import os
 import platform
+import posixpath
 import re
 import socket
 from pathlib import Path
@@ -67,14 +68,69 @@ def memory_total_bytes() -> int | None:
     return int(match.group(1)) * 1024 if match else None
 
 
-def memory_limit_bytes(cgroup: Path = Path("/sys/fs/cgroup")) -> int | None:
-    """The memory this process's cgroup may use (a container's --memory, a batch job's allocation),
-    where one is set below the machine's: cgroup v2's memory.max, else v1's memory.limit_in_bytes."""
-    for path in (cgroup / "memory.max", cgroup / "memory" / "memory.limit_in_bytes"):
-        text = read_text(path)
-        if text and text.isdigit() and int(text) < 2 ** 60:  # v1 says "no limit" with a page-rounded 2**63
-            return int(text)
-    return None
+# Where the cgroup hierarchies are mounted when /proc/self/mountinfo does not say: v2's, v1's memory controller's.
+DEFAULT_MOUNTS = (("v2", "/", "sys/fs/cgroup"), ("v1", "/", "sys/fs/cgroup/memory"))
+LIMIT_FILE = {"v2": "memory.max", "v1": "memory.limit_in_bytes"}
+
+
+def memory_limit(root: Path = Path("/")) -> "tuple[int, str] | None":
+    """(bytes, cgroup) of the tightest memory limit on the cgroup this process runs in (a container's
+    --memory, a Slurm job's allocation, a systemd scope) and on every cgroup above it, or None where
+    none is set. The cgroup is read from /proc/self/cgroup (v2's, and v1's memory controller's), its
+    folder from where /proc/self/mountinfo says the hierarchy is mounted; `root` is where /proc and
+    /sys are read (tests give a fake tree)."""
+    own = _own_cgroups(read_text(root / "proc/self/cgroup"))
+    found = []
+    for kind, mount_root, mount_point in _cgroup_mounts(read_text(root / "proc/self/mountinfo")):
+        path = own.get(kind)
+        if path is None:
+            continue
+        inside = posixpath.relpath(path, mount_root) if (path + "/").startswith(mount_root.rstrip("/") + "/") else "."
+        top = root / mount_point.lstrip("/")
+        folder = Path(posixpath.normpath(top / inside))
+        if top not in (folder, *folder.parents):  # "..": a path that leaves its mount is none we read
+            folder = top
+        while True:
+            text = read_text(folder / LIMIT_FILE[kind])
+            if text and text.isdigit() and int(text) < 2 ** 60:  # v1 says "no limit" with a page-rounded 2**63, v2 "max"
+                found.append((int(text), posixpath.normpath(posixpath.join(mount_root, str(folder.relative_to(top))))))
+            if folder == top:
+                break
+            folder = folder.parent
+    return min(found, default=None)
+
+
+def _own_cgroups(text: "str | None") -> dict:
+    """{"v2": path, "v1": path of the memory controller} from /proc/self/cgroup; where that file is
+    unreadable, the root of each (a process outside any limit reads the same)."""
+    if text is None:
+        return {"v2": "/", "v1": "/"}
+    found = {}
+    for line in text.splitlines():
+        number, _, rest = line.partition(":")
+        controllers, _, path = rest.partition(":")
+        if number == "0" and controllers == "":
+            found["v2"] = path
+        elif "memory" in controllers.split(","):
+            found["v1"] = path
+    return found
+
+
+def _cgroup_mounts(text: "str | None") -> list:
+    """(kind, the hierarchy's path mounted there, mount point) of each cgroup mount in mountinfo."""
+    if text is None:
+        return list(DEFAULT_MOUNTS)
+    found = []
+    for line in text.splitlines():
+        mount, _, fs = line.partition(" - ")
+        fields, fs_fields = mount.split(), fs.split()
+        if len(fields) < 5 or len(fs_fields) < 3:
+            continue
+        if fs_fields[0] == "cgroup2":
+            found.append(("v2", fields[3], fields[4]))
+        elif fs_fields[0] == "cgroup" and "memory" in fs_fields[2].split(","):
+            found.append(("v1", fields[3], fields[4]))
+    return found
 
 
 def network() -> dict:

@@ -65,6 +65,12 @@ class Runtime:
     def prepare(self, job: AgentJob) -> None:
         pass
 
+    def collect_kept(self, job: AgentJob) -> bool:
+        """Fetch into job.result_dir the raw.json (and launch logs) the host kept of an earlier attempt
+        of this run, where it keeps one (its connection was lost after some launches had finished):
+        True when a raw.json came. A resumed run calls it before it runs anything."""
+        return False
+
     def run(self, job: AgentJob) -> dict:
         raise NotImplementedError
 
@@ -76,6 +82,23 @@ class StagedRuntime(Runtime):
     """A runtime that readies a host in named stages (connect, check, deploy ...) before the
     agent starts, and always cleans up after it, also when a stage fails; cancel() between
     stages starts nothing more. Subclasses give _prepare(), _run_agent() and _close()."""
+
+    # Where in the run's folder on an SSH host the agent's results lie, to be collected by a resume
+    # when the controller lost the host before fetching them ("": the runtime keeps none there).
+    kept_results_folder: ClassVar[str] = ""
+
+    def collect_kept(self, job: AgentJob) -> bool:
+        if not self.kept_results_folder or not job.host.address:
+            return False
+        try:
+            shell = SSHShell.connect(job.host)
+        except HostError:
+            return False  # not back yet: its run then fails with the reason, and the host keeps its results
+        try:
+            fetched = shell.fetch_results(posixpath.join(remote_run_dir(job), self.kept_results_folder), job.result_dir, job.progress)
+        finally:
+            shell.close()
+        return fetched and (job.result_dir / "raw.json").exists()
 
     def __init__(self) -> None:
         self._lock = threading.Lock()

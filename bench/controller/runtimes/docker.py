@@ -99,6 +99,7 @@ def run_command(job: AgentJob, image_id: str, reference: str, container: str, ou
 
 class DockerRuntime(StagedRuntime):
     needs_address = False  # none: this machine's Docker engine
+    kept_results_folder = "out"  # on an SSH host (with an address)
 
     def __init__(self) -> None:
         super().__init__()

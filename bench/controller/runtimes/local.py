@@ -6,6 +6,7 @@ import json
 import os
 import sys
 
+from bench.common.files import write_text
 from bench.common.paths import SOURCE_ROOT
 from bench.controller.runtimes.base import INTERRUPTED, AgentJob, Runtime, agent_output_listener, exited_early, read_raw
 from bench.controller.shell import LocalShell
@@ -23,7 +24,7 @@ class LocalRuntime(Runtime):
     def run(self, job: AgentJob) -> dict:
         job.result_dir.mkdir(parents=True, exist_ok=True)
         plan_path = job.result_dir / "plan.json"
-        plan_path.write_text(json.dumps(job.plan))
+        write_text(plan_path, json.dumps(job.plan))
         # The agent's stdin is a pipe from this process: when the controller is killed (kill -9),
         # it closes and the agent ends its ranks instead of running on unseen.
         command = job.agent_args(str(plan_path), str(job.result_dir), stop_on_stdin_eof=True).argv([sys.executable, "-m", "bench.agent"])

@@ -59,6 +59,7 @@ def python_missing(host: Host, why: str) -> HostError:
 
 class NativeRuntime(StagedRuntime):
     results_folder = "out"  # the agent's --out, in the work folder
+    kept_results_folder = "out"
 
     def __init__(self) -> None:
         super().__init__()

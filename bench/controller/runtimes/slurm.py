@@ -32,6 +32,7 @@ from bench.controller.runtimes.native import NativeRuntime, short_command
 from bench.controller.shell import CommandNotFound, Result
 from bench.controller.ssh import SSHShell
 from bench.controller.ssh.connection import where
+from bench.controller.ssh.files import get_anew
 from bench.errors import UserError
 
 SCRIPT = "job.sh"
@@ -128,6 +129,7 @@ def batch_script(job: AgentJob) -> str:
 
 class SlurmRuntime(NativeRuntime):
     results_folder = "node0/out"  # node 0's agent holds the job's runs (its rank 0 measured them)
+    kept_results_folder = "node0/out"
     group_refusal = "a group's hosts need runtime native or docker (a slurm job spans nodes by itself: set slurm: nodes)"
     settings_key = "slurm"
 
@@ -157,7 +159,7 @@ class SlurmRuntime(NativeRuntime):
                     f"script, output and time itself); remove it, or use one of {', '.join(sorted(SBATCH_ALLOWED))}"
                 )
         nodes, gpus = settings.get("nodes", 1), settings.get("gpus_per_node", 0)
-        # World sizes are ranks per node: the agent skips those a node cannot hold (seed 002's
+        # World sizes are ranks per node: the agent skips those a node cannot hold (a plan's
         # 2-GPU runs on 1-GPU nodes); a job where every one of them is skipped is of no use.
         per_node = {w for entry in plan["suites"] for w in entry.get("world_sizes", ["all"])}
         if gpus and "all" not in per_node and min(map(int, per_node)) > gpus:
@@ -277,9 +279,9 @@ class SlurmRuntime(NativeRuntime):
                     shown = note
                 if waited > patience_s:
                     self._scancel()
-                    self.scheduler_job.update(state="CANCELLED", reason=queued["reason"])
+                    self.scheduler_job.update(state="CANCELLED", reason=reason or None)
                     raise HostError(
-                        f"slurm job {self.job_id} waited {waited:.0f} s in partition {settings['partition']} ({queued['reason']}), "
+                        f"slurm job {self.job_id} waited {waited:.0f} s in partition {settings['partition']}{f' ({reason})' if reason else ''}, "
                         f"past slurm.pending_patience_s {patience_s:g}; it was cancelled: choose a partition with free nodes, "
                         "or raise pending_patience_s"
                     )
@@ -398,7 +400,7 @@ class SlurmRuntime(NativeRuntime):
                 local = job.result_dir / name
                 local.parent.mkdir(parents=True, exist_ok=True)
                 try:
-                    sftp.get(posixpath.join(self._remote_dir, name), str(local))
+                    get_anew(sftp, posixpath.join(self._remote_dir, name), local)
                 except FileNotFoundError:
                     local.unlink(missing_ok=True)
         except (OSError, EOFError) as err:

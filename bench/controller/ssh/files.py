@@ -10,6 +10,7 @@ from typing import Callable
 import paramiko
 from fabric import Connection
 
+from bench.common.files import open_anew
 from bench.common.protocol import Event, Stage, Warned
 from bench.controller.errors import HostError
 from bench.controller.inventory import Host
@@ -65,16 +66,27 @@ def fetch_results(connection: Connection, out_dir: str, result_dir: Path, progre
             names = []
         wanted += [(f"launches/{name}", logs / name) for name in sorted(names) if name.endswith(".log")]
         for remote, local in wanted:
-            partial = local.with_name(local.name + ".part")  # a failed copy must not pass for a result
             try:
-                sftp.get(posixpath.join(out_dir, remote), str(partial))
-                partial.replace(local)
+                get_anew(sftp, posixpath.join(out_dir, remote), local)
             except FileNotFoundError:
-                partial.unlink(missing_ok=True)
+                pass
     except (OSError, EOFError, paramiko.SSHException) as err:
         progress(Warned(f"could not fetch the results: {err}"))
         return False
     return fetched_intact(result_dir)
+
+
+def get_anew(sftp: paramiko.SFTPClient, remote: str, local: Path) -> None:
+    """A file of the host copied to local through a .part file created anew: a failed copy never
+    passes for the file, and nothing planted at either name (a link) is written through."""
+    partial = local.with_name(local.name + ".part")
+    try:
+        with open_anew(partial, "wb") as out:
+            sftp.getfo(remote, out)
+        partial.replace(local)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
 
 
 def fetched_intact(result_dir: Path) -> bool:

@@ -10,7 +10,7 @@ from bench.common.host import Capabilities
 from bench.common.links import link_summary
 from bench.common.transports import backend_for
 from bench.common.units import human_bytes
-from bench.suites import cost
+from bench.common import cost
 from bench.suites.base import HostResults, Suite, median, warning
 from bench.suites.params import PlanError, SweptParams
 
@@ -24,6 +24,9 @@ GATHER_OPS = ("all_gather", "reduce_scatter")  # the collectives that run out of
 # the check's expected values in float32: about four of the largest size.
 HOST_BUFFERS_PER_RANK = 4
 HOST_MEMORY_USABLE = 0.8  # of what the host allows: the rest is the ranks' Python, torch and the OS
+# NCCL's name of each op's function (its TUNING lines, its per-collective NCCL_ALGO); a send/recv has no algorithm.
+NCCL_FUNCTIONS = {"all_reduce": "AllReduce", "all_gather": "AllGather", "reduce_scatter": "ReduceScatter",
+                  "broadcast": "Broadcast", "sendrecv": None}
 
 
 @dataclass(frozen=True)
@@ -44,31 +47,42 @@ class Params(SweptParams):
         return self.p2p_sizes_bytes or [self.end_bytes]
 
 
+def largest_size(params: Params) -> tuple[int, str]:
+    """The largest message the entry sends, and the parameter that asks for it, in words."""
+    found = [(params.end_bytes, f"end_bytes {params.end_bytes}")] if set(params.ops) - {"sendrecv"} else []
+    if "sendrecv" in params.ops:
+        p2p = max(params.p2p_sizes())
+        found.append((p2p, f"p2p_sizes_bytes {p2p}" if params.p2p_sizes_bytes else f"end_bytes {p2p}"))
+    return max(found)
+
+
 class Collectives(Suite):
     name = "collectives"
     report_order = 20
     needs_two_ranks = True  # a collective over one rank crosses no link: its busbw is 0 by definition
+    moves_collective_data = True
     Params = Params
     headline_metric = "busbw_gbps"
     identity_params = ("op", "size_bytes")
 
     def check_plan(self, params: Params, host: Capabilities, *, world_size: int, transport: str, nodes: int) -> None:
         params.check_sweep(self.name)
-        largest = max([params.end_bytes, *(params.p2p_sizes_bytes or [])])
+        largest, culprit = largest_size(params)
         if backend_for(transport, host.cuda) == "gloo" and host.host_memory_bytes:
             ranks_here = world_size // nodes
             need = ranks_here * HOST_BUFFERS_PER_RANK * largest
             if need > HOST_MEMORY_USABLE * host.host_memory_bytes:
                 raise PlanError(
-                    f"collectives: end_bytes {params.end_bytes} needs about {need} bytes of host memory on {ranks_here} "
-                    f"rank(s) (gloo reduces in host memory), this host allows {host.host_memory_bytes}; lower end_bytes")
+                    f"collectives: {culprit} needs about {need} bytes of host memory on {ranks_here} "
+                    f"rank(s) (gloo reduces in host memory), {host.host_memory} allows {int(HOST_MEMORY_USABLE * 100)}% of it; "
+                    f"lower {culprit.split()[0]}")
         if host.cuda:
             # out, in and the check's temporaries: about three buffers of the largest size
-            need = 3 * max([params.end_bytes, *(params.p2p_sizes_bytes or [])])
+            need = 3 * largest
             if need > host.gpu_memory_bytes:
                 raise PlanError(
-                    f"collectives: end_bytes {params.end_bytes} needs about {need} bytes of GPU memory, "
-                    f"the GPU has {host.gpu_memory_bytes}; lower end_bytes"
+                    f"collectives: {culprit} needs about {need} bytes of GPU memory, "
+                    f"the GPU has {host.gpu_memory_bytes}; lower {culprit.split()[0]}"
                 )
 
     def configurations(self, params: Params, world_size: int, host: Capabilities) -> int:
@@ -102,6 +116,17 @@ class Collectives(Suite):
                     total += params.placements(op) * (calls * per_call + cost.POINT_OVERHEAD_S[kind] + host_buffers)
         return total
 
+    def nccl_collectives(self, params: Params) -> list:
+        return [(op, NCCL_FUNCTIONS[op]) for op in params.ops]
+
+    def nccl_calls(self, run: dict) -> list:
+        """NCCL counts a call's bytes per rank: all_gather's send, reduce_scatter's receive buffer."""
+        p = run["params"]
+        function = NCCL_FUNCTIONS[p["op"]]
+        if function is None:
+            return []
+        return [(function, p["size_bytes"] // run["world_size"] if p["op"] in GATHER_OPS else p["size_bytes"])]
+
     def configuration(self, run: dict) -> tuple:
         p = run["params"]
         return ("collectives", p["op"], p["dtype"], p["in_place"], p["size_bytes"], run["world_size"],
@@ -110,6 +135,16 @@ class Collectives(Suite):
     def judged_figure(self, run: dict) -> tuple:
         """Each collective's busbw (the ranges hold all_reduce's: allreduce_busbw_gbps)."""
         return f"{run['params']['op'].replace('_', '')}_busbw_gbps", median(run, "busbw_gbps"), run["params"]["size_bytes"]
+
+    def collective_bytes(self, run: dict) -> "float | None":
+        """The call's size times its bus factor (busbw / algbw)."""
+        size, algbw, busbw = run["params"].get("size_bytes"), median(run, "algbw_gbps"), median(run, "busbw_gbps")
+        return None if size is None or not algbw or busbw is None else size * busbw / algbw
+
+    def timed_collective(self, run: dict) -> "tuple[str, str, int, float] | None":
+        seconds = median(run, "time_s")
+        p = run["params"]
+        return None if seconds is None else (p["op"], p["dtype"], p["size_bytes"], seconds)
 
     def label(self, run: dict) -> str:
         p = run["params"]

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bench.common.concerns import pcie_links
-from bench.common.links import pcie_peak_gbps
+from bench.common.links import pair_label, pcie_peak_gbps
 from bench.common.stats import Spread
 from bench.common.units import human_bytes
 from bench.report import plots as P
@@ -63,7 +63,8 @@ def copy_tables(comparison: Comparison) -> list:
         ends = sorted({end for pair in cells for end in pair}, key=lambda end: (end != "host", end))
         rows = [[src, *(f"{cells[(src, dst)]:.4g}" if (src, dst) in cells else "-" for dst in ends)] for src in ends]
         both = " (both directions summed)" if "both ways" in mode else ""
-        blocks.append(Paragraph(f"{host}, {mode}, {human_bytes(largest)} per copy: GB/s{both}, median (source row → destination column)."))
+        blocks.append(Paragraph(f"{host}, {mode}, {human_bytes(largest)} per copy: GB/s{both}, median (source row → destination column)."
+                                + _slowest_pair(cells, group[0].host.fingerprint)))
         blocks.append(Table(["source \\ destination", *ends], rows))
     rows = []
     points = defaultdict(list)
@@ -78,6 +79,16 @@ def copy_tables(comparison: Comparison) -> list:
     blocks.append(Table(["host", "GPUs and link", "direction", "engine", "source → destination", "size",
                          "GB/s median [p5, p95]"], rows))
     return blocks
+
+
+def _slowest_pair(cells: dict, fingerprint: dict) -> str:
+    """" Slowest pair: GPUs 1 and 3 (SYS, NUMA nodes 0 and 1), 12.3 GB/s (1 → 3)." over the GPU-to-GPU cells; "" with fewer than two."""
+    pairs = {(src, dst): value for (src, dst), value in cells.items() if src.startswith("gpu") and dst.startswith("gpu")}
+    if len(pairs) < 2:
+        return ""
+    src, dst = min(pairs, key=pairs.get)
+    a, b = int(src[3:]), int(dst[3:])
+    return f" Slowest pair: {pair_label(fingerprint, min(a, b), max(a, b))}, {pairs[src, dst]:.4g} GB/s ({a} → {b})."
 
 
 @dataclass(frozen=True)

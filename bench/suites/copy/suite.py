@@ -5,11 +5,12 @@ report.py."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from bench.common.host import Capabilities
 from bench.common.units import human_bytes
-from bench.suites import cost
+from bench.common import cost
 from bench.suites.base import Suite, median
 from bench.suites.params import PlanError, SweptParams
 
@@ -49,7 +50,7 @@ class Copy(Suite):
         if host.host_memory_bytes and host_need > host.host_memory_bytes // 2:
             raise PlanError(
                 f"copy: end_bytes {params.end_bytes} needs about {host_need} bytes of pinned host memory, more than half of "
-                f"this host's {host.host_memory_bytes}; lower end_bytes")
+                f"{host.host_memory}; lower end_bytes")
 
     def sweeps_gbps(self, params: Params, host: Capabilities) -> list:
         """The GB/s a copy reaches, one entry per size sweep (direction, engine, way, GPU or pair) the
@@ -82,6 +83,11 @@ class Copy(Suite):
 
     def peer_copies(self, run: dict) -> bool:
         return run["params"]["direction"] == "d2d"
+
+    def gpus_crossed(self, run: dict, gpu_count: int) -> list:
+        """The copy's ends that are GPUs (gpuN as its source or destination)."""
+        p = run["params"]
+        return [int(found[1]) for end in ("src", "dst") if (found := re.fullmatch(r"gpu(\d{1,4})", str(p.get(end))))]
 
     def judged_figure(self, run: dict) -> tuple:
         """One-way copy-engine copies, as nvbandwidth's memcpy_ce cases measure them; the others (SM copies,

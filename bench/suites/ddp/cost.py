@@ -1,12 +1,13 @@
-"""The ddp suite's cost model: the training suites' (bench/suites/training_cost.py: set-up, compilation,
-FLOPs against the GPU's peak) plus the gradient all-reduce of each step. Fitted as bench/suites/cost.py says."""
+"""The ddp suite's cost model: the training suites' (bench/suites/training/cost.py: set-up, compilation,
+FLOPs against the GPU's peak) plus the gradient all-reduce of each step. Fitted as bench/common/cost.py says."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
 from bench.common.host import Capabilities
-from bench.suites import cost, training_cost
+from bench.common import cost
+from bench.suites.training import cost as training_cost
 from bench.suites.ddp.params import Params
 
 
@@ -18,4 +19,4 @@ def launch_seconds(params: Params, preset: str, world_size: int, host: Capabilit
     grad_bytes = work.n_params * (2 if half else 4)
     allreduce_s = 0.0 if world_size == 1 else grad_bytes * 2 * (world_size - 1) / world_size / (cost.busbw_gbps(preset, world_size, host) * 1e9)
     return training_cost.launch_seconds(params, world_size, host, work, lambda batch: allreduce_s,
-                                        ddp_on_gpu=host.kind == "gpu" and world_size > 1)
+                                        synced_on_gpu=host.kind == "gpu" and world_size > 1)

@@ -1,17 +1,17 @@
-"""The ddp suite's figures derived from several runs of one host: scaling efficiency, seed 002's
-communication model, and the plausibility of both.
+"""The ddp suite's figures derived from several runs of one host: scaling efficiency, the compute + exposed communication model,
+and the plausibility of both.
 
 The baseline of an N-GPU ddp run is the world-size-1 run with the same model, shapes and
 precision, and the same global batch when a sweep fixes it (strong scaling) or the same
 accumulation when the batch per GPU is fixed (weak scaling).
 
 scaling_efficiency = per-sample time x #GPUs of the baseline / the same of the N-GPU run
-(seed 000's metric; 1.0 is perfect scaling), from the medians.
+(1.0 is perfect scaling), from the medians.
 
 Plausibility (warnings): a figure no correct measurement can give is flagged on its run
-(`bench.suites.training_derived.scaling_warnings`: code, message, likely cause), never printed silently.
+(`bench.suites.training.derived.scaling_warnings`: code, message, likely cause), never printed silently.
 
-Seed 002's model, in step time (medians):
+The compute + exposed communication model, in step time (medians):
   compute_s = T1 x (per-GPU batch of the N-GPU run / global batch of the baseline): the
               1-GPU step time at the N-GPU run's batch per GPU; T1 / N under strong scaling,
               T1 under weak scaling (the optimizer step is scaled with it, a small understatement)
@@ -26,7 +26,7 @@ Seed 002's model, in step time (medians):
 from __future__ import annotations
 
 from bench.common.allreduce import curve_time
-from bench.suites.training_derived import collective_curves, curve_of, median as _median
+from bench.suites.training.derived import collective_curves, curve_key, curve_of, median as _median
 
 VARYING = ("global_batch", "grad_accum", "num_params", "train_flops_per_sample")
 # The all_reduce dtype of a ddp run's gradients: the weights' own (fp32 under autocast too; bf16 weights
@@ -98,7 +98,7 @@ def derive_prediction(runs: list[dict], launches: list[dict]) -> None:
             compute_s = _median(baseline, "step_time_s") * per_gpu_batch / baseline["params"]["global_batch"]
         derived["exposed_comm_s"] = None if compute_s is None else _median(run, "step_time_s") - compute_s
         preset = run["transport"]["preset"]
-        dtypes = curves.get((preset, run["world_size"], nodes_of_launch.get(run["launch_id"], 1)))
+        dtypes = curves.get(curve_key(run, nodes_of_launch))
         curve = dtypes and gradient_curve(dtypes, run)
         allreduce_s = None
         if curve is None:

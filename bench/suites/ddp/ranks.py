@@ -2,7 +2,7 @@
 
 The training loop is the training suites' (bench/agent/training.py): a global batch reached by
 micro-batches, all but the last under `no_sync()`, so the gradients cross the link once per step,
-as in seed 000. What is DDP's is here: the wrapper and its comm hook (NCCL's all-reduce, its bf16
+as gradient accumulation does. What is DDP's is here: the wrapper and its comm hook (NCCL's all-reduce, its bf16
 compression, or the copy engines), CUDA graphs of the model, the compiled wrapper, and the gradient
 bytes a step all-reduces.
 """

@@ -1,25 +1,33 @@
 """The ddp suite: training step time of a model preset under DistributedDataParallel on synthetic
 data, a global batch reached by micro-batches under no_sync(), world sizes from 1 so that the
 1-GPU baseline is in the same run. Its ranks' part is ranks.py, its cost model cost.py, the figures
-it derives across runs (scaling, seed 002's prediction) derived.py, its report's part report.py;
-what it shares with the other training suites is bench/suites/training.py."""
+it derives across runs (scaling, the compute + exposed communication model's prediction) derived.py, its report's part report.py;
+what it shares with the other training suites is the training family, bench/suites/training/."""
 
 from __future__ import annotations
 
 from bench.common.host import Capabilities
-from bench.common.transports import backend_for
+from bench.common.transports import backend_for, with_setting
+from bench.common.units import human_bytes
+from bench.models.shapes import TRANSFORMER_PRESETS
+from bench.suites.training import memory
 from bench.suites.base import median
 from bench.suites.ddp import cost, derived
 from bench.suites.ddp.params import Params
 from bench.suites.params import PlanError
-from bench.suites.training import TrainingSuite
+from bench.suites.training import TrainingSuite, grad_accum_for
 
 
 class DDP(TrainingSuite):
     name = "ddp"
     report_order = 30
-    derived = derived
     Params = Params
+    # The figures derived across a host's runs (TrainingSuite's hooks): derived.py's.
+    baselines = staticmethod(derived.baselines)
+    derive_scaling = staticmethod(derived.derive_scaling)
+    derive_prediction = staticmethod(derived.derive_prediction)
+    moves_collective_data = True
+    plain_model = True  # one rank trains without DDP's wrapper (ranks.py)
 
     def check_plan(self, params: Params, host: Capabilities, *, world_size: int, transport: str, nodes: int) -> None:
         if params.allreduce == "copy_engine":
@@ -32,6 +40,8 @@ class DDP(TrainingSuite):
                             f"run {transport!r} in an entry with cuda_graphs: false")
         if params.cuda_graphs and params.compile:
             raise PlanError("ddp: cuda_graphs and compile are both on; choose one (compile: false for the graphs of the eager model)")
+        if backend_for(transport, host.cuda) == "gloo":
+            _check_host_memory(params, host, world_size, nodes)
 
     def launch_seconds(self, params: Params, preset: str, world_size: int, host: Capabilities) -> float:
         return cost.launch_seconds(params, preset, world_size, host)
@@ -39,14 +49,45 @@ class DDP(TrainingSuite):
     def link_name(self, run: dict) -> str:
         """allreduce copy_engine carries the gradients on the copy engines, past NCCL's transport."""
         if run["params"].get("allreduce") == "copy_engine":
-            return f"{run['transport']['preset']} via copy engines"
+            return with_setting(f"{run['transport']['preset']} via copy engines", run)
         return super().link_name(run)
+
+    def nccl_collectives(self, params: Params) -> list:
+        return [] if params.allreduce == "copy_engine" else [("the gradients' all-reduce", "AllReduce")]
+
+    def nccl_calls(self, run: dict) -> list:
+        return [] if run["params"].get("allreduce") == "copy_engine" else [("AllReduce", None)]
 
     def peer_copies(self, run: dict) -> bool:
         return run["params"].get("allreduce") == "copy_engine"
 
+    def collective_bytes(self, run: dict) -> "float | None":
+        """The gradients' all-reduce: 2(n-1)/n of their bytes."""
+        grad, n = median(run, "grad_allreduce_bytes"), run["world_size"]
+        return None if grad is None else grad * 2 * (n - 1) / n
+
     def judged_figure(self, run: dict) -> tuple:
         return "ddp_step_time_s", median(run, "step_time_s"), None
+
+
+def _check_host_memory(params: Params, host: Capabilities, world_size: int, nodes: int) -> None:
+    """Ranks that train on the CPU share the host's memory (or its cgroup's limit), and the kernel's
+    out-of-memory killer keeps nothing of a launch that passes it: the estimate refuses it first (on a
+    GPU a run that does not fit ends as an oom run and the sweep goes on)."""
+    ranks_here = world_size // nodes
+    if params.model not in TRANSFORMER_PRESETS or not host.host_memory_bytes:
+        return
+    room = host.host_memory_bytes / ranks_here
+    setup = memory.Setup(
+        model=params.model, strategy="ddp", shards=1, micro_batch=params.micro_batch, seq_len=params.seq_len,
+        precision=params.precision, weights_dtype=params.weights_dtype, optimizer=params.optimizer,
+        checkpointing=params.activation_checkpointing,
+        accumulating=any(grad_accum_for(b, world_size, params.micro_batch) > 1 for b in params.batches(world_size)),
+        separate_buckets=world_size > 1 and not params.gradient_as_bucket_view)
+    refused = memory.refusal(setup, room, on_gpu=False,
+                             has=f"{host.host_memory} gives each of the {ranks_here} rank(s) it runs here {human_bytes(room)}")
+    if refused:
+        raise PlanError(f"ddp: {params.model} at micro_batch {params.micro_batch} over {world_size} rank(s) {refused}")
 
 
 def _check_copy_engine(params: Params, host: Capabilities, transport: str, nodes: int) -> None:

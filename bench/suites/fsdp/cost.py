@@ -1,16 +1,17 @@
-"""The fsdp suite's cost model: the training suites' (bench/suites/training_cost.py: set-up, FLOPs
+"""The fsdp suite's cost model: the training suites' (bench/suites/training/cost.py: set-up, FLOPs
 against the GPU's peak) plus what a step's collectives move at the transport's bus bandwidth, fully
 exposed as ddp's all-reduce is (FSDP overlaps much of it: an upper bound, which is what a timeout
 wants). Per micro-batch, full and hybrid sharding gather every block twice (forward, backward) and
 the root once, grad_op everything once; the gradients are reduce-scattered once a step. Under hybrid
 the shards' all-reduce across nodes is left out: the launch's nodes are not the cost model's to
-know. Fitted as bench/suites/cost.py says."""
+know. Fitted as bench/common/cost.py says."""
 
 from __future__ import annotations
 
 from bench.common.host import Capabilities
 from bench.models.shapes import TRANSFORMER_PRESETS, units
-from bench.suites import cost, training_cost
+from bench.common import cost
+from bench.suites.training import cost as training_cost
 from bench.suites.fsdp.params import Params
 from bench.suites.training import grad_accum_for
 

@@ -1,5 +1,6 @@
 """The fsdp suite's figures derived from several runs of one host: scaling against the plain model on
-one GPU, seed 002's prediction with FSDP's collectives, and their plausibility.
+one GPU, the compute + exposed communication model's prediction with FSDP's collectives, and their
+plausibility.
 
 The baseline of an fsdp run is the ddp suite's world-size-1 run of the same model, recipe and shape
 (one rank training the plain model, no wrapper: what a single-GPU script gives), with the same
@@ -9,7 +10,7 @@ machinery costs with no peer. Where the bundle has no such ddp run, the fsdp sui
 world-size-1 run of the same shape and sharding stands in, and a note on the run says so (FSDP's own
 cost on one GPU is then inside the baseline); without either there is no scaling.
 
-Seed 002's model, with FSDP's collectives (medians):
+The compute + exposed communication model, with FSDP's collectives (medians):
   compute_s = the baseline's step time at this run's batch per GPU
   predicted_step_time_s = compute_s + all_gather_time_s + reduce_scatter_time_s, fully exposed: each
       the step's calls x the time of one call of (its bytes / calls) on the same host's sweep of that
@@ -24,16 +25,16 @@ prices: no prediction, with a note.
 from __future__ import annotations
 
 from bench.common.allreduce import curve_time
-from bench.suites.training import training_recipe
-from bench.suites.training_derived import collective_curves, curve_of, median
+from bench.suites.training import of_plain_model, training_recipe
+from bench.suites.training.derived import collective_curves, curve_key, curve_of, median
 
 REDUCE_DTYPES = {"bf16": "bfloat16", "fp32": "float32"}
-OWN_BASELINE = ("baseline: FSDP on one GPU (this bundle has no ddp world-size-1 run of the same shape): the scaling "
+OWN_BASELINE = ("baseline: FSDP on one GPU (this bundle has no 1-GPU run of the plain model of the same shape): the scaling "
                 "leaves out what FSDP itself costs on one GPU")
 
 
-def _ok(runs: list[dict], suite: str) -> list[dict]:
-    return [r for r in runs if r["suite"] == suite and r["status"] == "ok"]
+def _ok(runs: list[dict]) -> list[dict]:
+    return [r for r in runs if r["suite"] == "fsdp" and r["status"] == "ok"]
 
 
 def _shape(run: dict) -> tuple:
@@ -56,11 +57,11 @@ def _one_gpu_runs(runs: list[dict], key) -> dict:
 
 def baselines(runs: list[dict]) -> "dict[int, dict]":
     """id(run) -> the run it is scaled against, for every ok fsdp run of one host that has one."""
-    plain = _one_gpu_runs(_ok(runs, "ddp"), _shape)
+    plain = _one_gpu_runs([r for r in runs if of_plain_model(r) and r["status"] == "ok"], _shape)
     sharded_key = lambda run: (_shape(run), run["params"]["sharding"], run["params"].get("reduce_dtype"))
-    own = _one_gpu_runs(_ok(runs, "fsdp"), sharded_key)
+    own = _one_gpu_runs(_ok(runs), sharded_key)
     found = {}
-    for run in _ok(runs, "fsdp"):
+    for run in _ok(runs):
         repeat = run.get("repeat", 1)
         base = plain.get((_shape(run), repeat)) or next((r for (k, _), r in plain.items() if k == _shape(run)), None)
         if base is None and run["world_size"] > 1:
@@ -74,7 +75,7 @@ def derive_scaling(runs: list[dict]) -> None:
     """Set derived.scaling_efficiency_fraction on every ok fsdp run that has a baseline (a note where
     the baseline is FSDP's own one-GPU run)."""
     found = baselines(runs)
-    for run in _ok(runs, "fsdp"):
+    for run in _ok(runs):
         baseline = found.get(id(run))
         mine, base = median(run, "per_sample_gpu_time_s"), baseline and median(baseline, "per_sample_gpu_time_s")
         run.setdefault("derived", {})["scaling_efficiency_fraction"] = base / mine if base and mine else None
@@ -102,7 +103,7 @@ def derive_prediction(runs: list[dict], launches: list[dict]) -> None:
     nodes_of_launch = {launch["id"]: launch.get("nodes", 1) for launch in launches}
     curves = {op: collective_curves(runs, op, nodes_of_launch) for op in ("all_gather", "reduce_scatter")}
     found = baselines(runs)
-    for run in _ok(runs, "fsdp"):
+    for run in _ok(runs):
         if run["world_size"] == 1:
             continue
         derived, notes = run.setdefault("derived", {}), []
@@ -111,11 +112,11 @@ def derive_prediction(runs: list[dict], launches: list[dict]) -> None:
             notes.append(OWN_BASELINE)
         compute_s = None
         if baseline is None:
-            notes.append("no 1-GPU run of the same shape in this bundle (ddp's, or fsdp's own): no scaling, exposed communication or prediction")
+            notes.append("no 1-GPU run of the same shape in this bundle (the plain model's, or fsdp's own): no scaling, exposed communication or prediction")
         else:
             compute_s = median(baseline, "step_time_s") * p["global_batch"] / run["world_size"] / baseline["params"]["global_batch"]
         derived["exposed_comm_s"] = None if compute_s is None else median(run, "step_time_s") - compute_s
-        key = (run["transport"]["preset"], run["world_size"], nodes_of_launch.get(run["launch_id"], 1))
+        key = curve_key(run, nodes_of_launch)
         gather_s = scatter_s = None
         if p["sharding"] == "hybrid":
             notes.append("hybrid sharding gathers within a node and all-reduces across nodes; the sweeps run over every rank: no prediction")

@@ -34,7 +34,7 @@ def device_mesh(ctx: Context, sharding: str) -> DeviceMesh:
     device_type = ctx.device.type
     if sharding != "hybrid":
         return init_device_mesh(device_type, (ctx.world_size,))
-    per_node = int(os.environ.get("LOCAL_WORLD_SIZE", ctx.world_size))  # torchrun's ranks on this node
+    per_node = ctx.ranks_per_node or int(os.environ.get("LOCAL_WORLD_SIZE", ctx.world_size))
     return init_device_mesh(device_type, (ctx.world_size // per_node, per_node), mesh_dim_names=("replicate", "shard"))
 
 

@@ -2,17 +2,18 @@
 the ddp suite's figures for sharded data parallelism: full sharding (ZeRO-3), grad_op (ZeRO-2-like)
 and hybrid (HSDP, over nodes). A global batch is reached by micro-batches with gradient sync on the
 last only, world sizes from 1. Its ranks' part is ranks.py, its cost model cost.py, the figures it
-derives across runs (scaling against the ddp suite's plain 1-GPU run, seed 002's prediction from the
-all_gather and reduce_scatter sweeps) derived.py, its report's part report/; what it shares with the
-ddp suite is bench/suites/training.py. Before a launch, bench/suites/memory.py's estimate refuses a
-configuration that cannot fit."""
+derives across runs (scaling against the ddp suite's plain 1-GPU run, the compute + exposed
+communication model's prediction from the all_gather and reduce_scatter sweeps) derived.py, its report's part report/; what it shares with the
+ddp suite is the training family, bench/suites/training/. Before a launch, the family's memory estimate
+(memory.py) refuses a configuration that cannot fit."""
 
 from __future__ import annotations
 
 from bench.common.host import Capabilities
 from bench.common.transports import backend_for, on_gpu, ranks_label
 from bench.common.units import human_bytes
-from bench.suites import memory
+from bench.suites.base import median
+from bench.suites.training import memory
 from bench.suites.fsdp import cost, derived
 from bench.suites.fsdp.params import Params
 from bench.suites.params import PlanError
@@ -37,9 +38,13 @@ def memory_setup(params: Params, world_size: int, nodes: int) -> memory.Setup:
 class FSDP(TrainingSuite):
     name = "fsdp"
     report_order = 40
-    derived = derived
     Params = Params
+    # The figures derived across a host's runs (TrainingSuite's hooks): derived.py's.
+    baselines = staticmethod(derived.baselines)
+    derive_scaling = staticmethod(derived.derive_scaling)
+    derive_prediction = staticmethod(derived.derive_prediction)
     identity_params = ("model", "sharding", "global_batch")
+    moves_collective_data = True
 
     def check_placement(self, params: Params, *, nodes: int, ranks_per_node: "int | None") -> None:
         if params.sharding != "hybrid":
@@ -60,10 +65,31 @@ class FSDP(TrainingSuite):
     def launch_seconds(self, params: Params, preset: str, world_size: int, host: Capabilities) -> float:
         return cost.launch_seconds(params, preset, world_size, host)
 
+    def nccl_collectives(self, params: Params) -> list:
+        gathers = [("its parameters' all-gather", "AllGather"), ("its gradients' reduce-scatter", "ReduceScatter")]
+        return gathers + ([("its replicas' all-reduce", "AllReduce")] if params.sharding == "hybrid" else [])
+
+    def nccl_calls(self, run: dict) -> list:
+        functions = ["AllGather", "ReduceScatter"] + (["AllReduce"] if run["params"]["sharding"] == "hybrid" else [])
+        return [(function, None) for function in functions]
+
+    def collective_bytes(self, run: dict) -> "float | None":
+        """The all-gathers and reduce-scatters, (n-1)/n of their sizes; hybrid's all-reduce across nodes, 2(n-1)/n."""
+        n = run["world_size"]
+        gather, scatter = median(run, "all_gather_bytes"), median(run, "reduce_scatter_bytes")
+        across = median(run, "all_reduce_bytes") or 0.0
+        return None if gather is None or scatter is None else (gather + scatter + 2 * across) * (n - 1) / n
+
+    def strategy(self, params: dict) -> str:
+        return f"fsdp {params['sharding']}" + (", bf16 reduce" if params.get("reduce_dtype") == "bf16" else "")
+
     def configuration(self, run: dict) -> tuple:
         p = run["params"]
         return ("fsdp", p["model"], fsdp_recipe(p), p["sharding"], p.get("seq_len"), p["micro_batch"], p.get("global_batch"),
                 run["world_size"])
+
+    def judged_figure(self, run: dict) -> tuple:
+        return "fsdp_step_time_s", median(run, "step_time_s"), None
 
     def label(self, run: dict) -> str:
         p = run["params"]
@@ -78,20 +104,12 @@ def _check_memory(params: Params, host: Capabilities, world_size: int, nodes: in
     room = (host.gpu_memory_free_bytes or host.gpu_memory_bytes) if on_gpu else host.host_memory_bytes / ranks_here
     if not room:
         return
-    need = memory.estimate(setup)
-    if memory.fits(need.total_bytes, room):
-        return
-    where = "GPU" if on_gpu else "rank"
     has = (f"the GPU has {human_bytes(room)} free" if on_gpu else
-           f"this host's memory gives each of the ranks it runs {human_bytes(room)}")
-    remedies = memory.remedies(setup, room)
-    fix = f"it would fit with {' or '.join(remedies)}" if remedies else (
-        f"nothing up to {memory.MOST_GPUS_SUGGESTED} GPUs with activation checkpointing at micro_batch 1 fits: choose a smaller model")
-    ranks = f"{setup.shards} rank{'s' if setup.shards != 1 else ''}"
-    raise PlanError(
-        f"fsdp: {params.model} with sharding {params.sharding} over {ranks} at micro_batch {params.micro_batch} needs about "
-        f"{human_bytes(need.total_bytes)} per {where} by the estimate ({need.parts()}) plus {human_bytes(memory.RESERVE_BYTES)} "
-        f"for {'CUDA and the allocator' if on_gpu else 'the process'}, {has}; {fix}")
+           f"{host.host_memory} gives each of the {ranks_here} rank(s) it runs here {human_bytes(room)}")
+    refused = memory.refusal(setup, room, on_gpu=on_gpu, has=has)
+    if refused:
+        ranks = f"{setup.shards} rank{'s' if setup.shards != 1 else ''}"
+        raise PlanError(f"fsdp: {params.model} with sharding {params.sharding} over {ranks} at micro_batch {params.micro_batch} {refused}")
 
 
 SUITE = FSDP()

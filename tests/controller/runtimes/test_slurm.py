@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import getpass
 import json
+import re
 import signal
 import stat
 import subprocess
@@ -18,8 +19,9 @@ import yaml
 
 from bench.bundle import read_bundle
 from bench.controller.inventory import Host
+from bench.controller.errors import HostError
 from bench.controller.runtimes.base import AgentJob
-from bench.controller.runtimes.slurm import batch_script, state_from_job_output
+from bench.controller.runtimes.slurm import SlurmRuntime, batch_script, state_from_job_output
 from tests.conftest import TEST_PLANS as PLANS, bundle_path_from as bundle_path, cli, start_cli
 from tests.support.loopback_hosts import SSHD, LoopbackHosts, stop_host
 from tests.support.slurm_cluster import SlurmCluster, missing_daemons
@@ -327,3 +329,19 @@ def test_a_module_that_does_not_load_ends_the_job_with_its_reason(login_node, sl
     entry = read_bundle(bundle_path(result.stdout))["hosts"][0]
     assert entry["status"] == "failed" and entry["runs"] == []
     assert slurm_cluster.active_jobs() == []
+
+
+def test_a_job_cancelled_while_slurm_gives_no_reason_says_none(tmp_path, monkeypatch):
+    """squeue's reason of a job not yet considered is "None": the line says nothing rather than "(None)"."""
+    host = Host(name="cluster", runtime="slurm", address="login", slurm={"partition": "debug", "pending_patience_s": 0, "poll_s": 0.01})
+    job = AgentJob(host=host, plan={"suites": [], "timeout_s": 60}, result_dir=tmp_path, progress=lambda e: None, run_id="r1")
+    runtime = SlurmRuntime()
+    runtime.job_id, runtime._remote_dir = "12", "/work/r1-cluster"
+    runtime.scheduler_job = {"scheduler": "slurm", "job_id": "12", "partition": "debug", "nodes": [], "state": "PENDING", "reason": None}
+    monkeypatch.setattr(runtime, "_squeue", lambda: {"state": "PENDING", "reason": "None", "nodelist": ""})
+    monkeypatch.setattr(runtime, "_scancel", lambda: None)
+    with pytest.raises(HostError) as refused:
+        runtime._follow(job, lambda line: None, submitted=time.monotonic() - 5)
+    assert re.fullmatch(r"slurm job 12 waited \d+ s in partition debug, past slurm\.pending_patience_s 0; it was cancelled: "
+                        r"choose a partition with free nodes, or raise pending_patience_s", str(refused.value)), str(refused.value)
+    assert runtime.scheduler_job["reason"] is None

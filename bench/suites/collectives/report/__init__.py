@@ -1,12 +1,13 @@
 """The collectives suite's part of a report: bus bandwidth against message size (plot and table),
-and the point-to-point bandwidth matrices."""
+the point-to-point bandwidth matrices, and every GPU pair's (an entry's pairs: all) with the slowest named."""
 
 from __future__ import annotations
 
+from bench.common.links import pair_label, pair_path
 from bench.common.units import human_bytes
 from bench.report import plots as P
 from bench.report import tables as T
-from bench.report.document import Heading, Table
+from bench.report.document import Heading, Paragraph, Table
 from bench.report.merge import Comparison
 from bench.suites.collectives.report import plots as CP
 from bench.suites.collectives.report import series as CS
@@ -25,6 +26,7 @@ def section(comparison: Comparison, plot, colours: dict) -> list:
                         "busbw as nccl-tests defines it (algbw x 2(n-1)/n for all-reduce). " + P.SPREAD_CAPTION + note)]
     if table:
         blocks += [table, *T.warnings_blocks(comparison, "collectives")]
+    blocks += pairs_blocks(comparison)
     largest = {}  # a figure per machine kind, transport, ranks and dtype: its largest message; the table has all
     for matrix in CS.p2p_matrices(comparison):
         largest[(matrix.series, matrix.world_size, matrix.dtype)] = matrix
@@ -65,3 +67,41 @@ def p2p_table(comparison: Comparison) -> "Table | None":
         return None
     return Table(["host", "GPUs and link", "transport", "ranks", "dtype", "size", "source → destination",
                   "busbw GB/s median [p5, p95]", "bundles"], rows)
+
+
+def pairs_blocks(comparison: Comparison) -> list:
+    """Per host, op and dtype, each GPU pair's busbw at the largest size its runs share, with the pair's
+    path and NUMA nodes from the fingerprint, and the slowest pair named."""
+    entries = [e for e in comparison.runs if e.run["suite"] == "collectives" and len(e.run.get("gpus") or []) == 2
+               and e.params["op"] != "sendrecv"]
+    by_kind = {}
+    for e in entries:
+        by_kind.setdefault((e.host.name, e.params["op"], e.params["dtype"]), []).append(e)
+    rows, lines = [], []
+    for (host, op, dtype), group in sorted(by_kind.items()):
+        sizes = {}
+        for e in group:
+            sizes.setdefault(tuple(e.run["gpus"]), set()).add(e.params["size_bytes"])
+        size = max(set.intersection(*sizes.values()), default=None)
+        pairs = {}
+        for e in group:
+            if e.params["size_bytes"] == size:
+                pairs.setdefault(tuple(e.run["gpus"]), []).append(e)
+        spreads = {pair: T.pooled_spread(members, "busbw_gbps") for pair, members in pairs.items()}
+        spreads = {pair: value for pair, value in spreads.items() if value is not None}
+        if not spreads:
+            continue
+        fingerprint = group[0].host.fingerprint
+        for (a, b), value in sorted(spreads.items()):
+            path, (node_a, node_b) = pair_path(fingerprint, a, b)
+            rows.append([host, op, dtype, human_bytes(size), f"{a} – {b}", path or "-",
+                         f"{node_a if node_a is not None else '-'}, {node_b if node_b is not None else '-'}", T.spread(value)])
+        slowest, fastest = min(spreads, key=lambda pair: spreads[pair].median), max(spreads, key=lambda pair: spreads[pair].median)
+        if len(spreads) > 1:
+            lines.append(f"{host}, {op} {dtype} {human_bytes(size)}: the slowest pair is {pair_label(fingerprint, *slowest)} at "
+                         f"{spreads[slowest].median:.3g} GB/s busbw, {spreads[slowest].median / spreads[fastest].median:.0%} of the "
+                         f"fastest, {pair_label(fingerprint, *fastest)} at {spreads[fastest].median:.3g} GB/s.")
+    if not rows:
+        return []
+    return [Heading(3, "GPU pairs"), *(Paragraph(line) for line in lines),
+            Table(["host", "op", "dtype", "size", "GPUs", "path (topo -m)", "NUMA nodes", "busbw GB/s median [p5, p95]"], rows)]

@@ -1,6 +1,6 @@
 """The ddp suite's part of a report: scaling efficiency, measured against predicted step time, and
-the table of step times; and its part of the report's answer (answer.py): the findings and seed
-000's per-sample time x #GPUs per workload."""
+the table of step times; and its part of the report's answer (answer.py): the findings and the
+per-sample time x #GPUs per workload."""
 
 from __future__ import annotations
 
@@ -13,11 +13,13 @@ from bench.common.units import human_bytes
 from bench.report import tables as T
 from bench.report.document import Heading, Paragraph, Table
 from bench.report.merge import Comparison, RunEntry
+from bench.suites.ddp.predict import predict as predict_runs
 from bench.suites.ddp.report import plots as DP
 from bench.suites.ddp.report import predicted as PR
 from bench.suites.ddp.report import series as DS
 from bench.suites.ddp.report.answer import answer_plots, findings  # noqa: F401 (the answer's hooks: bench/report/answer.py)
-from bench.suites.ddp.report.series import Bar, Prediction, group_label, workload
+from bench.suites.ddp.report.series import Bar, Prediction, group_label
+from bench.suites.training.report import workload
 
 
 def section(comparison: Comparison, plot, colours: dict) -> list:
@@ -26,7 +28,7 @@ def section(comparison: Comparison, plot, colours: dict) -> list:
     table = ddp_table(comparison, bars, predicted)
     if not table:
         return []
-    # Seed 000's figure opens the report, in its answer (answer.py: findings, answer_plots).
+    # The per-sample time x #GPUs opens the report, in its answer (answer.py: findings, answer_plots).
     blocks = [Heading(2, "DDP training"), Heading(3, "Scaling efficiency")]
     if bars:
         blocks.append(plot(DP.efficiency_figure, (bars, colours), "scaling-efficiency", "Scaling efficiency", DP.EFFICIENCY_CAPTION))
@@ -42,6 +44,14 @@ def section(comparison: Comparison, plot, colours: dict) -> list:
     blocks += PR.blocks(PR.hosts(comparison))
     blocks += [Heading(3, "Step times"), table, *T.warnings_blocks(comparison, "ddp")]
     return blocks
+
+
+def predict(bundles: list, links: "list | None", gpus: "int | None", gpus_per_node: "int | None",
+            algorithm: "str | None") -> list:
+    """`ddpbench predict`'s answer: what the bundles' ddp runs give on other links, the tables with their
+    captions; [] where the bundles hold no ddp run."""
+    found = predict_runs(bundles, links, gpus, gpus_per_node, algorithm)
+    return PR.blocks(found) if found else []
 
 
 def _ddp_key(entry: RunEntry) -> tuple:

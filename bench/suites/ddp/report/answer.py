@@ -1,87 +1,29 @@
 """The ddp suite's part of the report's answer (bench/report/answer.py): per machine, workload, rank
 count, transport and global batch, the scaling efficiency with its interval and the communication
-left exposed, from the pooled samples of the merged runs; and seed 000's figure per workload."""
+left exposed, from the pooled samples of the merged runs; and the per-sample time x #GPUs per workload."""
 
 from __future__ import annotations
 
-import statistics
-from collections import defaultdict
-
-from bench.common.stats import ratio_of_medians
-from bench.common.transports import on_gpu, ranks_label
 from bench.report import plots as P
-from bench.report import tables as T
 from bench.report.answer import Finding
-from bench.report.merge import Comparison, RunEntry
-from bench.report.series import pooled
+from bench.report.merge import Comparison
 from bench.suites.ddp.report import plots as DP
 from bench.suites.ddp.report import predicted as PR
 from bench.suites.ddp.report import series as DS
-from bench.suites.ddp.report.series import workload
+from bench.suites.training.report import training_findings, workload
 
 PER_SAMPLE_CAPTION = (
-    "Seed 000's figure: step time / global batch × #GPUs against the global batch, one line per host and transport; lower "
-    "is better, and on the dashed 1-GPU line of its machine is perfect scaling. " + P.SPREAD_CAPTION
+    "Per-sample time × #GPUs (step time / global batch × #GPUs) against the global batch, one line per host and "
+    "transport; lower is better, and on the dashed 1-GPU line of its machine is perfect scaling. " + P.SPREAD_CAPTION
 )
-
-
-def _names(workloads: set) -> dict:
-    """Workload -> its name in the answer: "gpt2 bf16", or its full title where two share that."""
-    short = defaultdict(list)
-    for w in workloads:
-        short[f"{w.model} {w.recipe}"].append(w)
-    return {w: name if len(alike) == 1 else w.title for name, alike in short.items() for w in alike}
-
-
-def _baseline_runs(entries: list[RunEntry]) -> list[dict]:
-    return list({id(e.baseline): e.baseline for e in entries if e.baseline is not None}.values())
-
-
-def _samples(runs: list[dict], metric: str) -> list:
-    return [s for run in runs for s in (run["metrics"].get(metric) or {}).get("samples", [])]
-
-
-def _finding(name: str, ranks: str, batch: int, entries: list[RunEntry]) -> Finding:
-    step = statistics.median(pooled(entries, "step_time_s"))
-    if entries[0].run["world_size"] == 1:  # its own baseline: no link crossed, nothing to scale
-        return Finding(entries[0].series, name, ranks, batch, step, flags=T.flags(entries))
-    bases = _baseline_runs(entries)
-    base_per_sample, base_step = _samples(bases, "per_sample_gpu_time_s"), _samples(bases, "step_time_s")
-    mine = pooled(entries, "per_sample_gpu_time_s")
-    efficiency = ratio_of_medians(base_per_sample, mine) if base_per_sample and mine else None
-    exposed = None
-    if base_step:
-        # The 1-GPU step for the same work per GPU: its step time x (this run's batch per GPU / its batch).
-        per_gpu = batch / entries[0].run["world_size"]
-        exposed = step - statistics.median(base_step) * per_gpu / bases[0]["params"]["global_batch"]
-    return Finding(entries[0].series, name, ranks, batch, step, efficiency, exposed, flags=T.flags(entries))
 
 
 def findings(comparison: Comparison) -> list[Finding]:
     return training_findings(comparison, "ddp", workload)
 
 
-def training_findings(comparison: Comparison, suite: str, workload_of) -> list[Finding]:
-    """One finding per series, workload, rank count and global batch of the suite's multi-rank runs,
-    each scaled against its run's baseline (the suite's `baselines`); a machine and workload measured
-    on one rank only gets its 1-rank findings (no link to judge). fsdp's findings are these too, with
-    the strategy in the workload."""
-    entries = [e for e in comparison.runs if e.run["suite"] == suite and e.samples("step_time_s")]
-    names = _names({workload_of(e) for e in entries})
-    groups = defaultdict(list)
-    for e in entries:
-        groups[(e.run["world_size"] > 1, e.series, workload_of(e), e.run["world_size"], on_gpu(e.run), e.params["global_batch"])].append(e)
-    found = [_finding(names[w], ranks_label(ws, gpus), batch, group)
-             for (multi, _, w, ws, gpus, batch), group in sorted(groups.items()) if multi]
-    scaled = {(f.series.machine, f.workload) for f in found}
-    found += [_finding(names[w], ranks_label(ws, gpus), batch, group)
-              for (multi, series, w, ws, gpus, batch), group in sorted(groups.items())
-              if not multi and (series.machine, names[w]) not in scaled]
-    return found
-
-
 def answer_plots(comparison: Comparison, plot, colours: dict) -> list:
-    """Seed 000's figure per workload, across every merged bundle, with the step predicted on other links."""
+    """The per-sample time x #GPUs per workload, across every merged bundle, with the step predicted on other links."""
     lines_of_links = DS.predicted_lines(PR.hosts(comparison))
     blocks = []
     for shown, lines in DS.per_sample_lines(comparison).items():

@@ -1,4 +1,4 @@
-"""The ddp suite's figures: seed 000's per-sample time x #GPUs against global batch, scaling
+"""The ddp suite's figures: per-sample time x #GPUs against global batch, scaling
 efficiency bars, and measured against predicted step time."""
 
 from __future__ import annotations
@@ -10,17 +10,18 @@ from bench.common.stats import METHOD
 from bench.common.units import time_unit
 from bench.report import plots as P
 from bench.report.series import Line
-from bench.suites.ddp.report.series import Bar, Prediction, Workload
+from bench.suites.ddp.report.series import Bar, Prediction
+from bench.suites.training.report import Workload
 
 
 EFFICIENCY_CAPTION = (
-    "Scaling efficiency = per-sample time x #GPUs on 1 GPU / the same on N GPUs (seed 000's metric; 100% is "
-    f"perfect scaling). Error bars: {METHOD}."
+    "Scaling efficiency = per-sample time x #GPUs on 1 GPU / the same on N GPUs (100% is perfect scaling). "
+    f"Error bars: {METHOD}."
 )
 
 
 PREDICTION_CAPTION = (
-    "Seed 002's model: predicted step time = the step's compute (1-GPU step time at this global batch / #GPUs) "
+    "The compute + exposed communication model: predicted step time = the step's compute (1-GPU step time at this global batch / #GPUs) "
     "+ the exposed all-reduce time of the gradient bytes. Each bar splits into that compute and the exposed "
     "communication. Error bars on measured: p5-p95 of the step-time samples."
 )
@@ -32,7 +33,7 @@ PREDICTED_STYLES = [":", "-.", (0, (5, 2, 1, 2)), (0, (1, 1)), (0, (3, 1, 1, 1, 
 
 
 def per_sample_figure(workload: Workload, lines: list[Line], colours: dict, predicted: tuple = ()) -> Figure:
-    """Seed 000's figure: per-sample time x #GPUs against global batch, every point on its batch's
+    """Per-sample time x #GPUs against global batch, every point on its batch's
     tick; each machine's 1-GPU baseline dashed in its colour, a reference line across the plot where
     it has one batch size (nothing to join); a thin line per predicted link (label, [(batch, s)])."""
     baselines = sum(line.baseline for line in lines)
@@ -152,7 +153,7 @@ def prediction_figure(predictions: list[Prediction]) -> Figure:
     ax.set_ylim(-len(predictions) * 3.2 + 1.2, 1.3)
     ax.set_xlim(0, right * 1.15)
     ax.set_xlabel(f"step time ({unit})")
-    ax.set_title("Measured against predicted DDP step time (seed 002's model)", fontsize=11)
+    ax.set_title("Measured against predicted DDP step time (compute + exposed communication)", fontsize=11)
     ax.grid(True, axis="x", alpha=0.3)
     P.legend(fig, ax)
     return fig

@@ -1,18 +1,24 @@
 """The ddp suite's predictions as the report and `ddpbench predict` show them: what each link gives
-(step, scaling, samples/s, samples per dollar), and the predictions set against the runs measured."""
+(step, scaling, samples/s, samples per dollar), the predictions set against the runs measured, and
+the predictor's signed error per world size, topology and link."""
 
 from __future__ import annotations
+
+import math
 
 from bench.common.stats import Spread
 from bench.report.document import Bullets, Heading, Paragraph, Table
 from bench.report.merge import Comparison
-from bench.suites.ddp.predict import REPORT_LINKS, Against, HostPrediction, Predicted, link_specs, predict_host, relative
+from bench.suites.ddp.predict import (REPORT_LINKS, Against, ErrorRow, HostPrediction, Predicted, error_table, link_specs,
+                                      predict_host, relative)
 
 SOURCE_CAPTION = (
     "Predicted by replaying the step's timeline (when each gradient bucket is ready in the backward, "
     "bench/common/replay.py) on each link: bucket i's all-reduce starts when it is ready and bucket i-1's has "
     "ended, and lasts what the link's curve (this bundle's all_reduce sweep where it has one, else the link table, "
-    "bench/common/reference.py) gives for its bytes. Scaling is against the 1-GPU run at the same global batch.")
+    "bench/common/reference.py) gives for its bytes; on several nodes, NCCL's ring or tree over the link within a node and "
+    "the one between them, the faster unless an algorithm is named (bench/common/allreduce.py). Scaling is against the 1-GPU run "
+    "at the same global batch.")
 
 
 def hosts(comparison: Comparison) -> list[HostPrediction]:
@@ -27,7 +33,12 @@ LINES_CAPTION = (f"Thin lines: the step predicted on each link ({', '.join(REPOR
 
 
 def _ms(seconds: "float | None") -> str:
-    return f"{seconds * 1e3:.4g}" if seconds is not None else "-"
+    return _figure(seconds * 1e3 if seconds is not None else None)
+
+
+def _figure(value: "float | None") -> str:
+    """4 significant digits; "-" for no figure or one past a float's range."""
+    return f"{value:.4g}" if value is not None and math.isfinite(value) else "-"
 
 
 def _recipe(p: Predicted) -> str:
@@ -37,30 +48,28 @@ def _recipe(p: Predicted) -> str:
 def links_table(found: list[HostPrediction]) -> "Table | None":
     """Every configuration on every link, the measured runs among them, with samples per dollar where priced."""
     rows = []
-    priced = any(p.price_per_hour for host in found for p in host.predicted)
+    priced = any(p.samples_per_dollar is not None for host in found for p in host.predicted)
     for host in found:
         for p in sorted(host.predicted, key=lambda p: (p.workload, p.global_batch, p.gpus, p.measured is None, p.step_s)):
-            scaling = f"{p.scaling:.1%}" if p.scaling is not None else "-"
-            row = [p.host, _recipe(p), str(p.global_batch), str(p.gpus), p.link, p.basis, _ms(p.step_s), scaling,
-                   f"{p.samples_per_s:.4g}", _ms(p.exposed_s), p.source or "-"]
+            scaling = f"{p.scaling:.1%}" if p.scaling is not None and math.isfinite(p.scaling) else "-"
+            row = [p.host, _recipe(p), str(p.global_batch), str(p.gpus), p.shape, p.link, p.basis, _ms(p.step_s), scaling,
+                   _figure(p.samples_per_s), _ms(p.exposed_s), p.source or "-"]
             if priced:
-                row.insert(9, f"{p.samples_per_dollar:.4g}" if p.samples_per_dollar else "-")
+                row.insert(10, _figure(p.samples_per_dollar))
             rows.append(row)
     if not rows:
         return None
-    header = ["host", "workload", "global batch", "GPUs", "link", "basis", "step ms", "scaling", "samples/s",
+    header = ["host", "workload", "global batch", "GPUs", "topology", "link", "basis", "step ms", "scaling", "samples/s",
               "exposed comm ms", "timeline replayed"]
     if priced:
-        header.insert(9, "samples/$")
+        header.insert(10, "samples/$")
     return Table(header, rows)
 
 
 def _measured_cell(against: Against) -> str:
     run = against.run["metrics"]["step_time_s"]
     spread = Spread.of(run["samples"]).scaled(1e3)
-    if spread.low is None or spread.high is None:
-        return f"{spread.median:.4g} [-, -] n={spread.n}"
-    return f"{spread.median:.4g} [{spread.low:.4g}, {spread.high:.4g}] n={spread.n}"
+    return f"{_figure(spread.median)} [{_figure(spread.low)}, {_figure(spread.high)}] n={spread.n}"
 
 
 def against_table(found: list[HostPrediction]) -> "Table | None":
@@ -70,7 +79,8 @@ def against_table(found: list[HostPrediction]) -> "Table | None":
         for a in host.against:
             p = a.run["params"]
             rows.append([
-                host.host, p["model"], str(p["global_batch"]), str(a.run["world_size"]), a.run["transport"]["preset"], a.link,
+                host.host, p["model"], str(p["global_batch"]), str(a.run["world_size"]), a.shape, a.run["transport"]["preset"],
+                a.algorithm or "NCCL's choice", a.link,
                 _measured_cell(a),
                 f"{_ms(a.from_one_gpu)} ({relative(a.error(a.from_one_gpu))})",
                 f"{_ms(a.from_own_steps)} ({relative(a.error(a.from_own_steps))})",
@@ -79,9 +89,33 @@ def against_table(found: list[HostPrediction]) -> "Table | None":
             ])
     if not rows:
         return None
-    return Table(["host", "model", "global batch", "GPUs", "transport", "link replayed", "measured step ms: median [p5, p95]",
+    return Table(["host", "model", "global batch", "GPUs", "topology", "transport", "algorithm", "link replayed",
+                  "measured step ms: median [p5, p95]",
                   "predicted from the 1-GPU timeline ms (error)", "predicted from its own steps without all-reduce ms (error)",
-                  "seed 002's model ms (error)", "slowdown: compute / all-reduce"], rows)
+                  "compute + exposed communication model ms (error)", "slowdown: compute / all-reduce"], rows)
+
+
+def _signed(errors: tuple) -> str:
+    """'+1.2% (-0.5% to +3.0%)': the mean, then the least and most where they differ."""
+    if not errors:
+        return "-"
+    mean, least, most = errors
+    return relative(mean) if least == most else f"{relative(mean)} ({relative(least)} to {relative(most)})"
+
+
+def errors_table(rows: list[ErrorRow]) -> "Table | None":
+    """The predictor's signed error per host, world size, topology, link and algorithm."""
+    if not rows:
+        return None
+    return Table(["host", "GPUs", "topology", "link replayed", "algorithm", "runs", "from the 1-GPU timeline",
+                  "from its own steps without all-reduce", "compute + exposed communication model"],
+                 [[r.host, str(r.gpus), r.shape, r.link, r.algorithm, str(r.runs), _signed(r.from_one_gpu),
+                   _signed(r.from_own_steps), _signed(r.exposed_model)] for r in rows])
+
+
+ERRORS_CAPTION = ("Signed error = predicted / measured - 1 over the measured runs of each world size, topology, link and "
+                  "algorithm: the mean, then the least and the most (ASTRA-sim publishes its own all-reduce error against "
+                  "NCCL's ring on HGX-H100 so: 20.6/12.0/9.7% at 2/4/8 GPUs).")
 
 
 def notes(found: list[HostPrediction]) -> list:
@@ -102,5 +136,6 @@ def blocks(found: list[HostPrediction]) -> list:
                           "it; each all-reduce longer in the step than its curve says) is fitted from the other N-GPU runs "
                           "over the same link, each timed with and without its all-reduces (timeline_steps), never from the "
                           "run predicted; none where no other run crossed that link. The 1-GPU timeline column takes "
-                          "nothing else from the N-GPU runs."), against]
+                          "nothing else from the N-GPU runs."), against,
+                Heading(3, "The predictor's error"), Paragraph(ERRORS_CAPTION), errors_table(error_table(found))]
     return out + notes(found)

@@ -15,35 +15,12 @@ from bench.common.transports import on_gpu, ranks_label
 from bench.report import series as S
 from bench.report.merge import Comparison, RunEntry, Series
 from bench.report.series import Line, pooled
-from bench.suites.training import training_recipe
+from bench.suites.training.report import Workload, workload
 
 
 def _baseline_samples(entries: list[RunEntry], metric: str) -> list:
     distinct = {id(e.baseline): e.baseline for e in entries if e.baseline is not None}
     return [s for run in distinct.values() for s in (run["metrics"].get(metric) or {}).get("samples", [])]
-
-
-@dataclass(frozen=True, order=True)
-class Workload:
-    model: str
-    recipe: str  # precision, and the memory-lean choices when made (merge.training_recipe)
-    seq_len: "int | None"  # None for the UNet presets: a sample is an image, not tokens
-    micro_batch: int
-
-    @property
-    def title(self) -> str:
-        sample = f"{self.seq_len} tokens x " if self.seq_len is not None else ""
-        return f"{self.model}, {self.recipe}, {sample}micro-batch {self.micro_batch}"
-
-    @property
-    def stem(self) -> str:
-        tokens = f"-s{self.seq_len}" if self.seq_len is not None else ""
-        return f"{self.model}-{self.recipe.replace(', ', '-').replace(' ', '-')}{tokens}-mb{self.micro_batch}"
-
-
-def workload(entry: RunEntry) -> Workload:
-    p = entry.params
-    return Workload(p["model"], training_recipe(p), p.get("seq_len"), p["micro_batch"])
 
 
 def per_sample_lines(comparison: Comparison) -> dict[Workload, list[Line]]:

@@ -1,7 +1,7 @@
-"""The fsdp suite's part of a report, with the ddp runs of the same models beside it: per model, seed
-000's figure with a line per strategy and transport; per model and strategy the link sensitivity
-(seed 001's claim: the link matters more where communication is frequent); the step times with the
-bytes each step moves."""
+"""The fsdp suite's part of a report, with the ddp runs of the same models beside it: per model, the
+per-sample time x #GPUs with a line per strategy and transport; per model and strategy the link
+sensitivity (does the link matter more where communication is more frequent?); the step times with
+the bytes each step moves."""
 
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ from bench.suites.fsdp.report import series as FS
 SENSITIVITY_CAPTION = (
     "Link sensitivity: the scaling efficiency under a transport / the scaling efficiency under default, for the same "
     f"machine, model, strategy, global batch and #GPUs, with its {LEVEL_LABEL} (a bootstrap of the ratio of median "
-    "per-sample times). 100% means the link made no difference; seed 001 claims ZeRO-style sharding (fsdp) loses more "
-    "on a slow link than DDP does. Scaling is against the plain model on one GPU (the ddp suite's 1-GPU run).")
+    "per-sample times). 100% means the link made no difference; where fsdp's ratio lies below DDP's, ZeRO-style sharding "
+    "loses more on that link than DDP does. Scaling is against the plain model on one GPU.")
 
 
 def section(comparison: Comparison, plot, colours: dict) -> list:
@@ -52,17 +52,18 @@ def sensitivity_table(found: list) -> "Table | None":
 
 
 def _per_rank_bytes(group: list[RunEntry]) -> str:
-    """All-gather / reduce-scatter bytes a rank moves a step ((n-1)/n of their sizes), ddp's all-reduce 2(n-1)/n."""
-    run, n = group[0].run, group[0].run["world_size"]
+    """All-gather / reduce-scatter bytes a rank moves a step ((n-1)/n of their sizes), the plain model's
+    gradient all-reduce 2(n-1)/n."""
+    n = group[0].run["world_size"]
     share = (n - 1) / n
 
     def of(metric: str) -> "float | None":
         samples = group[0].samples(metric)
         return samples[0] if samples else None
 
-    if run["suite"] == "ddp":
-        grad = of("grad_allreduce_bytes")
-        return "-" if grad is None else f"all-reduce {human_bytes(round(2 * share * grad))}"
+    grad = of("grad_allreduce_bytes")
+    if grad is not None:
+        return f"all-reduce {human_bytes(round(2 * share * grad))}"
     parts = [f"{name} {human_bytes(round(share * value))}" for name, value in
              (("all-gather", of("all_gather_bytes")), ("reduce-scatter", of("reduce_scatter_bytes")), ("all-reduce", of("all_reduce_bytes")))
              if value is not None]

@@ -1,7 +1,7 @@
 """The fsdp suite's part of the report's answer (bench/report/answer.py): ddp's findings, per
 machine, model with its strategy, rank count, transport and global batch, each scaled against the
-plain model on one GPU; seed 001's question (does sharding lose more on a slow link?) is then read
-across the answer's lines of one model."""
+plain model on one GPU; whether sharding loses more on a slow link is then read across the answer's
+lines of one model."""
 
 from __future__ import annotations
 
@@ -9,9 +9,8 @@ from dataclasses import replace
 
 from bench.report.answer import Finding
 from bench.report.merge import Comparison, RunEntry
-from bench.suites.ddp.report.answer import training_findings
-from bench.suites.ddp.report.series import Workload, workload
 from bench.suites.fsdp.report.series import strategy
+from bench.suites.training.report import Workload, training_findings, workload
 
 
 def _workload(entry: RunEntry) -> Workload:

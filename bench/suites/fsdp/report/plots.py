@@ -1,4 +1,4 @@
-"""The fsdp suite's figure: per model, seed 000's per-sample time x #GPUs against global batch, a line
+"""The fsdp suite's figure: per model, the per-sample time x #GPUs against global batch, a line
 per strategy and transport: the transport's colour, the strategy's marker and dash."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from bench.report import plots as P
 from bench.report.series import Line
 from bench.suites.fsdp.report.series import Model, strategy_order
 
-CAPTION = ("Seed 000's metric per strategy: step time / global batch x #GPUs; lower is better, and on the grey dashed line "
+CAPTION = ("Per-sample time x #GPUs per strategy (step time / global batch x #GPUs); lower is better, and on the grey dashed line "
            "of the plain model on one GPU (squares) is perfect scaling. Colour: the machine and transport (grey: one GPU); "
-           "marker and dash: the strategy (ddp, fsdp grad_op = ZeRO-2-like, fsdp full = ZeRO-3). " + P.SPREAD_CAPTION)
+           "marker and dash: the strategy (DDP; fsdp grad_op = ZeRO-2-like, fsdp full = ZeRO-3). " + P.SPREAD_CAPTION)
 # Per strategy, in order; the baseline's square and "--" stay its own.
 STRATEGY_MARKERS = ["o", "^", "D", "v", "P", "X"]
 STRATEGY_DASHES = ["-", ":", "-.", (0, (1, 1)), (0, (3, 1, 1, 1)), (0, (5, 1))]

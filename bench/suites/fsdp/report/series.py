@@ -3,8 +3,8 @@ per-sample time x #GPUs by strategy (ddp and fsdp's shardings) and transport, an
 link sensitivity.
 
 Link sensitivity = scaling efficiency under a transport / scaling efficiency under default, for the
-same machine, model, strategy, global batch and #GPUs: seed 001's question ("the impact is much
-larger for frequent communication"). Both efficiencies share their 1-GPU baseline, so the ratio is
+same machine, model, strategy, global batch and #GPUs: does the link cost more where communication
+is more frequent? Both efficiencies share their 1-GPU baseline, so the ratio is
 the default run's per-sample time / the other transport's, and its interval is a bootstrap of that
 ratio of medians (launches resampled, then samples)."""
 
@@ -13,25 +13,26 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
+from bench import suites
 from bench.common.stats import Spread, ratio_of_pooled_medians
 from bench.report import series as S
 from bench.report.merge import Comparison, RunEntry, Series
 from bench.report.series import Line
-from bench.suites.training import training_recipe
+from bench.suites.training import of_plain_model, training_recipe
 
-STRATEGY_ORDER = {"ddp": 0, "fsdp grad_op": 1, "fsdp full": 2, "fsdp hybrid": 3}
+# After the plain model's strategy (first), fsdp's shardings from the least sharded.
+SHARDING_ORDER = {"grad_op": 1, "full": 2, "hybrid": 3}
 
 
 def strategy(entry: RunEntry) -> str:
-    """"ddp", or "fsdp SHARDING" (with its reduce dtype where it is bf16)."""
-    if entry.run["suite"] == "ddp":
-        return "ddp"
-    p = entry.params
-    return f"fsdp {p['sharding']}" + (", bf16 reduce" if p.get("reduce_dtype") == "bf16" else "")
+    """The run's strategy as its suite names it (TrainingSuite.strategy): "fsdp SHARDING", with its
+    reduce dtype where it is bf16, or the plain model's suite."""
+    return suites.get(entry.run["suite"]).strategy(entry.params)
 
 
 def strategy_order(name: str) -> tuple:
-    return (STRATEGY_ORDER.get(name.split(",")[0], 9), name)
+    suite, _, sharding = name.split(",")[0].partition(" ")
+    return (SHARDING_ORDER.get(sharding, 9) if suite == "fsdp" else 0, name)
 
 
 @dataclass(frozen=True, order=True)
@@ -63,20 +64,21 @@ def machine(series: Series) -> Series:
 
 
 def training_entries(comparison: Comparison) -> list[RunEntry]:
-    """The fsdp runs, and the ddp runs of the models the fsdp runs trained (the strategy beside them)."""
+    """The fsdp runs, and the plain model's runs of the models the fsdp runs trained (the strategy beside them)."""
     fsdp = [e for e in comparison.runs if e.run["suite"] == "fsdp"]
     models = {model_of(e) for e in fsdp}
-    return fsdp + [e for e in comparison.runs if e.run["suite"] == "ddp" and model_of(e) in models]
+    return fsdp + [e for e in comparison.runs if of_plain_model(e.run) and model_of(e) in models]
 
 
 def per_sample_lines(entries: list[RunEntry]) -> dict[Model, list[Line]]:
     """Per-sample time x #GPUs (s) against global batch, per model: a line per strategy, transport and
-    #GPUs; the plain model on one GPU (ddp's world-size-1 run) as the baseline."""
+    #GPUs; the plain model on one GPU as the baseline."""
     groups = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
     for entry in entries:
         ws, name = entry.run["world_size"], strategy(entry)
         series = machine(entry.series) if ws == 1 else entry.series
-        groups[model_of(entry)][(name == "ddp" and ws == 1, series, strategy_order(name), ws)][entry.params["global_batch"]] += \
+        baseline = of_plain_model(entry.run) and ws == 1
+        groups[model_of(entry)][(baseline, series, strategy_order(name), ws)][entry.params["global_batch"]] += \
             entry.samples("per_sample_gpu_time_s")
 
     def line(key, points):

@@ -3,7 +3,7 @@ each link reaches, per transport preset.
 
 Each suite prices its own launches (Suite.launch_seconds) from these; the runner adds the start-up,
 and an earlier run's measured duration on the same machine wins over the model (bench/common/history.py).
-The figures were fitted to the 2x H200 (NV18) runs of issue 13, 1-GPU runs on an H200 and this
+The figures were fitted to runs on 2x H200 (NV18), 1-GPU runs on an H200 and this
 project's 2-core CI machine (benchmarks/results/plan_durations.md); they aim within 2x, which is
 what the run checks (an ETA off by more than that is said in the log).
 """

@@ -37,7 +37,7 @@ from bench.common.units import human_bytes
 from bench.models.shapes import GPT_PRESETS, TRANSFORMER_PRESETS, units
 
 RESERVE_BYTES = 1 << 30  # the CUDA context, NCCL's buffers, the caching allocator's slack
-STRATEGIES = ("ddp", "full", "grad_op", "hybrid")
+STRATEGIES = ("replicated", "full", "grad_op", "hybrid")  # DDP's full copies, then FSDP's shardings
 MOST_GPUS_SUGGESTED = 64
 
 
@@ -47,7 +47,7 @@ class Setup:
 
     model: str
     strategy: str  # one of STRATEGIES
-    shards: int  # ranks that share each parameter's shards (1 for ddp)
+    shards: int  # ranks that share each parameter's shards (1 replicated)
     micro_batch: int
     seq_len: int
     precision: str  # bf16 or fp32
@@ -55,8 +55,8 @@ class Setup:
     optimizer: str = "adamw"
     checkpointing: bool = False
     accumulating: bool = False  # some global batch takes more than one micro-batch a step
-    reduce_dtype: str = "fp32"  # fsdp: the gradients' reduce-scatter
-    separate_buckets: bool = False  # ddp over 2+ ranks without gradient_as_bucket_view
+    reduce_dtype: str = "fp32"  # FSDP: the gradients' reduce-scatter
+    separate_buckets: bool = False  # DDP over 2+ ranks without gradient_as_bucket_view
 
 
 @dataclass(frozen=True)
@@ -83,19 +83,19 @@ class Estimate:
         return said if self.accumulating else f"{said}; of gradients and activations the larger, one micro-batch a step"
 
 
-def _activation_bytes_per_token_and_block(setup: Setup, under_fsdp: bool) -> float:
+def _activation_bytes_per_token_and_block(setup: Setup, sharded: bool) -> float:
     """Bytes autograd keeps per token in one block. GPT (d = width): LayerNorm inputs and outputs,
     q, k and v, attention's output and the projection's input, the MLP's 4d up and GELU outputs.
     Llama (d, kv width, f = FFN width): RMSNorm's fp32 input and output, q and the repeated k and v,
-    attention's output and o's input, SwiGLU's gate, SiLU, up and product. Under bf16 autocast (ddp)
+    attention's output and o's input, SwiGLU's gate, SiLU, up and product. Under bf16 autocast (DDP)
     the residual stream stays fp32, under FSDP's bf16 mixed precision it is bf16."""
     cfg = TRANSFORMER_PRESETS[setup.model]
     d = cfg.dim
     if setup.precision != "bf16":
         return 4 * (17 * d if setup.model in GPT_PRESETS else 9 * d + 4 * cfg.ffn_dim)
     if setup.model in GPT_PRESETS:
-        return (34 if under_fsdp else 38) * d
-    return (22 if under_fsdp else 30) * d + 8 * cfg.ffn_dim
+        return (34 if sharded else 38) * d
+    return (22 if sharded else 30) * d + 8 * cfg.ffn_dim
 
 
 def estimate(setup: Setup) -> Estimate:
@@ -103,13 +103,13 @@ def estimate(setup: Setup) -> Estimate:
     root, *blocks = units(cfg)
     block = blocks[0]
     total = root + sum(blocks)
-    fsdp = setup.strategy != "ddp"
+    sharded = setup.strategy != "replicated"
     weight = 2 if setup.weights_dtype == "bfloat16" else 4
     compute = 2 if setup.precision == "bf16" else weight  # what a matmul multiplies by
     reduce = 2 if setup.reduce_dtype == "bf16" else 4
-    shards = setup.shards if fsdp else 1
+    shards = setup.shards if sharded else 1
     optimizer = 2 * weight if setup.optimizer == "adamw" else 0  # Adafactor's factors: under 0.2% of P here
-    if fsdp:
+    if sharded:
         # Unsharded parameters; the unsharded gradients of the root (its head's come first in the
         # backward, its embedding's last) and of two blocks, each with its reduce-scatter input.
         weights_gathered = total if setup.strategy == "grad_op" else root + 2 * block
@@ -120,9 +120,9 @@ def estimate(setup: Setup) -> Estimate:
         gathered = (cfg.matmul_params() * 2 if setup.precision == "bf16" and weight == 4 else 0)
         gathered += total * weight if setup.separate_buckets else 0
     tokens = setup.micro_batch * setup.seq_len
-    per_block = _activation_bytes_per_token_and_block(setup, fsdp) * tokens
+    per_block = _activation_bytes_per_token_and_block(setup, sharded) * tokens
     if setup.checkpointing:
-        residual = 2 if fsdp and setup.precision == "bf16" else 4
+        residual = 2 if sharded and setup.precision == "bf16" else 4
         blocks_bytes = cfg.n_layers * residual * cfg.dim * tokens + 2 * per_block
     else:
         blocks_bytes = cfg.n_layers * per_block
@@ -141,9 +141,24 @@ def fits(need: float, room: float) -> bool:
     return need + RESERVE_BYTES <= room
 
 
-def remedies(setup: Setup, room: float) -> list[str]:
+def refusal(setup: Setup, room: float, *, on_gpu: bool, has: str) -> "str | None":
+    """None where the estimate fits `room`; else, to follow what the configuration is: what it needs by
+    the estimate, by part, against `has` (room, in words), and what would fit. Ranks on the CPU share
+    the host's memory, so sharding over more of them is no remedy there."""
+    need = estimate(setup)
+    if fits(need.total_bytes, room):
+        return None
+    found = remedies(setup, room, most_shards=MOST_GPUS_SUGGESTED if on_gpu else 0)
+    fix = f"it would fit with {' or '.join(found)}" if found else (
+        f"nothing up to {MOST_GPUS_SUGGESTED} GPUs with activation checkpointing at micro_batch 1 fits: choose a smaller model" if on_gpu
+        else "not even activation checkpointing at micro_batch 1 fits: choose a smaller model")
+    return (f"needs about {human_bytes(need.total_bytes)} per {'GPU' if on_gpu else 'rank'} by the estimate ({need.parts()}) plus "
+            f"{human_bytes(RESERVE_BYTES)} for {'CUDA and the allocator' if on_gpu else 'the process'}, {has}; {fix}")
+
+
+def remedies(setup: Setup, room: float, most_shards: int = MOST_GPUS_SUGGESTED) -> list[str]:
     """What would fit `room`, each with its estimate: checkpointing, micro-batch 1 or both, and the
-    fewest GPUs to shard over (as it is, or so lean)."""
+    fewest GPUs, up to most_shards, to shard over (as it is, or so lean)."""
     lean = replace(setup, checkpointing=True, micro_batch=1)
     smaller = replace(setup, micro_batch=_largest_micro_batch(setup, room))
     changes = [("activation_checkpointing: true", replace(setup, checkpointing=True)),
@@ -154,15 +169,15 @@ def remedies(setup: Setup, room: float) -> list[str]:
         need = estimate(changed).total_bytes
         if changed != setup and fits(need, room) and not (changed is lean and found):
             found.append(f"{what} ({human_bytes(need)})")
-    strategy = "full" if setup.strategy in ("ddp", "grad_op") else setup.strategy
-    suite = " (the fsdp suite)" if setup.strategy == "ddp" else ""
+    strategy = "full" if setup.strategy in ("replicated", "grad_op") else setup.strategy
+    wrapper = " (FSDP)" if setup.strategy == "replicated" else ""
     for base, how in ((setup, ""), (lean, " with activation_checkpointing at micro_batch 1")):
         shards = max(2, setup.shards * 2)
-        while shards <= MOST_GPUS_SUGGESTED:
+        while shards <= most_shards:
             need = estimate(replace(base, strategy=strategy, shards=shards)).total_bytes
             if fits(need, room):
                 where = f"{shards} GPUs per node" if strategy == "hybrid" else f"{shards} GPUs"
-                return found + [f"sharding {strategy}{suite} over {where}{how} ({human_bytes(need)})"]
+                return found + [f"sharding {strategy}{wrapper} over {where}{how} ({human_bytes(need)})"]
             shards *= 2
     return found
 

@@ -1,7 +1,7 @@
 """The training suites' cost model, all but their communication: start-up, set-up and compilation once
 per launch, then per configuration (warm-up + timed + profiled) steps of FLOPs / (the GPU's dense bf16
 peak x an expected MFU); each suite adds what its strategy moves per step (ddp: the gradient
-all-reduce; fsdp: all-gathers and reduce-scatters). Fitted as bench/suites/cost.py says."""
+all-reduce; fsdp: all-gathers and reduce-scatters). Fitted as bench/common/cost.py says."""
 
 from __future__ import annotations
 
@@ -15,6 +15,9 @@ from bench.suites.training import WARMUP_WINDOW, TrainingParams, least_warmup_st
 
 SETUP_S = {"gpu": 6.0, "cpu": 1.0}  # model built and wrapped, optimizer, data
 COMPILE_S_PER_LAYER, COMPILE_BASE_S = 0.9, 5.0  # torch.compile of a GPT, once per launch (H200: gpt2 30 s, gpt2-large 52 s with start-up)
+# The same on a CPU (inductor's C++ code, built by the host's compiler), once per rank: the tiny GPT's
+# first step took 17.9 s compiled and 0.06 s eager on this project's 2-core machine under a load of 15.
+CPU_COMPILE_S_PER_LAYER, CPU_COMPILE_BASE_S = 3.0, 10.0
 UNET_COMPILE_S = 240.0  # SDXL's UNet on an H200, once per launch (benchmarks/results/sdxl_unet_step_h200x1.md)
 # gpt2 at micro-batch 8 on one H200 (attention FLOPs counted): 40.7%, eager 28.9%; the Llama shapes
 # take the same figures until they are measured.
@@ -22,7 +25,7 @@ GPT_MFU = {"compiled": 0.4, "eager": 0.29}
 FP32_OF_BF16_PEAK = 0.5  # TF32 tensor cores: half the bf16 rate on H100/H200 and RTX 3090
 UNKNOWN_PEAK_TFLOPS = 100.0
 UNET_TRAIN_FLOPS_PER_SAMPLE = {"sdxl-unet": 19e12, "tiny-unet": 2e9}  # forward, backward, recompute
-# At micro-batch 2 the UNet's step is bound by launching its kernels (issue 13): eager 8% MFU on one
+# At micro-batch 2 the UNet's step is bound by launching its kernels: eager 8% MFU on one
 # H200 (4.10 s at global batch 16), compiled 13% (2.41 s); replayed from CUDA graphs, seed000 on
 # 2x H200 reached 16-20% on one GPU and 12-18% on two (global batches 8 to 64).
 UNET_MFU = {"compiled": 0.13, "eager": 0.08, "graphed": 0.18}
@@ -65,6 +68,8 @@ def compute(params: TrainingParams, world_size: int, host: Capabilities) -> Comp
         rate = peak if kind == "cpu" else peak * GPT_MFU["compiled" if compiled else "eager"] * (1.0 if params.precision == "bf16" else FP32_OF_BF16_PEAK)
         if compiled:
             once += COMPILE_BASE_S + COMPILE_S_PER_LAYER * cfg.n_layers
+        elif params.compile:  # on the CPU
+            once += CPU_COMPILE_BASE_S + CPU_COMPILE_S_PER_LAYER * cfg.n_layers
     else:
         n_params = UNET_PARAMS.get(model, 2.6e9)
         flops_per_sample = UNET_TRAIN_FLOPS_PER_SAMPLE.get(model, 19e12)
@@ -76,7 +81,7 @@ def compute(params: TrainingParams, world_size: int, host: Capabilities) -> Comp
 
 
 def launch_seconds(params: TrainingParams, world_size: int, host: Capabilities, work: Compute,
-                   comm_s: Callable[[int], float], ddp_on_gpu: bool = False) -> float:
+                   comm_s: Callable[[int], float], synced_on_gpu: bool = False) -> float:
     """The launch: its set-up, then each global batch's warm-up and timed steps of compute plus
     comm_s(global batch) of communication a step."""
     kind = host.kind
@@ -84,7 +89,7 @@ def launch_seconds(params: TrainingParams, world_size: int, host: Capabilities, 
     taken = 0  # the launch's global batches train one model in turn
     for batch in params.batches(world_size):
         step_s = batch / world_size * work.sample_s + comm_s(batch) + STEP_OVERHEAD_S[kind]
-        least = least_warmup_steps(params.warmup_steps, taken, ddp_on_gpu)
+        least = least_warmup_steps(params.warmup_steps, taken, synced_on_gpu)
         warmup = min(max(least, WARMUP_WINDOW), max(least, params.warmup_max_steps))  # steady at once: its least steps, or its window
         total += (warmup + work.steps) * step_s
         taken += warmup + work.steps

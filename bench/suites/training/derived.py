@@ -1,12 +1,14 @@
 """What the training suites' derived figures share: the collectives' time read off the same host's
-sweeps (seed 002's model prices a step's communication with them), and the plausibility of a
+sweeps (the compute + exposed communication model prices a step's communication with them), and the plausibility of a
 scaling figure against its 1-GPU baseline."""
 
 from __future__ import annotations
 
 import statistics
 
+from bench import suites
 from bench.common.stats import LEVEL, ratio_of_medians
+from bench.common.transports import setting_key
 from bench.suites.base import warning
 
 
@@ -15,19 +17,25 @@ def median(run: dict, metric: str) -> "float | None":
     return found["summary"]["median"] if found else None
 
 
+def curve_key(run: dict, nodes_of_launch: dict) -> tuple:
+    """Which collectives' curve prices a run: the same preset, world size, nodes and link setting (NCCL's
+    algorithm, emulated nodes, GPUs)."""
+    return (run["transport"]["preset"], run["world_size"], nodes_of_launch.get(run["launch_id"], 1), *setting_key(run, with_env=False))
+
+
 def collective_curves(runs: list[dict], op: str, nodes_of_launch: dict) -> dict:
-    """(preset, world size, nodes) -> {dtype: [(size_bytes, median seconds)]} of the ok collectives
-    runs of `op`, by size; repeated sizes take the median."""
+    """curve_key -> {dtype: [(size_bytes, median seconds)]} of the ok runs that timed one call of `op`
+    (Suite.timed_collective), by size; repeated sizes take the median."""
     points: dict = {}
     for run in runs:
-        if run["suite"] != "collectives" or run["status"] != "ok" or run["params"].get("op") != op:
+        suite = suites.registry().get(run["suite"])
+        # an ok run without its time (a bundle the schema accepts may hold one) times nothing
+        timed = suite.timed_collective(run) if suite is not None and run["status"] == "ok" else None
+        if timed is None or timed[0] != op:
             continue
-        seconds = median(run, "time_s")
-        if seconds is None:  # an ok run without its time (a bundle the schema accepts may hold one)
-            continue
-        key = (run["transport"]["preset"], run["world_size"], nodes_of_launch.get(run["launch_id"], 1))
-        sizes = points.setdefault(key, {}).setdefault(run["params"]["dtype"], {})
-        sizes.setdefault(run["params"]["size_bytes"], []).append(seconds)
+        _, dtype, size, seconds = timed
+        sizes = points.setdefault(curve_key(run, nodes_of_launch), {}).setdefault(dtype, {})
+        sizes.setdefault(size, []).append(seconds)
     return {
         key: {dtype: sorted((size, statistics.median(times)) for size, times in sizes.items()) for dtype, sizes in dtypes.items()}
         for key, dtypes in points.items()

@@ -1,7 +1,13 @@
-"""What the training suites (ddp, fsdp) share on the plan's side, torch-free: their common parameters,
-how a run trained in words (its recipe), the warm-up rules, the model checks before a launch, and the
-Suite base that puts them together. What their ranks share is bench/agent/training.py; their cost
-model's common part bench/suites/training_cost.py.
+"""The training family: what the training suites (ddp, fsdp) share, torch-free. The folder holds no
+suite.py, so the registry passes it by: it is no suite of its own.
+
+This module: their common parameters, how a run trained in words (its recipe), the warm-up rules,
+the model checks before a launch, and TrainingSuite, the Suite base that puts them together, with
+the typed hooks of the figures each derives across a host's runs. Beside it: cost.py (the compute
+part of their cost model), derived.py (the collectives' curves their predictions read, the
+plausibility of a scaling), memory.py (the memory estimate per GPU), report.py (what their report
+parts share) and training.schema.json (the shared parameters). What their ranks share is
+bench/agent/training.py.
 
 A training suite's params.schema.json holds only its own parameters: this module composes it with
 training.schema.json beside it (the model, batches, steps, precision ...), the suite's own
@@ -17,13 +23,15 @@ import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
+from bench import suites
 from bench.common.host import Capabilities
 from bench.common.transports import on_gpu, ranks_label
 from bench.models.shapes import TRANSFORMER_PRESETS, UNET_CONFIGS, UNET_EXTRA
 from bench.suites.base import HostResults, Suite
 from bench.suites.params import PlanError, SampledParams
-from bench.suites.training_derived import scaling_warnings
+from bench.suites.training.derived import scaling_warnings
 
 SHARED_SCHEMA = Path(__file__).resolve().parent / "training.schema.json"
 
@@ -79,13 +87,14 @@ WARMUP_WINDOW = 3  # consecutive warm-up steps that must agree before timing sta
 # with CUDA events, and each next such forward waits for them: until then the CPU cannot run ahead
 # of the GPU, and a step bound by launching kernels is slower at a level of its own (quick's gpt2
 # on 2x H200: 28.5-32 ms, then 26.0 ms), steady enough to pass the warm-up's window.
-DDP_SYNCED_STEPS = 11
+SYNCED_STEPS = 11
 
 
-def least_warmup_steps(warmup_steps: int, steps_taken: int, ddp_on_gpu: bool) -> int:
-    """The plan's warm-up steps, and under DDP on a GPU enough to leave DDP's timed iterations behind
-    (a launch's later global batches train the same DDP model, past them)."""
-    return max(warmup_steps, DDP_SYNCED_STEPS - steps_taken) if ddp_on_gpu else warmup_steps
+def least_warmup_steps(warmup_steps: int, steps_taken: int, synced_on_gpu: bool) -> int:
+    """The plan's warm-up steps, and where a wrapper times its first steps as DDP's reducer does, on a
+    GPU (synced_on_gpu: bench/agent/training.py's Strategy.synced_warmup), enough to leave those steps
+    behind (a launch's later global batches train the same wrapped model, past them)."""
+    return max(warmup_steps, SYNCED_STEPS - steps_taken) if synced_on_gpu else warmup_steps
 
 
 # --- the suites --------------------------------------------------------------------------------
@@ -113,8 +122,9 @@ class TrainingSuite(Suite):
 
     headline_metric = "step_time_s"
     identity_params = ("model", "global_batch")
-    # The suite's derived module: baselines(runs), derive_scaling(runs), derive_prediction(runs, launches).
-    derived = None
+    # Its 1-GPU run trains the plain model, unwrapped: what the family's suites that wrap even one GPU
+    # scale against, and show beside their own strategies (of_plain_model).
+    plain_model: ClassVar[bool] = False
 
     @functools.cached_property
     def schema(self) -> dict:
@@ -128,6 +138,11 @@ class TrainingSuite(Suite):
     def configurations(self, params: TrainingParams, world_size: int, host: Capabilities) -> int:
         return len(params.global_batches or [None])
 
+    def strategy(self, params: dict) -> str:
+        """How a run spreads the model over its ranks, in a few words for legends and tables: the suite's
+        name, or the way a suite of several ways took."""
+        return self.name
+
     def configuration(self, run: dict) -> tuple:
         p = run["params"]
         return (self.name, p["model"], training_recipe(p), p.get("seq_len"), p["micro_batch"], p.get("global_batch"), run["world_size"])
@@ -137,17 +152,35 @@ class TrainingSuite(Suite):
         return f"{p['model']} {training_recipe(p)}, batch {p.get('global_batch')}, {ranks_label(run['world_size'], on_gpu(run))}"
 
     def baselines(self, runs: list) -> dict:
-        return self.derived.baselines(runs)
+        """id(run) -> the 1-GPU run it is scaled against, for every ok run of this suite among one host's
+        runs that has one."""
+        raise NotImplementedError
+
+    def derive_scaling(self, runs: list) -> None:
+        """Set derived.scaling_efficiency_fraction on every ok run of this suite among one host's runs."""
+        raise NotImplementedError
+
+    def derive_prediction(self, runs: list, launches: list) -> None:
+        """Set the communication model's figures on every ok N-GPU run of this suite among one host's runs
+        (derived exposed_comm_s, predicted_step_time_s and the collectives' times), a note where an input
+        is missing."""
+        raise NotImplementedError
 
     def derive(self, results: HostResults) -> None:
-        self.derived.derive_scaling(results.runs)
-        self.derived.derive_prediction(results.runs, results.launches)
+        self.derive_scaling(results.runs)
+        self.derive_prediction(results.runs, results.launches)
 
     def warnings(self, run: dict, results: HostResults) -> list:
         if run["world_size"] == 1:  # its own baseline (fsdp's: FSDP's own cost against the plain model, not a scaling)
             return []
-        found = results.once(f"{self.name}.baselines", lambda: self.derived.baselines(results.runs))
+        found = results.once(f"{self.name}.baselines", lambda: self.baselines(results.runs))
         return scaling_warnings(run, found.get(id(run)), results.others_share)
+
+
+def of_plain_model(run: dict) -> bool:
+    """Whether the run's suite is the family's plain one (TrainingSuite.plain_model)."""
+    suite = suites.registry().get(run["suite"])
+    return isinstance(suite, TrainingSuite) and suite.plain_model
 
 
 def check_model(suite: str, params: TrainingParams, world_size: int) -> None:

@@ -1,19 +1,23 @@
-"""Is my number normal? A copy, collectives or DDP run's figure against the expected ranges of its GPU
-model and link (bench/common/reference.py EXPECTED, each row sourced): within, below (with the
-likely causes this bundle shows: a x4 or chipset slot, a riser trained down, a sleeping link, a
+"""Is my number normal? A run's figures against the expected ranges of
+its GPU model and link (bench/common/reference.py EXPECTED, each row sourced): within, below (with
+the likely causes this bundle shows: a x4 or chipset slot, a riser trained down, a sleeping link, a
 power cap), above, or no reference. The report's "Is my number normal?" section and `ddpbench run`'s
-summary read it; each suite says which of its runs' figures the table holds (Suite.judged_figure)."""
+summary read it; each suite says which of its runs' figures the table holds (Suite.judged_figures).
+The ranges this project measured itself come from its bundles by measured_ranges."""
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 
 from bench import suites
 from bench.common.concerns import acs_on_gpu_path, iommu_translated, pcie_links
-from bench.common.reference import EXPECTED, SOURCES
+from bench.common.reference import BAND, EXPECTED, GIB, LARGE_BYTES, SOURCES, nvlink_row
 from bench.common.links import link_summary
+from bench.common.transports import setting_key
 from bench.common.units import human_bytes
+from bench.suites.training import TrainingSuite
 
 NO_REFERENCE = "no reference"
 HELD_BACK_CAUSE_FRACTION = 0.05  # clocks held back in more samples than this while measured: a cause worth naming
@@ -33,7 +37,7 @@ class Judgement:
 
     @property
     def unit(self) -> str:
-        return "GB/s" if (self.figure or "").endswith("_gbps") else "s"
+        return unit_of(self.figure or "")
 
     def expected(self) -> str:
         """'22.7-27.7 GB/s (NVIDIA GeForce RTX 4090, pcie4-x16; nvbandwidth-15)'."""
@@ -41,12 +45,28 @@ class Judgement:
         return f"{row['low']:.4g}-{row['high']:.4g} {self.unit} ({row['gpu']}, {row['link']}; {', '.join(row['sources'])})"
 
 
+def unit_of(figure: str) -> str:
+    return "GB/s" if figure.endswith("_gbps") else "of ideal" if figure.endswith("_fraction") else "s"
+
+
+def higher_is_better(figure: str) -> bool:
+    """A bandwidth or a scaling efficiency; a time is better lower."""
+    return figure.endswith(("_gbps", "_fraction"))
+
+
 def judge(run: dict, fingerprint: "dict | None") -> "Judgement | None":
-    """The run's figure against its expected range; None where its suite judges no figure of it."""
-    found = suites.get(run["suite"]).judged_figure(run)
-    if found is None:
-        return None
-    figure, value, size = found
+    """The run's first figure (its suite's judged_figure) against its expected range; None where its
+    suite judges no figure of it."""
+    found = judgements(run, fingerprint)
+    return found[0] if found else None
+
+
+def judgements(run: dict, fingerprint: "dict | None") -> list:
+    """Each figure of the run its suite judges (Suite.judged_figures), against its expected range."""
+    return [_judge(run, fingerprint, *found) for found in suites.get(run["suite"]).judged_figures(run)]
+
+
+def _judge(run: dict, fingerprint: "dict | None", figure: str, value: "float | None", size: "int | None") -> Judgement:
     fp = fingerprint or {}
     gpus = _gpus_of(run, fp)
     names = {((fp.get("gpus") or [])[i:i + 1] or [{}])[0].get("name") for i in gpus}
@@ -69,50 +89,49 @@ def judge(run: dict, fingerprint: "dict | None") -> "Judgement | None":
         return Judgement(NO_REFERENCE, figure, value, why=f"no expected range of {what}")
     here = _link_key(fp, gpus, path)
     row = next((r for r in rows if r["link"] == here), rows[0])
-    higher_is_better = figure.endswith("_gbps")
     if row["low"] <= value <= row["high"]:
         return Judgement("within", figure, value, row)
-    if (value < row["low"]) == higher_is_better:
+    if (value < row["low"]) == higher_is_better(figure):
         causes = tuple(likely_causes(run, fp, row, gpus, path)) or (USUAL_CAUSES,)
         return Judgement("below", figure, value, row, why="; ".join(causes), causes=causes)
     return Judgement("above", figure, value, row)
 
 
 def judge_host(host: dict) -> list:
-    """(run, Judgement) for every ok run of the host that its suite judges."""
-    judged = [(run, judge(run, host.get("fingerprint"))) for run in host["runs"] if run["status"] == "ok"]
-    return [(run, found) for run, found in judged if found is not None]
+    """(run, Judgement) for every figure of every ok run of the host that its suite judges."""
+    return [(run, found) for run in host["runs"] if run["status"] == "ok" for found in judgements(run, host.get("fingerprint"))]
 
 
 def source_line(name: str) -> str:
-    """'nvbandwidth-15: NVIDIA/nvbandwidth issue #15 ... (https://...)'."""
+    """'nvbandwidth-15: NVIDIA/nvbandwidth issue #15 ... (https://...)', with a bundle's id, date and machine."""
     source = SOURCES[name]
-    return f"{name}: {source['title']} ({source.get('url') or source['path']})"
+    measured = f"bundle {source['bundle']} of {source['date']} on {source['machine']}; " if "bundle" in source else ""
+    return f"{name}: {source['title']} ({measured}{source.get('url') or source['path']})"
 
 
 # --- What the run touched ---------------------------------------------------------------------
 
 def _gpus_of(run: dict, fp: dict) -> list[int]:
-    """The GPU indices a run's figure crossed: a copy's ends, else its ranks' GPUs on this host."""
-    ends = [int(found[1]) for end in ("src", "dst") if (found := re.fullmatch(r"gpu(\d{1,4})", str(run["params"].get(end))))]
-    if run["suite"] == "copy":
-        return ends
-    count = len(fp.get("gpus") or [])
-    return list(range(min(run["world_size"], count)))
+    """The GPU indices a run's figure crossed, as its suite says (Suite.gpus_crossed)."""
+    return suites.get(run["suite"]).gpus_crossed(run, len(fp.get("gpus") or []))
 
 
 def _path(run: dict, fp: dict) -> "str | None":
     """The path the run's data took between GPUs, as the link rows name it: p2p, nvlink, host_memory,
-    net_ib, net_socket; None for a copy between host and device, or one rank."""
+    net_ib, net_socket (over several nodes, the one between them); None for a copy between host and
+    device, or one rank."""
     nvlink = link_summary(fp)["link_class"] == "nvlink"
     if suites.get(run["suite"]).peer_copies(run):
         ends = [f"GPU{i}" for i in _gpus_of(run, fp)]
         access = (((fp.get("link_load") or {}).get("p2p_access")) or {}).get(ends[0], {}).get(ends[-1]) if ends else None
         return "host_memory" if access is False else "nvlink" if nvlink else "p2p"
     used = set(run["transport"]["nccl_used"])
+    network = (("NET/IB", "net_ib"), ("NET/Socket", "net_socket"))
+    if (run["transport"].get("nodes") or {}).get("count", 1) > 1:  # over several nodes the network path is the slowest
+        return next((path for name, path in network if name in used), None)
     if "P2P" in used:
         return "nvlink" if nvlink else "p2p"
-    for name, path in (("SHM", "host_memory"), ("NET/IB", "net_ib"), ("NET/Socket", "net_socket")):
+    for name, path in (("SHM", "host_memory"), *network):
         if name in used:
             return path
     return None
@@ -187,3 +206,84 @@ def _power_causes(run: dict, fp: dict, gpus: list[int]) -> list[str]:
             reasons = ", ".join(sorted(gpu.get("held_back_reasons_fraction") or {})) or "no reason given"
             causes.append(f"GPU{gpu['index']}'s clocks were held back in {held:.0%} of the samples while measured ({reasons})")
     return causes
+
+
+# --- The ranges this project measured: from its bundles --------------------------------------------
+
+# The params a training run's step hangs on: a measured range holds for runs with every one of them alike.
+RECIPE_KEYS = ("model", "sharding", "micro_batch", "seq_len", "grad_accum", "precision", "compile", "cuda_graphs", "weights_dtype",
+               "activation_checkpointing", "optimizer", "grad_reduce_dtype", "reduce_dtype", "bucket_cap_mb", "allreduce")
+# Message sizes a measured busbw range holds for: 64 MiB up to 1 GiB, and 1 GiB up (as the H200 rows).
+SIZE_CLASSES = ((LARGE_BYTES, GIB - 1), (GIB, None))
+
+
+def measured_ranges(bundles: list) -> list[dict]:
+    """Expected-range rows from this project's bundles, (source name, bundle) each: per GPU model,
+    figure, path, ranks, message size class and training recipe, from the lowest of the runs' medians
+    to the highest, each widened by BAND either way or to its run's own p5-p95 where that is wider
+    (a scaling efficiency by its step's). Each row as reference.measured takes it: gpu, link,
+    figure, low, high, sources, runs, and what a run must match. Runs on several nodes are left out:
+    a range is one box's."""
+    groups: dict = {}
+    for source, bundle in bundles:
+        for host in bundle["hosts"]:
+            fp = host.get("fingerprint") or {}
+            nodes = {launch["id"]: launch.get("nodes", 1) for launch in host["launches"]}
+            names = {gpu.get("name") for gpu in fp.get("gpus") or []}
+            if len(names) != 1 or None in names:
+                continue
+            gpu = names.pop()
+            for run in host["runs"]:
+                if run["status"] != "ok" or nodes.get(run["launch_id"], 1) > 1 or setting_key(run):
+                    continue  # a range is one box's, under NCCL's own choices: no nodes, algorithm, GPUs or env of the plan's
+                if run["world_size"] > 1 and _path(run, fp) is None:  # ranks on no link the rows name (gloo)
+                    continue
+                for figure, value, size in suites.get(run["suite"]).judged_figures(run):
+                    key = _range_key(run, fp, gpu, figure, size)
+                    if key is not None and value is not None and value > 0:
+                        low, high = _run_spread(run, figure, value)
+                        group = groups.setdefault(key, {"low": [], "high": [], "sources": [], "runs": 0})
+                        group["low"].append(min(value * (1 - BAND), low))
+                        group["high"].append(max(value * (1 + BAND), high))
+                        group["runs"] += 1
+                        if source not in group["sources"]:
+                            group["sources"].append(source)
+    return [{"gpu": gpu, "link": link, "figure": figure, "low": _outward(min(g["low"]), down=True),
+             "high": _outward(max(g["high"]), down=False), "sources": g["sources"], "runs": g["runs"], "match": dict(match)}
+            for (gpu, figure, link, match), g in sorted(groups.items(), key=lambda item: repr(item[0]))]
+
+
+def _range_key(run: dict, fp: dict, gpu: str, figure: str, size: "int | None") -> "tuple | None":
+    """(gpu, figure, link, what a run must match) of the row a run's figure belongs to; None for a
+    message below the sizes the ranges hold."""
+    gpus = _gpus_of(run, fp)
+    path = _path(run, fp)
+    link = (nvlink_row(gpu) or "nvlink") if path == "nvlink" else "socket-loopback" if path == "net_socket" else _link_key(fp, gpus, path)
+    match: list = [("ranks", run["world_size"])] + ([("transport", path)] if path else [])
+    if size is not None:
+        found = next(((low, high) for low, high in SIZE_CLASSES if low <= size <= (high or size)), None)
+        if found is None:
+            return None
+        match += [("size_bytes_min", found[0])] + ([("size_bytes_max", found[1])] if found[1] else [])
+    if isinstance(suites.get(run["suite"]), TrainingSuite) or figure.endswith(("_step_time_s", "_fraction")):
+        params = run["params"]
+        match.append(("config", tuple((key, params[key]) for key in RECIPE_KEYS if key in params)))
+    return gpu, figure, link or "unknown", tuple(match)
+
+
+def _run_spread(run: dict, figure: str, value: float) -> tuple[float, float]:
+    """The run's own p5 and p95 of the figure: its metric's, of the metric it is the median of; a
+    scaling efficiency's, its step's turned over (the efficiency goes as 1 / step)."""
+    if figure.endswith("_fraction"):
+        step = (run["metrics"].get("step_time_s") or {}).get("summary") or {}
+        if not (step.get("p5") and step.get("p95")):
+            return value, value
+        return value * step["median"] / step["p95"], value * step["median"] / step["p5"]
+    summary = next((m["summary"] for m in run["metrics"].values() if m["summary"]["median"] == value), None)
+    return (summary["p5"], summary["p95"]) if summary else (value, value)
+
+
+def _outward(value: float, down: bool) -> float:
+    """value at 4 significant digits, rounded away from the range's middle."""
+    scale = 10 ** (3 - math.floor(math.log10(value)))
+    return (math.floor if down else math.ceil)(value * scale) / scale

@@ -1,0 +1,79 @@
+"""A plan entry's axes beside its parameters, as one host reads them: transports, NCCL's algorithms
+and protocols, the nodes its ranks are split into, the GPUs it uses (or every pair of them), and
+how each launch of the entry says which of them it ran (its id's variant: "tree", "ll128", "n2",
+"g0.2"). The entry's gpu: or cpu: override may set any of them for hosts with or without a GPU.
+Standard library only: the agent plans with it, the controller reads launch ids with it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bench.common.algorithms import DEFAULT
+
+# What an entry's gpu: or cpu: block may hold beside the suite's parameters.
+ENTRY_AXES = ("transports", "launch_repeats", "algorithms", "protocols", "nodes", "gpus", "pairs")
+
+
+@dataclass(frozen=True)
+class Side:
+    """An entry on a host with a GPU or without: its axes (the override's where it sets them) and params."""
+
+    transports: list
+    launch_repeats: int
+    algorithms: list
+    protocols: list
+    nodes: int  # emulated nodes on this host: its ranks split into this many, each with its own NCCL host id
+    gpus: "tuple | None"  # the GPUs its ranks use, by nvidia-smi index; None: the first ones
+    pairs: bool  # a 2-GPU launch on every pair of GPUs
+    params: dict
+
+    @property
+    def selects_gpus(self) -> bool:
+        return self.gpus is not None or self.pairs
+
+
+def side_of(entry: dict, cuda: bool) -> Side:
+    override = dict(entry.get("gpu" if cuda else "cpu", {}))
+    axes = {key: override.pop(key) if key in override else entry.get(key) for key in ENTRY_AXES}
+    return Side(
+        transports=axes["transports"], launch_repeats=axes["launch_repeats"],
+        algorithms=axes["algorithms"] or [DEFAULT], protocols=axes["protocols"] or [DEFAULT], nodes=axes["nodes"] or 1,
+        gpus=tuple(axes["gpus"]) if axes["gpus"] is not None else None, pairs=axes["pairs"] == "all",
+        params={**entry["params"], **override},
+    )
+
+
+def gpu_sets(side: Side, gpu_count: int, world_size: int) -> list:
+    """The GPUs of each launch at one world size: [None] (the first ones), the entry's first
+    `world_size` GPUs, or every pair of this host's GPUs."""
+    if side.pairs:
+        return [(a, b) for a in range(gpu_count) for b in range(a + 1, gpu_count)]
+    if side.gpus is not None:
+        return [side.gpus[:world_size]]
+    return [None]
+
+
+def variant(algorithm: str, protocol: str, nodes: int, gpus: "tuple | None") -> tuple:
+    """A launch's id parts beside its preset and world size (none for the defaults, so that the ids of
+    entries without these axes stay what they were)."""
+    parts = [value for value in (algorithm, protocol) if value != DEFAULT]
+    if nodes > 1:
+        parts.append(f"n{nodes}")
+    if gpus is not None:
+        parts.append("g" + ".".join(map(str, gpus)))
+    return tuple(parts)
+
+
+def variant_parts(sides: list) -> set:
+    """Every id part the entry's sides (the entry, its gpu: and cpu:) could give a launch; pairs give
+    one per pair of a host's GPUs, which only that host knows."""
+    parts = set()
+    for side in sides:
+        parts |= {value for value in side.get("algorithms", []) + side.get("protocols", []) if value != DEFAULT}
+        if side.get("nodes", 1) > 1:
+            parts.add(f"n{side['nodes']}")
+        if side.get("gpus"):
+            gpus = side["gpus"]
+            parts |= {"g" + ".".join(map(str, gpus[:count])) for count in range(1, len(gpus) + 1)}
+    return parts

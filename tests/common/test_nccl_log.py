@@ -1,0 +1,89 @@
+"""What NCCL's own log says it did, read from lines in NCCL's source formats (tests/data/fixtures/nccl/):
+the algorithm and protocol of each collective, the nodes it saw, and the marks a run gets where
+either is not what was asked."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench.common.nccl_log import seen_nodes, tuning_choices, tuning_summary
+from bench.common.transports import Nodes, mismatch, run_transport, transport_record
+from tests.conftest import FIXTURES as H200X2
+
+NCCL = Path(__file__).resolve().parents[1] / "data" / "fixtures" / "nccl"
+EMULATED, ONE_NODE = (NCCL / "emulated-2x2-socket.log").read_text(), (NCCL / "one-node-of-4.log").read_text()
+TWO_BY_TWO = Nodes(2, 2, emulated=True)
+
+
+def test_each_collective_is_read_with_its_function_algorithm_protocol_and_bytes():
+    choices = tuning_choices(EMULATED)
+    assert [(c.function, c.bytes, c.algorithm, c.protocol) for c in choices] == [
+        ("AllReduce", 4, "TREE", "LL"), ("AllReduce", 1048576, "TREE", "LL128"), ("AllReduce", 4194304, "TREE", "LL128"),
+        ("AllReduce", 67108864, "TREE", "SIMPLE"), ("Broadcast", 4, "RING", "LL"), ("AllGather", 1048576, "RING", "LL128")]
+    rows = tuning_summary(choices)
+    assert rows[1] == {"function": "AllReduce", "algorithm": "TREE", "protocol": "LL128", "calls": 2,
+                       "min_bytes": 1048576, "max_bytes": 4194304}
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("tuning-2.23.log", [("AllReduce", 4194304, "RING", "SIMPLE"), ("AllGather", 1048576, "PAT", "SIMPLE")]),
+    ("tuning-2.21.log", [(None, 4194304, "TREE", "LL128")]),
+])
+def test_older_ncccls_lines_name_algorithm_and_protocol_by_index(name, expected):
+    assert [(c.function, c.bytes, c.algorithm, c.protocol) for c in tuning_choices((NCCL / name).read_text())] == expected
+
+
+def test_the_nodes_nccl_saw_come_from_its_init_lines():
+    assert seen_nodes(EMULATED, 4) == (2, 2, True)
+    assert seen_nodes(ONE_NODE, 4) == (1, 4, True)
+    assert seen_nodes(EMULATED, 2) == (None, None, False)  # no communicator over 2 ranks
+    # The real 2x H200 capture: 2 ranks of one host, one node; under the socket preset NCCL counts each GPU a node.
+    assert seen_nodes((H200X2 / "nccl-info-default.log").read_text(), 2) == (1, 2, True)
+    assert seen_nodes((H200X2 / "nccl-info-socket.log").read_text(), 2) == (2, 1, True)
+
+
+def test_emulated_nodes_with_sockets_between_are_proven_from_the_log():
+    record = transport_record("socket", "nccl", 4, EMULATED, TWO_BY_TWO)
+    assert record["matches_preset"] is True and mismatch(record) is None
+    assert record["env"] == {"NCCL_IB_DISABLE": "1"}, "inside each node NCCL keeps P2P: only InfiniBand is turned off"
+    nodes = record["nodes"]
+    assert (nodes["nccl_nodes"], nodes["nccl_ranks_per_node"], nodes["proof"]) == (2, 2, "nccl")
+    assert (nodes["inside"], nodes["between"]) == (["P2P"], ["NET/Socket"])
+
+
+def test_nccl_seeing_one_node_where_two_were_asked_is_a_mismatch():
+    record = transport_record("default", "nccl", 4, ONE_NODE, TWO_BY_TWO)
+    assert record["matches_preset"] is False
+    assert mismatch(record) == "2 nodes of 2 ranks asked, NCCL saw 1 of 4"
+
+
+def test_a_preset_between_nodes_that_nccl_did_not_take_is_a_mismatch():
+    """ib asked between the nodes, NCCL went over sockets."""
+    record = transport_record("ib", "nccl", 4, EMULATED, TWO_BY_TWO)
+    assert record["matches_preset"] is False
+    assert mismatch(record) == "between nodes the preset asks for ['NET/IB'], NCCL used ['NET/Socket']"
+
+
+def test_each_run_keeps_the_tuning_lines_of_its_own_collective():
+    launch = transport_record("socket", "nccl", 4, EMULATED, TWO_BY_TWO, algorithm="tree")
+    run = run_transport(launch, tuning_choices(EMULATED), [("AllReduce", 4194304)], 4)
+    assert run["nccl_tuning"] == [{"function": "AllReduce", "algorithm": "TREE", "protocol": "LL128", "calls": 1,
+                                   "min_bytes": 4194304, "max_bytes": 4194304}]
+    assert run["matches_preset"] is True and run["algorithm"] == "tree"
+
+
+def test_asking_for_tree_and_getting_ring_is_a_mismatch():
+    launch = transport_record("default", "nccl", 4, ONE_NODE, algorithm="tree")
+    run = run_transport(launch, tuning_choices(ONE_NODE), [("AllReduce", None)], 4)
+    assert run["matches_preset"] is False
+    assert mismatch(run) == "TREE/any asked, NCCL ran RING/LL, RING/LL128, RING/SIMPLE"
+
+
+def test_asking_for_an_algorithm_with_no_tuning_line_in_the_log_is_not_a_match():
+    """The P2P gate's rule for transports: what the log does not show was not proven."""
+    text = (H200X2 / "nccl-info-default.log").read_text()  # captured without TUNING in NCCL_DEBUG_SUBSYS
+    run = run_transport(transport_record("default", "nccl", 2, text, algorithm="ring"), tuning_choices(text), [("AllReduce", None)], 2)
+    assert run["nccl_tuning"] == [] and run["matches_preset"] is False
+    assert mismatch(run) == "RING asked, and NCCL's log has no TUNING line for the run"

@@ -1,0 +1,181 @@
+"""--resume trusts nothing in its run folder: whatever was planted there since the run (hard links to
+files elsewhere, raw files of other names, other plans or other numbers, damaged or huge ones), the
+resume writes only into files of its own, seals only what the run's plan measured, and says in one
+line each what it leaves out. One real run of tests/plans/resume-tiny.yaml is copied for each case."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from bench.bundle import read_bundle, seal
+from bench.controller.resume import load_previous
+from tests.conftest import TEST_PLANS, bundle_path_from, cli
+
+COLLECTIVES, DDP = "00-collectives-default-ws2", "01-ddp-default-ws2"
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory) -> Path:
+    """The folder of a run that finished (its bundle, report, run.json and the host's raw.json)."""
+    done = cli("run", "--plan", TEST_PLANS / "resume-tiny.yaml", "--out", tmp_path_factory.mktemp("finished"), timeout=300)
+    assert done.returncode == 0, done.stderr
+    return bundle_path_from(done.stdout).parent
+
+
+@pytest.fixture
+def folder(finished, tmp_path) -> Path:
+    """A copy of the finished run's folder as kill -9 leaves one: no bundle.json."""
+    copied = Path(shutil.copytree(finished, tmp_path / finished.name))
+    (copied / "bundle.json").unlink()
+    return copied
+
+
+def host_dir(folder: Path) -> Path:
+    return folder / "hosts" / "local"
+
+
+def raw_of(folder: Path) -> dict:
+    return json.loads((host_dir(folder) / "raw.json").read_text())
+
+
+def write_raw(folder: Path, name: str, raw: dict) -> Path:
+    path = host_dir(folder) / name
+    path.write_text(json.dumps(raw))
+    return path
+
+
+def without(raw: dict, launch_id: str) -> dict:
+    return {**raw, "launches": [l for l in raw["launches"] if l["id"] != launch_id],
+            "runs": [r for r in raw["runs"] if r["launch_id"] != launch_id]}
+
+
+def resume(folder: Path):
+    done = cli("run", "--resume", folder, "--out", folder.parent, timeout=300)
+    assert "Traceback" not in done.stderr, done.stderr
+    return done
+
+
+def warnings(done, folder: Path) -> list[str]:
+    prefix = f"warning: --resume {folder}: "
+    return [line[len(prefix):] for line in done.stderr.splitlines() if line.startswith(prefix)]
+
+
+def test_hard_links_planted_in_the_run_folder_are_replaced_never_written_through(folder, tmp_path):
+    """The collectives launch runs again: its log and spec, the host's plan and the report's plots are
+    written anew where hard links to files elsewhere stood, and those files keep their content."""
+    write_raw(folder, "raw.json", without(raw_of(folder), COLLECTIVES))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    planted = [host_dir(folder) / "launches" / f"{COLLECTIVES}.log", host_dir(folder) / "launches" / f"{COLLECTIVES}.json",
+               host_dir(folder) / "plan.json", folder / "busbw.png", folder / "busbw.svg"]
+    victims = {}
+    for i, path in enumerate(planted):
+        victim = elsewhere / f"precious-{i}"
+        victim.write_text(f"precious {i}\n")
+        path.unlink()
+        os.link(victim, path)
+        victims[victim] = path
+    done = resume(folder)
+    assert done.returncode == 0, done.stderr
+    for victim, path in victims.items():
+        assert victim.read_text() == f"precious {victim.name[-1]}\n", f"{path} was written through to {victim}"
+        assert path.stat().st_nlink == 1 and path.read_bytes() != victim.read_bytes()  # the launch's own (a gloo log may be empty)
+    host = read_bundle(folder / "bundle.json")["hosts"][0]
+    assert [l["id"] for l in host["launches"]] == [COLLECTIVES, DDP]
+
+
+def test_only_raw_json_and_raw_nnn_json_are_read_and_each_stranger_is_said(folder):
+    """raw.evil.json (every sample x1000), a raw file of a 246-digit number and a damaged raw.001.json
+    beside an intact raw.json: the bundle holds raw.json's figures, and each stranger gets its line."""
+    raw = raw_of(folder)
+    evil = copy.deepcopy(raw)
+    for run in evil["runs"]:
+        for metric in run["metrics"].values():
+            metric["samples"] = [x * 1000 for x in metric["samples"]]
+    write_raw(folder, "raw.evil.json", evil)
+    long_name = f"raw.{'9' * 246}.json"
+    write_raw(folder, long_name, evil)
+    (host_dir(folder) / "raw.001.json").write_text("[" * 100_000 + "]" * 100_000)
+    done = resume(folder)
+    assert done.returncode == 0, done.stderr
+    said = warnings(done, folder)
+    assert "host local: 'raw.evil.json' is no file ddpbench writes (raw.json, raw.NNN.json); left out" in said
+    assert f"host local: '{long_name[:40]}...{long_name[-12:]}' is no file ddpbench writes (raw.json, raw.NNN.json); left out" in said
+    (damaged,) = [line for line in said if "raw.001.json" in line]
+    assert damaged == (f"host local: {host_dir(folder) / 'raw.001.json'}: nested too deeply to be a raw.json; this is not a "
+                       "ddpbench raw.json; its launches run again")
+    host = read_bundle(folder / "bundle.json")["hosts"][0]
+    assert [r["metrics"] for r in host["runs"]] == [r["metrics"] for r in raw["runs"]]  # raw.json's, not x1000
+    assert len(said) == 3, said
+
+
+def fingerprint_broken(raw: dict) -> dict:
+    return {**raw, "fingerprint": {**raw["fingerprint"], "cpu": "a CPU"}}
+
+
+@pytest.mark.parametrize("damage, says", [
+    (lambda path, raw: path.write_text("[" * 100_000 + "]" * 100_000), "nested too deeply to be a raw.json"),
+    (lambda path, raw: path.write_text(json.dumps(fingerprint_broken(raw))), "field fingerprint.cpu: 'a CPU' is not of type 'object'"),
+    (lambda path, raw: os.truncate(path, 300 << 20), "314572800 bytes is over the 268435456-byte limit for a raw.json"),
+    (lambda path, raw: path.write_text(json.dumps(raw)[:5000]), "truncated (the JSON ends early)"),
+], ids=["nested_100000_deep", "schema_invalid_fingerprint", "too_large", "cut_short"])
+def test_a_raw_json_that_cannot_be_read_is_said_not_silently_dropped(folder, damage, says):
+    raw = raw_of(folder)
+    damage(host_dir(folder) / "raw.json", raw)
+    previous = load_previous(folder)
+    (line,) = previous.left_out
+    assert line.startswith(f"host local: {host_dir(folder) / 'raw.json'}: ") and says in line and line.endswith("its launches run again")
+    assert "local" not in previous.entries  # every launch runs again, as said
+
+
+def test_a_run_that_disagrees_with_its_launch_or_the_plan_is_left_out_with_its_launch(folder):
+    raw = raw_of(folder)
+    liar = copy.deepcopy(raw)
+    next(r for r in liar["runs"] if r["launch_id"] == DDP)["world_size"] = 1048576  # under launch ...-ws2
+    write_raw(folder, "raw.json", liar)
+    other_plan = copy.deepcopy(raw)  # a run of world size 1 beside a plan of world size 2
+    for launch in other_plan["launches"]:
+        launch.update(id=launch["id"].replace("-ws2", "-ws1"), world_size=1)
+    for run in other_plan["runs"]:
+        run.update(launch_id=run["launch_id"].replace("-ws2", "-ws1"), world_size=1)
+    write_raw(folder, "raw.001.json", other_plan)
+    previous = load_previous(folder)
+    assert previous.left_out == [
+        "host local: launch '00-collectives-default-ws1' ran 1 ranks on 1 node(s), the plan's world sizes are 2 per node; left out of the bundle",
+        "host local: launch '01-ddp-default-ws1' ran 1 ranks on 1 node(s), the plan's world sizes are 2 per node; left out of the bundle",
+        f"host local: raw.json: a run of launch '{DDP}' claims world size 1048576, the launch ran 2; the launch and its runs are "
+        "left out: it runs again",
+    ]
+    entry = previous.entries["local"]
+    assert [l["id"] for l in entry["launches"]] == [COLLECTIVES] and {r["launch_id"] for r in entry["runs"]} == {COLLECTIVES}
+
+
+def test_a_sealed_bundle_in_the_folder_is_checked_as_a_raw_file_is(folder, finished):
+    """A bundle.json resealed with a run of another model: its launch is left out and runs again."""
+    bundle = read_bundle(finished / "bundle.json")
+    next(r for r in bundle["hosts"][0]["runs"] if r["suite"] == "ddp")["params"]["model"] = "gpt2"
+    (folder / "bundle.json").write_text(json.dumps(seal({k: v for k, v in bundle.items() if k != "sha256"})))
+    previous = load_previous(folder)
+    assert previous.left_out == [f"host local: bundle.json: a run of launch '{DDP}' has model 'gpt2', which the plan's entry "
+                                 "does not ask for; the launch and its runs are left out: it runs again"]
+    assert [l["id"] for l in previous.entries["local"]["launches"]] == [COLLECTIVES]
+
+
+def test_the_runs_own_report_after_a_resume_renders_runs_at_the_schemas_edges(folder):
+    """Every time of the finished runs the smallest positive double, every other figure 0: valid, so
+    sealed; the run's own report is written with it, and no traceback."""
+    raw = raw_of(folder)
+    for run in raw["runs"]:
+        for name, metric in run["metrics"].items():
+            metric["samples"] = [5e-324 if name in ("step_time_s", "per_sample_gpu_time_s", "time_s", "time_max_rank_s") else 0.0
+                                 ] * len(metric["samples"])
+    write_raw(folder, "raw.json", raw)
+    done = resume(folder)
+    assert done.returncode == 0, done.stderr
+    assert f"report: {folder / 'report.md'}" in done.stdout and (folder / "report.html").exists()

@@ -1,0 +1,81 @@
+"""Bundles are read as published: the project's own benchmarks/results/bundles/*.bundle.json.gz goes
+through validate, report, compare, predict, sign and verify as its .json does; the size and parse
+limits hold for what it unpacks to, so a gzip bomb is refused before it is unpacked past them."""
+
+from __future__ import annotations
+
+import gzip
+import resource
+import subprocess
+import zlib
+from pathlib import Path
+
+import pytest
+
+from bench.bundle import MAX_BUNDLE_BYTES
+from bench.cli import main
+from tests.conftest import cli
+
+REPO = Path(__file__).resolve().parents[2]
+PUBLISHED = sorted((REPO / "benchmarks" / "results" / "bundles").glob("*.bundle.json.gz"))
+
+
+@pytest.fixture
+def packed(tmp_path) -> Path:
+    """A published .json.gz, copied where its signature may be written."""
+    path = tmp_path / PUBLISHED[0].name
+    path.write_bytes(PUBLISHED[0].read_bytes())
+    return path
+
+
+def test_a_published_gzip_bundle_goes_through_every_command(packed, tmp_path, capsys):
+    assert PUBLISHED, "benchmarks/results/bundles holds a .json.gz"
+    plain = tmp_path / "plain.json"
+    plain.write_bytes(gzip.decompress(packed.read_bytes()))
+    assert main(["validate", str(packed)]) == 0
+    assert capsys.readouterr().out.startswith(f"{packed}: ok: bundle ")
+    assert main(["report", str(packed), "--out", str(tmp_path / "report")]) == 0
+    assert "from 1 bundle(s)" in capsys.readouterr().out
+    assert main(["compare", str(packed), str(plain), "--out", str(tmp_path / "verdict")]) in (0, 3)
+    assert main(["predict", str(packed)]) == 0
+    assert "| host | model |" in capsys.readouterr().out
+    key = tmp_path / "key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "alice", "-f", key], check=True)
+    assert main(["sign", str(packed), "--key", str(key)]) == 0
+    assert packed.with_name(packed.name + ".sig").read_text().startswith("-----BEGIN SSH SIGNATURE-----")
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_verify_reads_a_gzip_bundle(packed, tmp_path):
+    """Its plan is read from the packed bundle; the rerun then fails on a host that cannot be reached."""
+    hosts = tmp_path / "hosts.yaml"
+    hosts.write_text("hosts:\n  - name: gone\n    runtime: native\n    address: 127.0.0.1\n    port: 1\n    connect_timeout_s: 2\n")
+    done = cli("verify", packed, "--hosts", hosts, "--out", tmp_path / "results", "--host-map", "local=gone", timeout=120)
+    assert "Traceback" not in done.stderr and "not a ddpbench bundle" not in done.stderr, done.stderr
+    assert done.returncode != 2, done.stderr
+    assert "bundle: " in done.stdout
+
+
+def test_a_gzip_bomb_is_refused_before_it_is_unpacked_past_the_limit(tmp_path, capsys):
+    """Half a GiB of zeros packed into about half a MiB: refused by the size limit, never held whole."""
+    bomb = tmp_path / "bomb.bundle.json.gz"
+    packer = zlib.compressobj(9, zlib.DEFLATED, 31)
+    with open(bomb, "wb") as out:
+        out.write(packer.compress(b'{"a": "'))
+        zeros = b"0" * (1 << 24)
+        for _ in range(32):
+            out.write(packer.compress(zeros))
+        out.write(packer.compress(b'"}') + packer.flush())
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    assert main(["validate", str(bomb)]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line == f"error: {bomb}: unpacks to more than the {MAX_BUNDLE_BYTES}-byte limit for a bundle; this is not a ddpbench bundle"
+    grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - before
+    assert grown < 2 * MAX_BUNDLE_BYTES  # the limit's worth at most: not the half GiB it packs
+
+
+def test_a_cut_gzip_bundle_is_one_line(packed, tmp_path, capsys):
+    cut = tmp_path / "cut.bundle.json.gz"
+    cut.write_bytes(packed.read_bytes()[:5000])
+    assert main(["report", str(cut), "--out", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err.splitlines() == [f"error: {cut}: the gzip stream ends early (truncated); fetch the bundle again"]
