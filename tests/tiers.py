@@ -5,10 +5,10 @@ where it carries `@pytest.mark.slow` itself.
 
 Every test file is named in one of the two lists (tests/test_tiers.py), so a new file joins a tier
 on purpose. CHECK: unit tests, schema and architecture checks, and two CPU plans run end to end
-(tests/report's real bundle: collectives and DDP over gloo, then its report and compare; the toy
-suite of tests/suites/test_a_new_suite.py, with its estimate and progress). FULL_ONLY: files whose
-plans and processes take minutes, or that need what `make test` installs (sshd hosts, Slurm,
-Docker, a browser)."""
+(tests/report's real bundle: collectives and DDP over gloo, then its report and compare; the copy
+suite's host-to-host copies in tests/suites/test_copy.py). FULL_ONLY: files whose plans and
+processes take minutes, or that need what `make test` installs (sshd hosts, Slurm, Docker, a
+browser)."""
 
 from __future__ import annotations
 
@@ -39,7 +39,6 @@ CHECK = (
     "tests/report/test_report_merge.py",
     "tests/report/test_report_plots.py",
     "tests/report/test_schema_valid_extremes.py",
-    "tests/suites/test_a_new_suite.py",
     "tests/suites/test_copy.py",
     "tests/suites/test_culprits.py",
     "tests/suites/test_ddp_cuda_graphs.py",
@@ -71,6 +70,7 @@ FULL_ONLY = (
     "tests/report/test_report_browser.py",
     "tests/report/test_report_cli.py",
     "tests/report/test_report_readable.py",
+    "tests/suites/test_a_new_suite.py",
     "tests/suites/test_collectives.py",
     "tests/suites/test_ddp.py",
     "tests/suites/test_ddp_predict.py",
