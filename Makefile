@@ -1,4 +1,5 @@
-# ddpbench: `make bench` runs the plan, `make test` runs the tests. Both set up what they need.
+# ddpbench: `make bench` runs the plan, `make test` runs the tests, `make check` their fast tier.
+# Each sets up what it needs.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -16,7 +17,7 @@ IMAGE ?=
 IMAGE_TARBALL ?=
 IMAGE_ARG = $(if $(IMAGE),--tag $(IMAGE),)
 
-.PHONY: bench test report verify setup venv clean test-hosts test-hosts-stop image image-save image-load image-lock image-requirements
+.PHONY: bench test check report verify setup venv clean test-hosts test-hosts-stop image image-save image-load image-lock image-requirements
 
 # The venv with the host's torch: when python3 has one, the venv sees python3's packages (the
 # .pth file from bench/venv_pth.py: --system-site-packages alone shows only the base
@@ -51,6 +52,11 @@ bench: $(VENV)/.installed
 test: $(VENV)/.test-installed
 	bash tests/system-deps.sh
 	$(PY) -m pytest -q
+
+# Before each commit: the tests not marked slow (tests/tiers.py), under 3 minutes on 2 cores; they
+# need none of the system packages that `make test` installs.
+check: $(VENV)/.test-installed
+	$(PY) -m pytest -q -m "not slow"
 
 # Real SSH hosts on this machine (sshd on 127.0.0.2, 127.0.0.3, ...) for `make bench HOSTS=hosts/loopback.yaml`.
 test-hosts: $(VENV)/.test-installed

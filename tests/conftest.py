@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import tiers
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 FIXTURES = SHARED / "fixtures" / "h200x2"
@@ -46,6 +48,15 @@ def bundle_path_from(stdout: str) -> Path:
 
 def _listing(folder: Path) -> set:
     return {str(path.relative_to(folder)) for path in folder.rglob("*")} if folder.is_dir() else set()
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` selects by the marks
+def pytest_collection_modifyitems(items) -> None:
+    """Every test of a FULL_ONLY file is slow: `make check` leaves it to `make test` (tests/tiers.py)."""
+    full_only = {REPO / path for path in tiers.FULL_ONLY}
+    for item in items:
+        if item.path in full_only:
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -12,6 +12,8 @@ import json
 import os
 import socket
 import sys
+import traceback
+from typing import NoReturn
 
 import torch
 import torch.distributed as dist
@@ -90,5 +92,24 @@ def main(spec_path: str) -> None:
         dist.destroy_process_group()
 
 
+def exit_rank(status: int) -> NoReturn:
+    """End the rank's process, its output flushed, without Python's finalization.
+
+    Once DDP or FSDP has run, torch keeps a gloo process group alive past destroy_process_group
+    (modules they import hold the default group in default arguments, DTensor's caches hold the
+    mesh), so its worker threads are still running while Python finalizes. One that then drops
+    the tensors of its last collective needs the GIL, CPython (before 3.14) ends that thread
+    with pthread_exit, and the unwinding aborts the rank ("terminate called without an active
+    exception") after every record was written, failing the launch."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
+
+
 if __name__ == "__main__":
-    main(sys.argv[1])
+    try:
+        main(sys.argv[1])
+    except Exception:
+        traceback.print_exc()
+        exit_rank(1)
+    exit_rank(0)

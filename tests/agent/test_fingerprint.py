@@ -292,6 +292,7 @@ def collect_in_subprocess(blocked: tuple[str, ...], path_prefix: str | None = No
     return json.loads(done.stdout)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("blocked", [("psutil", "pynvml"), ("psutil", "pynvml", "torch")])
 def test_collect_without_optional_packages(blocked):
     fp = collect_in_subprocess(blocked)
@@ -301,6 +302,7 @@ def test_collect_without_optional_packages(blocked):
     assert (fp["software"]["torch"] is None) == ("torch" in blocked)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("nvlink_prints, links, link_speed_gbps", [("nvlink-s.txt", 18, 26.562), (None, 0, None)])
 def test_collect_through_nvidia_smi_h200x2(tmp_path, nvlink_prints, links, link_speed_gbps):
     """Without pynvml, collect() reads GPUs from nvidia-smi: a stand-in prints the h200x2

@@ -19,7 +19,8 @@ from bench.common.protocol import Placement
 from bench.controller.plans import check
 from bench.errors import UserError
 from bench.suites.base import HostResults
-from bench.suites import get as suite, machine
+from bench.suites import get as suite
+from bench.suites.judging import machine
 from tests.conftest import cli
 
 TINY = {"ops": ["all_reduce"], "dtypes": ["float32"], "in_place": [True], "begin_bytes": 4096, "end_bytes": 4096,

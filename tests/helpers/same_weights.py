@@ -13,6 +13,7 @@ import torch.distributed as dist
 
 from bench.agent.harness import Context
 from bench.agent.training import set_up
+from bench.agent.worker import exit_rank
 from bench.controller.plans import with_defaults
 from bench.models import workload
 from bench.suites.ddp.params import Params as DDPParams
@@ -57,3 +58,4 @@ def main(out_dir: str) -> None:
 
 if __name__ == "__main__":
     main(sys.argv[1])
+    exit_rank(0)  # as the agent's ranks end (bench/agent/worker.py says why)

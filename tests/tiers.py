@@ -1,0 +1,79 @@
+"""The test tiers. `make test`, CI's command, runs every test. `make check`, run before each commit,
+runs the tests not marked slow (`pytest -m "not slow"`), under 3 minutes on a 2-core machine: every
+test of a FULL_ONLY file is slow (tests/conftest.py marks them), and a test of a CHECK file is slow
+where it carries `@pytest.mark.slow` itself.
+
+Every test file is named in one of the two lists (tests/test_tiers.py), so a new file joins a tier
+on purpose. CHECK: unit tests, schema and architecture checks, and two CPU plans run end to end
+(tests/report's real bundle: collectives and DDP over gloo, then its report and compare; the copy
+suite's host-to-host copies in tests/suites/test_copy.py). FULL_ONLY: files whose plans and
+processes take minutes, or that need what `make test` installs (sshd hosts, Slurm, Docker, a
+browser)."""
+
+from __future__ import annotations
+
+CHECK = (
+    "tests/test_architecture.py",
+    "tests/test_tiers.py",
+    "tests/agent/test_copy_engine_allreduce.py",
+    "tests/agent/test_counters.py",
+    "tests/agent/test_fingerprint.py",
+    "tests/agent/test_kernel_time.py",
+    "tests/agent/test_placement.py",
+    "tests/agent/test_sampling.py",
+    "tests/agent/test_transports.py",
+    "tests/common/test_nccl_log.py",
+    "tests/common/test_reference.py",
+    "tests/common/test_replay.py",
+    "tests/common/test_stats.py",
+    "tests/controller/test_agent_package.py",
+    "tests/controller/test_hosts.py",
+    "tests/controller/test_pins.py",
+    "tests/controller/test_progress.py",
+    "tests/e2e/test_boundaries.py",
+    "tests/e2e/test_link_truth.py",
+    "tests/models/test_llama.py",
+    "tests/report/test_degenerate_bundles.py",
+    "tests/report/test_gzip_bundles.py",
+    "tests/report/test_report_answer.py",
+    "tests/report/test_report_merge.py",
+    "tests/report/test_report_plots.py",
+    "tests/report/test_schema_valid_extremes.py",
+    "tests/suites/test_copy.py",
+    "tests/suites/test_culprits.py",
+    "tests/suites/test_ddp_cuda_graphs.py",
+    "tests/suites/test_normal.py",
+    "tests/suites/test_predict_topologies.py",
+)
+
+FULL_ONLY = (
+    "tests/agent/test_cgroup_memory.py",
+    "tests/agent/test_estimate.py",
+    "tests/agent/test_gate.py",
+    "tests/agent/test_topology.py",
+    "tests/agent/test_worker.py",
+    "tests/common/test_shared_machine.py",
+    "tests/controller/runtimes/test_docker.py",
+    "tests/controller/runtimes/test_slurm.py",
+    "tests/controller/test_resume_trust.py",
+    "tests/controller/test_run.py",
+    "tests/controller/test_ssh.py",
+    "tests/docker/test_image.py",
+    "tests/e2e/test_bad_input.py",
+    "tests/e2e/test_hostile_input.py",
+    "tests/e2e/test_hostile_remote.py",
+    "tests/e2e/test_launch_limits.py",
+    "tests/e2e/test_make_setup.py",
+    "tests/e2e/test_make_verify.py",
+    "tests/report/test_any_valid_bundle.py",
+    "tests/report/test_published_bundles.py",
+    "tests/report/test_report_browser.py",
+    "tests/report/test_report_cli.py",
+    "tests/report/test_report_readable.py",
+    "tests/suites/test_a_new_suite.py",
+    "tests/suites/test_collectives.py",
+    "tests/suites/test_ddp.py",
+    "tests/suites/test_ddp_predict.py",
+    "tests/suites/test_fsdp.py",
+    "tests/verify/test_verify.py",
+)
