@@ -47,13 +47,14 @@ def test_a_published_gzip_bundle_goes_through_every_command(packed, tmp_path, ca
 
 
 def test_verify_reads_a_gzip_bundle(packed, tmp_path):
-    """Its plan is read from the packed bundle; the rerun then fails on a host that cannot be reached."""
+    """The packed bundle is read (its host 'local' is paired with 'gone'); verify then stops on the host
+    it cannot reach, before it runs anything, with one line that names it."""
     hosts = tmp_path / "hosts.yaml"
     hosts.write_text("hosts:\n  - name: gone\n    runtime: native\n    address: 127.0.0.1\n    port: 1\n    connect_timeout_s: 2\n")
     done = cli("verify", packed, "--hosts", hosts, "--out", tmp_path / "results", "--host-map", "local=gone", timeout=120)
     assert "Traceback" not in done.stderr and "not a ddpbench bundle" not in done.stderr, done.stderr
-    assert done.returncode != 2, done.stderr
-    assert "bundle: " in done.stdout
+    assert done.returncode == 2 and "host 'gone': connection refused" in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
 
 
 def test_a_gzip_bomb_is_refused_before_it_is_unpacked_past_the_limit(tmp_path, capsys):

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.bundle import write_bundle
+from bench.bundle import seal
 from bench.common.allreduce import Link, Topology
 from bench.common.replay import Bucket, Timeline, replay
 from bench.report.markdown import render
@@ -260,11 +260,12 @@ def test_one_bad_bundle_among_several_is_skipped_with_its_reason(tmp_path):
     assert "### What link do I need?" in done.stdout
 
 
-def test_a_subnormal_price_in_a_sealed_bundle_prints_no_infinity(tmp_path):
+def test_a_subnormal_price_in_a_sealed_bundle_is_refused_by_the_schema(tmp_path):
+    """The schema's floor on a price keeps a samples-per-dollar figure finite; predict says which field."""
     doc = _seed002()
     price_subnormal(doc)
     path = tmp_path / "priced.json"
-    write_bundle(path, {k: v for k, v in doc.items() if k != "sha256"})
+    path.write_text(json.dumps(seal({k: v for k, v in doc.items() if k != "sha256"})))
     done = cli("predict", path, "--link", "nvlink4")
-    assert done.returncode == 0, done.stderr
-    assert not re.search(r"\binf\b", done.stdout) and "no samples per dollar" in done.stdout and "samples/$" not in done.stdout
+    assert done.returncode == 2 and "price_per_hour" in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert not re.search(r"\binf\b", done.stdout)
