@@ -372,7 +372,8 @@ def _transports(launch: Launch, log_text: str) -> tuple[dict, Callable[[dict], d
                                  launch.algorithm, launch.protocol)
     if launch.p2p_off_by_gate:
         transport = {**transport, "env": {**transport["env"], "NCCL_P2P_DISABLE": "1"}, "p2p_off_by_gate": True}
-    suite, choices = suites.get(launch.suite), tuning_choices(log_text)
+    # NCCL logs its TUNING lines on global rank 0 only: another node of a job has nothing to judge by
+    suite, choices = suites.get(launch.suite), tuning_choices(log_text) if launch.nodes.node_rank == 0 else None
     functions = [(function, None) for _, function in suite.nccl_collectives(suite.params(launch.params)) if function]
     return (run_transport(transport, choices, functions, launch.world_size),
             lambda run: run_transport(transport, choices, suite.nccl_calls(run), launch.world_size))

@@ -157,11 +157,12 @@ def _nodes_mismatch(nodes: dict) -> "str | None":
     return None
 
 
-def run_transport(launch_transport: dict, choices: list, calls: "list[tuple[str, int | None]]", world_size: int) -> dict:
+def run_transport(launch_transport: dict, choices: "list | None", calls: "list[tuple[str, int | None]]", world_size: int) -> dict:
     """A run's transport: its launch's, with what NCCL's TUNING lines say it ran for the run's own
     collectives (`calls`: NCCL's function and the bytes a call moves, None for any size) and, where an
-    algorithm or protocol was asked, whether it got it."""
-    if launch_transport["backend"] != "nccl" or not calls:
+    algorithm or protocol was asked, whether it got it. `choices` None: this log cannot hold them (a
+    node of a job other than global rank 0's), so nothing is judged from it."""
+    if launch_transport["backend"] != "nccl" or not calls or choices is None:
         return launch_transport
     mine = [c for c in choices if any((c.function in (None, function)) and size in (None, c.bytes) for function, size in calls)]
     record = {**launch_transport, "nccl_tuning": tuning_summary(mine)}

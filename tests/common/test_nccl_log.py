@@ -87,3 +87,12 @@ def test_asking_for_an_algorithm_with_no_tuning_line_in_the_log_is_not_a_match()
     run = run_transport(transport_record("default", "nccl", 2, text, algorithm="ring"), tuning_choices(text), [("AllReduce", None)], 2)
     assert run["nccl_tuning"] == [] and run["matches_preset"] is False
     assert mismatch(run) == "RING asked, and NCCL's log has no TUNING line for the run"
+
+
+def test_a_node_without_rank_0_judges_no_algorithm_from_its_log():
+    """NCCL logs TUNING on global rank 0 only: a job's second node (a real 2-node run on 2x H200 over SSH
+    showed none in its log) records nothing to judge by, and its launch is no mismatch."""
+    text = (H200X2 / "nccl-info-default.log").read_text()
+    launch = transport_record("default", "nccl", 2, text, algorithm="ring")
+    run = run_transport(launch, None, [("AllReduce", None)], 2)
+    assert "nccl_tuning" not in run and mismatch(run) is None
