@@ -1,5 +1,5 @@
 # The pinned ddpbench agent image: bench/agent (with bench/common, the suites and the models) on the torch + NCCL of a hashed lock file.
-# `make image` builds it, `make image-lock` pins the base by digest; README "The pinned image".
+# `make image` builds it, `make image-lock` pins the base by digest; docs/image.md.
 ARG BASE_IMAGE=nvidia/cuda:13.0.1-runtime-ubuntu24.04
 
 # The base plus a Python that can make a venv. The CUDA images ship none; a base that already

@@ -10,7 +10,7 @@ OUT ?= results
 # (in the system, a venv or a conda env) keeps its own: see `venv` below.
 TORCH_VERSION := 2.13.0
 
-# The pinned image (README "The pinned image"): LOCK picks docker/requirements/LOCK.lock
+# The pinned image (docs/image.md): LOCK picks docker/requirements/LOCK.lock
 # (cuda, cuda-sdxl with diffusers, cpu); IMAGE names it (default ddpbench:VERSION[-LOCK]).
 LOCK ?= cuda
 IMAGE ?=
@@ -81,7 +81,7 @@ report: $(VENV)/.installed
 
 # make verify BUNDLE=their/bundle.json [HOSTS=hosts/mine.yaml] [ARGS='--tolerance busbw_gbps=0.1 --max-hours 4 ...']
 # make exits 2 for any failed recipe and cannot pass verify's status on: the last line names it, and
-# the README ("Verify a published result") gives the command that returns it.
+# docs/verify.md gives the command that returns it.
 verify: $(VENV)/.installed
 	@test -n "$(BUNDLE)" || { echo "error: give the bundle to verify: make verify BUNDLE=path/to/bundle.json" >&2; exit 2; }
 	$(PY) -m bench verify $(BUNDLE) --hosts $(HOSTS) --out $(OUT) $(ARGS) || { status=$$?; \

@@ -145,7 +145,7 @@ def cmd_report(args) -> int:
     return 0
 
 
-# verify/compare: one exit status per outcome (README, "Verify a published result").
+# verify/compare: one exit status per outcome (docs/verify.md).
 EXIT_OF_OUTCOME = {"passed": 0, "same bundle": 0, "failed": 1, "inconclusive": 3, "not comparable": 4}
 VERIFY_MAX_HOURS = 2.0  # a rerun estimated past it waits for a yes
 

@@ -4,7 +4,7 @@ test of a FULL_ONLY file is slow (tests/conftest.py marks them), and a test of a
 where it carries `@pytest.mark.slow` itself.
 
 Every test file is named in one of the two lists (tests/test_tiers.py), so a new file joins a tier
-on purpose. CHECK: unit tests, schema and architecture checks, and two CPU plans run end to end
+on purpose. CHECK: unit tests, schema, architecture and docs checks, and two CPU plans run end to end
 (tests/report's real bundle: collectives and DDP over gloo, then its report and compare; the copy
 suite's host-to-host copies in tests/suites/test_copy.py). FULL_ONLY: files whose plans and
 processes take minutes, or that need what `make test` installs (sshd hosts, Slurm, Docker, a
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 CHECK = (
     "tests/test_architecture.py",
+    "tests/test_docs.py",
     "tests/test_tiers.py",
     "tests/agent/test_copy_engine_allreduce.py",
     "tests/agent/test_counters.py",

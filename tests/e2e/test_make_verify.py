@@ -1,5 +1,5 @@
 """`make verify`: make turns every failed recipe into its own exit status 2, so the recipe's last line
-names what verify itself said (README, "Verify a published result")."""
+names what verify itself said (docs/verify.md)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def _venv(root) -> str:
 
 def test_make_verify_names_verifys_own_exit_status(tmp_path):
     """A published GPU bundle on this CPU machine: verify says NOT COMPARABLE (4); make can only say 2,
-    so its last line names the 4, and the command the README gives for scripts returns it."""
+    so its last line names the 4, and the command docs/verify.md gives for scripts returns it."""
     bundle = REPO / "benchmarks" / "results" / "bundles" / "20261125T213922Z-6e20a7.bundle.json"
     venv = _venv(tmp_path)
     done = subprocess.run(["make", "--no-print-directory", "verify", f"VENV={venv}", f"BUNDLE={bundle}",
