@@ -432,6 +432,14 @@ MEASURED_BUNDLES = {
         'quick', 'benchmarks/results/bundles/20261125T214225Z-2c5662.bundle.json'),
     'ddpbench-h100x2-593e7a': ('20261125T215632Z-593e7a', '2026-11-25', '2x NVIDIA H100 80GB HBM3, NVLink NV18',
         'seed001-sharded-llama-grad-op', 'benchmarks/results/bundles/20261125T215632Z-593e7a.bundle.json'),
+    'ddpbench-h200x4-b6143d': ('20261126T145046Z-b6143d', '2026-11-26', '4x NVIDIA H200, NVLink NV18', 'smoke',
+        'benchmarks/results/bundles/20261126T145046Z-b6143d.bundle.json.gz'),
+    'ddpbench-h200x2-9ea34b': ('20261126T162558Z-9ea34b', '2026-11-26', '2x NVIDIA H200, NVLink NV18', 'quick',
+        'benchmarks/results/bundles/20261126T162558Z-9ea34b.bundle.json.gz'),
+    'ddpbench-h200x2-088b2d': ('20261126T162725Z-088b2d', '2026-11-26', '2x NVIDIA H200, NVLink NV18', 'two-nodes',
+        'benchmarks/results/bundles/20261126T162725Z-088b2d.bundle.json.gz'),
+    'ddpbench-h200x2-ba806a': ('20261126T163106Z-ba806a', '2026-11-26', '2x NVIDIA H200, NVLink NV18', 'two-nodes',
+        'benchmarks/results/bundles/20261126T163106Z-ba806a.bundle.json.gz'),
 }
 # A training row's recipe: a run's params must hold every one of these: model, sharding, micro_batch, seq_len, grad_accum,
 # precision, compile, cuda_graphs, weights_dtype, activation_checkpointing, optimizer, grad_reduce_dtype, reduce_dtype,
@@ -897,6 +905,18 @@ MEASURED_RANGES = (
     ('NVIDIA H100 80GB HBM3', 'socket-loopback', 'reducescatter_busbw_gbps', 2.812, 3.178, 2,
      ('ddpbench-h100x2-4271cb',), {'ranks': 2, 'transport': 'net_socket', 'size_bytes_min': 67108864,
      'size_bytes_max': 1073741823}),
+    ('NVIDIA H200', 'nvlink4', 'allreduce_busbw_gbps', 311.7, 344.6, 1, ('ddpbench-h200x2-9ea34b',), {'ranks': 2,
+     'transport': 'nvlink', 'size_bytes_min': 1073741824}),
+    ('NVIDIA H200', 'nvlink4', 'allreduce_busbw_gbps', 253.4, 314.0, 2, ('ddpbench-h200x2-9ea34b',), {'ranks': 2,
+     'transport': 'nvlink', 'size_bytes_min': 67108864, 'size_bytes_max': 1073741823}),
+    ('NVIDIA H200', 'nvlink4', 'allreduce_busbw_gbps', 294.5, 325.6, 1, ('ddpbench-h200x4-b6143d',), {'ranks': 4,
+     'transport': 'nvlink', 'size_bytes_min': 67108864, 'size_bytes_max': 1073741823}),
+    ('NVIDIA H200', 'nvlink4', 'ddp_scaling_efficiency_fraction', 0.8924, 0.9864, 1, ('ddpbench-h200x2-9ea34b',),
+     {'ranks': 2, 'transport': 'nvlink', 'recipe': 'gpt2 ddp mb8 x1 bf16'}),
+    ('NVIDIA H200', 'nvlink4', 'ddp_step_time_s', 0.02468, 0.02729, 1, ('ddpbench-h200x2-9ea34b',), {'ranks': 2,
+     'transport': 'nvlink', 'recipe': 'gpt2 ddp mb8 x1 bf16'}),
+    ('NVIDIA H200', 'pcie5-x16', 'ddp_step_time_s', 0.02319, 0.02564, 1, ('ddpbench-h200x2-9ea34b',), {'ranks': 1,
+     'recipe': 'gpt2 ddp mb8 x1 bf16'}),
 )
 # --- end of the block benchmarks/expected_ranges.py writes ---
 

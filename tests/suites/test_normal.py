@@ -156,7 +156,7 @@ def test_this_projects_ranges_follow_from_its_bundles():
     for name, (run_id, date, machine, plan, path) in reference.MEASURED_BUNDLES.items():
         bundle = dict(bundles)[name]
         assert (bundle["run_id"], bundle["started_at"][:10], bundle["plan"]["name"]) == (run_id, date, plan)
-        assert source_line(name).startswith(f"{name}: ddpbench bundle {run_id}, plan {plan} (bundle {run_id} of {date} on 2x NVIDIA H100")
+        assert source_line(name).startswith(f"{name}: ddpbench bundle {run_id}, plan {plan} (bundle {run_id} of {date} on {machine}")
 
 
 def test_the_h100_box_answers_at_two_gpus_for_busbw_steps_and_scaling():
