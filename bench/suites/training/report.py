@@ -155,15 +155,16 @@ def _samples_per_s(runs: list[dict]) -> list:
 
 
 def scaling_figures(comparison: Comparison, suite: str, workload_of) -> list[ScalingFigure]:
-    """Per machine, workload and global batch of the suite's runs at three or more rank counts (the
-    1-rank baseline among them) or over several nodes: a line per topology, the ideal from the baseline."""
+    """Per machine and workload of the suite's runs at three or more rank counts (the 1-rank baseline
+    among them) or over several nodes, at the largest such global batch (the one the answer leads
+    with): a line per topology, the ideal from the baseline."""
     groups = defaultdict(list)
     for e in comparison.runs:
         if e.run["suite"] == suite and e.samples("samples_per_s"):
             machine = (e.series.host, e.series.hardware)
             groups[(machine, workload_of(e), e.params["global_batch"], on_gpu(e.run))].append(e)
-    figures = []
-    for ((host, hardware), w, batch, gpus), entries in sorted(groups.items()):
+    figures = {}
+    for ((host, hardware), w, batch, gpus), entries in sorted(groups.items()):  # the largest batch last: it stays
         base = _samples_per_s(_baseline_runs(entries))
         several_nodes = any(topology(e.run).nodes > 1 for e in entries)
         if not base or (len({1} | {e.run["world_size"] for e in entries}) < 3 and not several_nodes):
@@ -182,8 +183,8 @@ def scaling_figures(comparison: Comparison, suite: str, workload_of) -> list[Sca
                              if (nodes := e.run["transport"].get("nodes") or {}).get("count", 1) > 1})
         machine = Series(host, hardware, "", False).machine
         title = f"{machine} — {w.title}, global batch {batch}"
-        figures.append(ScalingFigure(title, gpus, lines, statistics.median(base), boundaries))
-    return figures
+        figures[(host, hardware), w, gpus] = ScalingFigure(title, gpus, lines, statistics.median(base), boundaries)
+    return list(figures.values())
 
 
 def _rank_words(on_gpu: bool) -> tuple:
@@ -224,7 +225,8 @@ def scaling_figure(found: ScalingFigure) -> Figure:
     ax.set_ylim(bottom=0)
     ax.set_xlabel(unit)
     ax.set_ylabel("training throughput (samples/s)")
-    ax.set_title(f"Throughput against {unit} (higher is better; dashed: ideal scaling)\n{found.title}", fontsize=11)
+    ax.set_title(f"Throughput against {unit} (higher is better; dashed: ideal scaling)\n{found.title.replace(' — ', chr(10))}",
+                 fontsize=11)
     ax.grid(True, alpha=0.3)
     P.legend(fig, ax)
     return fig
