@@ -38,6 +38,7 @@ CHECK = (
     "tests/report/test_report_answer.py",
     "tests/report/test_report_merge.py",
     "tests/report/test_report_plots.py",
+    "tests/report/test_report_scaling.py",
     "tests/report/test_schema_valid_extremes.py",
     "tests/suites/test_copy.py",
     "tests/suites/test_culprits.py",

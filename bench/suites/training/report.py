@@ -5,11 +5,13 @@ sequence and micro-batch), and the findings of a training suite's runs for the r
 from __future__ import annotations
 
 import statistics
+import textwrap
 from collections import defaultdict
 from dataclasses import dataclass
 
 from matplotlib.figure import Figure
 
+from bench import suites
 from bench.common.stats import Spread, ratio_of_medians
 from bench.common.transports import nccl_algorithms, on_gpu, ranks_label, setting_label
 from bench.report import plots as P
@@ -96,7 +98,8 @@ def training_findings(comparison: Comparison, suite: str, workload_of) -> list[F
 
 # --- throughput against GPUs ----------------------------------------------------------------------
 
-SCALING_CAPTION = ("Training throughput against {ranks}, a line per link and topology; dashed: ideal, the 1-{rank} "
+TITLE_WRAP = 90  # characters of an 11 pt title line across the figure
+SCALING_CAPTION = ("Training throughput against {ranks}, a line per link and topology; dashed: ideal, the {rank} "
                    "throughput × {ranks}{boundary}. At {largest}, measured ÷ ideal: {efficiencies}.")
 
 
@@ -139,6 +142,7 @@ class ScalingFigure:
     lines: list  # [Line]: points (ranks, Spread of samples/s)
     ideal: float  # the baseline's median samples/s on one rank
     boundaries: list  # [(nodes, ranks a node)] of the multi-node lines: where a run crosses nodes
+    baseline: str  # whose: "" (the suite's own runs), or the strategy of another suite's ("ddp ")
 
     @property
     def largest(self) -> int:
@@ -183,7 +187,9 @@ def scaling_figures(comparison: Comparison, suite: str, workload_of) -> list[Sca
                              if (nodes := e.run["transport"].get("nodes") or {}).get("count", 1) > 1})
         machine = Series(host, hardware, "", False).machine
         title = f"{machine} — {w.title}, global batch {batch}"
-        figures[(host, hardware), w, gpus] = ScalingFigure(title, gpus, lines, statistics.median(base), boundaries)
+        other = {suites.get(run["suite"]).strategy(run["params"]) for run in _baseline_runs(entries) if run["suite"] != suite}
+        figures[(host, hardware), w, gpus] = ScalingFigure(title, gpus, lines, statistics.median(base), boundaries,
+                                                           "".join(f"{name} " for name in sorted(other)))
     return list(figures.values())
 
 
@@ -195,7 +201,7 @@ def scaling_caption(found: ScalingFigure) -> str:
     rank, ranks = _rank_words(found.on_gpu)
     boundary = "; dotted: where a run's ranks outgrow one node" if found.boundaries else ""
     efficiencies = ", ".join(f"{label} {value:.0%}" for label, value in found.efficiencies())
-    return SCALING_CAPTION.format(ranks=ranks, rank=rank, boundary=boundary, largest=ranks_label(found.largest, found.on_gpu),
+    return SCALING_CAPTION.format(ranks=ranks, rank=f"{found.baseline}1-{rank}", boundary=boundary, largest=ranks_label(found.largest, found.on_gpu),
                                   efficiencies=efficiencies)
 
 
@@ -209,7 +215,7 @@ def scaling_figure(found: ScalingFigure) -> Figure:
     ax = fig.add_subplot()
     xs = sorted({1} | {x for line in found.lines for x, _ in line.points})
     ax.plot(xs, [found.ideal * x for x in xs], color=P.BASELINE_COLOUR, linestyle="--", linewidth=1.2,
-            label=f"ideal: the 1-{rank} throughput × {unit}")
+            label=f"ideal: the {found.baseline}1-{rank} throughput × {unit}")
     for line in found.lines:
         P.errorbar(ax, line, 1.0, colours.style(line.series))
     for i, (count, per_node) in enumerate(found.boundaries):
@@ -225,7 +231,8 @@ def scaling_figure(found: ScalingFigure) -> Figure:
     ax.set_ylim(bottom=0)
     ax.set_xlabel(unit)
     ax.set_ylabel("training throughput (samples/s)")
-    ax.set_title(f"Throughput against {unit} (higher is better; dashed: ideal scaling)\n{found.title.replace(' — ', chr(10))}",
+    title = "\n".join(textwrap.fill(part, TITLE_WRAP) for part in found.title.split(" — "))
+    ax.set_title(f"Throughput against {unit} (higher is better; dashed: ideal scaling)\n{title}",
                  fontsize=11)
     ax.grid(True, alpha=0.3)
     P.legend(fig, ax)
