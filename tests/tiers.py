@@ -61,6 +61,7 @@ FULL_ONLY = (
     "tests/controller/test_ssh.py",
     "tests/docker/test_image.py",
     "tests/e2e/test_bad_input.py",
+    "tests/e2e/test_eight_processes.py",
     "tests/e2e/test_hostile_input.py",
     "tests/e2e/test_hostile_remote.py",
     "tests/e2e/test_launch_limits.py",
