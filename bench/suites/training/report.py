@@ -140,7 +140,7 @@ class ScalingFigure:
     title: str
     on_gpu: bool
     lines: list  # [Line]: points (ranks, Spread of samples/s)
-    ideal: float  # the baseline's median samples/s on one rank
+    ideal: float  # the baseline's median samples/s on one rank (positive: a figure without one is not drawn)
     boundaries: list  # [(nodes, ranks a node)] of the multi-node lines: where a run crosses nodes
     baseline: str  # whose: "" (the suite's own runs), or the strategy of another suite's ("ddp ")
 
@@ -171,7 +171,8 @@ def scaling_figures(comparison: Comparison, suite: str, workload_of) -> list[Sca
     for ((host, hardware), w, batch, gpus), entries in sorted(groups.items()):  # the largest batch last: it stays
         base = _samples_per_s(_baseline_runs(entries))
         several_nodes = any(topology(e.run).nodes > 1 for e in entries)
-        if not base or (len({1} | {e.run["world_size"] for e in entries}) < 3 and not several_nodes):
+        counts = {1} | {e.run["world_size"] for e in entries}
+        if not base or statistics.median(base) <= 0 or (len(counts) < 3 and not several_nodes):
             continue
         by_topology = defaultdict(list)
         for e in entries:
