@@ -146,7 +146,7 @@ class _Planner:
         for preset_name in side.transports:
             self._check_transport(entry["suite"], preset_name)
             for per_node in worlds:
-                self._check_processes(entry["suite"], per_node)
+                self._check_processes(entry["suite"], per_node, side.ranks_per_core)
                 self._check_nodes(entry, side, per_node)
                 for gpus in gpu_sets(side, self.hw.gpu_count, per_node):
                     for algorithm in side.algorithms:
@@ -168,10 +168,12 @@ class _Planner:
         if preset.needs_infiniband and not self.hw.infiniband:
             raise PlanError(f"{suite}: transport preset 'ib' needs an active InfiniBand port, this host has none; remove 'ib' from the plan")
 
-    def _check_processes(self, suite: str, per_node: int) -> None:
-        if not self.cuda and per_node > self.hw.logical_cpus:
+    def _check_processes(self, suite: str, per_node: int, ranks_per_core: int) -> None:
+        cores = self.hw.logical_cpus
+        if not self.cuda and per_node > cores * ranks_per_core:
+            shared = ", or let ranks share cores (the entry's cpu: ranks_per_core)" if ranks_per_core == 1 else ""
             raise PlanError(f"{suite}: world size {per_node} needs {per_node} processes on this host, which has "
-                            f"{self.hw.logical_cpus} cores and no GPU; lower world_sizes to at most {self.hw.logical_cpus}")
+                            f"{cores} cores and no GPU; lower world_sizes to at most {cores * ranks_per_core}{shared}")
 
     def _check_selection(self, suite: str, side: Side, entry_env: dict) -> None:
         """The GPUs an entry names, against this host's; on a host without a GPU they are refused."""

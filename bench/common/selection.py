@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from bench.common.algorithms import DEFAULT
 
 # What an entry's gpu: or cpu: block may hold beside the suite's parameters.
-ENTRY_AXES = ("transports", "launch_repeats", "algorithms", "protocols", "nodes", "gpus", "pairs")
+ENTRY_AXES = ("transports", "launch_repeats", "algorithms", "protocols", "nodes", "gpus", "pairs", "ranks_per_core")
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,7 @@ class Side:
     nodes: int  # emulated nodes on this host: its ranks split into this many, each with its own NCCL host id
     gpus: "tuple | None"  # the GPUs its ranks use, by nvidia-smi index; None: the first ones
     pairs: bool  # a 2-GPU launch on every pair of GPUs
+    ranks_per_core: int  # on a host without a GPU: the ranks a core may hold
     params: dict
 
     @property
@@ -40,7 +41,7 @@ def side_of(entry: dict, cuda: bool) -> Side:
         transports=axes["transports"], launch_repeats=axes["launch_repeats"],
         algorithms=axes["algorithms"] or [DEFAULT], protocols=axes["protocols"] or [DEFAULT], nodes=axes["nodes"] or 1,
         gpus=tuple(axes["gpus"]) if axes["gpus"] is not None else None, pairs=axes["pairs"] == "all",
-        params={**entry["params"], **override},
+        ranks_per_core=axes["ranks_per_core"] or 1, params={**entry["params"], **override},
     )
 
 

@@ -5,15 +5,20 @@ sequence and micro-batch), and the findings of a training suite's runs for the r
 from __future__ import annotations
 
 import statistics
+import textwrap
 from collections import defaultdict
 from dataclasses import dataclass
 
-from bench.common.stats import ratio_of_medians
-from bench.common.transports import on_gpu, ranks_label
+from matplotlib.figure import Figure
+
+from bench import suites
+from bench.common.stats import Spread, ratio_of_medians
+from bench.common.transports import nccl_algorithms, on_gpu, ranks_label, setting_label
+from bench.report import plots as P
 from bench.report import tables as T
 from bench.report.answer import Finding
-from bench.report.merge import Comparison, RunEntry
-from bench.report.series import pooled
+from bench.report.merge import MISMATCH, Comparison, RunEntry, Series
+from bench.report.series import Line, pooled
 from bench.suites.training import training_recipe
 
 
@@ -89,3 +94,155 @@ def training_findings(comparison: Comparison, suite: str, workload_of) -> list[F
               for (multi, series, w, ws, gpus, batch), group in sorted(groups.items())
               if not multi and (series.machine, names[w]) not in scaled]
     return found
+
+
+# --- throughput against GPUs ----------------------------------------------------------------------
+
+TITLE_WRAP = 90  # characters of an 11 pt title line across the figure
+SCALING_CAPTION = ("Training throughput against {ranks}, a line per link and topology; dashed: ideal, the {rank} "
+                   "throughput × {ranks}{boundary}. At {largest}, measured ÷ ideal: {efficiencies}.")
+
+
+@dataclass(frozen=True, order=True)
+class Topology:
+    """What one line of the throughput figure stands for, whatever its rank count: the preset, the
+    nodes the ranks were split into and the rest of the run's setting (NCCL's algorithm, GPUs, env)."""
+
+    preset: str  # "default", "default (gloo)"
+    nodes: int
+    emulated: bool
+    setting: str  # setting_label without the nodes: "tree, LL128"
+
+
+def topology(run: dict) -> Topology:
+    transport = run["transport"]
+    nodes = transport.get("nodes") or {}
+    without_nodes = {**run, "transport": {k: v for k, v in transport.items() if k != "nodes"}}
+    preset = transport["preset"] if transport["backend"] == "nccl" else f"{transport['preset']} (gloo)"
+    return Topology(preset, nodes.get("count", 1), bool(nodes.get("emulated")), setting_label(without_nodes))
+
+
+def _topology_label(top: Topology, entries: list[RunEntry]) -> str:
+    """"socket via NET/Socket+P2P, 2 emulated nodes, ring (NCCL ran RING/SIMPLE)": the transports NCCL
+    used and the algorithms it ran over every rank count of the line."""
+    used = sorted({t for e in entries for t in e.run["transport"]["nccl_used"]})
+    ran = sorted({a for e in entries for a in nccl_algorithms(e.run["transport"]) or ()})
+    nodes = f"{top.nodes} {'emulated ' if top.emulated else ''}nodes" if top.nodes > 1 else ""
+    label = ", ".join(part for part in (top.preset + (" via " + "+".join(used) if used else ""), nodes, top.setting) if part)
+    label += f" (NCCL ran {', '.join(ran)})" if ran else ""
+    return label + (f" {MISMATCH}" if any(e.series.mismatch for e in entries) else "")
+
+
+@dataclass
+class ScalingFigure:
+    """Throughput against rank count for one machine, workload and global batch."""
+
+    title: str
+    on_gpu: bool
+    lines: list  # [Line]: points (ranks, Spread of samples/s)
+    ideal: float  # the baseline's median samples/s on one rank (positive: a figure without one is not drawn)
+    boundaries: list  # [(nodes, ranks a node)] of the multi-node lines: where a run crosses nodes
+    baseline: str  # whose: "" (the suite's own runs), or the strategy of another suite's ("ddp ")
+
+    @property
+    def largest(self) -> int:
+        return max(x for line in self.lines for x, _ in line.points)
+
+    def efficiencies(self) -> list:
+        """[(line label, measured ÷ ideal)] of every line measured at the largest rank count."""
+        n = self.largest
+        return [(line.label, s.median / (self.ideal * n)) for line in self.lines for x, s in line.points if x == n]
+
+
+def _samples_per_s(runs: list[dict]) -> list:
+    return [s for run in runs for s in (run["metrics"].get("samples_per_s") or {}).get("samples", [])]
+
+
+def scaling_figures(comparison: Comparison, suite: str, workload_of) -> list[ScalingFigure]:
+    """Per machine and workload of the suite's runs at three or more rank counts (the 1-rank baseline
+    among them) or over several nodes, at the largest such global batch (the one the answer leads
+    with): a line per topology, the ideal from the baseline."""
+    groups = defaultdict(list)
+    for e in comparison.runs:
+        if e.run["suite"] == suite and e.samples("samples_per_s"):
+            machine = (e.series.host, e.series.hardware)
+            groups[(machine, workload_of(e), e.params["global_batch"], on_gpu(e.run))].append(e)
+    figures = {}
+    for ((host, hardware), w, batch, gpus), entries in sorted(groups.items()):  # the largest batch last: it stays
+        base = _samples_per_s(_baseline_runs(entries))
+        several_nodes = any(topology(e.run).nodes > 1 for e in entries)
+        counts = {1} | {e.run["world_size"] for e in entries}
+        if not base or statistics.median(base) <= 0 or (len(counts) < 3 and not several_nodes):
+            continue
+        by_topology = defaultdict(list)
+        for e in entries:
+            by_topology[topology(e.run)].append(e)
+        lines = []
+        for top, mine in sorted(by_topology.items()):
+            by_ranks = defaultdict(list)
+            for e in mine:
+                by_ranks[e.run["world_size"]] += e.samples("samples_per_s")
+            label = _topology_label(top, mine)
+            lines.append(Line(Series(host, hardware, label, False), label, [(n, Spread.of(s)) for n, s in sorted(by_ranks.items())]))
+        boundaries = sorted({(nodes["count"], nodes["ranks_per_node"]) for e in entries
+                             if (nodes := e.run["transport"].get("nodes") or {}).get("count", 1) > 1})
+        machine = Series(host, hardware, "", False).machine
+        title = f"{machine} — {w.title}, global batch {batch}"
+        other = {suites.get(run["suite"]).strategy(run["params"]) for run in _baseline_runs(entries) if run["suite"] != suite}
+        figures[(host, hardware), w, gpus] = ScalingFigure(title, gpus, lines, statistics.median(base), boundaries,
+                                                           "".join(f"{name} " for name in sorted(other)))
+    return list(figures.values())
+
+
+def _rank_words(on_gpu: bool) -> tuple:
+    return ("GPU", "GPUs") if on_gpu else ("process", "processes")
+
+
+def scaling_caption(found: ScalingFigure) -> str:
+    rank, ranks = _rank_words(found.on_gpu)
+    boundary = "; dotted: where a run's ranks outgrow one node" if found.boundaries else ""
+    efficiencies = ", ".join(f"{label} {value:.0%}" for label, value in found.efficiencies())
+    return SCALING_CAPTION.format(ranks=ranks, rank=f"{found.baseline}1-{rank}", boundary=boundary, largest=ranks_label(found.largest, found.on_gpu),
+                                  efficiencies=efficiencies)
+
+
+def scaling_figure(found: ScalingFigure) -> Figure:
+    """Samples/s against ranks: a line per topology with p5-p95 bars, the ideal dashed from the 1-rank
+    baseline, each node boundary a dotted vertical line with the multi-node side shaded."""
+    rank, unit = _rank_words(found.on_gpu)
+    colours = P.palette([line.series for line in found.lines])
+    labels = [line.label for line in found.lines]
+    fig = P.figure(4.6 + P.legend_height(len(labels) + 1 + len(found.boundaries), labels))
+    ax = fig.add_subplot()
+    xs = sorted({1} | {x for line in found.lines for x, _ in line.points})
+    ax.plot(xs, [found.ideal * x for x in xs], color=P.BASELINE_COLOUR, linestyle="--", linewidth=1.2,
+            label=f"ideal: the {found.baseline}1-{rank} throughput × {unit}")
+    for line in found.lines:
+        P.errorbar(ax, line, 1.0, colours.style(line.series))
+    for i, (count, per_node) in enumerate(found.boundaries):
+        # Between one node's rank count and the next measured one: the points left of it fit in a node.
+        at = (per_node + min((x for x in xs if x > per_node), default=per_node + 1)) / 2
+        ax.axvline(at, color="black", linestyle=":", linewidth=1.2,
+                   label=f"node boundary: {count} nodes of {per_node} {unit if per_node > 1 else rank} each to its right")
+        if i == 0:
+            ax.axvspan(at, xs[-1] + 0.5, color="grey", alpha=0.08, linewidth=0)
+        ax.text(at, 1.0, f" {count} nodes →", transform=ax.get_xaxis_transform(), fontsize=8, va="top", ha="left")
+    ax.set_xticks(xs, [str(x) for x in xs])
+    ax.set_xlim(0.5, xs[-1] + 0.5)
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel(unit)
+    ax.set_ylabel("training throughput (samples/s)")
+    title = "\n".join(textwrap.fill(part, TITLE_WRAP) for part in found.title.split(" — "))
+    ax.set_title(f"Throughput against {unit} (higher is better; dashed: ideal scaling)\n{title}",
+                 fontsize=11)
+    ax.grid(True, alpha=0.3)
+    P.legend(fig, ax)
+    return fig
+
+
+def scaling_plots(comparison: Comparison, plot, suite: str, workload_of) -> list:
+    """The answer's throughput figures of a training suite's runs (scaling_figures), each captioned
+    with its scaling efficiency at the largest rank count."""
+    return [plot(scaling_figure, (found,), f"throughput-{suite}-{i}-{P.slug(found.title)}", f"Throughput against "
+                 f"{_rank_words(found.on_gpu)[1]}, {found.title}", scaling_caption(found))
+            for i, found in enumerate(scaling_figures(comparison, suite, workload_of))]

@@ -1,6 +1,7 @@
 """The ddp suite's part of the report's answer (bench/report/answer.py): per machine, workload, rank
 count, transport and global batch, the scaling efficiency with its interval and the communication
-left exposed, from the pooled samples of the merged runs; and the per-sample time x #GPUs per workload."""
+left exposed, from the pooled samples of the merged runs; throughput against GPUs; and the per-sample
+time x #GPUs per workload."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from bench.report.merge import Comparison
 from bench.suites.ddp.report import plots as DP
 from bench.suites.ddp.report import predicted as PR
 from bench.suites.ddp.report import series as DS
-from bench.suites.training.report import training_findings, workload
+from bench.suites.training.report import scaling_plots, training_findings, workload
 
 PER_SAMPLE_CAPTION = (
     "Per-sample time × #GPUs (step time / global batch × #GPUs) against the global batch, one line per host and "
@@ -23,9 +24,10 @@ def findings(comparison: Comparison) -> list[Finding]:
 
 
 def answer_plots(comparison: Comparison, plot, colours: dict) -> list:
-    """The per-sample time x #GPUs per workload, across every merged bundle, with the step predicted on other links."""
+    """Throughput against GPUs where the runs span three GPU counts or several nodes, then the per-sample
+    time x #GPUs per workload, across every merged bundle, with the step predicted on other links."""
     lines_of_links = DS.predicted_lines(PR.hosts(comparison))
-    blocks = []
+    blocks = scaling_plots(comparison, plot, "ddp", workload)
     for shown, lines in DS.per_sample_lines(comparison).items():
         # One machine's figure gets a line per link; with several, a line per machine and link would bury
         # the measured ones: their predictions are in the DDP section's table.

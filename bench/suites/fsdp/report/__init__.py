@@ -14,7 +14,7 @@ from bench.report import tables as T
 from bench.report.document import Heading, Paragraph, Table
 from bench.report.merge import Comparison, RunEntry
 from bench.suites.fsdp.report import plots as FP
-from bench.suites.fsdp.report.answer import findings  # noqa: F401 (the answer's hook: bench/report/answer.py)
+from bench.suites.fsdp.report.answer import answer_plots, findings  # noqa: F401 (the answer's hooks: bench/report/answer.py)
 from bench.suites.fsdp.report import series as FS
 
 SENSITIVITY_CAPTION = (
