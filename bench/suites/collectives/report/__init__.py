@@ -48,11 +48,11 @@ def collectives_table(comparison: Comparison) -> "Table | None":
         time = T.pooled_spread(group, "time_s")
         rows.append([*T.series_cells(group), op, dtype, "in" if in_place else "out", str(ws), human_bytes(size),
                      T.spread(T.pooled_spread(group, "busbw_gbps")) + T.flags(group), T.spread(T.pooled_spread(group, "algbw_gbps")),
-                     T.spread(time, 1e6, ".4g") if time else "-", T.bundles_cell(group)])
+                     T.time_spread(time) if time else "-", T.bundles_cell(group)])
     if not rows:
         return None
     return Table(["host", "GPUs and link", "transport", "op", "dtype", "place", "ranks", "size",
-                  "busbw GB/s median [p5, p95]", "algbw GB/s median [p5, p95]", "time µs median [p5, p95]", "bundles"], rows)
+                  "busbw GB/s median [p5, p95]", "algbw GB/s median [p5, p95]", "time median [p5, p95]", "bundles"], rows)
 
 
 def p2p_table(comparison: Comparison) -> "Table | None":

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 from bench.common.stats import Spread
+from bench.common.units import plain
 from bench.report.document import Bullets, Heading, Paragraph, Table
 from bench.report.merge import Comparison
 from bench.suites.ddp.predict import (REPORT_LINKS, Against, ErrorRow, HostPrediction, Predicted, error_table, link_specs,
@@ -37,8 +38,8 @@ def _ms(seconds: "float | None") -> str:
 
 
 def _figure(value: "float | None") -> str:
-    """4 significant digits; "-" for no figure or one past a float's range."""
-    return f"{value:.4g}" if value is not None and math.isfinite(value) else "-"
+    """4 significant digits, never e-notation; "-" for no figure or one past a float's range."""
+    return plain(value, 4) if value is not None and math.isfinite(value) else "-"
 
 
 def _recipe(p: Predicted) -> str:
