@@ -64,6 +64,47 @@ def palette(series: list[Series]) -> Palette:
     return Palette(series)
 
 
+class Distinct:
+    """The (colour, marker) pairs drawn in one figure so far: claim() keeps a line's own where it is
+    free, else moves it to the next free marker of its colour (a series keeps its colour in every
+    figure), and past those, to the next free colour. No two lines of a figure look alike."""
+
+    def __init__(self):
+        self.taken = set()
+
+    def claim(self, style: dict, keep_marker: bool = False) -> dict:
+        """style with a (color, marker) no other line of the figure has; keep_marker: a marker that
+        says what a line is (a baseline's square) stays, and the colour moves instead."""
+        colours = [style["color"], *(c for c in PALETTE if c != style["color"])]
+        markers = [style["marker"]] if keep_marker else MARKERS[MARKERS.index(style["marker"]):] + MARKERS[:MARKERS.index(style["marker"])]
+        for colour in colours:
+            for marker in markers:
+                if (colour, marker) not in self.taken:
+                    self.taken.add((colour, marker))
+                    return {**style, "color": colour, "marker": marker}
+        raise ValueError(f"more than {len(self.taken)} lines in one figure: split it (MAX_SERIES)")
+
+
+# A reader tells apart about eight lines by colour and marker at a glance (categorical palettes are
+# designed for up to 8-10 hues, and a legend past 8 entries is read line by line, back and forth): a
+# figure that would hold more is split (collectives: by op, then dtype, ...) rather than crowded.
+MAX_SERIES = 8
+
+
+def split(lines: list, keys: list) -> "list[tuple[tuple, list]]":
+    """lines in groups of at most MAX_SERIES, each (what its lines share, lines): by the first of keys
+    (functions of a line) whose values differ, then the next within each part; where no key is left
+    to split by, in runs of MAX_SERIES."""
+    if len(lines) <= MAX_SERIES:
+        return [((), lines)]
+    for i, key in enumerate(keys):
+        values = list(dict.fromkeys(key(line) for line in lines))
+        if len(values) > 1:
+            return [((value, *rest), part) for value in values
+                    for rest, part in split([line for line in lines if key(line) == value], keys[i + 1:])]
+    return [((f"part {k // MAX_SERIES + 1}",), lines[k:k + MAX_SERIES]) for k in range(0, len(lines), MAX_SERIES)]
+
+
 
 def figure(height_in: float) -> Figure:
     return Figure(figsize=(WIDTH_IN, height_in), dpi=PNG_DPI, layout="constrained")

@@ -69,7 +69,13 @@ def ddp_table(comparison: Comparison, bars: list[Bar], predictions: list[Predict
     groups = defaultdict(list)
     for entry in entries:
         groups[_ddp_key(entry)].append(entry)
-    for key, group in sorted(groups.items(), key=lambda item: item[0]):
+    # The answer leads with NCCL's own transport at the largest global batch (and that batch's baseline): those rows first.
+    largest = defaultdict(int)
+    for series, w, batch, _, _ in groups:
+        largest[(series.machine, w)] = max(largest[(series.machine, w)], batch)
+    answers = {key for key in groups if key[2] == largest[(key[0].machine, key[1])]
+               and (key[3] == 1 or key[0].transport.startswith("default"))}
+    for key, group in sorted(groups.items(), key=lambda item: (item[0] not in answers, item[0])):
         series, w, batch, ws, gpus = key
         label = group_label((w, batch, ws, gpus))
         eff = efficiency.get((series, label))
@@ -91,4 +97,4 @@ def ddp_table(comparison: Comparison, bars: list[Bar], predictions: list[Predict
         return None
     return Table(["host", "GPUs and link", "transport", "model", "recipe", "GPUs or processes", "global batch", "accum",
                   "step time median [p5, p95]", "per-sample time × GPUs", "samples/s", f"scaling % [{LEVEL_LABEL}]",
-                  "predicted step", "MFU %", "peak memory", "bundles"], rows)
+                  "predicted step", "MFU %", "peak memory", "bundles"], rows, lead=len(answers))

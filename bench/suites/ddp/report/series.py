@@ -107,13 +107,15 @@ def predictions(comparison: Comparison) -> list[Prediction]:
 
 
 def predicted_lines(found: list) -> "dict[Workload, list]":
-    """Per workload, one (label, [(global batch, per-sample time x GPUs)]) per host, link and GPU count
-    predicted (bench/suites/ddp/predict.py), measured runs left to their own points."""
+    """Per workload, one (host, (label, [(global batch, per-sample time x GPUs)])) per host of a bundle
+    (HostPrediction.host names the bundle where there are several), link and GPU count predicted
+    (bench/suites/ddp/predict.py), measured runs left to their own points: a line joins one bundle's
+    predictions only, never one bundle's at one batch to another's at the next."""
     lines: dict = defaultdict(lambda: defaultdict(list))
     for host in found:
         for p in host.predicted:
             if p.measured is None:
                 shown = Workload(p.workload.model, p.workload.recipe, p.workload.seq_len, p.workload.micro_batch)
                 hosts = f" ({p.host})" if len(found) > 1 else ""
-                lines[shown][f"predicted · {p.link} · {p.gpus} GPUs{hosts}"].append((p.global_batch, p.per_sample_gpu_s))
-    return {w: list(by_label.items()) for w, by_label in lines.items()}
+                lines[shown][(host.host, f"predicted · {p.link} · {p.gpus} GPUs{hosts}")].append((p.global_batch, p.per_sample_gpu_s))
+    return {w: [(host, (label, points)) for (host, label), points in by_line.items()] for w, by_line in lines.items()}
