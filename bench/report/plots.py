@@ -94,7 +94,7 @@ MAX_SERIES = 8
 def split(lines: list, keys: list) -> "list[tuple[tuple, list]]":
     """lines in groups of at most MAX_SERIES, each (what its lines share, lines): by the first of keys
     (functions of a line) whose values differ, then the next within each part; where no key is left
-    to split by, in runs of MAX_SERIES."""
+    to split by, in runs alike in length."""
     if len(lines) <= MAX_SERIES:
         return [((), lines)]
     for i, key in enumerate(keys):
@@ -102,7 +102,8 @@ def split(lines: list, keys: list) -> "list[tuple[tuple, list]]":
         if len(values) > 1:
             return [((value, *rest), part) for value in values
                     for rest, part in split([line for line in lines if key(line) == value], keys[i + 1:])]
-    return [((f"part {k // MAX_SERIES + 1}",), lines[k:k + MAX_SERIES]) for k in range(0, len(lines), MAX_SERIES)]
+    size = math.ceil(len(lines) / math.ceil(len(lines) / MAX_SERIES))  # parts alike in size: 9 lines as 5 and 4, not 8 and 1
+    return [((f"part {k // size + 1}",), lines[k:k + size]) for k in range(0, len(lines), size)]
 
 
 
