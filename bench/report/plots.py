@@ -74,15 +74,17 @@ class Distinct:
 
     def claim(self, style: dict, keep_marker: bool = False) -> dict:
         """style with a (color, marker) no other line of the figure has; keep_marker: a marker that
-        says what a line is (a baseline's square) stays, and the colour moves instead."""
+        says what a line is (a baseline's square) stays while a colour is free for it, and the colour
+        moves instead. Past every pair (a figure of 100 lines: split() keeps figures far below), as given."""
         colours = [style["color"], *(c for c in PALETTE if c != style["color"])]
-        markers = [style["marker"]] if keep_marker else MARKERS[MARKERS.index(style["marker"]):] + MARKERS[:MARKERS.index(style["marker"])]
-        for colour in colours:
-            for marker in markers:
-                if (colour, marker) not in self.taken:
-                    self.taken.add((colour, marker))
-                    return {**style, "color": colour, "marker": marker}
-        raise ValueError(f"more than {len(self.taken)} lines in one figure: split it (MAX_SERIES)")
+        mine = style["marker"] if style["marker"] in MARKERS else MARKERS[0]
+        markers = MARKERS[MARKERS.index(mine):] + MARKERS[:MARKERS.index(mine)]
+        tries = [(colour, style["marker"]) for colour in (colours if keep_marker else colours[:1])]
+        for colour, marker in tries + [(colour, marker) for colour in colours for marker in markers]:
+            if (colour, marker) not in self.taken:
+                self.taken.add((colour, marker))
+                return {**style, "color": colour, "marker": marker}
+        return style
 
 
 # A reader tells apart about eight lines by colour and marker at a glance (categorical palettes are

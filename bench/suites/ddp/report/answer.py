@@ -35,6 +35,8 @@ def answer_plots(comparison: Comparison, plot, colours: dict) -> list:
         drawn = one_machine and len({host for host, _ in found}) <= 1
         caption = PER_SAMPLE_CAPTION + (" " + (PR.LINES_CAPTION if drawn else PR.LINES_LEFT_OUT) if found else "")
         predicted = tuple(line for _, line in found) if drawn else ()
-        blocks.append(plot(DP.per_sample_figure, (shown, lines, colours, predicted), f"per-sample-{P.slug(shown.stem)}",
-                           f"Per-sample time × #GPUs, {shown.title}", caption))
+        for shared, part in DS.per_sample_figures(lines):
+            blocks.append(plot(DP.per_sample_figure, (shown, part, colours, predicted),
+                               "-".join([f"per-sample-{P.slug(shown.stem)}", *([P.slug(shared)] if shared else [])]),
+                               f"Per-sample time × #GPUs, {shown.title}" + (f", {shared}" if shared else ""), caption))
     return blocks
