@@ -72,6 +72,7 @@ FULL_ONLY = (
     "tests/report/test_published_bundles.py",
     "tests/report/test_report_browser.py",
     "tests/report/test_report_cli.py",
+    "tests/report/test_report_many_bundles.py",
     "tests/report/test_report_readable.py",
     "tests/suites/test_a_new_suite.py",
     "tests/suites/test_collectives.py",

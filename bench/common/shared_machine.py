@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 
-def _machine(fingerprint: "dict | None") -> "tuple | None":
+def machine(fingerprint: "dict | None") -> "tuple | None":
     """What tells one machine from another in a fingerprint: its host name's hash, CPU and memory."""
     host = (fingerprint or {}).get("host") or {}
     if not host.get("hostname_sha256"):
@@ -20,9 +20,9 @@ def shared(hosts: list[dict]) -> list[list[str]]:
     """The names of a run's hosts (its bundle's host entries) that are one machine, in groups of two or more."""
     by_machine = defaultdict(list)
     for host in hosts:
-        machine = _machine(host.get("fingerprint"))
-        if machine is not None:
-            by_machine[machine].append(host["name"])
+        machine_key = machine(host.get("fingerprint"))
+        if machine_key is not None:
+            by_machine[machine_key].append(host["name"])
     return [names for names in by_machine.values() if len(names) > 1]
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from bench import suites
 from bench.common.files import write_text
+from bench.common.units import count
 from bench.outputs import prepare_folder
 from bench.report import answer, html, machine, markdown, normal
 from bench.report import plots as P
@@ -70,7 +71,10 @@ def _summary(comparison: Comparison, skipped: list[str]) -> list:
     ids = ", ".join(b["run_id"] for b in bundles) if len(bundles) <= 10 else f"{bundles[0]['run_id']} ... {bundles[-1]['run_id']}"
     versions = ", ".join(f"{v} ({n} bundle{'s' * (n > 1)})" for v, n in sorted(comparison.tool_versions.items()))
     failed = len(comparison.hosts) - len(T.measured_hosts(comparison))
-    blocks = [Paragraph(f"{len(bundles)} bundle(s) ({ids}) from {len(comparison.hosts)} host(s); ddpbench {versions}."
+    machines = count(comparison.machines, "machine")
+    if len(comparison.hosts) != comparison.machines:  # bundles of one box, or hosts-file entries that are one box
+        machines += f" ({count(len(comparison.hosts), 'host entry', 'host entries')} of the bundles)"
+    blocks = [Paragraph(f"{count(len(bundles), 'bundle')} ({ids}) from {machines}; ddpbench {versions}."
                         + (f" {failed} host(s) measured nothing: see What failed, at the end." if failed else ""))]
     if skipped:
         blocks.append(Paragraph(f"Skipped {len(skipped)} file(s) that are not valid bundles:\n" + "\n".join(skipped), warning=True))

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from bench import suites
 from bench.common import shared_machine
 from bench.common.stats import LEVEL_LABEL, Spread
+from bench.common.units import plain, time_unit
 from bench.report.document import Bullets, Heading, Paragraph, Table
 from bench.report.merge import Comparison, Series
 from bench.suites.training import TrainingSuite
@@ -92,7 +93,8 @@ def _lost(finding: Finding) -> str:
 def _exposed(finding: Finding) -> str:
     if finding.exposed_s is None:
         return "-"
-    return f"{finding.exposed_s * 1e3:.3g} of {finding.step_s * 1e3:.3g} ms"
+    factor, unit = time_unit([finding.step_s])
+    return f"{plain(finding.exposed_s * factor)} of {plain(finding.step_s * factor)} {unit}"
 
 
 def _link(finding: Finding) -> str:

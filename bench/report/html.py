@@ -17,6 +17,8 @@ tr:nth-child(even) td { background: #fafafa; }
 figure { margin: 1.5em 0; }
 figure img { width: 800px; max-width: 100%; height: auto; }
 figcaption { font-size: 0.9em; color: #555; max-width: 800px; }
+details { margin: 0.5em 0 1em; }
+summary { cursor: pointer; color: #1f4e8c; }
 .warning { border-left: 4px solid #d62728; background: #fff3f3; padding: 0.5em 1em; font-weight: bold; }
 """
 
@@ -35,6 +37,25 @@ def _plot(block: Plot) -> str:
             f"<figcaption>{escape(block.caption)}</figcaption></figure>")
 
 
+FOLD_ABOVE = 12  # rows: a longer table would push the next figure a screen or more down the page
+
+
+def _rows(table: Table, rows: list) -> str:
+    head = "".join(f"<th>{_lines(h)}</th>" for h in table.header)
+    cells = "".join("<tr>" + "".join(f"<td>{_lines(c)}</td>" for c in row) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{cells}</tbody></table>"
+
+
+def _table(table: Table) -> str:
+    """A table; a long one folded (details) under the figure it follows, the rows the answer reads shown above the fold."""
+    if len(table.rows) <= FOLD_ABOVE:
+        return _rows(table, table.rows)
+    lead, rest = table.rows[:table.lead], table.rows[table.lead:]
+    summary = f"the other {len(rest)} rows" if lead else f"the table: {len(rest)} rows"
+    return ((_rows(table, lead) if lead else "")
+            + f"<details><summary>Show {summary}</summary>{_rows(table, rest)}</details>")
+
+
 def render(blocks: list, title: str) -> str:
     body = []
     for block in blocks:
@@ -46,9 +67,7 @@ def render(blocks: list, title: str) -> str:
         elif isinstance(block, Bullets):
             body.append("<ul>" + "".join(f"<li>{_lines(item)}</li>" for item in block.items) + "</ul>")
         elif isinstance(block, Table):
-            head = "".join(f"<th>{_lines(h)}</th>" for h in block.header)
-            rows = "".join("<tr>" + "".join(f"<td>{_lines(c)}</td>" for c in row) + "</tr>" for row in block.rows)
-            body.append(f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>")
+            body.append(_table(block))
         elif isinstance(block, Plot):
             body.append(_plot(block))
         else:

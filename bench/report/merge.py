@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from bench import suites
 from bench.common.links import link_summary
+from bench.common.shared_machine import machine
 from bench.common.transports import setting_key
 
 MAX_HOST_SERIES = 12
@@ -90,6 +91,13 @@ class Comparison:
     configurations: int  # distinct measured configurations
     shared_configurations: int  # of those, measured in more than one bundle
     tool_versions: dict = field(default_factory=dict)  # version -> bundle count
+
+    @property
+    def machines(self) -> int:
+        """How many distinct machines the hosts are: bundles of one box, or two hosts-file entries for it,
+        count once (by the fingerprint's host name hash, CPU and memory); a host without a fingerprint
+        counts as a machine of its own."""
+        return len({machine(host.host["fingerprint"]) or id(host) for host in self.hosts})
 
 
 def configuration(run: dict) -> tuple:

@@ -64,6 +64,50 @@ def palette(series: list[Series]) -> Palette:
     return Palette(series)
 
 
+class Distinct:
+    """The (colour, marker) pairs drawn in one figure so far: claim() keeps a line's own where it is
+    free, else moves it to the next free marker of its colour (a series keeps its colour in every
+    figure), and past those, to the next free colour. No two lines of a figure look alike."""
+
+    def __init__(self):
+        self.taken = set()
+
+    def claim(self, style: dict, keep_marker: bool = False) -> dict:
+        """style with a (color, marker) no other line of the figure has; keep_marker: a marker that
+        says what a line is (a baseline's square) stays while a colour is free for it, and the colour
+        moves instead. Past every pair (a figure of 100 lines: split() keeps figures far below), as given."""
+        colours = [style["color"], *(c for c in PALETTE if c != style["color"])]
+        mine = style["marker"] if style["marker"] in MARKERS else MARKERS[0]
+        markers = MARKERS[MARKERS.index(mine):] + MARKERS[:MARKERS.index(mine)]
+        tries = [(colour, style["marker"]) for colour in (colours if keep_marker else colours[:1])]
+        for colour, marker in tries + [(colour, marker) for colour in colours for marker in markers]:
+            if (colour, marker) not in self.taken:
+                self.taken.add((colour, marker))
+                return {**style, "color": colour, "marker": marker}
+        return style
+
+
+# A reader tells apart about eight lines by colour and marker at a glance (categorical palettes are
+# designed for up to 8-10 hues, and a legend past 8 entries is read line by line, back and forth): a
+# figure that would hold more is split (collectives: by op, then dtype, ...) rather than crowded.
+MAX_SERIES = 8
+
+
+def split(lines: list, keys: list) -> "list[tuple[tuple, list]]":
+    """lines in groups of at most MAX_SERIES, each (what its lines share, lines): by the first of keys
+    (functions of a line) whose values differ, then the next within each part; where no key is left
+    to split by, in runs alike in length."""
+    if len(lines) <= MAX_SERIES:
+        return [((), lines)]
+    for i, key in enumerate(keys):
+        values = list(dict.fromkeys(key(line) for line in lines))
+        if len(values) > 1:
+            return [((value, *rest), part) for value in values
+                    for rest, part in split([line for line in lines if key(line) == value], keys[i + 1:])]
+    size = math.ceil(len(lines) / math.ceil(len(lines) / MAX_SERIES))  # parts alike in size: 9 lines as 5 and 4, not 8 and 1
+    return [((f"part {k // size + 1}",), lines[k:k + size]) for k in range(0, len(lines), size)]
+
+
 
 def figure(height_in: float) -> Figure:
     return Figure(figsize=(WIDTH_IN, height_in), dpi=PNG_DPI, layout="constrained")

@@ -10,29 +10,47 @@ from collections import defaultdict
 
 from bench.common.concerns import pcie_links
 from bench.common.stats import Spread
+from bench.common.units import plain, time_unit
 from bench import suites
 from bench.report.document import Bullets, Paragraph, Table
 from bench.report.merge import Comparison, HostEntry, RunEntry
 from bench.report.series import pooled
 
 
-def spread(value: "Spread | None", factor: float = 1.0, fmt: str = ".3g") -> str:
+def spread(value: "Spread | None", factor: float = 1.0, digits: int = 3) -> str:
     if value is None:  # an ok run of a bundle that recorded no samples of this metric
         return "-"
     v = value.scaled(factor)
-    return f"{v.median:{fmt}} {_ends(v, fmt)} n={v.n}"
+    return f"{plain(v.median, digits)} {_ends(v, digits)} n={v.n}"
+
+
+def time_spread(value: "Spread | None", digits: int = 4) -> str:
+    """A time in seconds, "20.2 [17.0, 29.3] ms n=12", in the unit (s, ms, µs, ns) that puts its median
+    between 1 and 1000: a column of times from µs to s stays readable without e-notation."""
+    if value is None:
+        return "-"
+    factor, unit = time_unit([abs(value.median)] if value.median else [])
+    v = value.scaled(factor)
+    return f"{plain(v.median, digits)} {_ends(v, digits)} {unit} n={v.n}"
+
+
+def seconds(value: float, digits: int = 4) -> str:
+    """One time in seconds as "20.22 ms", in the unit that puts it between 1 and 1000."""
+    factor, unit = time_unit([abs(value)] if value else [])
+    return f"{plain(value * factor, digits)} {unit}"
 
 
 def percent_spread(value: "Spread | None") -> str:
     if value is None:  # a ratio with nothing to divide by (a figure of 0 below it)
         return "-"
     v = value.scaled(100)
-    return f"{v.median:.1f}% {_ends(v, '.1f')} n={v.n}"
+    ends = "[-, -]" if v.low is None else f"[{v.low:.1f}, {v.high:.1f}]"
+    return f"{v.median:.1f}% {ends} n={v.n}"
 
 
-def _ends(v: Spread, fmt: str) -> str:
+def _ends(v: Spread, digits: int) -> str:
     """"[low, high]", or "[-, -]" for a ratio with no interval (a sample of 0 below it)."""
-    return "[-, -]" if v.low is None else f"[{v.low:{fmt}}, {v.high:{fmt}}]"
+    return "[-, -]" if v.low is None else f"[{plain(v.low, digits)}, {plain(v.high, digits)}]"
 
 
 def pooled_spread(entries: list[RunEntry], metric: str) -> "Spread | None":

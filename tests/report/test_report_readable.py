@@ -10,6 +10,7 @@ import pytest
 
 import bench.report as report
 from bench.bundle import seal
+from bench.report import plots as P
 from bench.report.merge import merge
 from tests.support.report_variants import make_variant, write
 from tests.support.text_extents import cut_off, overlapping
@@ -79,10 +80,14 @@ def test_a_crowded_scaling_plot_keeps_every_group_with_its_label_apart(crowd, tm
 
 def test_many_series_differ_in_marker_and_line_style_not_colour_alone(crowd, tmp_path, monkeypatch):
     figures = _figures(crowd, tmp_path, monkeypatch)
-    (name, fig), *_ = [(n, f) for n, f in figures.items() if n.startswith("per-sample-")]
-    legend = fig.legends[0]
-    series = [(handle.get_color(), handle.get_marker(), handle.get_linestyle())
-              for handle, text in zip(legend.legend_handles, legend.get_texts()) if "(baseline)" not in text.get_text()]
+    # Twelve series are more than one figure holds apart: they part over several, each series its own style in all.
+    series, name = [], "per-sample figures"
+    for fig in (f for n, f in figures.items() if n.startswith("per-sample-")):
+        legend = fig.legends[0]
+        mine = [(handle.get_color(), handle.get_marker(), handle.get_linestyle())
+                for handle, text in zip(legend.legend_handles, legend.get_texts()) if "(baseline)" not in text.get_text()]
+        assert len(mine) <= P.MAX_SERIES
+        series += mine
     assert len(series) == 12
     assert len(set(series)) == 12
     # Colours repeat past ten series; no two series that share a colour share a marker.

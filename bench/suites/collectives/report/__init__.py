@@ -19,11 +19,17 @@ def section(comparison: Comparison, plot, colours: dict) -> list:
     lines = CS.busbw_lines(comparison)
     table = collectives_table(comparison)
     if lines:
-        peaks = CS.link_peaks(comparison, lines)
-        note = " Horizontal lines: the links' theoretical peaks from the fingerprint." if peaks else ""
-        blocks += [Heading(3, "Bus bandwidth"),
-                   plot(CP.busbw_figure, (lines, peaks, colours), "busbw", "Bus bandwidth against message size",
-                        "busbw as nccl-tests defines it (algbw x 2(n-1)/n for all-reduce). " + P.SPREAD_CAPTION + note)]
+        blocks.append(Heading(3, "Bus bandwidth"))
+        parts = CS.figures(lines)
+        if len(parts) > 1:
+            blocks.append(Paragraph(f"{len(lines)} lines, more than a figure can hold apart ({P.MAX_SERIES}): a figure for each "
+                                    f"{', then '.join(CS.DETAILS[:2])} where needed."))
+        for shared, part in parts:
+            peaks = CS.link_peaks(comparison, part)
+            note = " Horizontal lines: the links' theoretical peaks from the fingerprint." if peaks else ""
+            blocks.append(plot(CP.busbw_figure, (part, peaks, colours), "-".join(["busbw", *([P.slug(shared)] if shared else [])]),
+                               "Bus bandwidth against message size" + (f", {shared}" if shared else ""),
+                               "busbw as nccl-tests defines it (algbw x 2(n-1)/n for all-reduce). " + P.SPREAD_CAPTION + note))
     if table:
         blocks += [table, *T.warnings_blocks(comparison, "collectives")]
     blocks += pairs_blocks(comparison)
@@ -42,17 +48,24 @@ def section(comparison: Comparison, plot, colours: dict) -> list:
 def collectives_table(comparison: Comparison) -> "Table | None":
     entries = [e for e in comparison.runs if e.run["suite"] == "collectives" and e.params["op"] != "sendrecv"]
     rows = []
-    for key, group in T.grouped(entries, lambda e: (e.params["op"], e.params["dtype"], e.params["in_place"],
-                                                   e.run["world_size"], e.params["size_bytes"])):
+    groups = T.grouped(entries, lambda e: (e.params["op"], e.params["dtype"], e.params["in_place"], e.run["world_size"],
+                                            e.params["size_bytes"]))
+    # Each line's largest message first: the bandwidth a link reaches, what a reader sets against its peak.
+    largest = {}
+    for key, _ in groups:
+        largest[key[:-1]] = max(largest.get(key[:-1], 0), key[-1])
+    groups.sort(key=lambda item: (item[0][-1] != largest[item[0][:-1]], item[0]))
+    for key, group in groups:
         _, op, dtype, in_place, ws, size = key
         time = T.pooled_spread(group, "time_s")
         rows.append([*T.series_cells(group), op, dtype, "in" if in_place else "out", str(ws), human_bytes(size),
                      T.spread(T.pooled_spread(group, "busbw_gbps")) + T.flags(group), T.spread(T.pooled_spread(group, "algbw_gbps")),
-                     T.spread(time, 1e6, ".4g") if time else "-", T.bundles_cell(group)])
+                     T.time_spread(time) if time else "-", T.bundles_cell(group)])
     if not rows:
         return None
     return Table(["host", "GPUs and link", "transport", "op", "dtype", "place", "ranks", "size",
-                  "busbw GB/s median [p5, p95]", "algbw GB/s median [p5, p95]", "time µs median [p5, p95]", "bundles"], rows)
+                  "busbw GB/s median [p5, p95]", "algbw GB/s median [p5, p95]", "time median [p5, p95]", "bundles"], rows,
+                 lead=len(largest))
 
 
 def p2p_table(comparison: Comparison) -> "Table | None":

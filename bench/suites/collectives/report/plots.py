@@ -22,18 +22,20 @@ P2P_CAPTION = (
 
 
 def busbw_figure(lines: list[Line], peaks: dict, colours: dict) -> Figure:
-    """busbw against message size, log x; the links' theoretical peaks as horizontal lines."""
+    """busbw against message size, log x; the links' theoretical peaks as horizontal lines; no two lines
+    alike in colour and marker."""
     fig = P.figure(4.4 + P.legend_height(len(lines) + len(peaks), [line.label for line in lines]))
     ax = fig.add_subplot()
     # Lines of one series differ only in op, dtype, placement or ranks: its colour and line style, a marker each.
     details: dict = {}
     for line in lines:
         details.setdefault(line.series, {}).setdefault(line.detail, len(details[line.series]))
+    distinct = P.Distinct()
     for line in lines:
         style = colours.style(line.series)
         if len(details[line.series]) > 1:
             style["marker"] = P.MARKERS[details[line.series][line.detail] % len(P.MARKERS)]
-        P.errorbar(ax, line, 1.0, style)
+        P.errorbar(ax, line, 1.0, distinct.claim(style))
     for hardware, peak in sorted(peaks.items()):
         colour = next(colours[line.series] for line in lines if line.series.hardware == hardware)
         ax.axhline(peak, color=colour, linestyle=":", linewidth=1.8,

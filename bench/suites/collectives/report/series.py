@@ -8,6 +8,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from bench.common.stats import Spread
+from bench.report import plots as P
 from bench.report import series as S
 from bench.report.merge import Comparison, Series
 from bench.report.series import Line
@@ -21,13 +22,27 @@ def busbw_lines(comparison: Comparison) -> list[Line]:
         if entry.run["suite"] == "collectives" and p["op"] != "sendrecv":
             key = (entry.series, p["op"], p["dtype"], "in-place" if p["in_place"] else "out-of-place", entry.run["world_size"])
             groups[key][p["size_bytes"]] += entry.samples("busbw_gbps")
-    lines = S.lines_of(groups, lambda key, points: Line(key[0], key[0].label, points, detail=key[1:]))
-    # Name op, dtype, placement and ranks in the label only where the lines differ in them.
-    varying = [i for i in range(4) if len({line.detail[i] for line in lines}) > 1]
+    return named(S.lines_of(groups, lambda key, points: Line(key[0], key[0].label, points, detail=key[1:])))
+
+
+DETAILS = ("op", "dtype", "placement", "ranks")  # what Line.detail holds, in order: a crowded figure splits by these
+
+
+def named(lines: list[Line]) -> list[Line]:
+    """The lines labelled for one figure: op, dtype, placement and ranks named only where its lines differ in them."""
+    varying = [i for i in range(len(DETAILS)) if len({line.detail[i] for line in lines}) > 1]
     for line in lines:
         extra = [f"{line.detail[i]} ranks" if i == 3 else str(line.detail[i]) for i in varying]
         line.label = " · ".join([line.series.label, *extra])
     return lines
+
+
+def figures(lines: list[Line]) -> "list[tuple[str, list[Line]]]":
+    """The busbw lines in figures a reader can follow (bench.report.plots.MAX_SERIES lines at most): split
+    by op, then dtype, placement and ranks; each (what its lines share, its lines labelled for it)."""
+    keys = [lambda line, i=i: line.detail[i] for i in range(len(DETAILS))]
+    return [(" · ".join(f"{value} ranks" if isinstance(value, int) else str(value) for value in shared), named(part))
+            for shared, part in P.split(lines, keys)]
 
 
 def link_peaks(comparison: Comparison, lines: list[Line]) -> dict[str, float]:

@@ -69,7 +69,13 @@ def ddp_table(comparison: Comparison, bars: list[Bar], predictions: list[Predict
     groups = defaultdict(list)
     for entry in entries:
         groups[_ddp_key(entry)].append(entry)
-    for key, group in sorted(groups.items(), key=lambda item: item[0]):
+    # The answer leads with NCCL's own transport at the largest global batch (and that batch's baseline): those rows first.
+    largest = defaultdict(int)
+    for series, w, batch, _, _ in groups:
+        largest[(series.machine, w)] = max(largest[(series.machine, w)], batch)
+    answers = {key for key in groups if key[2] == largest[(key[0].machine, key[1])]
+               and (key[3] == 1 or key[0].transport.startswith("default"))}
+    for key, group in sorted(groups.items(), key=lambda item: (item[0] not in answers, item[0])):
         series, w, batch, ws, gpus = key
         label = group_label((w, batch, ws, gpus))
         eff = efficiency.get((series, label))
@@ -78,11 +84,11 @@ def ddp_table(comparison: Comparison, bars: list[Bar], predictions: list[Predict
         rows.append([
             *(T.series_cells(group) if ws > 1 else [T.series_cells(group)[0], series.hardware, f"{ranks_label(1, gpus)} (baseline)"]),
             w.model, w.recipe, ranks_label(ws, gpus), str(batch), str(group[0].params.get("grad_accum", "-")),
-            T.spread(T.pooled_spread(group, "step_time_s"), 1e3, ".4g"),
-            T.spread(T.pooled_spread(group, "per_sample_gpu_time_s"), 1e3, ".4g"),
-            T.spread(T.pooled_spread(group, "samples_per_s"), 1, ".4g"),
+            T.time_spread(T.pooled_spread(group, "step_time_s")),
+            T.time_spread(T.pooled_spread(group, "per_sample_gpu_time_s")),
+            T.spread(T.pooled_spread(group, "samples_per_s"), 1, 4),
             (T.percent_spread(eff) if eff else ("100% (baseline)" if ws == 1 else "-")) + T.flags(group),
-            f"{predicted[(series, label)] * 1e3:.4g}" if (series, label) in predicted else "-",
+            T.seconds(predicted[(series, label)]) if (series, label) in predicted else "-",
             T.percent_spread(mfu) if mfu else "-",
             human_bytes(memory) if memory is not None else "-",
             T.bundles_cell(group),
@@ -90,5 +96,5 @@ def ddp_table(comparison: Comparison, bars: list[Bar], predictions: list[Predict
     if not rows:
         return None
     return Table(["host", "GPUs and link", "transport", "model", "recipe", "GPUs or processes", "global batch", "accum",
-                  "step ms median [p5, p95]", "per-sample × GPUs ms", "samples/s", f"scaling % [{LEVEL_LABEL}]",
-                  "predicted step ms", "MFU %", "peak memory", "bundles"], rows)
+                  "step time median [p5, p95]", "per-sample time × GPUs", "samples/s", f"scaling % [{LEVEL_LABEL}]",
+                  "predicted step", "MFU %", "peak memory", "bundles"], rows, lead=len(answers))

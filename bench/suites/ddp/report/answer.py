@@ -29,11 +29,16 @@ def answer_plots(comparison: Comparison, plot, colours: dict) -> list:
     lines_of_links = DS.predicted_lines(PR.hosts(comparison))
     blocks = scaling_plots(comparison, plot, "ddp", workload)
     for shown, lines in DS.per_sample_lines(comparison).items():
-        # One machine's figure gets a line per link; with several, a line per machine and link would bury
-        # the measured ones: their predictions are in the DDP section's table.
+        # One machine's figure of one bundle gets a line per link; with several machines or bundles, a line
+        # per link and each of them would bury the measured ones: their predictions are in the DDP section's
+        # table, a row per bundle.
         one_machine = len({line.series.machine for line in lines}) == 1
-        predicted = tuple(lines_of_links.get(shown, ())) if one_machine else ()
-        caption = PER_SAMPLE_CAPTION + (" " + PR.LINES_CAPTION if predicted else "")
-        blocks.append(plot(DP.per_sample_figure, (shown, lines, colours, predicted), f"per-sample-{P.slug(shown.stem)}",
-                           f"Per-sample time × #GPUs, {shown.title}", caption))
+        found = lines_of_links.get(shown, [])
+        drawn = one_machine and len({host for host, _ in found}) <= 1
+        caption = PER_SAMPLE_CAPTION + (" " + (PR.LINES_CAPTION if drawn else PR.LINES_LEFT_OUT) if found else "")
+        predicted = tuple(line for _, line in found) if drawn else ()
+        for shared, part in DS.per_sample_figures(lines):
+            blocks.append(plot(DP.per_sample_figure, (shown, part, colours, predicted),
+                               "-".join([f"per-sample-{P.slug(shown.stem)}", *([P.slug(shared)] if shared else [])]),
+                               f"Per-sample time × #GPUs, {shown.title}" + (f", {shared}" if shared else ""), caption))
     return blocks

@@ -49,14 +49,17 @@ def per_sample_figure(workload: Workload, lines: list[Line], colours: dict, pred
         xs, ys = zip(*sorted(points))
         ax.plot(xs, [y * factor for y in ys], color=P.PALETTE[-1 - i % len(P.PALETTE)], linestyle=PREDICTED_STYLES[i % len(PREDICTED_STYLES)],
                 linewidth=1.1, alpha=0.8, marker="." if len(xs) == 1 else None, label=label)
+    distinct = P.Distinct()
     for line in lines:
         if line.baseline:
-            colour = colours[line.series.machine] if baselines > 1 else P.BASELINE_COLOUR
-            P.errorbar(ax, line, factor, {"color": colour, "marker": P.BASELINE_MARKER, "linestyle": "--"}, in_legend=each)
+            style = distinct.claim({"color": colours[line.series.machine] if baselines > 1 else P.BASELINE_COLOUR,
+                                    "marker": P.BASELINE_MARKER, "linestyle": "--"}, keep_marker=True)
+            colour = style["color"]
+            P.errorbar(ax, line, factor, style, in_legend=each)
             if len(line.points) == 1:
                 ax.axhline(line.points[0][1].median * factor, color=colour, linestyle="--", linewidth=1.2, alpha=0.8)
         else:
-            P.errorbar(ax, line, factor, colours.style(line.series))
+            P.errorbar(ax, line, factor, distinct.claim(colours.style(line.series)))
     if not each:
         ax.plot([], [], color="grey", linestyle="--", marker=P.BASELINE_MARKER, markersize=5, linewidth=1.6, label=BASELINES_LABEL)
     ax.set_xscale("log", base=2)

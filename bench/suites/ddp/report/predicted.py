@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 from bench.common.stats import Spread
+from bench.common.units import plain
 from bench.report.document import Bullets, Heading, Paragraph, Table
 from bench.report.merge import Comparison
 from bench.suites.ddp.predict import (REPORT_LINKS, Against, ErrorRow, HostPrediction, Predicted, error_table, link_specs,
@@ -22,14 +23,20 @@ SOURCE_CAPTION = (
 
 
 def hosts(comparison: Comparison) -> list[HostPrediction]:
-    """Every merged host with an ok ddp run, predicted on the report's links (REPORT_LINKS)."""
+    """Every merged host with an ok ddp run, predicted on the report's links (REPORT_LINKS); of several
+    bundles, each host's prediction names its bundle: one bundle's timeline and conditions (a busy
+    machine, another batch) are never another's."""
     specs = link_specs(None)
-    return [predict_host(host.host, host.name, specs, None) for host in comparison.hosts
-            if any(run["suite"] == "ddp" and run["status"] == "ok" for run in host.host["runs"])]
+    several = len(comparison.bundles) > 1
+    return [predict_host(host.host, f"{host.name}, bundle {host.run_id}" if several else host.name, specs, None)
+            for host in comparison.hosts if any(run["suite"] == "ddp" and run["status"] == "ok" for run in host.host["runs"])]
 
 
 LINES_CAPTION = (f"Thin lines: the step predicted on each link ({', '.join(REPORT_LINKS)}; `ddpbench predict` names others) "
                  "from the bundle's timeline.")
+LINES_LEFT_OUT = ("The step predicted on each link is in the table \"What link do I need?\" of the DDP section, a row per "
+                  "machine and bundle: each bundle's prediction stands on its own timeline and conditions, and a line for "
+                  "each would bury the measured ones.")
 
 
 def _ms(seconds: "float | None") -> str:
@@ -37,8 +44,8 @@ def _ms(seconds: "float | None") -> str:
 
 
 def _figure(value: "float | None") -> str:
-    """4 significant digits; "-" for no figure or one past a float's range."""
-    return f"{value:.4g}" if value is not None and math.isfinite(value) else "-"
+    """4 significant digits, never e-notation; "-" for no figure or one past a float's range."""
+    return plain(value, 4) if value is not None and math.isfinite(value) else "-"
 
 
 def _recipe(p: Predicted) -> str:

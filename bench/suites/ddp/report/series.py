@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from bench.common.stats import Spread, ratio_of_medians
 from bench.common.transports import on_gpu, ranks_label
+from bench.report import plots as P
 from bench.report import series as S
 from bench.report.merge import Comparison, RunEntry, Series
 from bench.report.series import Line, pooled
@@ -39,9 +40,21 @@ def per_sample_lines(comparison: Comparison) -> dict[Workload, list[Line]]:
         baseline, series, ws, gpus = key
         if baseline:
             return Line(series, f"{series.machine} · {ranks_label(1, gpus)} (baseline)", points, baseline=True)
-        return Line(series, f"{series.label} · {ranks_label(ws, gpus)}", points)
+        return Line(series, f"{series.label} · {ranks_label(ws, gpus)}", points, detail=(ranks_label(ws, gpus),))
 
     return {w: S.lines_of(g, line) for w, g in sorted(groups.items())}
+
+
+def per_sample_figures(lines: list[Line]) -> "list[tuple[str, list[Line]]]":
+    """One workload's lines in figures a reader can follow (bench.report.plots.MAX_SERIES measured lines
+    at most): split by rank count, then in even parts; each (what its lines share, its lines with the
+    baselines of its machines)."""
+    measured = [line for line in lines if not line.baseline]
+    if len(measured) <= P.MAX_SERIES:
+        return [("", lines)]
+    parts = P.split(measured, [lambda line: line.detail[0]])
+    return [(" · ".join(shared), [line for line in lines if line.baseline and line.series.machine in machines] + part)
+            for shared, part in parts for machines in [{line.series.machine for line in part}]]
 
 
 @dataclass
@@ -107,13 +120,15 @@ def predictions(comparison: Comparison) -> list[Prediction]:
 
 
 def predicted_lines(found: list) -> "dict[Workload, list]":
-    """Per workload, one (label, [(global batch, per-sample time x GPUs)]) per host, link and GPU count
-    predicted (bench/suites/ddp/predict.py), measured runs left to their own points."""
+    """Per workload, one (host, (label, [(global batch, per-sample time x GPUs)])) per host of a bundle
+    (HostPrediction.host names the bundle where there are several), link and GPU count predicted
+    (bench/suites/ddp/predict.py), measured runs left to their own points: a line joins one bundle's
+    predictions only, never one bundle's at one batch to another's at the next."""
     lines: dict = defaultdict(lambda: defaultdict(list))
     for host in found:
         for p in host.predicted:
             if p.measured is None:
                 shown = Workload(p.workload.model, p.workload.recipe, p.workload.seq_len, p.workload.micro_batch)
                 hosts = f" ({p.host})" if len(found) > 1 else ""
-                lines[shown][f"predicted · {p.link} · {p.gpus} GPUs{hosts}"].append((p.global_batch, p.per_sample_gpu_s))
-    return {w: list(by_label.items()) for w, by_label in lines.items()}
+                lines[shown][(host.host, f"predicted · {p.link} · {p.gpus} GPUs{hosts}")].append((p.global_batch, p.per_sample_gpu_s))
+    return {w: [(host, (label, points)) for (host, label), points in by_line.items()] for w, by_line in lines.items()}

@@ -86,17 +86,17 @@ def step_table(entries: list[RunEntry]) -> Table:
         exposed = T.pooled_spread(group, "gpu_comm_exposed_s")
         rows.append([
             series.machine, series.transport_label if ws > 1 else "1 GPU", model.model, strategy, str(ws), str(batch),
-            T.spread(T.pooled_spread(group, "step_time_s"), 1e3, ".4g"),
-            T.spread(T.pooled_spread(group, "per_sample_gpu_time_s"), 1e3, ".4g"),
-            T.spread(T.pooled_spread(group, "samples_per_s"), 1, ".4g"),
+            T.time_spread(T.pooled_spread(group, "step_time_s")),
+            T.time_spread(T.pooled_spread(group, "per_sample_gpu_time_s")),
+            T.spread(T.pooled_spread(group, "samples_per_s"), 1, 4),
             (f"{sorted(scaling)[len(scaling) // 2]:.1%}" if scaling else "-") + T.flags(group),
-            f"{sorted(predicted)[len(predicted) // 2] * 1e3:.4g}" if predicted else "-",
+            T.seconds(sorted(predicted)[len(predicted) // 2]) if predicted else "-",
             T.percent_spread(mfu) if mfu else "-",
             human_bytes(max(memory)) if memory else "-",
             _per_rank_bytes(group) if ws > 1 else "-",
-            T.spread(exposed, 1e3, ".3g") if exposed else "-",
+            T.time_spread(exposed, 3) if exposed else "-",
             T.bundles_cell(group),
         ])
-    return Table(["machine", "transport", "model", "strategy", "GPUs", "global batch", "step ms median [p5, p95]",
-                  "per-sample × GPUs ms", "samples/s", "scaling", "predicted step ms", "MFU %", "peak memory",
-                  "a rank's bytes per step", "exposed comm ms (profiled)", "bundles"], rows)
+    return Table(["machine", "transport", "model", "strategy", "GPUs", "global batch", "step time median [p5, p95]",
+                  "per-sample time × GPUs", "samples/s", "scaling", "predicted step", "MFU %", "peak memory",
+                  "a rank's bytes per step", "exposed comm (profiled)", "bundles"], rows)

@@ -23,15 +23,17 @@ def per_model_figure(model: Model, lines: list[Line], colours: dict) -> Figure:
     fig = P.figure(4.6 + P.legend_height(len(lines)))
     ax = fig.add_subplot()
     factor, unit = time_unit([s.high if s.high is not None else s.median for line in lines for _, s in line.points])
+    distinct = P.Distinct()
     for line in lines:
         if line.baseline:
-            P.errorbar(ax, line, factor, {"color": P.BASELINE_COLOUR, "marker": P.BASELINE_MARKER, "linestyle": "--"})
+            P.errorbar(ax, line, factor, distinct.claim({"color": P.BASELINE_COLOUR, "marker": P.BASELINE_MARKER, "linestyle": "--"},
+                                                        keep_marker=True))
             if len(line.points) == 1:
                 ax.axhline(line.points[0][1].median * factor, color=P.BASELINE_COLOUR, linestyle="--", linewidth=1.2, alpha=0.8)
             continue
         index = strategies.index(line.detail[0]) % len(STRATEGY_MARKERS)
-        P.errorbar(ax, line, factor, {"color": colours.get(line.series, P.BASELINE_COLOUR),
-                                      "marker": STRATEGY_MARKERS[index], "linestyle": STRATEGY_DASHES[index]})
+        P.errorbar(ax, line, factor, distinct.claim({"color": colours.get(line.series, P.BASELINE_COLOUR),
+                                                     "marker": STRATEGY_MARKERS[index], "linestyle": STRATEGY_DASHES[index]}))
     ax.set_xscale("log", base=2)
     P.log2_ticks(ax, [x for line in lines for x, _ in line.points], lambda b: f"{b:g}")
     ax.set_ylim(bottom=0)
