@@ -52,7 +52,7 @@ def cmd_run(args) -> int:
             for warning in run.get("warnings", []):
                 print(f"warning: host {host['name']}: {run['launch_id']}: {warning['code']}: {warning['message']} "
                       f"(likely: {warning['likely_cause']})", file=sys.stderr)
-    for line in shared_machine.warnings(bundle["hosts"]):
+    for line in shared_machine.warnings(bundle["hosts"]) + shared_machine.busy_warnings(bundle["hosts"]):
         print(f"warning: {line}", file=sys.stderr)
     for line in summary_lines(bundle):
         print(line, file=sys.stderr)

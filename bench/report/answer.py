@@ -31,6 +31,12 @@ THRESHOLDS = (
     "past it. Exposed communication: the step time less the 1-GPU step time for the same work per GPU."
 )
 
+BUSY_APART = (
+    f"Runs marked (busy) ran while other processes took more than {shared_machine.BUSY_ABOVE_FRACTION:.0%} of the "
+    "machine's CPU (or their 1-rank baseline did): every table and figure keeps them apart from the quiet runs of the "
+    "same machine, whose samples they never join."
+)
+
 
 @dataclass(frozen=True)
 class Finding:
@@ -104,17 +110,26 @@ def _headline(findings: list[Finding]) -> Finding:
     return max(findings, key=lambda f: (not f.predicted, f.series.transport.startswith("default"), f.global_batch))
 
 
-def _line(machine: str, workload: str, ranks: str, findings: list[Finding]) -> str:
+def _busy(shares: list) -> str:
+    """What a verdict measured on a busy machine says before it ("" on a quiet one)."""
+    return f"measured on a busy machine (others took {shared_machine.taken(shares)} of the CPU), " if shares else ""
+
+
+def _line(machine: str, workload: str, ranks: str, findings: list[Finding], shares: list) -> str:
+    """One verdict line; `shares`: the CPU shares others took while a busy machine measured these findings."""
     scaled = [f for f in findings if f.efficiency is not None]
+    busy = _busy(shares)
+    quiet = " Rerun on a quiet machine for this machine's own figures." if shares else ""
     if not scaled:
         base = max(findings, key=lambda f: f.global_batch)
         step = f"step {base.step_s * 1e3:.4g} ms at global batch {base.global_batch}"
         if base.ranks.startswith("1 "):
-            return f"{machine} — {workload}: only {base.ranks} ran, so no link to judge ({step}); run it on 2 or more to answer."
-        return (f"{machine} — {workload}, {ranks} over {_link(base)}: no scaling to judge ({step}): these bundles hold no "
+            return f"{machine} — {workload}: only {base.ranks} ran, so no link to judge ({busy}{step}); run it on 2 or more to answer."
+        return (f"{machine} — {workload}, {ranks} over {_link(base)}: no scaling to judge ({busy}{step}): these bundles hold no "
                 "1-rank run of the same shape to set it against; run world size 1 beside it.")
     head = _headline(scaled)
-    text = f"{machine} — {workload}, {ranks} over {_link(head)}: {judged(head)}, {_lost(head)} of the training throughput{head.flags}"
+    text = (f"{machine} — {workload}, {ranks} over {_link(head)}: {busy}{judged(head)}, {_lost(head)} of the training "
+            f"throughput{head.flags}")
     if head.exposed_s is not None:
         text += f"; {_exposed(head)} per step is exposed communication"
     same = sorted((f for f in scaled if f.series == head.series and f.predicted == head.predicted and f is not head),
@@ -129,7 +144,7 @@ def _line(machine: str, workload: str, ranks: str, findings: list[Finding]) -> s
         text += f" Over {_link(other)}: {verdict(other.lost)}, {_lost(other)}{other.flags} (global batch {other.global_batch})."
     for note in head.notes:
         text += f" {note}"
-    return text
+    return text + quiet
 
 
 def _table(findings: list[Finding]) -> Table:
@@ -159,17 +174,23 @@ def section(comparison: Comparison, plot, colours: dict) -> list:
     # Hosts of one bundle that are one machine ran at the same time: nothing below is that machine's alone.
     blocks = [Heading(2, TITLE), *(Paragraph(f"Bundle {bundle['run_id']}: {line}.", warning=True)
                                    for bundle in comparison.bundles for line in shared_machine.warnings(bundle["hosts"]))]
+    shares = defaultdict(list)  # series -> the CPU shares others took from its busy runs (or their baselines)
+    for entry in comparison.runs:
+        if entry.series.busy:
+            shares[entry.series].append(entry.others_share)
+    apart = [Paragraph(BUSY_APART, warning=True)] if shares else []
     if not findings:
         training = sorted(name for name in suites.names() if isinstance(suites.get(name), TrainingSuite))
         return blocks + [Paragraph(
             f"No training run in these bundles (suites {', '.join(training)}): nothing says how much the link costs "
             "training. Run a plan that trains (quick, seed000, seed001, seed001-sharded or seed002); the sections below "
-            "show what the links themselves do.", warning=True)]
+            "show what the links themselves do.", warning=True)] + apart
     groups = defaultdict(list)
     for f in findings:
         groups[(f.series.machine, f.workload, f.ranks)].append(f)
-    lines = [_line(machine, workload, ranks, mine) for (machine, workload, ranks), mine in sorted(groups.items())]
-    blocks += [Paragraph(THRESHOLDS), Bullets(lines), _table(sorted(findings, key=_order))]
+    lines = [_line(machine, workload, ranks, mine, [share for series in {f.series for f in mine} for share in shares.get(series, [])])
+             for (machine, workload, ranks), mine in sorted(groups.items())]
+    blocks += [Paragraph(THRESHOLDS), Bullets(lines), _table(sorted(findings, key=_order)), *apart]
     for part in parts:
         if hasattr(part, "answer_plots"):
             blocks += part.answer_plots(comparison, plot, colours)

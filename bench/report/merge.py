@@ -2,8 +2,9 @@
 
 A series is what one line, bar or table row of the report stands for: a host (by the name its
 hosts file gave it), its GPUs and link (bench.common.links.link_summary of its fingerprint) and
-the transport the run really used. Runs of the same series from different bundles pool their
-samples. With many hosts (a community's collection of bundles) the report groups by GPUs and
+the transport the run really used, and whether others were using the machine while it ran (a busy
+machine's figures are kept apart from a quiet one's). Runs of the same series from different
+bundles pool their samples. With many hosts (a community's collection of bundles) the report groups by GPUs and
 link instead, so that a plot keeps a legend a reader can follow.
 """
 
@@ -13,6 +14,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from bench import suites
+from bench.common import shared_machine
 from bench.common.links import link_summary
 from bench.common.transports import setting_key
 
@@ -26,10 +28,12 @@ class Series:
     hardware: str  # HostEntry.hardware: "2x RTX 4090, PCIe 4.0 x4"
     transport: str  # "default via P2P", "p2p_off via SHM", "default (gloo)", "socket via NET/Socket+P2P, 2 emulated nodes x 2, tree"
     mismatch: bool  # the transport NCCL used is not the one the preset asked for
+    busy: bool = False  # others took more than shared_machine.BUSY_ABOVE_FRACTION of the CPU during the run or its baseline
 
     @property
     def machine(self) -> str:
-        return f"{self.host} · {self.hardware}" if self.host else self.hardware
+        name = f"{self.host} · {self.hardware}" if self.host else self.hardware
+        return f"{name} (busy)" if self.busy else name
 
     @property
     def transport_label(self) -> str:
@@ -78,6 +82,17 @@ class RunEntry:
     def samples(self, metric: str) -> list:
         found = self.run["metrics"].get(metric)
         return found["samples"] if found else []
+
+    @property
+    def others_share(self) -> "float | None":
+        """The largest CPU share other processes took while this run or its baseline ran (None: not recorded)."""
+        return _others_share(self.host.host, [self.run, self.baseline])
+
+
+def _others_share(host: dict, runs: list) -> "float | None":
+    launches = {run["launch_id"] for run in runs if run is not None}
+    shares = [launch.get("cpu_taken_by_others_fraction") for launch in host["launches"] if launch["id"] in launches]
+    return max((share for share in shares if share is not None), default=None)
 
 
 @dataclass
@@ -128,13 +143,13 @@ def merge(bundles: list[dict], group_by: str = "auto") -> Comparison:
                 found.update(suites.get(name).baselines(host["runs"]))
             tagged += [(entry, run, found.get(id(run))) for run in host["runs"]]
 
-    def series(entry: HostEntry, run: dict, by_host: bool) -> Series:
+    def series(entry: HostEntry, run: dict, base: "dict | None", by_host: bool) -> Series:
         return Series(entry.name if by_host else "", entry.hardware, suites.get(run["suite"]).link_name(run),
-                      not run["transport"]["matches_preset"])
+                      not run["transport"]["matches_preset"], shared_machine.busy(_others_share(entry.host, [run, base])))
 
     if group_by == "auto":
-        group_by = "host" if len({series(e, r, True) for e, r, _ in tagged}) <= MAX_HOST_SERIES else "hardware"
-    entries = [RunEntry(e, r, series(e, r, group_by == "host"), base) for e, r, base in tagged]
+        group_by = "host" if len({series(e, r, b, True) for e, r, b in tagged}) <= MAX_HOST_SERIES else "hardware"
+    entries = [RunEntry(e, r, series(e, r, base, group_by == "host"), base) for e, r, base in tagged]
 
     measured_in = defaultdict(set)
     for entry in entries:

@@ -50,7 +50,7 @@ def series_cells(entries: list[RunEntry]) -> list[str]:
     series = entries[0].series
     hosts = sorted({e.host.name for e in entries})
     host = series.host or (hosts[0] if len(hosts) == 1 else f"{len(hosts)} hosts")
-    return [host, series.hardware, series.transport_label]
+    return [f"{host} (busy)" if series.busy else host, series.hardware, series.transport_label]
 
 
 def bundles_cell(entries: list[RunEntry]) -> str:

@@ -147,3 +147,24 @@ def test_a_multi_gpu_run_without_a_baseline_says_what_is_missing(real_bundle, tm
             in answer)
     assert "these bundles hold no 1-rank run of the same shape to set it against; run world size 1 beside it." in answer
     assert "| no baseline |" in answer
+
+
+def test_a_busy_bundle_is_kept_apart_from_a_quiet_one_of_the_same_machine(real_bundle, tmp_path):
+    busy = json.loads(json.dumps(real_bundle))
+    busy["run_id"] = busy["run_id"][:-6] + "b0b0b0"
+    for launch in busy["hosts"][0]["launches"]:
+        launch["cpu_taken_by_others_fraction"] = 0.6
+    paths = [write(tmp_path / "quiet.json", real_bundle),
+             write(tmp_path / "busy.json", seal({k: v for k, v in busy.items() if k != "sha256"}))]
+    assert main(["report", *map(str, paths), "--out", str(tmp_path / "out")]) == 0
+    md = (tmp_path / "out" / "report.md").read_text()
+    answer = _section(md, TITLE)
+    assert re.search(r"^- local · no GPU — tiny fp32, 2 processes over default \(gloo\): (negligible|noticeable|severe)", answer, re.M)
+    assert re.search(r"^- local · no GPU \(busy\) — tiny fp32, 2 processes over default \(gloo\): measured on a busy machine "
+                     r"\(others took 60% of the CPU\), (negligible|noticeable|severe).* Rerun on a quiet machine for this "
+                     r"machine's own figures\.$", answer, re.M)
+    assert "every table and figure keeps them apart from the quiet runs of the same machine" in answer
+    # Each bundle's all-reduce samples stand in a row of their own: none pools the two.
+    rows = [line for line in md.splitlines() if "| all_reduce | float32 | in | 2 | 4 KiB |" in line]
+    assert sorted(row.split(" | ")[0] for row in rows) == ["| local", "| local (busy)"]
+    assert all(row.endswith(" | 1 |") for row in rows)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from bench.common.stats import Spread, ratio_of_medians
 from bench.common.transports import on_gpu, ranks_label
@@ -31,7 +31,7 @@ def per_sample_lines(comparison: Comparison) -> dict[Workload, list[Line]]:
             continue
         ws = entry.run["world_size"]
         # With one rank there is no link: a machine's baseline is one line whatever the preset.
-        series = Series(entry.series.host, entry.series.hardware, "", False) if ws == 1 else entry.series
+        series = replace(entry.series, transport="", mismatch=False) if ws == 1 else entry.series
         key = (ws == 1, series, ws, on_gpu(entry.run))
         groups[workload(entry)][key][entry.params["global_batch"]] += entry.samples("per_sample_gpu_time_s")
 
