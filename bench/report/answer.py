@@ -18,18 +18,20 @@ from bench import suites
 from bench.common import shared_machine
 from bench.common.stats import LEVEL_LABEL, Spread
 from bench.report.document import Bullets, Heading, Paragraph, Table
-from bench.report.merge import Comparison, Series
+from bench.report.merge import Comparison, Ranks, Series
 from bench.suites.training import TrainingSuite
 
 TITLE = "The answer: does the link slow training?"
 # Throughput lost to scaling (1 - scaling efficiency): below the first, negligible; to the second, noticeable; past it, severe.
 NEGLIGIBLE_BELOW = 0.05
 SEVERE_ABOVE = 0.15
-THRESHOLDS = (
-    f"Verdicts judge the training throughput N GPUs lose against N times one GPU (1 − scaling efficiency, its "
-    f"{LEVEL_LABEL} in brackets): negligible under {NEGLIGIBLE_BELOW:.0%} lost, noticeable to {SEVERE_ABOVE:.0%}, severe "
-    "past it. Exposed communication: the step time less the 1-GPU step time for the same work per GPU."
-)
+
+
+def thresholds(ranks: Ranks) -> str:
+    return (f"Verdicts judge the training throughput N {ranks.many} lose against N times one {ranks.one} (1 − scaling "
+            f"efficiency, its {LEVEL_LABEL} in brackets): negligible under {NEGLIGIBLE_BELOW:.0%} lost, noticeable to "
+            f"{SEVERE_ABOVE:.0%}, severe past it. Exposed communication: the step time less the 1-{ranks.one} step time for "
+            f"the same work per {ranks.one}." + (" Every rank is a process on this CPU, talking over gloo." if ranks.cpu else ""))
 
 BUSY_APART = (
     f"Runs marked (busy) ran while other processes took more than {shared_machine.BUSY_ABOVE_FRACTION:.0%} of the "
@@ -147,7 +149,7 @@ def _line(machine: str, workload: str, ranks: str, findings: list[Finding], shar
     return text + quiet
 
 
-def _table(findings: list[Finding]) -> Table:
+def _table(findings: list[Finding], ranks: Ranks) -> Table:
     rows = []
     for f in findings:
         scaled = f.efficiency is not None
@@ -155,7 +157,8 @@ def _table(findings: list[Finding]) -> Table:
                      _interval(f.efficiency) + f.flags if scaled else "-",
                      f"{judged(f)}: {_lost(f)}" if scaled else ("no link (1 rank)" if f.ranks.startswith("1 ") else "no baseline"),
                      _exposed(f)])
-    return Table(["host · GPUs and link", "workload", "ranks", "link NCCL used", "global batch", f"scaling % [{LEVEL_LABEL}]",
+    machine, link = ("host · hardware", "transport used") if ranks.cpu else ("host · GPUs and link", "link NCCL used")
+    return Table([machine, "workload", "ranks", link, "global batch", f"scaling % [{LEVEL_LABEL}]",
                   "verdict: throughput lost", "exposed communication of step"], rows)
 
 
@@ -190,7 +193,7 @@ def section(comparison: Comparison, plot, colours: dict) -> list:
         groups[(f.series.machine, f.workload, f.ranks)].append(f)
     lines = [_line(machine, workload, ranks, mine, [share for series in {f.series for f in mine} for share in shares.get(series, [])])
              for (machine, workload, ranks), mine in sorted(groups.items())]
-    blocks += [Paragraph(THRESHOLDS), Bullets(lines), _table(sorted(findings, key=_order)), *apart]
+    blocks += [Paragraph(thresholds(comparison.ranks)), Bullets(lines), _table(sorted(findings, key=_order), comparison.ranks), *apart]
     for part in parts:
         if hasattr(part, "answer_plots"):
             blocks += part.answer_plots(comparison, plot, colours)

@@ -22,6 +22,18 @@ MAX_HOST_SERIES = 12
 MISMATCH = "⚠ transport mismatch"
 
 
+@dataclass(frozen=True)
+class Ranks:
+    """What a report calls its ranks: GPUs; where no host has one, processes (gloo's ranks compute on the CPU)."""
+
+    one: str
+    many: str
+    cpu: bool
+
+
+GPU_RANKS, CPU_RANKS = Ranks("GPU", "GPUs", False), Ranks("process", "processes", True)
+
+
 @dataclass(frozen=True, order=True)
 class Series:
     host: str  # "" when the report groups by GPUs and link
@@ -105,6 +117,10 @@ class Comparison:
     configurations: int  # distinct measured configurations
     shared_configurations: int  # of those, measured in more than one bundle
     tool_versions: dict = field(default_factory=dict)  # version -> bundle count
+
+    @property
+    def ranks(self) -> Ranks:
+        return GPU_RANKS if any(host.link.get("gpu_count") for host in self.hosts) else CPU_RANKS
 
 
 def configuration(run: dict) -> tuple:

@@ -53,6 +53,6 @@ def test_a_run_while_other_processes_take_the_cpu_warns_and_marks_its_answer(tmp
     report = (bundle_path_from(done.stdout).parent / "report.md").read_text()
     answer = report[report.index("## The answer"):report.index("## Hosts")]
     (verdict,) = [line for line in answer.splitlines() if line.startswith("- local")]
-    assert verdict.startswith("- local · no GPU (busy) — tiny fp32, 2 processes over default (gloo): "
+    assert verdict.startswith("- local · CPU only (busy) — tiny fp32, 2 processes over default (gloo): "
                               "measured on a busy machine (others took ")
     assert verdict.endswith("Rerun on a quiet machine for this machine's own figures.")

@@ -94,14 +94,14 @@ def test_each_line_of_the_answer_is_the_bundles_figures(fleet, fleet_report, nam
 def test_the_real_cpu_run_is_answered_in_processes_with_its_own_derived_figures(fleet, fleet_report):
     doc = json.loads(fleet["cpu"].read_text())
     answer = _section((fleet_report / "report.md").read_text(), TITLE)
-    rows = {row[4]: row for row in _rows(answer) if row[0] == "local · no GPU"}
+    rows = {row[4]: row for row in _rows(answer) if row[0] == "local · CPU only"}
     for run in (r for r in _ddp(doc) if r["world_size"] == 2):
         row = rows[str(run["params"]["global_batch"])]
         assert row[2:4] == ["2 processes", "default (gloo)"]
         derived = run["derived"]
         assert row[5].startswith(f"{derived['scaling_efficiency_fraction'] * 100:.1f}% [")
         assert row[7].startswith(f"{derived['exposed_comm_s'] * 1e3:.3g} of ")
-    assert re.search(r"^- local · no GPU — tiny fp32, 2 processes over default \(gloo\): ", answer, re.M)
+    assert re.search(r"^- local · CPU only — tiny fp32, 2 processes over default \(gloo\): ", answer, re.M)
 
 
 def test_one_gpu_only_says_there_is_no_link_to_judge(real_bundle, tmp_path):
@@ -159,8 +159,8 @@ def test_a_busy_bundle_is_kept_apart_from_a_quiet_one_of_the_same_machine(real_b
     assert main(["report", *map(str, paths), "--out", str(tmp_path / "out")]) == 0
     md = (tmp_path / "out" / "report.md").read_text()
     answer = _section(md, TITLE)
-    assert re.search(r"^- local · no GPU — tiny fp32, 2 processes over default \(gloo\): (negligible|noticeable|severe)", answer, re.M)
-    assert re.search(r"^- local · no GPU \(busy\) — tiny fp32, 2 processes over default \(gloo\): measured on a busy machine "
+    assert re.search(r"^- local · CPU only — tiny fp32, 2 processes over default \(gloo\): (negligible|noticeable|severe)", answer, re.M)
+    assert re.search(r"^- local · CPU only \(busy\) — tiny fp32, 2 processes over default \(gloo\): measured on a busy machine "
                      r"\(others took 60% of the CPU\), (negligible|noticeable|severe).* Rerun on a quiet machine for this "
                      r"machine's own figures\.$", answer, re.M)
     assert "every table and figure keeps them apart from the quiet runs of the same machine" in answer

@@ -6,16 +6,17 @@ from __future__ import annotations
 
 from bench.report import plots as P
 from bench.report.answer import Finding
-from bench.report.merge import Comparison
+from bench.report.merge import Comparison, Ranks
 from bench.suites.ddp.report import plots as DP
 from bench.suites.ddp.report import predicted as PR
 from bench.suites.ddp.report import series as DS
 from bench.suites.training.report import training_findings, workload
 
-PER_SAMPLE_CAPTION = (
-    "Per-sample time × #GPUs (step time / global batch × #GPUs) against the global batch, one line per host and "
-    "transport; lower is better, and on the dashed 1-GPU line of its machine is perfect scaling. " + P.SPREAD_CAPTION
-)
+
+def per_sample_caption(ranks: Ranks) -> str:
+    return (f"Per-sample time × #{ranks.many} (step time / global batch × #{ranks.many}) against the global batch, one "
+            f"line per host and transport; lower is better, and on the dashed 1-{ranks.one} line of its machine is "
+            "perfect scaling. " + P.SPREAD_CAPTION)
 
 
 def findings(comparison: Comparison) -> list[Finding]:
@@ -24,14 +25,15 @@ def findings(comparison: Comparison) -> list[Finding]:
 
 def answer_plots(comparison: Comparison, plot, colours: dict) -> list:
     """The per-sample time x #GPUs per workload, across every merged bundle, with the step predicted on other links."""
-    lines_of_links = DS.predicted_lines(PR.hosts(comparison))
+    ranks = comparison.ranks
+    lines_of_links = DS.predicted_lines(PR.hosts(comparison), ranks)
     blocks = []
     for shown, lines in DS.per_sample_lines(comparison).items():
         # One machine's figure gets a line per link; with several, a line per machine and link would bury
         # the measured ones: their predictions are in the DDP section's table.
         one_machine = len({line.series.machine for line in lines}) == 1
         predicted = tuple(lines_of_links.get(shown, ())) if one_machine else ()
-        caption = PER_SAMPLE_CAPTION + (" " + PR.LINES_CAPTION if predicted else "")
-        blocks.append(plot(DP.per_sample_figure, (shown, lines, colours, predicted), f"per-sample-{P.slug(shown.stem)}",
-                           f"Per-sample time × #GPUs, {shown.title}", caption))
+        caption = per_sample_caption(ranks) + (" " + (PR.CPU_LINES_CAPTION if ranks.cpu else PR.LINES_CAPTION) if predicted else "")
+        blocks.append(plot(DP.per_sample_figure, (shown, lines, colours, predicted, ranks), f"per-sample-{P.slug(shown.stem)}",
+                           f"Per-sample time × #{ranks.many}, {shown.title}", caption))
     return blocks

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from bench.common.stats import Spread, ratio_of_medians
 from bench.common.transports import on_gpu, ranks_label
 from bench.report import series as S
-from bench.report.merge import Comparison, RunEntry, Series
+from bench.report.merge import Comparison, Ranks, RunEntry, Series
 from bench.report.series import Line, pooled
 from bench.suites.training.report import Workload, workload
 
@@ -106,7 +106,7 @@ def predictions(comparison: Comparison) -> list[Prediction]:
     return found
 
 
-def predicted_lines(found: list) -> "dict[Workload, list]":
+def predicted_lines(found: list, ranks: Ranks) -> "dict[Workload, list]":
     """Per workload, one (label, [(global batch, per-sample time x GPUs)]) per host, link and GPU count
     predicted (bench/suites/ddp/predict.py), measured runs left to their own points."""
     lines: dict = defaultdict(lambda: defaultdict(list))
@@ -115,5 +115,6 @@ def predicted_lines(found: list) -> "dict[Workload, list]":
             if p.measured is None:
                 shown = Workload(p.workload.model, p.workload.recipe, p.workload.seq_len, p.workload.micro_batch)
                 hosts = f" ({p.host})" if len(found) > 1 else ""
-                lines[shown][f"predicted · {p.link} · {p.gpus} GPUs{hosts}"].append((p.global_batch, p.per_sample_gpu_s))
+                lines[shown][f"predicted · {p.link} · {ranks_label(p.gpus, not ranks.cpu)}{hosts}"].append(
+                    (p.global_batch, p.per_sample_gpu_s))
     return {w: list(by_label.items()) for w, by_label in lines.items()}
