@@ -58,12 +58,29 @@ def warnings(hosts: list[dict]) -> list[str]:
     return lines
 
 
+def gpus_held(fingerprint: "dict | None") -> list[str]:
+    """The GPUs other processes were on before the first launch (the fingerprint's health record):
+    ["GPU0 (2 processes, 3.1 GiB)"]; a GPU's time and memory are then not the run's alone."""
+    held = []
+    for gpu in (((fingerprint or {}).get("health") or {}).get("gpus") or []):
+        processes = gpu.get("processes") or []
+        if processes:
+            memory = sum(p.get("used_memory_bytes") or 0 for p in processes) / 2**30
+            held.append(f"GPU{gpu['index']} ({len(processes)} process{'es' * (len(processes) > 1)}, {memory:.1f} GiB)")
+    return held
+
+
 def busy_warnings(hosts: list[dict]) -> list[str]:
     """One line per host whose launches ran while other processes took more than BUSY_ABOVE_FRACTION of
-    its CPU (hosts that are one machine are `warnings`' instead: each other's is the share there)."""
+    its CPU (hosts that are one machine are `warnings`' instead: each other's is the share there), and
+    one per host whose GPUs other processes were on before the first launch."""
     one_machine = {name for names in shared(hosts) for name in names}
     lines = []
     for host in hosts:
+        held = gpus_held(host.get("fingerprint"))
+        if held:
+            lines.append(f"host {host['name']}: other processes were on {', '.join(held)} before the first launch, so its "
+                         "figures may be theirs too; rerun when nothing else uses its GPUs")
         launches = [launch for launch in host["launches"]
                     if host["name"] not in one_machine and busy(launch.get("cpu_taken_by_others_fraction"))]
         if launches:

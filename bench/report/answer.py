@@ -35,8 +35,8 @@ def thresholds(ranks: Ranks) -> str:
 
 BUSY_APART = (
     f"Runs marked (busy) ran while other processes took more than {shared_machine.BUSY_ABOVE_FRACTION:.0%} of the "
-    "machine's CPU (or their 1-rank baseline did): every table and figure keeps them apart from the quiet runs of the "
-    "same machine, whose samples they never join."
+    "machine's CPU (or their 1-rank baseline did), or were on its GPUs: every table and figure keeps them apart from the "
+    "quiet runs of the same machine, whose samples they never join."
 )
 
 
@@ -112,16 +112,16 @@ def _headline(findings: list[Finding]) -> Finding:
     return max(findings, key=lambda f: (not f.predicted, f.series.transport.startswith("default"), f.global_batch))
 
 
-def _busy(shares: list) -> str:
+def _busy(others: list) -> str:
     """What a verdict measured on a busy machine says before it ("" on a quiet one)."""
-    return f"measured on a busy machine (others took {shared_machine.taken(shares)} of the CPU), " if shares else ""
+    return f"measured on a busy machine ({'; '.join(others)}), " if others else ""
 
 
-def _line(machine: str, workload: str, ranks: str, findings: list[Finding], shares: list) -> str:
-    """One verdict line; `shares`: the CPU shares others took while a busy machine measured these findings."""
+def _line(machine: str, workload: str, ranks: str, findings: list[Finding], others: list) -> str:
+    """One verdict line; `others`: what other processes took while a busy machine measured these findings."""
     scaled = [f for f in findings if f.efficiency is not None]
-    busy = _busy(shares)
-    quiet = " Rerun on a quiet machine for this machine's own figures." if shares else ""
+    busy = _busy(others)
+    quiet = " Rerun on a quiet machine for this machine's own figures." if others else ""
     if not scaled:
         base = max(findings, key=lambda f: f.global_batch)
         step = f"step {base.step_s * 1e3:.4g} ms at global batch {base.global_batch}"
@@ -177,11 +177,8 @@ def section(comparison: Comparison, plot, colours: dict) -> list:
     # Hosts of one bundle that are one machine ran at the same time: nothing below is that machine's alone.
     blocks = [Heading(2, TITLE), *(Paragraph(f"Bundle {bundle['run_id']}: {line}.", warning=True)
                                    for bundle in comparison.bundles for line in shared_machine.warnings(bundle["hosts"]))]
-    shares = defaultdict(list)  # series -> the CPU shares others took from its busy runs (or their baselines)
-    for entry in comparison.runs:
-        if entry.series.busy:
-            shares[entry.series].append(entry.others_share)
-    apart = [Paragraph(BUSY_APART, warning=True)] if shares else []
+    busy = {entry.series for entry in comparison.runs if entry.series.busy}
+    apart = [Paragraph(BUSY_APART, warning=True)] if busy else []
     if not findings:
         training = sorted(name for name in suites.names() if isinstance(suites.get(name), TrainingSuite))
         return blocks + [Paragraph(
@@ -191,13 +188,22 @@ def section(comparison: Comparison, plot, colours: dict) -> list:
     groups = defaultdict(list)
     for f in findings:
         groups[(f.series.machine, f.workload, f.ranks)].append(f)
-    lines = [_line(machine, workload, ranks, mine, [share for series in {f.series for f in mine} for share in shares.get(series, [])])
+    lines = [_line(machine, workload, ranks, mine, _others(comparison, {f.series for f in mine} & busy))
              for (machine, workload, ranks), mine in sorted(groups.items())]
     blocks += [Paragraph(thresholds(comparison.ranks)), Bullets(lines), _table(sorted(findings, key=_order), comparison.ranks), *apart]
     for part in parts:
         if hasattr(part, "answer_plots"):
             blocks += part.answer_plots(comparison, plot, colours)
     return blocks
+
+
+def _others(comparison: Comparison, series: set) -> list[str]:
+    """What other processes took while the runs of these (busy) series ran: the CPU's share, the GPUs they were on."""
+    entries = [entry for entry in comparison.runs if entry.series in series]
+    shares = [entry.others_share for entry in entries if shared_machine.busy(entry.others_share)]
+    held = sorted({gpu for entry in entries for gpu in shared_machine.gpus_held(entry.host.fingerprint)})
+    return ([f"others took {shared_machine.taken(shares)} of the CPU"] if shares else []) + (
+        [f"other processes were on {', '.join(held)}"] if held else [])
 
 
 def _order(f: Finding) -> tuple:

@@ -40,7 +40,7 @@ class Series:
     hardware: str  # HostEntry.hardware: "2x RTX 4090, PCIe 4.0 x4"
     transport: str  # "default via P2P", "p2p_off via SHM", "default (gloo)", "socket via NET/Socket+P2P, 2 emulated nodes x 2, tree"
     mismatch: bool  # the transport NCCL used is not the one the preset asked for
-    busy: bool = False  # others took more than shared_machine.BUSY_ABOVE_FRACTION of the CPU during the run or its baseline
+    busy: bool = False  # others took more than shared_machine.BUSY_ABOVE_FRACTION of the CPU during the run or its baseline, or were on its GPUs
 
     @property
     def machine(self) -> str:
@@ -161,7 +161,8 @@ def merge(bundles: list[dict], group_by: str = "auto") -> Comparison:
 
     def series(entry: HostEntry, run: dict, base: "dict | None", by_host: bool) -> Series:
         return Series(entry.name if by_host else "", entry.hardware, suites.get(run["suite"]).link_name(run),
-                      not run["transport"]["matches_preset"], shared_machine.busy(_others_share(entry.host, [run, base])))
+                      not run["transport"]["matches_preset"],
+                      shared_machine.busy(_others_share(entry.host, [run, base])) or bool(shared_machine.gpus_held(entry.fingerprint)))
 
     if group_by == "auto":
         group_by = "host" if len({series(e, r, b, True) for e, r, b in tagged}) <= MAX_HOST_SERIES else "hardware"

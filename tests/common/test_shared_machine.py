@@ -56,3 +56,24 @@ def test_a_run_while_other_processes_take_the_cpu_warns_and_marks_its_answer(tmp
     assert verdict.startswith("- local · CPU only (busy) — tiny fp32, 2 processes over default (gloo): "
                               "measured on a busy machine (others took ")
     assert verdict.endswith("Rerun on a quiet machine for this machine's own figures.")
+
+
+def _gpu_health(index: int, processes: list) -> dict:
+    return {"index": index, "memory_used_bytes": None, "processes": processes, "ecc_uncorrected_volatile": None,
+            "ecc_corrected_volatile": None, "retired_pages_pending": None, "row_remap_pending": None, "row_remap_failed": None,
+            "power_limit_w": None, "power_limit_default_w": None, "sm_clock_idle_mhz": None, "clock_reasons_idle": None}
+
+
+def test_a_host_is_busy_where_others_took_its_cpu_or_were_on_its_gpus():
+    quiet = {"name": "quiet", "fingerprint": {"health": {"source": "nvml", "gpus": [_gpu_health(0, [])]}},
+             "launches": [{"id": "00-a", "cpu_taken_by_others_fraction": 0.001}, {"id": "01-b", "cpu_taken_by_others_fraction": None}]}
+    cpu = {"name": "cpu", "fingerprint": None,
+           "launches": [{"id": "00-a", "cpu_taken_by_others_fraction": 0.05}, {"id": "01-b", "cpu_taken_by_others_fraction": 0.62}]}
+    gpu = {"name": "gpu", "fingerprint": {"health": {"source": "nvml", "gpus": [
+        _gpu_health(0, []), _gpu_health(1, [{"pid": 7, "used_memory_bytes": 2 * 2**30}, {"pid": 9, "used_memory_bytes": None}])]}},
+           "launches": []}
+    assert shared_machine.busy_warnings([quiet, cpu, gpu]) == [
+        "host cpu: other processes took 62% of the machine's CPU during 1 of its 2 launches (01-b), so their figures are "
+        "this machine's shared with them, not its own; rerun on a quiet machine (nothing else running) to measure it",
+        "host gpu: other processes were on GPU1 (2 processes, 2.0 GiB) before the first launch, so its figures may be "
+        "theirs too; rerun when nothing else uses its GPUs"]

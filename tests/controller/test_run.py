@@ -78,8 +78,8 @@ def test_a_cpu_run_speaks_of_processes_and_its_cpu(quick_run):
 
 def test_report_has_tables_and_busbw_plot(quick_run):
     report = (quick_run[1].parent / "report.md").read_text()
-    assert "| host | GPUs and link | transport | op | dtype |" in report and "all_reduce" in report
-    assert "| host | GPUs and link | transport | model |" in report and "tiny" in report
+    assert "| host | hardware | transport | op | dtype |" in report and "all_reduce" in report
+    assert "| host | hardware | transport | model |" in report and "tiny" in report
     assert "![Bus bandwidth against message size](busbw.png)" in report
     assert (quick_run[1].parent / "busbw.png").stat().st_size > 10_000
     assert (quick_run[1].parent / "report.html").exists()

@@ -168,3 +168,16 @@ def test_a_busy_bundle_is_kept_apart_from_a_quiet_one_of_the_same_machine(real_b
     rows = [line for line in md.splitlines() if "| all_reduce | float32 | in | 2 | 4 KiB |" in line]
     assert sorted(row.split(" | ")[0] for row in rows) == ["| local", "| local (busy)"]
     assert all(row.endswith(" | 1 |") for row in rows)
+
+
+def test_a_gpu_others_were_on_marks_the_answer(real_bundle, tmp_path):
+    doc = make_variant(real_bundle, "shared-gpu", hardware="h200-nvlink")
+    held = [{"pid": 4242, "used_memory_bytes": 3 * 2**30}]
+    doc["hosts"][0]["fingerprint"]["health"] = {"source": "nvml", "gpus": [
+        {"index": i, "memory_used_bytes": None, "processes": held if i == 0 else [], "ecc_uncorrected_volatile": None,
+         "ecc_corrected_volatile": None, "retired_pages_pending": None, "row_remap_pending": None, "row_remap_failed": None,
+         "power_limit_w": None, "power_limit_default_w": None, "sm_clock_idle_mhz": None, "clock_reasons_idle": None}
+        for i in range(2)]}
+    answer = _answer_of(doc, tmp_path)
+    assert re.search(r"^- shared-gpu · 2x H200, NVLink NV18 \(busy\) — tiny fp32, 2 GPUs over default via P2P: measured on a "
+                     r"busy machine \(other processes were on GPU0 \(1 process, 3\.0 GiB\)\), ", answer, re.M)

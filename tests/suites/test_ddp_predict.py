@@ -113,7 +113,7 @@ def test_the_report_draws_each_links_line_and_the_error_table(two_ranks, tmp_pat
     assert done.returncode == 0, done.stderr
     text = (tmp_path / "report.md").read_text()
     assert "### What link do I need?" in text and "### Predicted against measured" in text and "samples/$" in text
-    assert "predicted from the 1-GPU timeline ms (error)" in text
+    assert "predicted from the 1-process timeline ms (error)" in text  # a CPU run: its ranks are processes
     assert (tmp_path / "per-sample-tiny-fp32-s64-mb2.svg").read_text().count("predicted · ") == 8  # one per report link
 
 
