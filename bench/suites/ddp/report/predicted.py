@@ -138,7 +138,8 @@ PUBLISHED_ERROR = " (ASTRA-sim publishes its own all-reduce error against NCCL's
 
 
 def notes(found: list[HostPrediction]) -> list:
-    lines = sorted({f"{host.host}: {note}" for host in found for note in host.notes})
+    ranks = ranks_of(found)
+    lines = sorted({f"{host.host}: {_in_ranks(note, ranks)}" for host in found for note in host.notes})
     return [Bullets(lines)] if lines else []
 
 
