@@ -14,10 +14,11 @@ from bench.suites.ddp.predict import (CHOSEN, REPORT_LINKS, Against, ErrorRow, H
 
 
 def source_caption(ranks: Ranks) -> str:
+    algorithms = "a" if ranks.cpu else "NCCL's"
     return ("Predicted by replaying the step's timeline (when each gradient bucket is ready in the backward, "
             "bench/common/replay.py) on each link: bucket i's all-reduce starts when it is ready and bucket i-1's has "
             "ended, and lasts what the link's curve (this bundle's all_reduce sweep where it has one, else the link table, "
-            f"bench/common/reference.py) gives for its bytes; on several nodes, {'a' if ranks.cpu else 'NCCL' + chr(39) + 's'} "
+            f"bench/common/reference.py) gives for its bytes; on several nodes, {algorithms} "
             "ring or tree over the link within a node and the one between them, the faster unless an algorithm is named "
             f"(bench/common/allreduce.py). Scaling is against the 1-{ranks.one} run at the same global batch.")
 
