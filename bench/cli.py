@@ -52,7 +52,7 @@ def cmd_run(args) -> int:
             for warning in run.get("warnings", []):
                 print(f"warning: host {host['name']}: {run['launch_id']}: {warning['code']}: {warning['message']} "
                       f"(likely: {warning['likely_cause']})", file=sys.stderr)
-    for line in shared_machine.warnings(bundle["hosts"]):
+    for line in shared_machine.warnings(bundle["hosts"]) + shared_machine.busy_warnings(bundle["hosts"]):
         print(f"warning: {line}", file=sys.stderr)
     for line in summary_lines(bundle):
         print(line, file=sys.stderr)
@@ -175,6 +175,7 @@ def cmd_verify(args) -> int:
         args.bundle, args.hosts, args.out, image=args.image, tolerances=parse_tolerances(args.tolerance),
         host_map=parse_host_map(args.host_map), allowed_signers=args.allowed_signers,
         require_signature=args.require_signature, max_hours=args.max_hours, assume_yes=args.yes,
+        key=args.key.expanduser() if args.key else None,
         ask=_ask if sys.stdin.isatty() else None,
     )
     if done.bundle_path is None:  # nothing could be compared: nothing ran, nothing was written
@@ -268,7 +269,7 @@ def parser() -> argparse.ArgumentParser:
 
     report = sub.add_parser("report", help="merge bundles into report.md, report.html and plots (PNG and SVG)")
     report.add_argument("bundles", nargs="+", metavar="BUNDLE", help="bundle files or glob patterns (quoted globs are expanded here)")
-    report.add_argument("--out", type=Path, required=True, help="folder for report.md, report.html and the plots")
+    report.add_argument("--out", type=Path, default=Path("report"), help="folder for report.md, report.html and the plots (default: report)")
     report.add_argument("--strict", action="store_true", help="stop (exit 2) at the first bundle that fails validation instead of skipping it")
     report.add_argument("--group-by", choices=["auto", "host", "hardware"], default="auto",
                         help="one series per host, or per GPUs and link with samples pooled (auto: per host up to 12 series)")
@@ -282,6 +283,8 @@ def parser() -> argparse.ArgumentParser:
     verify.add_argument("--max-hours", type=float, default=VERIFY_MAX_HOURS,
                         help="refuse a rerun estimated past this many hours unless --yes or a yes at the prompt (default 2)")
     verify.add_argument("--yes", action="store_true", help="run a rerun estimated past --max-hours without asking")
+    verify.add_argument("--key", type=Path, help="sign the new bundle with this SSH private key (as `sign` does); its "
+                        "signature is then checked against --allowed-signers like the original's")
     _verdict_options(verify)
     verify.set_defaults(func=cmd_verify)
 

@@ -16,6 +16,7 @@ from bench.errors import UserError
 from bench.inputfile import lone_surrogate, read_input
 
 MAX_NODES = 100_000  # values after alias expansion; the largest shipped plan has a few hundred
+STARTING_POINTS = {"hosts file": "hosts/local.yaml", "plan": "bench/plans/quick.yaml"}  # what an empty file could start from
 
 
 class _Refused(Exception):
@@ -95,6 +96,9 @@ def load_yaml(path: Path, what: str):
         raise UserError(f"{path}: not valid YAML{where}: {problem}; fix the {what}'s syntax") from None
     except RecursionError:
         raise UserError(f"{path}: nested too deeply; fix the {what}") from None
+    if document is None:
+        start = STARTING_POINTS.get(what, " or ".join(STARTING_POINTS.values()))
+        raise UserError(f"{path}: empty (no YAML value in it); write the {what} there, starting from a copy of {start}")
     if expanded_size(document, MAX_NODES) > MAX_NODES:
         raise UserError(f"{path}: more than {MAX_NODES} values once its aliases are expanded; this is not a ddpbench {what}")
     surrogate = lone_surrogate(document)

@@ -31,6 +31,10 @@ def _slowest(peaks: list[float | None]) -> float | None:
     return None if not peaks or None in peaks else round(min(peaks), 3)
 
 
+# The hardware label of a host without a GPU: its ranks are processes on its CPU.
+CPU_ONLY = "CPU only"
+
+
 def link_summary(fp: dict) -> dict:
     """{"gpu", "gpu_count", "link_class", "link_label", "link_peak_gbps"} of a fingerprint.
 
@@ -48,7 +52,7 @@ def link_summary(fp: dict) -> dict:
     """
     gpus = fp.get("gpus") or []
     if not gpus:
-        return {"gpu": None, "gpu_count": 0, "link_class": "none", "link_label": "no GPU", "link_peak_gbps": None}
+        return {"gpu": None, "gpu_count": 0, "link_class": "none", "link_label": CPU_ONLY, "link_peak_gbps": None}
     name = " + ".join(sorted({gpu["name"] for gpu in gpus}))
     prefix = f"{len(gpus)}x {name}"
     links = nvlink_links(fp)

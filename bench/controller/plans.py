@@ -19,6 +19,9 @@ def plan_names() -> list[str]:
 def plan_path(name_or_path: str) -> Path:
     path = Path(name_or_path)
     if path.suffix in (".yaml", ".yml", ".json") or path.exists():
+        if not path.exists() and path.parent == Path(".") and (PLANS_DIR / f"{path.stem}.yaml").exists():
+            raise UserError(f"{name_or_path}: no such plan file; the shipped plan of that name is --plan {path.stem} "
+                            "(a name, without .yaml)")
         return path
     shipped = PLANS_DIR / f"{name_or_path}.yaml"
     if not shipped.exists():

@@ -19,17 +19,25 @@ from bench.common import shared_machine
 from bench.common.stats import LEVEL_LABEL, Spread
 from bench.common.units import plain, time_unit
 from bench.report.document import Bullets, Heading, Paragraph, Table
-from bench.report.merge import Comparison, Series
+from bench.report.merge import Comparison, Ranks, Series
 from bench.suites.training import TrainingSuite
 
 TITLE = "The answer: does the link slow training?"
 # Throughput lost to scaling (1 - scaling efficiency): below the first, negligible; to the second, noticeable; past it, severe.
 NEGLIGIBLE_BELOW = 0.05
 SEVERE_ABOVE = 0.15
-THRESHOLDS = (
-    f"Verdicts judge the training throughput N GPUs lose against N times one GPU (1 − scaling efficiency, its "
-    f"{LEVEL_LABEL} in brackets): negligible under {NEGLIGIBLE_BELOW:.0%} lost, noticeable to {SEVERE_ABOVE:.0%}, severe "
-    "past it. Exposed communication: the step time less the 1-GPU step time for the same work per GPU."
+
+
+def thresholds(ranks: Ranks) -> str:
+    return (f"Verdicts judge the training throughput N {ranks.many} lose against N times one {ranks.one} (1 − scaling "
+            f"efficiency, its {LEVEL_LABEL} in brackets): negligible under {NEGLIGIBLE_BELOW:.0%} lost, noticeable to "
+            f"{SEVERE_ABOVE:.0%}, severe past it. Exposed communication: the step time less the 1-{ranks.one} step time for "
+            f"the same work per {ranks.one}." + (" Every rank is a process on this CPU, talking over gloo." if ranks.cpu else ""))
+
+BUSY_APART = (
+    f"Runs marked (busy) ran while other processes took more than {shared_machine.BUSY_ABOVE_FRACTION:.0%} of the "
+    "machine's CPU (or their 1-rank baseline did), or were on its GPUs: every table and figure keeps them apart from the "
+    "quiet runs of the same machine, whose samples they never join."
 )
 
 
@@ -106,17 +114,26 @@ def _headline(findings: list[Finding]) -> Finding:
     return max(findings, key=lambda f: (not f.predicted, f.series.transport.startswith("default"), f.global_batch))
 
 
-def _line(machine: str, workload: str, ranks: str, findings: list[Finding]) -> str:
+def _busy(others: list) -> str:
+    """What a verdict measured on a busy machine says before it ("" on a quiet one)."""
+    return f"measured on a busy machine ({'; '.join(others)}), " if others else ""
+
+
+def _line(machine: str, workload: str, ranks: str, findings: list[Finding], others: list) -> str:
+    """One verdict line; `others`: what other processes took while a busy machine measured these findings."""
     scaled = [f for f in findings if f.efficiency is not None]
+    busy = _busy(others)
+    quiet = " Rerun on a quiet machine for this machine's own figures." if others else ""
     if not scaled:
         base = max(findings, key=lambda f: f.global_batch)
         step = f"step {base.step_s * 1e3:.4g} ms at global batch {base.global_batch}"
         if base.ranks.startswith("1 "):
-            return f"{machine} — {workload}: only {base.ranks} ran, so no link to judge ({step}); run it on 2 or more to answer."
-        return (f"{machine} — {workload}, {ranks} over {_link(base)}: no scaling to judge ({step}): these bundles hold no "
+            return f"{machine} — {workload}: only {base.ranks} ran, so no link to judge ({busy}{step}); run it on 2 or more to answer."
+        return (f"{machine} — {workload}, {ranks} over {_link(base)}: no scaling to judge ({busy}{step}): these bundles hold no "
                 "1-rank run of the same shape to set it against; run world size 1 beside it.")
     head = _headline(scaled)
-    text = f"{machine} — {workload}, {ranks} over {_link(head)}: {judged(head)}, {_lost(head)} of the training throughput{head.flags}"
+    text = (f"{machine} — {workload}, {ranks} over {_link(head)}: {busy}{judged(head)}, {_lost(head)} of the training "
+            f"throughput{head.flags}")
     if head.exposed_s is not None:
         text += f"; {_exposed(head)} per step is exposed communication"
     same = sorted((f for f in scaled if f.series == head.series and f.predicted == head.predicted and f is not head),
@@ -131,10 +148,10 @@ def _line(machine: str, workload: str, ranks: str, findings: list[Finding]) -> s
         text += f" Over {_link(other)}: {verdict(other.lost)}, {_lost(other)}{other.flags} (global batch {other.global_batch})."
     for note in head.notes:
         text += f" {note}"
-    return text
+    return text + quiet
 
 
-def _table(findings: list[Finding]) -> Table:
+def _table(findings: list[Finding], ranks: Ranks) -> Table:
     rows = []
     for f in findings:
         scaled = f.efficiency is not None
@@ -142,7 +159,8 @@ def _table(findings: list[Finding]) -> Table:
                      _interval(f.efficiency) + f.flags if scaled else "-",
                      f"{judged(f)}: {_lost(f)}" if scaled else ("no link (1 rank)" if f.ranks.startswith("1 ") else "no baseline"),
                      _exposed(f)])
-    return Table(["host · GPUs and link", "workload", "ranks", "link NCCL used", "global batch", f"scaling % [{LEVEL_LABEL}]",
+    machine, link = ("host · hardware", "transport used") if ranks.cpu else ("host · GPUs and link", "link NCCL used")
+    return Table([machine, "workload", "ranks", link, "global batch", f"scaling % [{LEVEL_LABEL}]",
                   "verdict: throughput lost", "exposed communication of step"], rows)
 
 
@@ -161,21 +179,33 @@ def section(comparison: Comparison, plot, colours: dict) -> list:
     # Hosts of one bundle that are one machine ran at the same time: nothing below is that machine's alone.
     blocks = [Heading(2, TITLE), *(Paragraph(f"Bundle {bundle['run_id']}: {line}.", warning=True)
                                    for bundle in comparison.bundles for line in shared_machine.warnings(bundle["hosts"]))]
+    busy = {entry.series for entry in comparison.runs if entry.series.busy}
+    apart = [Paragraph(BUSY_APART, warning=True)] if busy else []
     if not findings:
         training = sorted(name for name in suites.names() if isinstance(suites.get(name), TrainingSuite))
         return blocks + [Paragraph(
             f"No training run in these bundles (suites {', '.join(training)}): nothing says how much the link costs "
             "training. Run a plan that trains (quick, seed000, seed001, seed001-sharded or seed002); the sections below "
-            "show what the links themselves do.", warning=True)]
+            "show what the links themselves do.", warning=True)] + apart
     groups = defaultdict(list)
     for f in findings:
         groups[(f.series.machine, f.workload, f.ranks)].append(f)
-    lines = [_line(machine, workload, ranks, mine) for (machine, workload, ranks), mine in sorted(groups.items())]
-    blocks += [Paragraph(THRESHOLDS), Bullets(lines), _table(sorted(findings, key=_order))]
+    lines = [_line(machine, workload, ranks, mine, _others(comparison, {f.series for f in mine} & busy))
+             for (machine, workload, ranks), mine in sorted(groups.items())]
+    blocks += [Paragraph(thresholds(comparison.ranks)), Bullets(lines), _table(sorted(findings, key=_order), comparison.ranks), *apart]
     for part in parts:
         if hasattr(part, "answer_plots"):
             blocks += part.answer_plots(comparison, plot, colours)
     return blocks
+
+
+def _others(comparison: Comparison, series: set) -> list[str]:
+    """What other processes took while the runs of these (busy) series ran: the CPU's share, the GPUs they were on."""
+    entries = [entry for entry in comparison.runs if entry.series in series]
+    shares = [entry.others_share for entry in entries if shared_machine.busy(entry.others_share)]
+    held = sorted({gpu for entry in entries for gpu in shared_machine.gpus_held(entry.host.fingerprint)})
+    return ([f"others took {shared_machine.taken(shares)} of the CPU"] if shares else []) + (
+        [f"other processes were on {', '.join(held)}"] if held else [])
 
 
 def _order(f: Finding) -> tuple:

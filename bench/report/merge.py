@@ -2,8 +2,9 @@
 
 A series is what one line, bar or table row of the report stands for: a host (by the name its
 hosts file gave it), its GPUs and link (bench.common.links.link_summary of its fingerprint) and
-the transport the run really used. Runs of the same series from different bundles pool their
-samples. With many hosts (a community's collection of bundles) the report groups by GPUs and
+the transport the run really used, and whether others were using the machine while it ran (a busy
+machine's figures are kept apart from a quiet one's). Runs of the same series from different
+bundles pool their samples. With many hosts (a community's collection of bundles) the report groups by GPUs and
 link instead, so that a plot keeps a legend a reader can follow.
 """
 
@@ -13,12 +14,24 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from bench import suites
+from bench.common import shared_machine
 from bench.common.links import link_summary
-from bench.common.shared_machine import machine
 from bench.common.transports import setting_key
 
 MAX_HOST_SERIES = 12
 MISMATCH = "⚠ transport mismatch"
+
+
+@dataclass(frozen=True)
+class Ranks:
+    """What a report calls its ranks: GPUs; where no host has one, processes (gloo's ranks compute on the CPU)."""
+
+    one: str
+    many: str
+    cpu: bool
+
+
+GPU_RANKS, CPU_RANKS = Ranks("GPU", "GPUs", False), Ranks("process", "processes", True)
 
 
 @dataclass(frozen=True, order=True)
@@ -27,10 +40,12 @@ class Series:
     hardware: str  # HostEntry.hardware: "2x RTX 4090, PCIe 4.0 x4"
     transport: str  # "default via P2P", "p2p_off via SHM", "default (gloo)", "socket via NET/Socket+P2P, 2 emulated nodes x 2, tree"
     mismatch: bool  # the transport NCCL used is not the one the preset asked for
+    busy: bool = False  # others took more than shared_machine.BUSY_ABOVE_FRACTION of the CPU during the run or its baseline, or were on its GPUs
 
     @property
     def machine(self) -> str:
-        return f"{self.host} · {self.hardware}" if self.host else self.hardware
+        name = f"{self.host} · {self.hardware}" if self.host else self.hardware
+        return f"{name} (busy)" if self.busy else name
 
     @property
     def transport_label(self) -> str:
@@ -80,6 +95,17 @@ class RunEntry:
         found = self.run["metrics"].get(metric)
         return found["samples"] if found else []
 
+    @property
+    def others_share(self) -> "float | None":
+        """The largest CPU share other processes took while this run or its baseline ran (None: not recorded)."""
+        return _others_share(self.host.host, [self.run, self.baseline])
+
+
+def _others_share(host: dict, runs: list) -> "float | None":
+    launches = {run["launch_id"] for run in runs if run is not None}
+    shares = [launch.get("cpu_taken_by_others_fraction") for launch in host["launches"] if launch["id"] in launches]
+    return max((share for share in shares if share is not None), default=None)
+
 
 @dataclass
 class Comparison:
@@ -97,7 +123,11 @@ class Comparison:
         """How many distinct machines the hosts are: bundles of one box, or two hosts-file entries for it,
         count once (by the fingerprint's host name hash, CPU and memory); a host without a fingerprint
         counts as a machine of its own."""
-        return len({machine(host.host["fingerprint"]) or id(host) for host in self.hosts})
+        return len({shared_machine.machine(host.host["fingerprint"]) or id(host) for host in self.hosts})
+
+    @property
+    def ranks(self) -> Ranks:
+        return GPU_RANKS if any(host.link.get("gpu_count") for host in self.hosts) else CPU_RANKS
 
 
 def configuration(run: dict) -> tuple:
@@ -136,13 +166,14 @@ def merge(bundles: list[dict], group_by: str = "auto") -> Comparison:
                 found.update(suites.get(name).baselines(host["runs"]))
             tagged += [(entry, run, found.get(id(run))) for run in host["runs"]]
 
-    def series(entry: HostEntry, run: dict, by_host: bool) -> Series:
+    def series(entry: HostEntry, run: dict, base: "dict | None", by_host: bool) -> Series:
         return Series(entry.name if by_host else "", entry.hardware, suites.get(run["suite"]).link_name(run),
-                      not run["transport"]["matches_preset"])
+                      not run["transport"]["matches_preset"],
+                      shared_machine.busy(_others_share(entry.host, [run, base])) or bool(shared_machine.gpus_held(entry.fingerprint)))
 
     if group_by == "auto":
-        group_by = "host" if len({series(e, r, True) for e, r, _ in tagged}) <= MAX_HOST_SERIES else "hardware"
-    entries = [RunEntry(e, r, series(e, r, group_by == "host"), base) for e, r, base in tagged]
+        group_by = "host" if len({series(e, r, b, True) for e, r, b in tagged}) <= MAX_HOST_SERIES else "hardware"
+    entries = [RunEntry(e, r, series(e, r, base, group_by == "host"), base) for e, r, base in tagged]
 
     measured_in = defaultdict(set)
     for entry in entries:

@@ -28,6 +28,10 @@ def section(comparison: Comparison) -> list:
     judged = [(entry, found) for entry in comparison.runs for found in judgements(entry.run, entry.host.fingerprint)]
     if not judged:
         return []
+    if comparison.ranks.cpu:
+        return [Heading(2, "Is my number normal?"), Paragraph(
+            "The expected ranges (bench/common/reference.py) are per accelerator model and link, so none holds the "
+            f"{len(judged)} judged figure(s) of these CPU runs: set them against a run of the same plan on another CPU.")]
     verdicts = Counter(found.verdict for _, found in judged)
     rows = [[entry.host.name, run_label(entry.run), entry.series.transport_label, _value(found), found.expected(),
              found.verdict + (" ⚠" if found.verdict == "below" else ""), found.why or "-"]

@@ -68,7 +68,12 @@ def series_cells(entries: list[RunEntry]) -> list[str]:
     series = entries[0].series
     hosts = sorted({e.host.name for e in entries})
     host = series.host or (hosts[0] if len(hosts) == 1 else f"{len(hosts)} hosts")
-    return [host, series.hardware, series.transport_label]
+    return [f"{host} (busy)" if series.busy else host, series.hardware, series.transport_label]
+
+
+def hardware_header(comparison: Comparison) -> str:
+    """The column series_cells fills with a host's hardware: its GPUs and link, or where no host has a GPU, its CPU."""
+    return "hardware" if comparison.ranks.cpu else "GPUs and link"
 
 
 def bundles_cell(entries: list[RunEntry]) -> str:
@@ -117,6 +122,8 @@ def measured_hosts(comparison: Comparison) -> list[HostEntry]:
 
 
 def hosts_table(comparison: Comparison) -> Table:
+    if comparison.ranks.cpu:
+        return _cpu_hosts_table(comparison)
     rows = []
     for host in measured_hosts(comparison):
         fp, raw = host.fingerprint, host.host
@@ -131,6 +138,19 @@ def hosts_table(comparison: Comparison) -> Table:
         ])
     return Table(["host (labels)", "bundle", "status", "GPU", "count", "link", "PCIe in use (max)", "driver", "torch",
                   "NCCL", "image", "ddpbench"], rows)
+
+
+def _cpu_hosts_table(comparison: Comparison) -> Table:
+    """The hosts where none has a GPU: each one's CPU, its cores and its software."""
+    rows = []
+    for host in measured_hosts(comparison):
+        fp, raw = host.fingerprint, host.host
+        cpu = fp.get("cpu") or {}
+        status = raw["status"] + (f": {raw['error']}" if raw.get("error") else "")
+        rows.append([host.name + (f" ({', '.join(raw['labels'])})" if raw["labels"] else ""), host.run_id, status,
+                     str(cpu.get("model") or "-"), str(cpu.get("logical_cpus") or "-"),
+                     str((fp.get("software") or {}).get("torch") or "-"), _digest(fp), host.tool_version])
+    return Table(["host (labels)", "bundle", "status", "CPU", "cores", "torch", "image", "ddpbench"], rows)
 
 
 # --- Implausible figures ------------------------------------------------------------------

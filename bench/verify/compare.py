@@ -15,6 +15,7 @@ import statistics
 from dataclasses import asdict, dataclass, field, replace
 
 from bench import suites
+from bench.common import shared_machine
 from bench.common.protocol import parse_launch_id
 from bench.common.stats import Spread, cv, family_level, percent, ratio_of_pooled_medians
 from bench.common.transports import nccl_algorithms, setting_key, with_setting
@@ -218,17 +219,12 @@ def why_inconclusive(ratio: Spread, tolerance: float, level: float, original: "l
                                f"{settle}: raise the entry's repetitions or steps"), floor
 
 
-# Above this share of the machine's CPU taken by other processes during either run, a difference
-# outside the band may be theirs: the verdict says so instead of "slower" or "faster".
-BUSY_MACHINE_FRACTION = 0.10
-
-
 def _busy(shares: tuple) -> "str | None":
     """Why a difference cannot be put down to the machine, if others used it during either run."""
-    sides = [f"{name} {share:.0%}" for name, share in zip(("original", "new"), shares) if share is not None and share > BUSY_MACHINE_FRACTION]
+    sides = [f"{name} {share:.0%}" for name, share in zip(("original", "new"), shares) if shared_machine.busy(share)]
     if not sides:
         return None
-    return (f"other processes took {' and '.join(sides)} of the machine's CPU while it ran (above {BUSY_MACHINE_FRACTION:.0%}): "
+    return (f"other processes took {' and '.join(sides)} of the machine's CPU while it ran (above {shared_machine.BUSY_ABOVE_FRACTION:.0%}): "
             f"the difference may be theirs; rerun on an otherwise idle machine to settle it")
 
 

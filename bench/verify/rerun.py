@@ -28,7 +28,7 @@ from bench.errors import UserError
 from bench.verify.compare import match_hosts
 from bench.verify.machines import image_ref
 from bench.verify.scope import Estimate, Scope, comparable_part, estimate, unused_hosts
-from bench.verify.signing import Signature, check_signature
+from bench.verify.signing import Signature, check_key, check_signature, sign
 from bench.verify.verdict import left_out_name
 
 
@@ -98,13 +98,16 @@ def _within_bound(cost: Estimate, max_hours: float, assume_yes: bool, ask: "Call
 
 def verify(bundle_path: Path, hosts_path: Path, out_root: Path, *, image: "str | None", tolerances: dict,
            host_map: dict, allowed_signers: "Path | None", require_signature: bool, max_hours: float,
-           assume_yes: bool = False, ask: "Callable[[str], bool] | None" = None,
+           key: "Path | None" = None, assume_yes: bool = False, ask: "Callable[[str], bool] | None" = None,
            announce: Callable[[str], None] = print) -> Verified:
     """Rerun the part of the bundle these hosts can compare, and judge it. `announce` gets what
     is left out, what the plan will run (its environment included) and the estimate before
-    anything runs; a rerun estimated past max_hours needs assume_yes or `ask` to say yes."""
+    anything runs; a rerun estimated past max_hours needs assume_yes or `ask` to say yes. With `key`,
+    the new bundle is signed and its signature judged by the rule the original's is (allowed_signers)."""
     original = read_bundle(bundle_path)
     signature = check_signature(bundle_path, allowed_signers, require_signature)
+    if key is not None:
+        check_key(key, allowed_signers)
     plan = plans.check(original["plan"], f"{bundle_path}: plan")
     inventory = load_hosts(hosts_path)
     pairs, rule = match_hosts([h["name"] for h in original["hosts"]], [h.name for h in inventory.hosts], host_map)
@@ -123,5 +126,8 @@ def verify(bundle_path: Path, hosts_path: Path, out_root: Path, *, image: "str |
     announce(f"verify: {cost.text}")
     _within_bound(cost, max_hours, assume_yes, ask)
     path, new = execute(rerun_inventory, scope.plan, out_root, verification=verification)
-    result, text, verdict_paths = judge(original, signature, new, Signature("unsigned"), tolerances, host_map, path.parent)
+    if key is not None:
+        sign(path, key)
+    new_signature = check_signature(path, allowed_signers, False) if key is not None else Signature("unsigned")
+    result, text, verdict_paths = judge(original, signature, new, new_signature, tolerances, host_map, path.parent)
     return Verified(result, text, path, new, verdict_paths)

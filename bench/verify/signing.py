@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,19 +37,39 @@ def _last_line(done: subprocess.CompletedProcess) -> str:
     return last_line((done.stderr or b"").decode(errors="replace")) or f"ssh-keygen exited with status {done.returncode}"
 
 
-def sign(bundle_path: Path, key: Path) -> Path:
-    """Write BUNDLE.sig; a bundle that fails its own checks is not signed."""
-    read_bundle(bundle_path)
+def _signature(data: bytes, key: Path, what: str) -> str:
     if not key.is_file():
         raise UserError(f"--key {key}: no such private key; give the key you publish with, e.g. ~/.ssh/id_ed25519")
     # Signing standard input writes the signature to standard output: no overwrite prompt, and the
     # old signature stays until the new one is complete. ssh-keygen asks a passphrase on the terminal.
-    done = _ssh_keygen(["sign", "-f", str(key), "-n", NAMESPACE], stdin=bundle_path.read_bytes(), timeout_s=None)
+    done = _ssh_keygen(["sign", "-f", str(key), "-n", NAMESPACE], stdin=data, timeout_s=None)
     if done.returncode != 0 or not done.stdout:
-        raise UserError(f"{bundle_path}: ssh-keygen could not sign with {key} ({_last_line(done)}); check the key and its passphrase")
+        raise UserError(f"{what}: ssh-keygen could not sign with {key} ({_last_line(done)}); check the key and its passphrase")
+    return done.stdout.decode("ascii")  # an SSH signature is armored ASCII
+
+
+def sign(bundle_path: Path, key: Path) -> Path:
+    """Write BUNDLE.sig; a bundle that fails its own checks is not signed."""
+    read_bundle(bundle_path)
     path = signature_path(bundle_path)
-    write_text(path, done.stdout.decode("ascii"))  # an SSH signature is armored ASCII
+    write_text(path, _signature(bundle_path.read_bytes(), key, str(bundle_path)))
     return path
+
+
+def check_key(key: Path, allowed_signers: "Path | None") -> None:
+    """Before a rerun that signs its bundle with `key`: the key signs, and where allowed signers are
+    given, it is one of theirs, so the new bundle's signature passes the rule the original's does."""
+    with tempfile.TemporaryDirectory() as folder:
+        probe = Path(folder) / "probe.sig"
+        probe.write_text(_signature(b"ddpbench key check", key, f"--key {key}"))
+        if allowed_signers is None:
+            return
+        if not allowed_signers.is_file():
+            raise UserError(f"--allowed-signers {allowed_signers}: no such file; give the allowed signers file of the keys you trust")
+        done = _ssh_keygen(["find-principals", "-s", str(probe), "-f", str(allowed_signers)])
+    if done.returncode != 0 or not done.stdout.split():
+        raise UserError(f"--key {key} is not a key {allowed_signers} lists, so the new bundle's signature would not pass "
+                        "--allowed-signers; add its public key there or sign with a key it lists")
 
 
 @dataclass(frozen=True)

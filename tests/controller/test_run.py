@@ -59,10 +59,27 @@ def test_summary_matches_samples(quick_bundle):
     assert summary["median"] == pytest.approx((samples[middle - 1] + samples[middle]) / 2 if len(samples) % 2 == 0 else samples[middle])
 
 
+def test_a_cpu_run_speaks_of_processes_and_its_cpu(quick_run):
+    folder = quick_run[1].parent
+    md = (folder / "report.md").read_text()
+    figures = {svg.name: svg.read_text() for svg in folder.glob("*.svg")}
+    for name, text in {"report.md": md, **figures}.items():
+        said = [word for word in ("GPU", "NVLink", "NCCL") if word in text]
+        assert not said, f"{name} speaks of {said} on a CPU-only run"
+    assert "| host · hardware | workload | ranks | transport used |" in md
+    assert "| host (labels) | bundle | status | CPU | cores | torch | image | ddpbench |" in md
+    assert any("predicted · nvlink4 · 2 processes" in text for text in figures.values())
+    predicted = cli("predict", quick_run[1])
+    assert predicted.returncode == 0, predicted.stderr
+    assert "its ranks trained on this CPU (processes over gloo), so the compute of every prediction is this CPU's" in predicted.stdout
+    measured = {row.split(" | ")[5] for row in predicted.stdout.splitlines() if "| measured run |" in row}
+    assert measured == {f"measured: default, launch repeat {n}" for n in (1, 2, 3)}
+
+
 def test_report_has_tables_and_busbw_plot(quick_run):
     report = (quick_run[1].parent / "report.md").read_text()
-    assert "| host | GPUs and link | transport | op | dtype |" in report and "all_reduce" in report
-    assert "| host | GPUs and link | transport | model |" in report and "tiny" in report
+    assert "| host | hardware | transport | op | dtype |" in report and "all_reduce" in report
+    assert "| host | hardware | transport | model |" in report and "tiny" in report
     assert "![Bus bandwidth against message size](busbw.png)" in report
     assert (quick_run[1].parent / "busbw.png").stat().st_size > 10_000
     assert (quick_run[1].parent / "report.html").exists()

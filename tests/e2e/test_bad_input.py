@@ -64,6 +64,17 @@ def test_missing_hosts_file(tmp_path):
     assert_one_line_error(cli("run", "--hosts", str(tmp_path / "nope.yaml")), "nope.yaml: no such hosts file")
 
 
+def test_an_empty_hosts_file_is_named_with_the_fix(write):
+    hosts = write("empty.yaml", "# nothing yet\n")
+    assert_one_line_error(cli("run", "--hosts", str(hosts)), f"{hosts}: empty (no YAML value in it); write the hosts file "
+                          "there, starting from a copy of hosts/local.yaml")
+
+
+def test_a_shipped_plan_given_as_a_file_name_gets_its_name(tmp_path):
+    assert_one_line_error(cli("run", "--plan", "quick.yaml", "--out", tmp_path / "results"),
+                          "quick.yaml: no such plan file; the shipped plan of that name is --plan quick")
+
+
 def test_plan_unknown_suite(write):
     plan = write("plan.yaml", QUICK_PLAN.replace("suite: collectives", "suite: allreduce"))
     assert_one_line_error(cli("run", "--plan", str(plan)), str(plan), "field suites[0].suite", "'allreduce'", "fix the plan")

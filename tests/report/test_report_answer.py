@@ -94,14 +94,14 @@ def test_each_line_of_the_answer_is_the_bundles_figures(fleet, fleet_report, nam
 def test_the_real_cpu_run_is_answered_in_processes_with_its_own_derived_figures(fleet, fleet_report):
     doc = json.loads(fleet["cpu"].read_text())
     answer = _section((fleet_report / "report.md").read_text(), TITLE)
-    rows = {row[4]: row for row in _rows(answer) if row[0] == "local · no GPU"}
+    rows = {row[4]: row for row in _rows(answer) if row[0] == "local · CPU only"}
     for run in (r for r in _ddp(doc) if r["world_size"] == 2):
         row = rows[str(run["params"]["global_batch"])]
         assert row[2:4] == ["2 processes", "default (gloo)"]
         derived = run["derived"]
         assert row[5].startswith(f"{derived['scaling_efficiency_fraction'] * 100:.1f}% [")
         assert row[7].startswith(f"{derived['exposed_comm_s'] * 1e3:.3g} of ")
-    assert re.search(r"^- local · no GPU — tiny fp32, 2 processes over default \(gloo\): ", answer, re.M)
+    assert re.search(r"^- local · CPU only — tiny fp32, 2 processes over default \(gloo\): ", answer, re.M)
 
 
 def test_one_gpu_only_says_there_is_no_link_to_judge(real_bundle, tmp_path):
@@ -147,3 +147,37 @@ def test_a_multi_gpu_run_without_a_baseline_says_what_is_missing(real_bundle, tm
             in answer)
     assert "these bundles hold no 1-rank run of the same shape to set it against; run world size 1 beside it." in answer
     assert "| no baseline |" in answer
+
+
+def test_a_busy_bundle_is_kept_apart_from_a_quiet_one_of_the_same_machine(real_bundle, tmp_path):
+    busy = json.loads(json.dumps(real_bundle))
+    busy["run_id"] = busy["run_id"][:-6] + "b0b0b0"
+    for launch in busy["hosts"][0]["launches"]:
+        launch["cpu_taken_by_others_fraction"] = 0.6
+    paths = [write(tmp_path / "quiet.json", real_bundle),
+             write(tmp_path / "busy.json", seal({k: v for k, v in busy.items() if k != "sha256"}))]
+    assert main(["report", *map(str, paths), "--out", str(tmp_path / "out")]) == 0
+    md = (tmp_path / "out" / "report.md").read_text()
+    answer = _section(md, TITLE)
+    assert re.search(r"^- local · CPU only — tiny fp32, 2 processes over default \(gloo\): (negligible|noticeable|severe)", answer, re.M)
+    assert re.search(r"^- local · CPU only \(busy\) — tiny fp32, 2 processes over default \(gloo\): measured on a busy machine "
+                     r"\(others took 60% of the CPU\), (negligible|noticeable|severe).* Rerun on a quiet machine for this "
+                     r"machine's own figures\.$", answer, re.M)
+    assert "every table and figure keeps them apart from the quiet runs of the same machine" in answer
+    # Each bundle's all-reduce samples stand in a row of their own: none pools the two.
+    rows = [line for line in md.splitlines() if "| all_reduce | float32 | in | 2 | 4 KiB |" in line]
+    assert sorted(row.split(" | ")[0] for row in rows) == ["| local", "| local (busy)"]
+    assert all(row.endswith(" | 1 |") for row in rows)
+
+
+def test_a_gpu_others_were_on_marks_the_answer(real_bundle, tmp_path):
+    doc = make_variant(real_bundle, "shared-gpu", hardware="h200-nvlink")
+    held = [{"pid": 4242, "used_memory_bytes": 3 * 2**30}]
+    doc["hosts"][0]["fingerprint"]["health"] = {"source": "nvml", "gpus": [
+        {"index": i, "memory_used_bytes": None, "processes": held if i == 0 else [], "ecc_uncorrected_volatile": None,
+         "ecc_corrected_volatile": None, "retired_pages_pending": None, "row_remap_pending": None, "row_remap_failed": None,
+         "power_limit_w": None, "power_limit_default_w": None, "sm_clock_idle_mhz": None, "clock_reasons_idle": None}
+        for i in range(2)]}
+    answer = _answer_of(doc, tmp_path)
+    assert re.search(r"^- shared-gpu · 2x H200, NVLink NV18 \(busy\) — tiny fp32, 2 GPUs over default via P2P: measured on a "
+                     r"busy machine \(other processes were on GPU0 \(1 process, 3\.0 GiB\)\), ", answer, re.M)

@@ -69,7 +69,7 @@ def test_hosts_table_summarizes_each_fingerprint(report):
     host, bundle, status, gpu, count, link, pcie, driver, torch, nccl, image, version = rows["rig-3090 (rig-3090 (edited copy of a CPU run))"]
     assert (gpu, count, link) == ("NVIDIA GeForce RTX 3090", "2", "NVLink NV4 (56.25 GB/s peak)")
     assert (pcie, driver, nccl, image) == ("4.0 x16 (max 4.0 x16)", "550.54.15", "2.21.5", "sha256:ab12ab12ab12")
-    assert rows["local (this machine)"][3:6] == ["none", "0", "no GPU"]
+    assert rows["local (this machine)"][3:6] == ["none", "0", "CPU only"]
 
 
 def test_tables_give_median_spread_and_n_and_flag_the_transport_mismatch(report, fleet):
@@ -241,7 +241,9 @@ def test_implausible_figures_are_flagged_beside_them_with_their_likely_cause(rea
     path = write(tmp_path / "too-good.json", seal(doc))
     assert main(["report", str(path), "--out", str(tmp_path / "out")]) == 0
     md = (tmp_path / "out" / "report.md").read_text()
-    rows = [[cell.strip() for cell in line.strip("|").split(" | ")] for line in md.splitlines() if line.startswith("| too-good |")]
+    # Its 1-rank runs were measured on a busy machine: the 2-rank runs scaled against them are marked (busy) too.
+    rows = [[cell.strip() for cell in line.strip("|").split(" | ")] for line in md.splitlines()
+            if line.startswith(("| too-good |", "| too-good (busy) |"))]
     ddp_rows = [row for row in rows if row[3] == "tiny" and row[5] == "2 GPUs"]
     assert ddp_rows and all(row[11].startswith("200.0% [") and row[11].endswith(" ⚠ negative_exposed_comm, scaling_above_perfect")
                             for row in ddp_rows)
@@ -333,3 +335,23 @@ def test_collectives_runs_show_their_data_over_nvlink_and_the_report_states_the_
     assert [row[3:] for row in rows] == [[f"GPU{i}", "4 KiB / 4 KiB", f"{human_bytes(size)} / {human_bytes(size)}",
                                           f"{human_bytes(size)}, over NVLink", "no"] for i in (0, 1)]
     assert "The sampler itself used 25 ms of CPU a second." in md
+
+
+def test_report_writes_into_report_by_default(real_bundle, tmp_path):
+    path = write(tmp_path / "bundle.json", real_bundle)
+    done = ddpbench("report", path, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "report" / "report.md").is_file() and (tmp_path / "report" / "report.html").is_file()
+
+
+def test_a_pair_much_slower_one_way_is_flagged_with_its_samples(real_bundle, tmp_path):
+    doc = json.loads(json.dumps(real_bundle))
+    for run in doc["hosts"][0]["runs"]:
+        if run["suite"] == "collectives" and run["params"]["op"] == "sendrecv":
+            gbps = [1.0, 1.1, 0.9] if run["params"]["src_rank"] == 1 else [0.4, 0.44, 0.36]
+            run["metrics"]["busbw_gbps"] = metric(gbps)
+    path = write(tmp_path / "asymmetric.json", seal({k: v for k, v in doc.items() if k != "sha256"}))
+    assert main(["report", str(path), "--out", str(tmp_path / "out")]) == 0
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert ("local · CPU only · default (gloo), float32 256 KiB: 0 → 1 at 0.4 GB/s is 2.5x slower than 1 → 0 at 1 GB/s "
+            "(n=3 and n=3 samples); their p5-p95 do not overlap.") in md

@@ -46,7 +46,7 @@ def test_busbw_plot_has_a_line_per_host_and_transport_and_the_link_peaks(compari
     assert "bus bandwidth (GB/s" in ax.get_ylabel()
     assert "bus bandwidth against message size" in ax.get_title().lower()
     legend = legend_texts(fig)
-    assert "local · no GPU · default (gloo)" in legend
+    assert "local · CPU only · default (gloo)" in legend
     assert "rig-3090 · 2x RTX 3090, NVLink NV4 · default via P2P" in legend
     assert "rig-4090 · 2x RTX 4090, PCIe 4.0 x4 · default via P2P" in legend
     assert "rig-4090 · 2x RTX 4090, PCIe 4.0 x4 · p2p_off via P2P ⚠ transport mismatch" in legend
@@ -80,8 +80,8 @@ def test_per_sample_plot_is_seed_000s_figure_with_dashed_baselines(comparison, c
     assert "tiny, fp32" in ax.get_title()
     legend = legend_texts(fig)
     assert "rig-3090 · 2x RTX 3090, NVLink NV4 · default via P2P · 2 GPUs" in legend
-    assert "local · no GPU · default (gloo) · 2 processes" in legend  # a CPU's ranks are processes, not GPUs
-    assert {"local · no GPU · 1 process (baseline)", "rig-3090 · 2x RTX 3090, NVLink NV4 · 1 GPU (baseline)",
+    assert "local · CPU only · default (gloo) · 2 processes" in legend  # a CPU's ranks are processes, not GPUs
+    assert {"local · CPU only · 1 process (baseline)", "rig-3090 · 2x RTX 3090, NVLink NV4 · 1 GPU (baseline)",
             "rig-4090 · 2x RTX 4090, PCIe 4.0 x4 · 1 GPU (baseline)"} <= set(legend)
     drawn = [line for line in ax.lines if len(line.get_xdata()) == 2 and line.get_linestyle() != "None"]
     dashed = [line for line in drawn if line.get_linestyle() == "--"]
@@ -163,7 +163,7 @@ def test_p2p_heatmap_beside_the_topology_matrix(comparison):
     assert colour_bar.get_ylabel() == "send/recv bandwidth (GB/s)"
     assert [t.get_text() for t in topology.texts].count("NV4") == 2
     assert "rig-3090" in fig._suptitle.get_text()
-    cpu = CP.p2p_figure(matrices["no GPU"])
+    cpu = CP.p2p_figure(matrices["CPU only"])
     assert "no topology matrix in the fingerprint" in cpu.axes[1].texts[0].get_text()
 
 

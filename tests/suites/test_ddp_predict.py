@@ -98,8 +98,9 @@ def test_predict_prints_every_link_with_samples_per_dollar_and_the_error_table(t
     assert done.returncode == 0, done.stderr
     assert "### What link do I need?" in done.stdout and "samples/$" in done.stdout
     rows = [line.split(" | ") for line in done.stdout.splitlines() if line.startswith("| local |")]
-    assert {(row[4], row[5]) for row in rows} == {("1 node x 4 GPUs", "pcie4-x4-host"), ("1 node x 4 GPUs", "25,10"),
-                                                  ("2 nodes x 2 GPUs", "pcie4-x16-p2p+eth-100g")}
+    # A CPU bundle: its ranks, and the predicted ones computing as fast, are processes.
+    assert {(row[4], row[5]) for row in rows} == {("1 node x 4 processes", "pcie4-x4-host"), ("1 node x 4 processes", "25,10"),
+                                                  ("2 nodes x 2 processes", "pcie4-x16-p2p+eth-100g")}
     (host,) = predict([bundle], ["pcie4-x4-host"], gpus=4)
     for p in host.predicted:
         assert p.samples_per_dollar == pytest.approx(p.samples_per_s * 3600 / 1.25)
@@ -113,7 +114,7 @@ def test_the_report_draws_each_links_line_and_the_error_table(two_ranks, tmp_pat
     assert done.returncode == 0, done.stderr
     text = (tmp_path / "report.md").read_text()
     assert "### What link do I need?" in text and "### Predicted against measured" in text and "samples/$" in text
-    assert "predicted from the 1-GPU timeline ms (error)" in text
+    assert "predicted from the 1-process timeline ms (error)" in text  # a CPU run: its ranks are processes
     assert (tmp_path / "per-sample-tiny-fp32-s64-mb2.svg").read_text().count("predicted · ") == 8  # one per report link
 
 

@@ -597,3 +597,16 @@ def test_one_rank_busbw_is_not_comparable_and_says_why(steady, tmp_path):
     assert by_suite["collectives"]["verdict"] == "not comparable"
     assert "one rank sends nothing over a link, so its busbw is 0 by definition" in by_suite["collectives"]["reason"]
     assert by_suite["ddp"]["verdict"] == "reproduced" and "PASS" in done.stdout
+
+
+def test_verify_signs_its_new_bundle_and_checks_it_by_the_original_s_rule(steady, hosts_file, keys, tmp_path):
+    one_line_error(ddpbench("verify", steady, "--hosts", hosts_file, "--key", keys["mallory"], "--allowed-signers",
+                            keys["allowed"], "--out", tmp_path / "never"), "--key", "is not a key", "allowed_signers")
+    assert not (tmp_path / "never").exists()  # refused before anything ran
+    done = ddpbench("verify", steady, "--hosts", hosts_file, "--key", keys["alice"], "--allowed-signers", keys["allowed"],
+                    "--tolerance", HONEST_TOLERANCE, "--out", tmp_path / "out")
+    assert done.returncode in (0, 1, 3), done.stdout + done.stderr
+    (new_path,) = (tmp_path / "out").glob("*/bundle.json")
+    assert new_path.with_name("bundle.json.sig").read_text().startswith("-----BEGIN SSH SIGNATURE-----")
+    new_line = next(line for line in done.stdout.splitlines() if line.startswith("- new: run "))
+    assert "signed by alice@example.org (ED25519 SHA256:" in new_line and new_line.endswith("verified against the allowed signers")

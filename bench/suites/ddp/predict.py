@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from bench.common.allreduce import ALGORITHMS, TABLE, Link, Topology, link, shown, usable_curve
 from bench.common.links import link_summary
 from bench.common.reference import nvlink_row
+from bench.common.transports import on_gpu
 from bench.common.replay import NONE, Bucket, Replayed, buckets_of, Slowdown, Timeline, exposed_only, fitted_slowdown, replay
 from bench.errors import UserError
 from bench.suites.ddp.derived import REDUCE_DTYPES
@@ -45,6 +46,10 @@ NO_OVERLAP_NOTE = ("{model}: its 1-GPU timeline has every gradient bucket ready 
                    "overlap no all-reduce with the backward: on slow links they are upper bounds")
 FALLBACK_NOTE = ("no step timeline in this bundle's runs (recorded since the timeline landed): predictions use the compute "
                  "+ exposed communication model (compute, then every all-reduce, none of it hidden)")
+CPU_NOTE = ("its ranks trained on this CPU (processes over gloo), so the compute of every prediction is this CPU's: each "
+            "link's step is what processes computing as fast as these would take over that link; run the plan on the "
+            "machine you mean to predict for its own compute")
+CHOSEN = "NCCL's choice"  # the algorithm of a run that named none
 MAX_GPUS = 65536
 MAX_GPUS_PER_NODE = 1024
 # Below a tenth of a cent an hour no machine rents: such a price gives no samples per dollar.
@@ -300,6 +305,7 @@ class HostPrediction:
     against: list = field(default_factory=list)  # Against
     notes: list = field(default_factory=list)
     uncurved: set = field(default_factory=set)  # links predicted on without a measured curve
+    cpu: bool = False  # its runs' ranks computed on the CPU (gloo): every prediction's compute is that CPU's
 
     def note(self, line: str) -> None:
         if line not in self.notes:
@@ -566,6 +572,9 @@ def predict_host(host: dict, name: str, specs: list, gpus: "int | None", gpus_pe
             result.note(f"{run_name(run)}: left out: {problem}")
     if not runs:
         return result
+    result.cpu = not any(on_gpu(run) for run in runs)
+    if result.cpu:
+        result.note(CPU_NOTE)
     price = host.get("price_per_hour")
     if price is not None and price < PRICE_FLOOR_PER_HOUR:
         result.note(f"price_per_hour {price:g} USD is below {PRICE_FLOOR_PER_HOUR:g} USD, which no machine rents for: "
@@ -612,14 +621,18 @@ def predict_host(host: dict, name: str, specs: list, gpus: "int | None", gpus_pe
                     continue
                 result.predicted.append(Predicted(name, work, batch, n, spec_name, title, basis, done.step_s, done.exposed_s,
                                                   base_per_sample, price, source, slowdown, shape=topology.shape))
-            for run in runs:
-                if workload_of(run) == work and run["params"]["global_batch"] == batch and run["world_size"] == n:
-                    preset, count = run["transport"]["preset"], _node_count(run, nodes)
-                    shape = Topology(n // count, count).shape if n % count == 0 else f"{count} nodes"
-                    result.predicted.append(Predicted(name, work, batch, n, f"measured: {preset}", f"measured, {preset}",
-                                                      "measured run", _step_median(run), None, base_per_sample, price,
-                                                      measured=run, shape=shape))
-                    result.against.append(_against(name, run, one_gpu, links_here, slowdowns, profiles, durations, nodes))
+            measured = [run for run in runs if workload_of(run) == work and run["params"]["global_batch"] == batch
+                        and run["world_size"] == n]
+            for run in measured:
+                preset, count = run["transport"]["preset"], _node_count(run, nodes)
+                shape = Topology(n // count, count).shape if n % count == 0 else f"{count} nodes"
+                # Launch repeats measure one configuration again: each row says which it is.
+                repeats = sum(other["transport"]["preset"] == preset for other in measured)
+                repeat = f", launch repeat {run.get('repeat', 1)}" if repeats > 1 else ""
+                result.predicted.append(Predicted(name, work, batch, n, f"measured: {preset}{repeat}", f"measured, {preset}{repeat}",
+                                                  "measured run", _step_median(run), None, base_per_sample, price,
+                                                  measured=run, shape=shape))
+                result.against.append(_against(name, run, one_gpu, links_here, slowdowns, profiles, durations, nodes))
     if result.uncurved:
         result.note(f"no measured all_reduce curve, in this bundle or the link table, for {', '.join(sorted(result.uncurved))}: "
                     "their all-reduces follow the busbw and latency given, not a sweep")
@@ -755,7 +768,7 @@ def error_table(found: list[HostPrediction]) -> list[ErrorRow]:
     groups: dict = {}
     for host in found:
         for a in host.against:
-            key = (host.host, a.run["world_size"], a.shape, a.link, a.algorithm or "NCCL's choice")
+            key = (host.host, a.run["world_size"], a.shape, a.link, a.algorithm or CHOSEN)
             groups.setdefault(key, []).append(a)
     return [ErrorRow(*key, len(rows), _errors([a.error(a.from_one_gpu) for a in rows]),
                      _errors([a.error(a.from_own_steps) for a in rows]), _errors([a.error(a.exposed_model) for a in rows]))

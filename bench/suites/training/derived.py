@@ -7,6 +7,7 @@ from __future__ import annotations
 import statistics
 
 from bench import suites
+from bench.common import shared_machine
 from bench.common.stats import LEVEL, ratio_of_medians
 from bench.common.transports import setting_key
 from bench.suites.base import warning
@@ -47,14 +48,14 @@ def curve_of(dtypes: dict, dtype: str) -> list[tuple]:
     return dtypes.get(dtype) or max(dtypes.values(), key=lambda curve: curve[-1][0])
 
 
-UNLIKE_BASELINE = ("the 1-GPU baseline did not get the resources per rank the N-GPU run got (threads, cores, clocks) "
+UNLIKE_BASELINE = ("the 1-rank baseline did not get the resources per rank the N-rank run got (threads, cores, clocks) "
                    "or was not warmed up; or the machine was busy while it ran")
 
 
 def _unlike_baseline(run: dict, baseline: "dict | None", others_share: dict) -> str:
     """The likely cause, with the CPU share other processes took during either run where recorded."""
     busy = [f"{others_share[r['launch_id']]:.0%} of the machine's CPU during the {r['world_size']}-rank run"
-            for r in (baseline, run) if r is not None and (others_share.get(r["launch_id"]) or 0) > 0.1]
+            for r in (baseline, run) if r is not None and shared_machine.busy(others_share.get(r["launch_id"]))]
     return UNLIKE_BASELINE + (f" (other processes took {' and '.join(busy)})" if busy else "")
 
 
@@ -75,6 +76,6 @@ def scaling_warnings(run: dict, baseline: "dict | None", others_share: dict) -> 
         step = median(run, "step_time_s")
         found.append(warning(
             "negative_exposed_comm",
-            f"exposed communication {exposed * 1e3:.4g} ms is negative: the 1-GPU step for the same work per rank "
-            f"({(step - exposed) * 1e3:.4g} ms) is slower than this {run['world_size']}-GPU step ({step * 1e3:.4g} ms)", cause))
+            f"exposed communication {exposed * 1e3:.4g} ms is negative: the 1-rank step for the same work per rank "
+            f"({(step - exposed) * 1e3:.4g} ms) is slower than this {run['world_size']}-rank step ({step * 1e3:.4g} ms)", cause))
     return found

@@ -40,8 +40,10 @@ def section(comparison: Comparison, plot, colours: dict) -> list:
         blocks.append(Heading(3, "Point-to-point bandwidth"))
         for i, matrix in enumerate(largest.values()):
             stem = f"p2p-{i + 1}-{P.slug(matrix.series.label)}"
-            blocks.append(plot(CP.p2p_figure, (matrix,), stem, f"Point-to-point bandwidth, {matrix.series.label}", CP.P2P_CAPTION))
+            blocks.append(plot(CP.p2p_figure, (matrix,), stem, f"Point-to-point bandwidth, {matrix.series.label}",
+                               CP.CPU_P2P_CAPTION if comparison.ranks.cpu else CP.P2P_CAPTION))
         blocks.append(p2p_table(comparison))
+        blocks += [Paragraph(line, warning=True) for line in asymmetric_pairs(CS.p2p_matrices(comparison))]
     return [Heading(2, "Collectives"), *blocks] if blocks else []
 
 
@@ -63,7 +65,7 @@ def collectives_table(comparison: Comparison) -> "Table | None":
                      T.time_spread(time) if time else "-", T.bundles_cell(group)])
     if not rows:
         return None
-    return Table(["host", "GPUs and link", "transport", "op", "dtype", "place", "ranks", "size",
+    return Table(["host", T.hardware_header(comparison), "transport", "op", "dtype", "place", "ranks", "size",
                   "busbw GB/s median [p5, p95]", "algbw GB/s median [p5, p95]", "time median [p5, p95]", "bundles"], rows,
                  lead=len(largest))
 
@@ -78,8 +80,31 @@ def p2p_table(comparison: Comparison) -> "Table | None":
                      T.spread(T.pooled_spread(group, "busbw_gbps")), T.bundles_cell(group)])
     if not rows:
         return None
-    return Table(["host", "GPUs and link", "transport", "ranks", "dtype", "size", "source → destination",
+    return Table(["host", T.hardware_header(comparison), "transport", "ranks", "dtype", "size", "source → destination",
                   "busbw GB/s median [p5, p95]", "bundles"], rows)
+
+
+# A link carries the same bytes either way: a pair this many times slower one way than the other
+# is worth a reader's look (a one-way PCIe switch setting, a NUMA split), or a rerun where the samples are few.
+ASYMMETRIC_AT = 2.0
+
+
+def asymmetric_pairs(matrices: list) -> list[str]:
+    """One line per rank pair whose send/recv one way is ASYMMETRIC_AT times slower than the other way,
+    with the samples each way (n) and whether their p5-p95 overlap."""
+    lines = []
+    for matrix in matrices:
+        for (src, dst), slow in sorted(matrix.cells.items()):
+            fast = matrix.cells.get((dst, src))
+            if fast is None or not slow.median > 0 or fast.median < ASYMMETRIC_AT * slow.median:
+                continue
+            overlap = None not in (slow.high, fast.low) and slow.high >= fast.low
+            settle = ("their p5-p95 overlap, so more samples (the entry's repetitions) tell whether it holds" if overlap
+                      else "their p5-p95 do not overlap")
+            lines.append(f"{matrix.series.label}, {matrix.dtype} {human_bytes(matrix.size_bytes)}: {src} → {dst} at "
+                         f"{slow.median:.3g} GB/s is {fast.median / slow.median:.1f}x slower than {dst} → {src} at "
+                         f"{fast.median:.3g} GB/s (n={slow.n} and n={fast.n} samples); {settle}.")
+    return lines
 
 
 def pairs_blocks(comparison: Comparison) -> list:

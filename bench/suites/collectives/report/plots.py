@@ -8,6 +8,7 @@ from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
+from bench.common.links import CPU_ONLY
 from bench.common.units import human_bytes
 from bench.report import plots as P
 from bench.report.series import Line
@@ -18,6 +19,10 @@ P2P_CAPTION = (
     "Left: send/recv bandwidth from each source rank (row) to each destination rank (column; rank i runs on GPU i), median and "
     "p5-p95 of the samples. Right: the link between the GPUs as `nvidia-smi topo -m` reports it "
     "(NV# = # bonded NVLinks; PIX/PXB = PCIe switches; PHB/NODE = host bridge; SYS = across CPU sockets)."
+)
+CPU_P2P_CAPTION = (
+    "Left: send/recv bandwidth from each source rank (row) to each destination rank (column; each rank a process on this "
+    "CPU, over gloo), median and p5-p95 of the samples. Right: no topology, since the ranks share one CPU's memory."
 )
 
 
@@ -96,17 +101,18 @@ def p2p_figure(matrix: P2PMatrix) -> Figure:
     left.set_xlabel("destination rank")
     left.set_ylabel("source rank")
     left.set_title(f"Measured, {human_bytes(matrix.size_bytes)} {matrix.dtype}", fontsize=10)
-    _topology_panel(right, matrix.topology)
+    _topology_panel(right, matrix.topology, matrix.series.hardware == CPU_ONLY)
     fig.suptitle(f"Point-to-point bandwidth: {matrix.series.label}", fontsize=11)
     return fig
 
 
-def _topology_panel(ax, topology: "dict | None") -> None:
+def _topology_panel(ax, topology: "dict | None", on_cpu: bool) -> None:
     gpus = sorted(topology or {}, key=lambda name: int(name[3:]))
     ax.set_title("Topology (nvidia-smi topo -m)", fontsize=10)
     if not gpus:
         ax.axis("off")
-        ax.text(0.5, 0.5, "no topology matrix in the fingerprint\n(no GPU, or nvidia-smi missing)",
+        why = "the ranks are processes on one CPU" if on_cpu else "no GPU, or nvidia-smi missing"
+        ax.text(0.5, 0.5, f"no topology matrix in the fingerprint\n({why})",
                 ha="center", va="center", fontsize=9, transform=ax.transAxes)
         return
     cells = [[topology[row].get(col, "X") if row != col else "X" for col in gpus] for row in gpus]

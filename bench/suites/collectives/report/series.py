@@ -80,13 +80,13 @@ def p2p_matrices(comparison: Comparison) -> list[P2PMatrix]:
         if entry.run["suite"] == "collectives" and p["op"] == "sendrecv" and entry.samples("busbw_gbps"):
             topology = (entry.host.fingerprint.get("topology") or {}).get("matrix")
             kind = (entry.series.hardware, entry.series.transport, entry.series.mismatch,
-                    json.dumps(topology, sort_keys=True))
+                    json.dumps(topology, sort_keys=True), entry.series.busy)
             key = (kind, entry.run["world_size"], p["dtype"], p["size_bytes"])
             groups[key][(p["src_rank"], p["dst_rank"])] += entry.samples("busbw_gbps")
             hosts[kind].add(entry.host.name)
             topologies[kind] = topology
     return [
-        P2PMatrix(Series(_hosts(hosts[kind]), kind[0], kind[1], kind[2]), ws, dtype, size,
+        P2PMatrix(Series(_hosts(hosts[kind]), kind[0], kind[1], kind[2], kind[4]), ws, dtype, size,
                   {pair: Spread.of(s) for pair, s in cells.items()}, topologies[kind])
         for (kind, ws, dtype, size), cells in sorted(groups.items(), key=lambda item: item[0])
     ]

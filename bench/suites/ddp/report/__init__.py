@@ -24,20 +24,22 @@ from bench.suites.training.report import workload
 
 def section(comparison: Comparison, plot, colours: dict) -> list:
     """The ddp suite's part of a report: scaling, prediction, what each link gives, step times."""
-    bars, predicted = DS.efficiency_bars(comparison), DS.predictions(comparison)
+    bars, predicted, ranks = DS.efficiency_bars(comparison), DS.predictions(comparison), comparison.ranks
     table = ddp_table(comparison, bars, predicted)
     if not table:
         return []
     # The per-sample time x #GPUs opens the report, in its answer (answer.py: findings, answer_plots).
     blocks = [Heading(2, "DDP training"), Heading(3, "Scaling efficiency")]
     if bars:
-        blocks.append(plot(DP.efficiency_figure, (bars, colours), "scaling-efficiency", "Scaling efficiency", DP.EFFICIENCY_CAPTION))
+        blocks.append(plot(DP.efficiency_figure, (bars, colours, ranks), "scaling-efficiency", "Scaling efficiency",
+                           DP.efficiency_caption(ranks)))
     else:
-        blocks.append(Paragraph("No multi-GPU run with a 1-GPU baseline in these bundles: no scaling efficiency to show."))
+        blocks.append(Paragraph(f"No multi-{ranks.one} run with a 1-{ranks.one} baseline in these bundles: no scaling "
+                                "efficiency to show."))
     blocks.append(Heading(3, "Measured against predicted step time"))
     if predicted:
-        blocks.append(plot(DP.prediction_figure, (predicted,), "predicted-step-time", "Measured against predicted step time",
-                           DP.PREDICTION_CAPTION))
+        blocks.append(plot(DP.prediction_figure, (predicted, ranks), "predicted-step-time", "Measured against predicted step time",
+                           DP.prediction_caption(ranks)))
     else:
         blocks.append(Paragraph("No prediction in these bundles (derived.predicted_step_time_s): nothing to set the "
                                 "measured step times against."))
@@ -95,6 +97,8 @@ def ddp_table(comparison: Comparison, bars: list[Bar], predictions: list[Predict
         ])
     if not rows:
         return None
-    return Table(["host", "GPUs and link", "transport", "model", "recipe", "GPUs or processes", "global batch", "accum",
-                  "step time median [p5, p95]", "per-sample time × GPUs", "samples/s", f"scaling % [{LEVEL_LABEL}]",
+    ranks = comparison.ranks
+    return Table(["host", T.hardware_header(comparison), "transport", "model", "recipe",
+                  ranks.many if ranks.cpu else "GPUs or processes", "global batch", "accum",
+                  "step time median [p5, p95]", f"per-sample time × {ranks.many}", "samples/s", f"scaling % [{LEVEL_LABEL}]",
                   "predicted step", "MFU %", "peak memory", "bundles"], rows, lead=len(answers))

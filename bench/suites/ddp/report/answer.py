@@ -7,16 +7,17 @@ from __future__ import annotations
 
 from bench.report import plots as P
 from bench.report.answer import Finding
-from bench.report.merge import Comparison
+from bench.report.merge import Comparison, Ranks
 from bench.suites.ddp.report import plots as DP
 from bench.suites.ddp.report import predicted as PR
 from bench.suites.ddp.report import series as DS
 from bench.suites.training.report import scaling_plots, training_findings, workload
 
-PER_SAMPLE_CAPTION = (
-    "Per-sample time × #GPUs (step time / global batch × #GPUs) against the global batch, one line per host and "
-    "transport; lower is better, and on the dashed 1-GPU line of its machine is perfect scaling. " + P.SPREAD_CAPTION
-)
+
+def per_sample_caption(ranks: Ranks) -> str:
+    return (f"Per-sample time × #{ranks.many} (step time / global batch × #{ranks.many}) against the global batch, one "
+            f"line per host and transport; lower is better, and on the dashed 1-{ranks.one} line of its machine is "
+            "perfect scaling. " + P.SPREAD_CAPTION)
 
 
 def findings(comparison: Comparison) -> list[Finding]:
@@ -26,7 +27,8 @@ def findings(comparison: Comparison) -> list[Finding]:
 def answer_plots(comparison: Comparison, plot, colours: dict) -> list:
     """Throughput against GPUs where the runs span three GPU counts or several nodes, then the per-sample
     time x #GPUs per workload, across every merged bundle, with the step predicted on other links."""
-    lines_of_links = DS.predicted_lines(PR.hosts(comparison))
+    ranks = comparison.ranks
+    lines_of_links = DS.predicted_lines(PR.hosts(comparison), ranks)
     blocks = scaling_plots(comparison, plot, "ddp", workload)
     for shown, lines in DS.per_sample_lines(comparison).items():
         # One machine's figure of one bundle gets a line per link; with several machines or bundles, a line
@@ -35,10 +37,11 @@ def answer_plots(comparison: Comparison, plot, colours: dict) -> list:
         one_machine = len({line.series.machine for line in lines}) == 1
         found = lines_of_links.get(shown, [])
         drawn = one_machine and len({host for host, _ in found}) <= 1
-        caption = PER_SAMPLE_CAPTION + (" " + (PR.LINES_CAPTION if drawn else PR.LINES_LEFT_OUT) if found else "")
+        lines_caption = PR.CPU_LINES_CAPTION if ranks.cpu else PR.LINES_CAPTION
+        caption = per_sample_caption(ranks) + (" " + (lines_caption if drawn else PR.LINES_LEFT_OUT) if found else "")
         predicted = tuple(line for _, line in found) if drawn else ()
         for shared, part in DS.per_sample_figures(lines):
-            blocks.append(plot(DP.per_sample_figure, (shown, part, colours, predicted),
+            blocks.append(plot(DP.per_sample_figure, (shown, part, colours, predicted, ranks),
                                "-".join([f"per-sample-{P.slug(shown.stem)}", *([P.slug(shared)] if shared else [])]),
-                               f"Per-sample time × #GPUs, {shown.title}" + (f", {shared}" if shared else ""), caption))
+                               f"Per-sample time × #{ranks.many}, {shown.title}" + (f", {shared}" if shared else ""), caption))
     return blocks

@@ -9,37 +9,41 @@ from matplotlib.figure import Figure
 from bench.common.stats import METHOD
 from bench.common.units import time_unit
 from bench.report import plots as P
+from bench.report.merge import GPU_RANKS, Ranks
 from bench.report.series import Line
 from bench.suites.ddp.report.series import Bar, Prediction
 from bench.suites.training.report import Workload
 
 
-EFFICIENCY_CAPTION = (
-    "Scaling efficiency = per-sample time x #GPUs on 1 GPU / the same on N GPUs (100% is perfect scaling). "
-    f"Error bars: {METHOD}."
-)
+def efficiency_caption(ranks: Ranks) -> str:
+    return (f"Scaling efficiency = per-sample time x #{ranks.many} on 1 {ranks.one} / the same on N {ranks.many} (100% is "
+            f"perfect scaling). Error bars: {METHOD}.")
 
 
-PREDICTION_CAPTION = (
-    "The compute + exposed communication model: predicted step time = the step's compute (1-GPU step time at this global batch / #GPUs) "
-    "+ the exposed all-reduce time of the gradient bytes. Each bar splits into that compute and the exposed "
-    "communication. Error bars on measured: p5-p95 of the step-time samples."
-)
+def prediction_caption(ranks: Ranks) -> str:
+    return ("The compute + exposed communication model: predicted step time = the step's compute (1-"
+            f"{ranks.one} step time at this global batch / #{ranks.many}) + the exposed all-reduce time of the gradient "
+            "bytes. Each bar splits into that compute and the exposed communication. Error bars on measured: p5-p95 of "
+            "the step-time samples.")
 
 
 BASELINES_NAMED = 4
-BASELINES_LABEL = "1 GPU or process (baseline) of each machine, dashed in the colour of its first line"
+
+
+def _baselines_label(ranks: Ranks) -> str:
+    one = "process" if ranks.cpu else "GPU or process"
+    return f"1 {one} (baseline) of each machine, dashed in the colour of its first line"
 PREDICTED_STYLES = [":", "-.", (0, (5, 2, 1, 2)), (0, (1, 1)), (0, (3, 1, 1, 1, 1, 1))]
 
 
-def per_sample_figure(workload: Workload, lines: list[Line], colours: dict, predicted: tuple = ()) -> Figure:
+def per_sample_figure(workload: Workload, lines: list[Line], colours: dict, predicted: tuple = (), ranks: Ranks = GPU_RANKS) -> Figure:
     """Per-sample time x #GPUs against global batch, every point on its batch's
     tick; each machine's 1-GPU baseline dashed in its colour, a reference line across the plot where
     it has one batch size (nothing to join); a thin line per predicted link (label, [(batch, s)])."""
     baselines = sum(line.baseline for line in lines)
     # A legend entry per baseline up to a few machines; past that one entry stands for them all.
     each = baselines <= BASELINES_NAMED
-    shown = ([line.label for line in lines if each or not line.baseline] + ([] if each else [BASELINES_LABEL])
+    shown = ([line.label for line in lines if each or not line.baseline] + ([] if each else [_baselines_label(ranks)])
              + [label for label, _ in predicted])
     fig = P.figure(4.4 + P.legend_height(len(shown), shown))
     ax = fig.add_subplot()
@@ -61,20 +65,20 @@ def per_sample_figure(workload: Workload, lines: list[Line], colours: dict, pred
         else:
             P.errorbar(ax, line, factor, distinct.claim(colours.style(line.series)))
     if not each:
-        ax.plot([], [], color="grey", linestyle="--", marker=P.BASELINE_MARKER, markersize=5, linewidth=1.6, label=BASELINES_LABEL)
+        ax.plot([], [], color="grey", linestyle="--", marker=P.BASELINE_MARKER, markersize=5, linewidth=1.6, label=_baselines_label(ranks))
     ax.set_xscale("log", base=2)
     P.log2_ticks(ax, [x for line in lines for x, _ in line.points], lambda b: f"{b:g}")
     ax.set_ylim(bottom=0)
     ax.set_xlabel("global batch size (samples per optimizer step, log scale)")
-    ax.set_ylabel(f"per-sample time × #GPUs ({unit})")
-    ax.set_title(f"Time per sample × #GPUs (lower is better; the dashed 1-GPU line is perfect scaling)\n{workload.title}",
+    ax.set_ylabel(f"per-sample time × #{ranks.many} ({unit})")
+    ax.set_title(f"Time per sample × #{ranks.many} (lower is better; the dashed 1-{ranks.one} line is perfect scaling)\n{workload.title}",
                  fontsize=11)
     ax.grid(True, alpha=0.3)
     P.legend(fig, ax)
     return fig
 
 
-def efficiency_figure(bars: list[Bar], colours: dict) -> Figure:
+def efficiency_figure(bars: list[Bar], colours: dict, ranks: Ranks = GPU_RANKS) -> Figure:
     """Scaling efficiency bars: one panel per workload (small multiples, so that no panel holds more
     groups than its labels have room for), grouped by batch and #GPUs, one bar per series."""
     workloads = list(dict.fromkeys(bar.workload for bar in bars))
@@ -85,7 +89,7 @@ def efficiency_figure(bars: list[Bar], colours: dict) -> Figure:
     for ax, shown in zip(axes, workloads):
         _efficiency_panel(ax, [bar for bar in bars if bar.workload == shown], series, colours, top)
         ax.set_title(shown.title, fontsize=10)
-    fig.suptitle("DDP scaling efficiency against the 1-GPU baseline (higher is better)", fontsize=11)
+    fig.suptitle(f"DDP scaling efficiency against the 1-{ranks.one} baseline (higher is better)", fontsize=11)
     P.legend(fig, *axes)
     return fig
 
@@ -122,7 +126,7 @@ def _efficiency_panel(ax, bars: list[Bar], series: list, colours: dict, top: flo
     ax.grid(True, axis="y", alpha=0.3)
 
 
-def prediction_figure(predictions: list[Prediction]) -> Figure:
+def prediction_figure(predictions: list[Prediction], ranks: Ranks = GPU_RANKS) -> Figure:
     """Measured against predicted step time, each bar split into compute and exposed communication."""
     fig = P.figure(1.3 + 1.0 * len(predictions) + P.legend_height(4))
     ax = fig.add_subplot()
@@ -143,7 +147,7 @@ def prediction_figure(predictions: list[Prediction]) -> Figure:
         computes = np.array([min(p.compute, total) if p.compute is not None else 0.0 for p, total in zip(predictions, totals)])
         totals = np.array(totals)
         ax.barh(ys, computes * factor, 1.0, color="#b0b0b0",
-                label="compute: 1-GPU step time at this batch / #GPUs" if name == "predicted" else None)
+                label=f"compute: 1-{ranks.one} step time at this batch / #{ranks.many}" if name == "predicted" else None)
         ax.barh(ys, (totals - computes) * factor, 1.0, left=computes * factor, color=colour, label=f"exposed communication, {name}")
         for y, total, end in zip(ys, totals, ends):
             ax.text(end * factor + right * 0.01, y, f"{total * factor:.3g} {unit}", va="center", fontsize=8)

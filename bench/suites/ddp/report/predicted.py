@@ -9,17 +9,36 @@ import math
 from bench.common.stats import Spread
 from bench.common.units import plain
 from bench.report.document import Bullets, Heading, Paragraph, Table
-from bench.report.merge import Comparison
-from bench.suites.ddp.predict import (REPORT_LINKS, Against, ErrorRow, HostPrediction, Predicted, error_table, link_specs,
-                                      predict_host, relative)
+from bench.report.merge import CPU_RANKS, GPU_RANKS, Comparison, Ranks
+from bench.suites.ddp.predict import (CHOSEN, REPORT_LINKS, Against, ErrorRow, HostPrediction, Predicted, error_table,
+                                      link_specs, predict_host, relative)
 
-SOURCE_CAPTION = (
-    "Predicted by replaying the step's timeline (when each gradient bucket is ready in the backward, "
-    "bench/common/replay.py) on each link: bucket i's all-reduce starts when it is ready and bucket i-1's has "
-    "ended, and lasts what the link's curve (this bundle's all_reduce sweep where it has one, else the link table, "
-    "bench/common/reference.py) gives for its bytes; on several nodes, NCCL's ring or tree over the link within a node and "
-    "the one between them, the faster unless an algorithm is named (bench/common/allreduce.py). Scaling is against the 1-GPU run "
-    "at the same global batch.")
+
+def source_caption(ranks: Ranks) -> str:
+    algorithms = "a" if ranks.cpu else "NCCL's"
+    return ("Predicted by replaying the step's timeline (when each gradient bucket is ready in the backward, "
+            "bench/common/replay.py) on each link: bucket i's all-reduce starts when it is ready and bucket i-1's has "
+            "ended, and lasts what the link's curve (this bundle's all_reduce sweep where it has one, else the link table, "
+            f"bench/common/reference.py) gives for its bytes; on several nodes, {algorithms} "
+            "ring or tree over the link within a node and the one between them, the faster unless an algorithm is named "
+            f"(bench/common/allreduce.py). Scaling is against the 1-{ranks.one} run at the same global batch.")
+
+
+def ranks_of(found: list[HostPrediction]) -> Ranks:
+    """Processes where every host's ranks computed on its CPU, else GPUs."""
+    return CPU_RANKS if found and all(host.cpu for host in found) else GPU_RANKS
+
+
+def _in_ranks(text: str, ranks: Ranks) -> str:
+    """The predictor's words for its ranks ("1 node x 2 GPUs", "the 2-GPU run's timeline") as this report
+    calls them: on the CPU, "1 node x 2 processes", "the 2-process run's timeline"."""
+    if not ranks.cpu:
+        return text
+    return text.replace(" GPUs", f" {CPU_RANKS.many}").replace(" GPU", f" {CPU_RANKS.one}").replace("-GPU", f"-{CPU_RANKS.one}")
+
+
+def _algorithm(algorithm: str, ranks: Ranks) -> str:
+    return "the backend's choice" if ranks.cpu and algorithm == CHOSEN else algorithm
 
 
 def hosts(comparison: Comparison) -> list[HostPrediction]:
@@ -37,6 +56,7 @@ LINES_CAPTION = (f"Thin lines: the step predicted on each link ({', '.join(REPOR
 LINES_LEFT_OUT = ("The step predicted on each link is in the table \"What link do I need?\" of the DDP section, a row per "
                   "machine and bundle: each bundle's prediction stands on its own timeline and conditions, and a line for "
                   "each would bury the measured ones.")
+CPU_LINES_CAPTION = LINES_CAPTION[:-1] + ", with this CPU's compute."
 
 
 def _ms(seconds: "float | None") -> str:
@@ -54,19 +74,19 @@ def _recipe(p: Predicted) -> str:
 
 def links_table(found: list[HostPrediction]) -> "Table | None":
     """Every configuration on every link, the measured runs among them, with samples per dollar where priced."""
-    rows = []
+    rows, ranks = [], ranks_of(found)
     priced = any(p.samples_per_dollar is not None for host in found for p in host.predicted)
     for host in found:
         for p in sorted(host.predicted, key=lambda p: (p.workload, p.global_batch, p.gpus, p.measured is None, p.step_s)):
             scaling = f"{p.scaling:.1%}" if p.scaling is not None and math.isfinite(p.scaling) else "-"
-            row = [p.host, _recipe(p), str(p.global_batch), str(p.gpus), p.shape, p.link, p.basis, _ms(p.step_s), scaling,
-                   _figure(p.samples_per_s), _ms(p.exposed_s), p.source or "-"]
+            row = [p.host, _recipe(p), str(p.global_batch), str(p.gpus), _in_ranks(p.shape, ranks), p.link, p.basis, _ms(p.step_s), scaling,
+                   _figure(p.samples_per_s), _ms(p.exposed_s), _in_ranks(p.source, ranks) or "-"]
             if priced:
                 row.insert(10, _figure(p.samples_per_dollar))
             rows.append(row)
     if not rows:
         return None
-    header = ["host", "workload", "global batch", "GPUs", "topology", "link", "basis", "step ms", "scaling", "samples/s",
+    header = ["host", "workload", "global batch", ranks.many, "topology", "link", "basis", "step ms", "scaling", "samples/s",
               "exposed comm ms", "timeline replayed"]
     if priced:
         header.insert(10, "samples/$")
@@ -81,13 +101,13 @@ def _measured_cell(against: Against) -> str:
 
 def against_table(found: list[HostPrediction]) -> "Table | None":
     """Predicted against measured for every measured transport, with the signed error."""
-    rows = []
+    rows, ranks = [], ranks_of(found)
     for host in found:
         for a in host.against:
             p = a.run["params"]
             rows.append([
-                host.host, p["model"], str(p["global_batch"]), str(a.run["world_size"]), a.shape, a.run["transport"]["preset"],
-                a.algorithm or "NCCL's choice", a.link,
+                host.host, p["model"], str(p["global_batch"]), str(a.run["world_size"]), _in_ranks(a.shape, ranks),
+                a.run["transport"]["preset"], _algorithm(a.algorithm or CHOSEN, ranks), a.link,
                 _measured_cell(a),
                 f"{_ms(a.from_one_gpu)} ({relative(a.error(a.from_one_gpu))})",
                 f"{_ms(a.from_own_steps)} ({relative(a.error(a.from_own_steps))})",
@@ -96,9 +116,9 @@ def against_table(found: list[HostPrediction]) -> "Table | None":
             ])
     if not rows:
         return None
-    return Table(["host", "model", "global batch", "GPUs", "topology", "transport", "algorithm", "link replayed",
+    return Table(["host", "model", "global batch", ranks.many, "topology", "transport", "algorithm", "link replayed",
                   "measured step ms: median [p5, p95]",
-                  "predicted from the 1-GPU timeline ms (error)", "predicted from its own steps without all-reduce ms (error)",
+                  f"predicted from the 1-{ranks.one} timeline ms (error)", "predicted from its own steps without all-reduce ms (error)",
                   "compute + exposed communication model ms (error)", "slowdown: compute / all-reduce"], rows)
 
 
@@ -110,39 +130,41 @@ def _signed(errors: tuple) -> str:
     return relative(mean) if least == most else f"{relative(mean)} ({relative(least)} to {relative(most)})"
 
 
-def errors_table(rows: list[ErrorRow]) -> "Table | None":
+def errors_table(rows: list[ErrorRow], ranks: Ranks) -> "Table | None":
     """The predictor's signed error per host, world size, topology, link and algorithm."""
     if not rows:
         return None
-    return Table(["host", "GPUs", "topology", "link replayed", "algorithm", "runs", "from the 1-GPU timeline",
+    return Table(["host", ranks.many, "topology", "link replayed", "algorithm", "runs", f"from the 1-{ranks.one} timeline",
                   "from its own steps without all-reduce", "compute + exposed communication model"],
-                 [[r.host, str(r.gpus), r.shape, r.link, r.algorithm, str(r.runs), _signed(r.from_one_gpu),
+                 [[r.host, str(r.gpus), _in_ranks(r.shape, ranks), r.link, _algorithm(r.algorithm, ranks), str(r.runs), _signed(r.from_one_gpu),
                    _signed(r.from_own_steps), _signed(r.exposed_model)] for r in rows])
 
 
 ERRORS_CAPTION = ("Signed error = predicted / measured - 1 over the measured runs of each world size, topology, link and "
-                  "algorithm: the mean, then the least and the most (ASTRA-sim publishes its own all-reduce error against "
-                  "NCCL's ring on HGX-H100 so: 20.6/12.0/9.7% at 2/4/8 GPUs).")
+                  "algorithm: the mean, then the least and the most")
+PUBLISHED_ERROR = " (ASTRA-sim publishes its own all-reduce error against NCCL's ring on HGX-H100 so: 20.6/12.0/9.7% at 2/4/8 GPUs)"
 
 
 def notes(found: list[HostPrediction]) -> list:
-    lines = sorted({f"{host.host}: {note}" for host in found for note in host.notes})
+    ranks = ranks_of(found)
+    lines = sorted({f"{host.host}: {_in_ranks(note, ranks)}" for host in found for note in host.notes})
     return [Bullets(lines)] if lines else []
 
 
 def blocks(found: list[HostPrediction]) -> list:
     """The tables with their captions, for the report and the command line alike."""
-    out = []
+    out, ranks = [], ranks_of(found)
     links = links_table(found)
     if links is not None:
-        out += [Heading(3, "What link do I need?"), Paragraph(SOURCE_CAPTION), links]
+        out += [Heading(3, "What link do I need?"), Paragraph(source_caption(ranks)), links]
     against = against_table(found)
     if against is not None:
         out += [Heading(3, "Predicted against measured"),
                 Paragraph("Error = predicted / measured - 1. The slowdown (compute slowed while an all-reduce runs beside "
-                          "it; each all-reduce longer in the step than its curve says) is fitted from the other N-GPU runs "
-                          "over the same link, each timed with and without its all-reduces (timeline_steps), never from the "
-                          "run predicted; none where no other run crossed that link. The 1-GPU timeline column takes "
-                          "nothing else from the N-GPU runs."), against,
-                Heading(3, "The predictor's error"), Paragraph(ERRORS_CAPTION), errors_table(error_table(found))]
+                          f"it; each all-reduce longer in the step than its curve says) is fitted from the other N-{ranks.one} "
+                          "runs over the same link, each timed with and without its all-reduces (timeline_steps), never from "
+                          f"the run predicted; none where no other run crossed that link. The 1-{ranks.one} timeline column "
+                          f"takes nothing else from the N-{ranks.one} runs."), against,
+                Heading(3, "The predictor's error"), Paragraph(ERRORS_CAPTION + ("." if ranks.cpu else PUBLISHED_ERROR + ".")),
+                errors_table(error_table(found), ranks)]
     return out + notes(found)

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from bench.common.stats import Spread, ratio_of_medians
 from bench.common.transports import on_gpu, ranks_label
 from bench.report import plots as P
 from bench.report import series as S
-from bench.report.merge import Comparison, RunEntry, Series
+from bench.report.merge import Comparison, Ranks, RunEntry, Series
 from bench.report.series import Line, pooled
 from bench.suites.training.report import Workload, workload
 
@@ -32,7 +32,7 @@ def per_sample_lines(comparison: Comparison) -> dict[Workload, list[Line]]:
             continue
         ws = entry.run["world_size"]
         # With one rank there is no link: a machine's baseline is one line whatever the preset.
-        series = Series(entry.series.host, entry.series.hardware, "", False) if ws == 1 else entry.series
+        series = replace(entry.series, transport="", mismatch=False) if ws == 1 else entry.series
         key = (ws == 1, series, ws, on_gpu(entry.run))
         groups[workload(entry)][key][entry.params["global_batch"]] += entry.samples("per_sample_gpu_time_s")
 
@@ -119,7 +119,7 @@ def predictions(comparison: Comparison) -> list[Prediction]:
     return found
 
 
-def predicted_lines(found: list) -> "dict[Workload, list]":
+def predicted_lines(found: list, ranks: Ranks) -> "dict[Workload, list]":
     """Per workload, one (host, (label, [(global batch, per-sample time x GPUs)])) per host of a bundle
     (HostPrediction.host names the bundle where there are several), link and GPU count predicted
     (bench/suites/ddp/predict.py), measured runs left to their own points: a line joins one bundle's
@@ -130,5 +130,6 @@ def predicted_lines(found: list) -> "dict[Workload, list]":
             if p.measured is None:
                 shown = Workload(p.workload.model, p.workload.recipe, p.workload.seq_len, p.workload.micro_batch)
                 hosts = f" ({p.host})" if len(found) > 1 else ""
-                lines[shown][(host.host, f"predicted · {p.link} · {p.gpus} GPUs{hosts}")].append((p.global_batch, p.per_sample_gpu_s))
+                lines[shown][(host.host, f"predicted · {p.link} · {ranks_label(p.gpus, not ranks.cpu)}{hosts}")].append(
+                    (p.global_batch, p.per_sample_gpu_s))
     return {w: [(host, (label, points)) for (host, label), points in by_line.items()] for w, by_line in lines.items()}

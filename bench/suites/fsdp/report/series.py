@@ -11,7 +11,7 @@ ratio of medians (launches resampled, then samples)."""
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from bench import suites
 from bench.common.stats import Spread, ratio_of_pooled_medians
@@ -60,7 +60,7 @@ def model_of(entry: RunEntry) -> Model:
 
 def machine(series: Series) -> Series:
     """The series without its transport: what a 1-GPU run and a sensitivity row belong to."""
-    return Series(series.host, series.hardware, "", False)
+    return replace(series, transport="", mismatch=False)
 
 
 def training_entries(comparison: Comparison) -> list[RunEntry]:
