@@ -73,7 +73,7 @@ from bench.report.tables import pooled_spread, spread
 
 def section(comparison, plot, colours):
     entries = [e for e in comparison.runs if e.run.suite == "barrier"]
-    rows = [[e.host.name, str(e.run.world_size), spread(pooled_spread([e], "time_s"), 1e6, ".4g")] for e in entries]
+    rows = [[e.host.name, str(e.run.world_size), spread(pooled_spread([e], "time_s"), 1e6, 4)] for e in entries]
     return [Heading(2, "Barrier latency"), Table(["host", "ranks", "time µs median [p5, p95]"], rows)] if rows else []
 ''',
 }
