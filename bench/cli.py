@@ -13,6 +13,7 @@ from pathlib import Path
 from bench import suites
 from bench.bundle import read_bundle
 from bench.common import shared_machine
+from bench.common.run import Run
 from bench.controller.hosts import load_hosts
 from bench.controller import stop_signals
 from bench.controller.plans import load_plan, plan_names
@@ -48,9 +49,9 @@ def cmd_run(args) -> int:
     for host in bundle["hosts"]:
         for mismatch in host.get("pin_mismatches", []):
             print(f"warning: host {host['name']}: {mismatch}", file=sys.stderr)
-        for run in host["runs"]:
-            for warning in run.get("warnings", []):
-                print(f"warning: host {host['name']}: {run['launch_id']}: {warning['code']}: {warning['message']} "
+        for run in map(Run, host["runs"]):
+            for warning in run.warnings:
+                print(f"warning: host {host['name']}: {run.launch_id}: {warning['code']}: {warning['message']} "
                       f"(likely: {warning['likely_cause']})", file=sys.stderr)
     for line in shared_machine.warnings(bundle["hosts"]) + shared_machine.busy_warnings(bundle["hosts"]):
         print(f"warning: {line}", file=sys.stderr)

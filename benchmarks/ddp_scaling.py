@@ -18,6 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import suites  # noqa: E402
+from bench.common.run import Run  # noqa: E402
 from benchmarks._agent import median, plan_entry, run_plan, table  # noqa: E402
 
 # The naive loop's figures on the same machine kind (DESIGN.md), for the table's last column.
@@ -95,7 +96,7 @@ def main() -> None:
         efficiency = one_gpu / step if one_gpu else None
         naive = NAIVE_MS.get((p["model"], run["world_size"], run["transport"]["preset"])) if not knob else None
         rows.append([
-            p["model"], str(run["world_size"]), suites.get("ddp").link_name(run),
+            p["model"], str(run["world_size"]), suites.get("ddp").link_name(Run(run)),
             knob or "suite defaults", f"{step * 1e3:.1f}", f"{run['metrics']['step_time_s']['summary']['cv']:.1%}",
             f"{mfu:.1%}" if mfu else "-", f"{efficiency:.1%}" if efficiency else "-", f"{naive:.1f}" if naive else "-",
             *(f"{median(run, name) * 1e3:.1f}" if median(run, name) is not None else "-" for name in BREAKDOWN),

@@ -30,6 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import suites  # noqa: E402
+from bench.common.run import Run  # noqa: E402
 from bench.common.allreduce import TABLE, Topology  # noqa: E402
 from bench.common.replay import Bucket, Timeline, exposed_only, replay  # noqa: E402
 from bench.suites.ddp.predict import profile_of  # noqa: E402
@@ -183,9 +184,9 @@ def scaled(timeline: Timeline, factor: float) -> Timeline:
 def two_gpu_timeline(entry: dict, arm: str) -> Timeline:
     """The 2-GPU step's compute at the 1-GPU run's global batch per GPU (accumulation halved where it
     is more than one micro-batch: seed000's strong scaling; gpt2-large keeps a micro-batch per GPU)."""
-    run = as_run(entry, arm)
+    run = Run(as_run(entry, arm))
     accum = entry["params"]["grad_accum"]
-    profile = profile_of(run, "steps", arm, calibrate_to=run["metrics"]["step_time_s"]["summary"]["median"])
+    profile = profile_of(run, "steps", arm, calibrate_to=run.median("step_time_s"))
     return profile.timeline(max(1, accum // 2))
 
 

@@ -31,6 +31,7 @@ sys.path.insert(0, str(REPO))
 from bench.bundle import seal  # noqa: E402 - after the repository is importable
 from bench.common.stats import summarize  # noqa: E402
 from bench.verify.compare import measured, run_key  # noqa: E402
+from bench.common.run import Run  # noqa: E402
 PLAUSIBLE = (0.5, 1.05)
 
 
@@ -71,9 +72,9 @@ def planted_copy(bundle: Path, factor: float, out: Path) -> "tuple[Path, tuple] 
     ddp = [r for r in runs if r["suite"] == "ddp" and r["status"] == "ok"]
     if not ddp:
         return None
-    target = run_key(ddp[-1])
+    target = run_key(Run(ddp[-1]))
     for run in runs:
-        if run_key(run) == target:
+        if run_key(Run(run)) == target:
             metric = run["metrics"]["step_time_s"]
             metric["samples"] = [x * factor for x in metric["samples"]]
             metric["summary"] = summarize(metric["samples"])

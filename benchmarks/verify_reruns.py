@@ -30,6 +30,7 @@ sys.path.insert(0, str(REPO))
 
 from bench.controller.progress import describe_s  # noqa: E402
 from bench.verify.compare import INCONCLUSIVE_BECAUSE, run_key  # noqa: E402
+from bench.common.run import Run  # noqa: E402
 from benchmarks.verdict_stability import ddpbench  # noqa: E402
 
 TIMES = "times.json"  # {"original_s": ..., "reruns": {"rerun01": {"wall_s", "exit"}}}: what the bundles do not say
@@ -124,7 +125,7 @@ def launch_spread_rows(out: Path) -> list[str]:
                 metric = next(iter(m for name, m in run["metrics"].items() if name in ("busbw_gbps", "step_time_s")), None)
                 if metric is None or not metric["samples"]:
                     continue
-                key = (host["name"], *run_key(run))
+                key = (host["name"], *run_key(Run(run)))
                 medians.setdefault(key, []).append(statistics.median(metric["samples"]))
                 cvs.setdefault(key, []).append(statistics.pstdev(metric["samples"]) / statistics.fmean(metric["samples"]))
                 window = run.get("measured_window") or {}

@@ -4,6 +4,7 @@ has no circle, and no module imports a layer above its own."""
 from __future__ import annotations
 
 import ast
+import json
 import re
 from pathlib import Path
 
@@ -244,3 +245,52 @@ def pick(run, ddp_on_gpu):
     in_ddp = suite_names_in(source, names, "bench/suites/ddp/late.py")
     assert not any("names ddp" in hit for hit in in_ddp) and any("string 'fsdp' names fsdp" in hit for hit in in_ddp)
     assert sum("busbw for collectives" in hit for hit in in_ddp) == 2  # listed beside ddp, its own name
+
+
+# --- A run is read through its view ---------------------------------------------------------------
+# What reads a bundle's runs (the report, verify, every suite's hooks) reads them through
+# bench/common/run.py's Run: a run record's field read off the dict by its key is a read past the view.
+
+RUN_READERS = ("bench/report", "bench/verify", "bench/suites", "bench/common", "bench/cli.py")
+RUN_FIELDS = set(json.loads((REPO / "schema" / "bundle.schema.json").read_text())["$defs"]["run"]["properties"])
+_RUN_NAMED = re.compile(r"(run|r|\w+_run|baseline|base)$")
+
+
+def _names_a_run(node: ast.AST) -> bool:
+    """run, r, one_gpu_run, baseline; entry.run, entry.baseline; runs[0]."""
+    if isinstance(node, ast.Name):
+        return bool(_RUN_NAMED.fullmatch(node.id))
+    if isinstance(node, ast.Attribute):
+        return node.attr in ("run", "baseline")
+    return isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id.endswith("runs")
+
+
+def _field(node: ast.AST) -> "str | None":
+    return node.value if isinstance(node, ast.Constant) and node.value in RUN_FIELDS else None
+
+
+def raw_run_reads(path: Path) -> list[str]:
+    """Each `run["field"]` and `run.get("field")` of a run record's field in the file."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Subscript) and _names_a_run(node.value) and _field(node.slice):
+            found.append(f"{node.lineno}: [{_field(node.slice)!r}]")
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
+              and _names_a_run(node.func.value) and node.args and _field(node.args[0])):
+            found.append(f"{node.lineno}: .get({_field(node.args[0])!r})")
+    return found
+
+
+def test_runs_are_read_through_their_view():
+    view = BENCH / "common" / "run.py"
+    files = [path for where in RUN_READERS for path in ([REPO / where] if where.endswith(".py") else (REPO / where).rglob("*.py"))]
+    found = [f"{rel(path)}:{hit}" for path in files if path != view for hit in raw_run_reads(path)]
+    assert not found, "\n".join(found)
+
+
+def test_the_run_view_rule_finds_what_it_looks_for(tmp_path):
+    source = tmp_path / "reader.py"
+    source.write_text('def f(run, entry, runs, launch):\n'
+                      '    return (run["world_size"], entry.run.get("derived"), runs[0]["status"], entry.baseline["params"],\n'
+                      '            run.params["model"], launch["status"], run["model"], run.record.get("notes"))\n')
+    assert raw_run_reads(source) == ["2: ['world_size']", "2: .get('derived')", "2: ['status']", "2: ['params']"]

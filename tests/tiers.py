@@ -26,6 +26,7 @@ CHECK = (
     "tests/common/test_nccl_log.py",
     "tests/common/test_reference.py",
     "tests/common/test_replay.py",
+    "tests/common/test_run.py",
     "tests/common/test_stats.py",
     "tests/controller/test_agent_package.py",
     "tests/controller/test_hosts.py",

@@ -33,6 +33,7 @@ from bench.common.host import Capabilities
 from bench.common.paths import SOURCE_ROOT
 from bench.common.polling import wait_until
 from bench.common.timestamps import utc_timestamp
+from bench.common.run import Run
 from bench.common.transports import BASE_NCCL_ENV, PRESETS, Nodes, backend_for, mismatch, run_transport, transport_record
 from bench.common.cost import LAUNCH_START_S
 from bench.suites.params import PlanError
@@ -378,7 +379,7 @@ def _transports(launch: Launch, log_text: str) -> tuple[dict, Callable[[dict], d
     suite, choices = suites.get(launch.suite), tuning_choices(log_text) if launch.nodes.node_rank == 0 else None
     functions = [(function, None) for _, function in suite.nccl_collectives(suite.params(launch.params)) if function]
     return (run_transport(transport, choices, functions, launch.world_size),
-            lambda run: run_transport(transport, choices, suite.nccl_calls(run), launch.world_size))
+            lambda run: run_transport(transport, choices, suite.nccl_calls(Run(run)), launch.world_size))
 
 
 HUNG = "a rank hung or a peer died"

@@ -12,6 +12,7 @@ import subprocess
 from bench import __version__, suites
 from bench.bundle import SCHEMA_VERSION
 from bench.common.paths import SOURCE_ROOT
+from bench.common.run import Run
 from bench.common.timestamps import utc_timestamp
 from bench.suites.judging import machine
 from bench.suites.base import HostResults
@@ -52,19 +53,19 @@ def derive(entry: dict) -> None:
     """Each suite's figures derived across the host's runs, then the warnings on every ok run with an
     implausible figure or a host that made its figure doubtful (bench/suites/judging/machine.py); taken off
     the runs that no longer have one: a resumed run derives again."""
-    results = HostResults(entry["runs"], entry["launches"], entry["fingerprint"])
-    present = [suites.get(name, f"host {entry['name']}'s runs") for name in sorted({run["suite"] for run in entry["runs"]})]
+    results = HostResults([Run(run) for run in entry["runs"]], entry["launches"], entry["fingerprint"])
+    present = [suites.get(name, f"host {entry['name']}'s runs") for name in sorted({run.suite for run in results.runs})]
     for suite in present:
         suite.derive(results)
-    for run in entry["runs"]:
-        if run["status"] != "ok":
+    for run in results.runs:
+        if not run.ok:
             continue
-        suite = suites.get(run["suite"])
+        suite = suites.get(run.suite)
         found = suite.warnings(run, results) + machine.warnings(run, results, suite)
         if found:
-            run["warnings"] = found
+            run.record["warnings"] = found
         else:
-            run.pop("warnings", None)
+            run.record.pop("warnings", None)
 
 
 def settle(entry: dict, complete: bool) -> None:

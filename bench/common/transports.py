@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from bench.common.algorithms import DEFAULT, asked_of_nccl
 from bench.common.nccl_log import seen_nodes, tuning_summary
+from bench.common.run import Run
 
 INSIDE = frozenset({"P2P", "SHM", "NVLS"})  # transport classes of a link inside a node
 
@@ -203,59 +204,55 @@ def mismatch(transport: dict) -> "str | None":
     return found or algorithm_mismatch(transport)
 
 
-def on_gpu(run: dict) -> bool:
-    """Whether a run's ranks computed on GPUs: gloo's ranks train on the CPU, on a GPU host too."""
-    return (run.get("transport") or {}).get("backend") != "gloo"
-
-
 def ranks_label(world_size: int, gpus: bool) -> str:
     """"2 GPUs", "1 GPU"; on the CPU "2 processes", "1 process"."""
     return f"{world_size} GPU{'s' * (world_size != 1)}" if gpus else f"{world_size} process{'es' * (world_size != 1)}"
 
 
-def setting_key(run: dict, with_env: bool = True) -> tuple:
+def setting_key(run: Run, with_env: bool = True) -> tuple:
     """What a run ran under beyond its suite's parameters, its preset and world size: NCCL's algorithm
     and protocol asked, its nodes (several), the GPUs it was given, its entry's env. Part of every
     configuration's key (the report's, compare's and verify's); () for a run with none of them, as
     every run of a bundle from before they were recorded: such a bundle keeps its keys. Without the env:
     the link's setting, which a training run shares with the collectives its time is predicted from."""
-    transport, nodes = run["transport"], run["transport"].get("nodes") or {}
+    transport, nodes = run.transport, run.transport.get("nodes") or {}
     key = tuple((name, transport[name]) for name in ("algorithm", "protocol") if transport.get(name))
     if nodes.get("count", 1) > 1:
         key += (("nodes", nodes["count"], nodes["ranks_per_node"]),)
-    if run.get("gpus"):
-        key += (("gpus", tuple(run["gpus"])),)
-    if run.get("env") and with_env:
-        key += (("env", json.dumps(run["env"], sort_keys=True)),)
+    if run.gpus:
+        key += (("gpus", tuple(run.gpus)),)
+    if run.env and with_env:
+        key += (("env", json.dumps(run.env, sort_keys=True)),)
     return key
 
 
-def setting_label(run: dict) -> str:
-    """The setting in a few words: "2 nodes x 2, tree, LL128, GPUs 0,2, NCCL_BUFFSIZE=1048576"; "" for none."""
-    transport, nodes = run["transport"], run["transport"].get("nodes") or {}
+def setting_label(run: Run, with_nodes: bool = True) -> str:
+    """The setting in a few words: "2 nodes x 2, tree, LL128, GPUs 0,2, NCCL_BUFFSIZE=1048576"; "" for none.
+    Without the nodes: the rest of it, for a figure whose lines say the nodes themselves."""
+    transport, nodes = run.transport, run.transport.get("nodes") or {}
     parts = []
-    if nodes.get("count", 1) > 1:
+    if with_nodes and nodes.get("count", 1) > 1:
         parts.append(f"{nodes['count']} {'emulated ' if nodes.get('emulated') else ''}nodes x {nodes['ranks_per_node']}")
     parts += [transport[name] if name == "algorithm" else transport[name].upper()
               for name in ("algorithm", "protocol") if transport.get(name)]
-    if run.get("gpus"):
-        parts.append("GPUs " + ",".join(map(str, run["gpus"])))
-    parts += [f"{name}={value}" for name, value in sorted((run.get("env") or {}).items())]
+    if run.gpus:
+        parts.append("GPUs " + ",".join(map(str, run.gpus)))
+    parts += [f"{name}={value}" for name, value in sorted(run.env.items())]
     return ", ".join(parts)
 
 
-def with_setting(name: str, run: dict) -> str:
+def with_setting(name: str, run: Run) -> str:
     """A link's name with the run's setting after it, where it has one."""
     setting = setting_label(run)
     return f"{name}, {setting}" if setting else name
 
 
-def link_name(run: dict) -> str:
+def link_name(run: Run) -> str:
     """The link a run's bytes crossed, for tables and legends: its preset and the transport NCCL
     used ("default via P2P"), gloo's runs marked, a default launch the P2P gate sent through host
     memory labelled so, then the run's setting (a suite that moves bytes past NCCL says so itself:
     Suite.link_name)."""
-    transport = run["transport"]
+    transport = run.transport
     name = transport["preset"] if transport["backend"] == "nccl" else f"{transport['preset']} (gloo)"
     if transport["nccl_used"]:
         name += " via " + "+".join(transport["nccl_used"])

@@ -104,14 +104,14 @@ def _summary(comparison: Comparison, skipped: list[str]) -> list:
 def _suite_sections(comparison: Comparison, plot: _Plots, colours: dict) -> list:
     """Each suite's own part of the report (its folder's report.py), in the suites' report order; a
     suite without one gets a line that says so, and the other sections stand."""
-    present = {run["suite"] for host in comparison.hosts for run in host.host["runs"]}
+    present = {run.suite for host in comparison.hosts for run in host.runs}
     blocks = []
     for suite in sorted((suites.get(name) for name in present), key=lambda suite: (suite.report_order, suite.name)):
         part = suite.report_section()
         if part is not None:
             blocks += part.section(comparison, plot, colours)
             continue
-        shown = sum(entry.run["suite"] == suite.name for entry in comparison.runs)
+        shown = sum(entry.run.suite == suite.name for entry in comparison.runs)
         blocks.append(Paragraph(f"Suite {suite.name}: its {shown} successful run(s) are not shown: the suite has no report "
                                 f"part ({suite.package.replace('.', '/')}/report.py); the bundle holds every figure.", warning=True))
     return blocks

@@ -165,7 +165,7 @@ def _table(findings: list[Finding], ranks: Ranks) -> Table:
 
 
 def _parts(comparison: Comparison) -> list:
-    present = {run["suite"] for host in comparison.hosts for run in host.host["runs"]}
+    present = {run.suite for host in comparison.hosts for run in host.runs}
     found = [suites.get(name) for name in present]
     return [part for part in (suite.report_section() for suite in sorted(found, key=lambda s: (s.report_order, s.name)))
             if part is not None and hasattr(part, "findings")]

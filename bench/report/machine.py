@@ -146,7 +146,7 @@ def _per_step(gpu: dict, link: str) -> str:
 def _collective_link(entry) -> "str | None":
     """The link a run's collective data crossed: NVLink where NCCL went peer to peer between GPUs
     joined by NVLink, PCIe where it went through host memory, the network or PCIe peer to peer."""
-    used = set(entry.run["transport"]["nccl_used"])
+    used = set(entry.run.transport["nccl_used"])
     if used & {"SHM"} or any(name.startswith("NET") for name in used):
         return "PCIe"
     if "P2P" in used:
@@ -156,7 +156,7 @@ def _collective_link(entry) -> "str | None":
 
 def _data(entry, gpu: dict) -> str:
     """The table's cell: the collective data of a step, and its share of the PCIe traffic where it crossed PCIe."""
-    data = suites.get(entry.run["suite"]).collective_bytes(entry.run)
+    data = suites.get(entry.run.suite).collective_bytes(entry.run)
     if data is None or not math.isfinite(data):  # a figure past a float's range says nothing
         return "-"
     link = _collective_link(entry) if data else None
@@ -172,14 +172,14 @@ def _run_counters(comparison: Comparison) -> tuple[list, list]:
     while it was timed."""
     rows, flags = [], []
     for entry in comparison.runs:
-        summary = entry.run.get("gpu_counters")
+        summary = entry.run.gpu_counters
         if not summary:
             continue
         max_clocks = _max_sm_clocks(entry.host.fingerprint)
-        what = f"{entry.host.name} {entry.run['launch_id']} ({run_label(entry.run)})"
+        what = f"{entry.host.name} {entry.run.launch_id} ({run_label(entry.run)})"
         for gpu in summary["gpus"]:
             flags.append(_held_back(what, gpu, max_clocks.get(gpu["index"])))
-            if suites.get(entry.run["suite"]).moves_collective_data:
+            if suites.get(entry.run.suite).moves_collective_data:
                 rows.append([entry.host.name, run_label(entry.run), entry.series.transport_label, f"GPU{gpu['index']}",
                              _per_step(gpu, "pcie"), _per_step(gpu, "nvlink"), _data(entry, gpu),
                              _throttled(gpu, max_clocks.get(gpu["index"]))])
@@ -192,10 +192,10 @@ def _asleep(comparison: Comparison) -> list[str]:
     lines = []
     for entry in comparison.runs:
         slots = {link["index"]: link for link in pcie_links(entry.host.fingerprint)}
-        for gpu in (entry.run.get("gpu_counters") or {}).get("gpus") or []:
+        for gpu in (entry.run.gpu_counters or {}).get("gpus") or []:
             slot, gen, width = slots.get(gpu["index"]) or {}, gpu.get("pcie_gen_max"), gpu.get("pcie_width_max")
             if gen and width and slot.get("gen_max") and slot.get("width_max") and (gen < slot["gen_max"] or width < slot["width_max"]):
-                lines.append(f"{entry.host.name} {entry.run['launch_id']} ({run_label(entry.run)}) GPU{gpu['index']}: "
+                lines.append(f"{entry.host.name} {entry.run.launch_id} ({run_label(entry.run)}) GPU{gpu['index']}: "
                              f"PCIe {gen}.0 x{width} at most while measured, its slot allows {slot['gen_max']}.0 "
                              f"x{slot['width_max']}")
     return lines

@@ -10,12 +10,14 @@ link instead, so that a plot keeps a legend a reader can follow.
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from dataclasses import dataclass, field
 
 from bench import suites
 from bench.common import shared_machine
 from bench.common.links import link_summary
+from bench.common.run import Run
 from bench.common.transports import setting_key
 
 MAX_HOST_SERIES = 12
@@ -71,6 +73,11 @@ class HostEntry:
     def fingerprint(self) -> dict:
         return self.host["fingerprint"] or {}
 
+    @functools.cached_property
+    def runs(self) -> "list[Run]":
+        """Its runs, each read through one view (a suite's baselines are keyed by the view's id)."""
+        return [Run(run) for run in self.host["runs"]]
+
     @property
     def hardware(self) -> str:
         """The link label as a legend wants it: "2x RTX 3090, NVLink NV4"; a batch job over several
@@ -83,17 +90,16 @@ class HostEntry:
 @dataclass(eq=False)
 class RunEntry:
     host: HostEntry
-    run: dict
+    run: Run
     series: Series
-    baseline: "dict | None"  # the run its suite scales it against (ddp: the 1-GPU run of the same host and shape)
+    baseline: "Run | None"  # the run its suite scales it against (ddp: the 1-GPU run of the same host and shape)
 
     @property
     def params(self) -> dict:
-        return self.run["params"]
+        return self.run.params
 
     def samples(self, metric: str) -> list:
-        found = self.run["metrics"].get(metric)
-        return found["samples"] if found else []
+        return self.run.samples(metric)
 
     @property
     def others_share(self) -> "float | None":
@@ -102,7 +108,7 @@ class RunEntry:
 
 
 def _others_share(host: dict, runs: list) -> "float | None":
-    launches = {run["launch_id"] for run in runs if run is not None}
+    launches = {run.launch_id for run in runs if run is not None}
     shares = [launch.get("cpu_taken_by_others_fraction") for launch in host["launches"] if launch["id"] in launches]
     return max((share for share in shares if share is not None), default=None)
 
@@ -130,10 +136,10 @@ class Comparison:
         return GPU_RANKS if any(host.link.get("gpu_count") for host in self.hosts) else CPU_RANKS
 
 
-def configuration(run: dict) -> tuple:
+def configuration(run: Run) -> tuple:
     """What a run measured, whoever ran it: the key two bundles must share to be compared (its suite's,
     and the setting it ran under: NCCL's algorithm, nodes, GPUs, its entry's env)."""
-    return suites.get(run["suite"]).configuration(run) + setting_key(run)
+    return suites.get(run.suite).configuration(run) + setting_key(run)
 
 
 def _host_names(bundles: list[dict]) -> dict:
@@ -162,13 +168,13 @@ def merge(bundles: list[dict], group_by: str = "auto") -> Comparison:
                               link_summary(fp) if fp else {"link_label": "unknown (no fingerprint)", "link_peak_gbps": None})
             hosts.append(entry)
             found = {}
-            for name in sorted({run["suite"] for run in host["runs"]}):
-                found.update(suites.get(name).baselines(host["runs"]))
-            tagged += [(entry, run, found.get(id(run))) for run in host["runs"]]
+            for name in sorted({run.suite for run in entry.runs}):
+                found.update(suites.get(name).baselines(entry.runs))
+            tagged += [(entry, run, found.get(id(run))) for run in entry.runs]
 
-    def series(entry: HostEntry, run: dict, base: "dict | None", by_host: bool) -> Series:
-        return Series(entry.name if by_host else "", entry.hardware, suites.get(run["suite"]).link_name(run),
-                      not run["transport"]["matches_preset"],
+    def series(entry: HostEntry, run: Run, base: "Run | None", by_host: bool) -> Series:
+        return Series(entry.name if by_host else "", entry.hardware, suites.get(run.suite).link_name(run),
+                      not run.transport["matches_preset"],
                       shared_machine.busy(_others_share(entry.host, [run, base])) or bool(shared_machine.gpus_held(entry.fingerprint)))
 
     if group_by == "auto":
@@ -177,7 +183,7 @@ def merge(bundles: list[dict], group_by: str = "auto") -> Comparison:
 
     measured_in = defaultdict(set)
     for entry in entries:
-        if entry.run["status"] == "ok":
+        if entry.run.ok:
             measured_in[configuration(entry.run)].add(entry.host.bundle)
     versions = defaultdict(int)
     for bundle in bundles:
@@ -185,8 +191,8 @@ def merge(bundles: list[dict], group_by: str = "auto") -> Comparison:
     return Comparison(
         bundles=bundles,
         hosts=hosts,
-        runs=[e for e in entries if e.run["status"] == "ok"],
-        failed=[e for e in entries if e.run["status"] != "ok"],
+        runs=[e for e in entries if e.run.ok],
+        failed=[e for e in entries if not e.run.ok],
         grouped_by=group_by,
         configurations=len(measured_in),
         shared_configurations=sum(1 for ids in measured_in.values() if len(ids) > 1),

@@ -63,6 +63,6 @@ def summary_lines(bundle: dict) -> list[str]:
         missing = sorted({found.why for _, found in judged if found.verdict == NO_REFERENCE})
         lines.append(f"normal? host {host['name']}: {len(judged)} figure(s): {_counts(verdicts)}"
                      + (f" ({'; '.join(missing[:3])}{'; ...' if len(missing) > 3 else ''})" if missing else ""))
-        lines += [f"below: host {host['name']}: {run['launch_id']}: {run_label(run)}: {_value(found)}, expected "
+        lines += [f"below: host {host['name']}: {run.launch_id}: {run_label(run)}: {_value(found)}, expected "
                   f"{found.expected()}; likely: {found.why}" for run, found in judged if found.verdict == "below"]
     return lines

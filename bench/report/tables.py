@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from bench.common.concerns import pcie_links
+from bench.common.run import Run
 from bench.common.stats import Spread
 from bench.common.units import plain, time_unit
 from bench import suites
@@ -60,7 +61,7 @@ def pooled_spread(entries: list[RunEntry], metric: str) -> "Spread | None":
 
 def flags(entries: list[RunEntry]) -> str:
     """" ⚠ code, ..." for the warnings of a row's runs (the warnings table below says why), else ""."""
-    codes = sorted({w["code"] for e in entries for w in e.run.get("warnings", [])})
+    codes = sorted({w["code"] for e in entries for w in e.run.warnings})
     return f" ⚠ {', '.join(codes)}" if codes else ""
 
 
@@ -158,7 +159,7 @@ def _cpu_hosts_table(comparison: Comparison) -> Table:
 def warnings_table(comparison: Comparison, suite: str) -> "Table | None":
     """Every flagged figure of a suite's runs, with what is wrong and its likely cause."""
     rows = [[e.host.name, e.host.run_id, run_label(e.run), e.series.transport_label, w["code"], w["message"], w["likely_cause"]]
-            for e in comparison.runs if e.run["suite"] == suite for w in e.run.get("warnings", [])]
+            for e in comparison.runs if e.run.suite == suite for w in e.run.warnings]
     if not rows:
         return None
     return Table(["host", "bundle", "what", "transport", "warning", "figure", "likely cause"], rows)
@@ -177,9 +178,9 @@ def warnings_blocks(comparison: Comparison, suite: str) -> list:
 
 # --- What failed ----------------------------------------------------------------------------
 
-def run_label(run: dict) -> str:
+def run_label(run: Run) -> str:
     """What a run measured, in a few words (its suite's label)."""
-    return suites.get(run["suite"]).label(run)
+    return suites.get(run.suite).label(run)
 
 
 def failed_hosts(comparison: Comparison) -> "Bullets | None":
@@ -191,8 +192,8 @@ def failed_hosts(comparison: Comparison) -> "Bullets | None":
 
 
 def failures_table(comparison: Comparison) -> "Table | None":
-    rows = [[e.host.name, e.host.run_id, e.run["suite"], run_label(e.run), e.series.transport_label, e.run["status"],
-             e.run.get("error") or "-"] for e in comparison.failed]
+    rows = [[e.host.name, e.host.run_id, e.run.suite, run_label(e.run), e.series.transport_label, e.run.status,
+             e.run.error or "-"] for e in comparison.failed]
     for host in comparison.hosts:
         for launch in host.host["launches"]:
             if launch["status"] in ("failed", "timeout"):

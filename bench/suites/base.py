@@ -17,7 +17,8 @@ A suite's folder (bench/suites/NAME/) holds:
 
 Nothing outside a suite's folder names it: what the rest of ddpbench asks of a run (its label, the
 link it crossed, the GPUs it crossed, the bytes its collectives moved, the figure the expected ranges
-judge, the collective call it timed) it asks the run's suite through the hooks below.
+judge, the collective call it timed) it asks the run's suite through the hooks below, each of which
+reads the run through its view (bench.common.run.Run).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from bench.common.host import Capabilities
+from bench.common.run import Run
 from bench.common.transports import link_name
 from bench.suites.params import SampledParams
 
@@ -41,7 +43,7 @@ class HostResults:
     host (a suite may read another suite's runs: ddp's prediction reads the all_reduce sweeps), its
     launches and its fingerprint."""
 
-    runs: list
+    runs: "list[Run]"
     launches: list
     fingerprint: "dict | None"
     _memo: dict = field(default_factory=dict, repr=False)
@@ -60,12 +62,6 @@ class HostResults:
     @functools.cached_property
     def nodes_of_launch(self) -> dict:
         return {launch["id"]: launch.get("nodes", 1) for launch in self.launches}
-
-
-def median(run: dict, metric: str) -> "float | None":
-    """A run's median of one metric; None where the run has no such metric."""
-    found = run["metrics"].get(metric)
-    return found["summary"]["median"] if found else None
 
 
 def warning(code: str, message: str, likely_cause: str) -> dict:
@@ -144,7 +140,7 @@ class Suite:
         (bench/common/algorithms.py); [] for a suite that runs none (the axis is refused)."""
         return []
 
-    def nccl_calls(self, run: dict) -> list:
+    def nccl_calls(self, run: Run) -> list:
         """[(NCCL's function, the bytes one call moves as NCCL's TUNING lines count them, or None for
         any size)] of the collectives a run measured: which of its launch's TUNING lines are its own."""
         return []
@@ -155,71 +151,72 @@ class Suite:
 
     # --- a run, once measured ----------------------------------------------------------------
 
-    def configuration(self, run: dict) -> tuple:
+    def configuration(self, run: Run) -> tuple:
         """What a run measured, whoever ran it, by its parameters and world size; with the setting it ran
         under (bench.common.transports.setting_key), the key two bundles must share to be compared."""
-        return (self.name, json.dumps(run["params"], sort_keys=True), run["world_size"])
+        return (self.name, json.dumps(run.params, sort_keys=True), run.world_size)
 
-    def label(self, run: dict) -> str:
+    def label(self, run: Run) -> str:
         """What a run measured, in a few words (progress lines, tables)."""
-        return f"{self.name}, {run['world_size']} ranks"
+        return f"{self.name}, {run.world_size} ranks"
 
     def progress_label(self, record: dict, backend: str) -> str:
         """label() of a run while its launch still runs: the record its ranks wrote, which has no transport
-        yet; the launch's backend stands in for it (gloo's ranks compute on the CPU: "2 processes")."""
-        return self.label({**record, "transport": {"backend": backend}})
+        yet, read with the launch's backend (gloo's ranks compute on the CPU: "2 processes")."""
+        return self.label(Run(record, backend=backend))
 
-    def link_name(self, run: dict) -> str:
+    def link_name(self, run: Run) -> str:
         """The link a run's bytes crossed, for the report's series (bench.common.transports.link_name)."""
         return link_name(run)
 
-    def peer_copies(self, run: dict) -> bool:
+    def peer_copies(self, run: Run) -> bool:
         """Whether the run moved bytes between GPUs by CUDA peer copies, past NCCL: P2P as the driver
         has it, whatever NCCL's environment says (the P2P gate's marks read it, bench/suites/judging/machine.py)."""
         return False
 
-    def gpus_crossed(self, run: dict, gpu_count: int) -> list:
+    def gpus_crossed(self, run: Run, gpu_count: int) -> list:
         """The indices of the host's GPUs (it has gpu_count) whose links the run's figure crossed: its
         ranks' GPUs, those the plan entry named or else the first; a suite whose figure names its ends
         says so itself."""
-        if run.get("gpus"):  # the GPUs the plan entry named
-            return list(run["gpus"])
-        return list(range(min(run["world_size"], gpu_count)))
+        if run.gpus:  # the GPUs the plan entry named
+            return list(run.gpus)
+        return list(range(min(run.world_size, gpu_count)))
 
-    def collective_bytes(self, run: dict) -> "float | None":
+    def collective_bytes(self, run: Run) -> "float | None":
         """The bytes one step (one timed call) of the run moved through collectives per GPU each way, as
         bus bandwidth counts them (a ring all-reduce 2(n-1)/n of its size); None where the run does not
         say, or the suite moves nothing through collectives (moves_collective_data)."""
         return None
 
-    def timed_collective(self, run: dict) -> "tuple[str, str, int, float] | None":
+    def timed_collective(self, run: Run) -> "tuple[str, str, int, float] | None":
         """(op, dtype, bytes, median seconds) of the one collective call a run timed: the sweeps the
         training suites price a step's communication with (bench/suites/training/derived.py); None where
         the run timed no single collective, or has no time."""
         return None
 
-    def judged_figure(self, run: dict) -> "tuple[str, float | None, int | None] | None":
+    def judged_figure(self, run: Run) -> "tuple[str, float | None, int | None] | None":
         """(kind of figure, the run's median, the bytes a call moved or None) of the run's figure that the
         expected ranges judge (bench/common/reference.py EXPECTED, bench/suites/judging/normal.py); None: the
         suite has no such figure."""
         return None
 
-    def judged_figures(self, run: dict) -> list:
+    def judged_figures(self, run: Run) -> list:
         """Every figure of the run the expected ranges judge: judged_figure's, and where the run scales
         against a 1-GPU run (its derived scaling_efficiency_fraction), that scaling."""
         found = [figure for figure in [self.judged_figure(run)] if figure is not None]
-        scaling = (run.get("derived") or {}).get("scaling_efficiency_fraction")
-        if found and run["world_size"] > 1 and scaling is not None:
+        scaling = run.derived.get("scaling_efficiency_fraction")
+        if found and run.world_size > 1 and scaling is not None:
             found.append((f"{self.name}_scaling_efficiency_fraction", scaling, None))
         return found
 
-    def baselines(self, runs: list) -> dict:
+    def baselines(self, runs: "list[Run]") -> dict:
         """id(run) -> the run it is scaled against (ddp: its 1-GPU run), for the runs that have one."""
         return {}
 
     def derive(self, results: HostResults) -> None:
-        """Set figures derived from several runs (run["derived"], run["notes"]) on this suite's runs."""
+        """Set figures derived from several runs on this suite's runs, on their records (run.record["derived"],
+        run.record["notes"])."""
 
-    def warnings(self, run: dict, results: HostResults) -> list:
+    def warnings(self, run: Run, results: HostResults) -> list:
         """The implausible figures of one ok run of this suite (bench.suites.base.warning each)."""
         return []

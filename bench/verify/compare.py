@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field, replace
 from bench import suites
 from bench.common import shared_machine
 from bench.common.protocol import parse_launch_id
+from bench.common.run import Run
 from bench.common.stats import Spread, cv, family_level, percent, ratio_of_pooled_medians
 from bench.common.transports import nccl_algorithms, setting_key, with_setting
 from bench.errors import UserError
@@ -91,8 +92,8 @@ def measured(params: dict) -> dict:
     return {k: v for k, v in params.items() if k not in SAMPLING_PARAMS}
 
 
-def run_key(run: dict) -> tuple:
-    return (run["suite"], json.dumps(measured(run["params"]), sort_keys=True), run["transport"]["preset"], run["world_size"],
+def run_key(run: Run) -> tuple:
+    return (run.suite, json.dumps(measured(run.params), sort_keys=True), run.preset, run.world_size,
             *setting_key(run))
 
 
@@ -235,8 +236,8 @@ def _why_not_positive(base: RunVerdict) -> str:
     return f"the original median of {base.metric} is not positive"
 
 
-def _with_metric(runs: "list[dict]", metric: str) -> "list[dict]":
-    return [r for r in runs if r["status"] == "ok" and metric in r["metrics"]]
+def _with_metric(runs: "list[Run]", metric: str) -> "list[Run]":
+    return [r for r in runs if r.ok and metric in r.metrics]
 
 
 @dataclass(frozen=True)
@@ -249,16 +250,16 @@ class Measured:
     shares: tuple  # the CPU share other processes took: (original, new)
 
 
-def _compare_configuration(base: RunVerdict, runs: "list[dict]", new_runs: "list[dict]", machine_differs: list,
+def _compare_configuration(base: RunVerdict, runs: "list[Run]", new_runs: "list[Run]", machine_differs: list,
                            new_error: "str | None", shares: tuple = (None, None)) -> "RunVerdict | Measured":
     """The verdict of one configuration measured by `runs` (one per repeat of its launch) and by
     `new_runs` in the new bundle, or, where both measured it, what judge() needs."""
-    if not any(r["status"] == "ok" for r in runs):
-        return replace(base, verdict="not comparable", reason=f"the original run did not succeed ({runs[0]['status']}: {runs[0].get('error')})")
+    if not any(r.ok for r in runs):
+        return replace(base, verdict="not comparable", reason=f"the original run did not succeed ({runs[0].status}: {runs[0].error})")
     runs = _with_metric(runs, base.metric)
     if not runs:
         return replace(base, verdict="not comparable", reason=f"the original run has no {base.metric}")
-    samples = [r["metrics"][base.metric]["samples"] for r in runs]
+    samples = [r.metrics[base.metric]["samples"] for r in runs]
     base = replace(base, original_median=statistics.median([x for launch in samples for x in launch]))
     if machine_differs:
         return replace(base, verdict="not comparable", differs=machine_differs)
@@ -266,18 +267,18 @@ def _compare_configuration(base: RunVerdict, runs: "list[dict]", new_runs: "list
         return replace(base, verdict="not comparable", reason=_why_not_positive(base))
     if not new_runs:
         return replace(base, verdict="failed", reason=new_error or "the new bundle has no such run")
-    if not any(r["status"] == "ok" for r in new_runs):
-        return replace(base, verdict="failed", reason=f"{new_runs[0]['status']}: {new_runs[0].get('error')}")
+    if not any(r.ok for r in new_runs):
+        return replace(base, verdict="failed", reason=f"{new_runs[0].status}: {new_runs[0].error}")
     new_runs = _with_metric(new_runs, base.metric)
     if not new_runs:
         return replace(base, verdict="failed", reason=f"the new run has no {base.metric}")
-    used = (runs[0]["transport"].get("nccl_used"), new_runs[0]["transport"].get("nccl_used"))
+    used = (runs[0].transport.get("nccl_used"), new_runs[0].transport.get("nccl_used"))
     if used[0] != used[1]:
         return replace(base, verdict="not comparable", differs=[{"field": "nccl_transport", "original": used[0], "new": used[1]}])
-    ran = (nccl_algorithms(runs[0]["transport"]), nccl_algorithms(new_runs[0]["transport"]))
+    ran = (nccl_algorithms(runs[0].transport), nccl_algorithms(new_runs[0].transport))
     if None not in ran and ran[0] != ran[1]:  # NCCL's own choice moved (another version, a tuner): another measurement
         return replace(base, verdict="not comparable", differs=[{"field": "nccl_algorithm", "original": ran[0], "new": ran[1]}])
-    return Measured(base, samples, [r["metrics"][base.metric]["samples"] for r in new_runs], shares)
+    return Measured(base, samples, [r.metrics[base.metric]["samples"] for r in new_runs], shares)
 
 
 def judge(measured: Measured, tolerances: dict, level: float) -> RunVerdict:
@@ -302,19 +303,19 @@ def judge(measured: Measured, tolerances: dict, level: float) -> RunVerdict:
     )
 
 
-def _others_share(host: "dict | None", runs: "list[dict]") -> "float | None":
+def _others_share(host: "dict | None", runs: "list[Run]") -> "float | None":
     """The largest CPU share other processes took during the launches that measured `runs` (None: not recorded)."""
     if host is None:
         return None
-    measured_by = {run["launch_id"] for run in runs}
+    measured_by = {run.launch_id for run in runs}
     shares = [l.get("cpu_taken_by_others_fraction") for l in host["launches"] if l["id"] in measured_by]
     return max((share for share in shares if share is not None), default=None)
 
 
-def configurations(runs: "list[dict]") -> "dict[tuple, list[dict]]":
+def configurations(runs: "list[dict]") -> "dict[tuple, list[Run]]":
     """run_key -> the runs that measured it (one per repeat of its launch), in the bundle's order."""
     found: dict = {}
-    for run in runs:
+    for run in map(Run, runs):
         found.setdefault(run_key(run), []).append(run)
     return found
 
@@ -351,11 +352,11 @@ def _configurations_of(original: dict, new: dict, pairs: "list[tuple]", ignore: 
         for key, runs in configurations(host["runs"]).items():
             run = runs[0]
             base = RunVerdict(
-                host=name, new_host=new_name, suite=run["suite"], params=run["params"],
-                transport=with_setting(run["transport"]["preset"], run), world_size=run["world_size"],
-                metric=suites.get(run["suite"]).headline_metric, verdict="",
+                host=name, new_host=new_name, suite=run.suite, params=run.params,
+                transport=with_setting(run.preset, run), world_size=run.world_size,
+                metric=suites.get(run.suite).headline_metric, verdict="",
             )
-            left = hosts_left.get(name) or entries_left.get((parse_launch_id(run["launch_id"]) or (None,))[0])
+            left = hosts_left.get(name) or entries_left.get((parse_launch_id(run.launch_id) or (None,))[0])
             if left:
                 verdicts.append(replace(base, verdict="not comparable", reason=f"left out of the rerun: {left}"))
                 continue

@@ -16,6 +16,7 @@ from bench.agent.runner import Launch
 from bench.bundle import read_bundle
 from bench.common.concerns import health_warnings, p2p_gate
 from bench.common.protocol import Placement
+from bench.common.run import Run
 from bench.controller.plans import check
 from bench.errors import UserError
 from bench.suites.base import HostResults
@@ -181,11 +182,11 @@ def test_the_runs_marked_are_those_that_took_the_path_the_gate_found_wrong(verdi
         "socket": a_run("collectives", {}, 2, {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"}, ["NET/Socket"]),
         "one rank": a_run("collectives", {}, 1, {}, []),
     }
-    results = HostResults(list(runs.values()), [{"id": "x"}], {"gate": gate_record(verdict)})
-    found = {name for name, run in runs.items() if machine.warnings(run, results, suite(run["suite"]))}
+    results = HostResults([Run(run) for run in runs.values()], [{"id": "x"}], {"gate": gate_record(verdict)})
+    found = {name for name, run in runs.items() if machine.warnings(Run(run), results, suite(run["suite"]))}
     assert sorted(found) == sorted(marked)
     if verdict == "p2p_faulty":
-        assert "device-to-device copies wrong at 4 KiB" in machine.warnings(runs["peer copy"], results, suite("copy"))[0]["message"]
+        assert "device-to-device copies wrong at 4 KiB" in machine.warnings(Run(runs["peer copy"]), results, suite("copy"))[0]["message"]
 
 
 def test_a_gate_without_p2p_wrong_says_which_path_failed():

@@ -9,6 +9,7 @@ from rich.console import Console
 
 from bench import suites
 from bench.common import protocol
+from bench.common.run import Run
 from bench.controller.progress import HostProgress
 
 
@@ -34,6 +35,9 @@ def test_a_resumed_run_names_what_finished_before_and_estimates_the_rest():
 def test_a_cpu_runs_ranks_are_processes_and_a_gpus_are_gpus():
     ddp = suites.get("ddp")
     run = {"suite": "ddp", "params": {"model": "tiny", "precision": "fp32", "global_batch": 8}, "world_size": 1}
-    assert ddp.label({**run, "transport": {"backend": "gloo"}}) == "tiny fp32, batch 8, 1 process"
-    assert ddp.label({**run, "world_size": 2, "transport": {"backend": "gloo"}}) == "tiny fp32, batch 8, 2 processes"
-    assert ddp.label({**run, "world_size": 2, "transport": {"backend": "nccl"}}) == "tiny fp32, batch 8, 2 GPUs"
+    assert ddp.label(Run({**run, "transport": {"backend": "gloo"}})) == "tiny fp32, batch 8, 1 process"
+    assert ddp.label(Run({**run, "world_size": 2, "transport": {"backend": "gloo"}})) == "tiny fp32, batch 8, 2 processes"
+    assert ddp.label(Run({**run, "world_size": 2, "transport": {"backend": "nccl"}})) == "tiny fp32, batch 8, 2 GPUs"
+    # While its launch runs, the record its ranks wrote has no transport: the launch's backend says where they ran.
+    assert ddp.progress_label({**run, "world_size": 2}, "gloo") == "tiny fp32, batch 8, 2 processes"
+    assert ddp.progress_label({**run, "world_size": 2}, "nccl") == "tiny fp32, batch 8, 2 GPUs"

@@ -70,7 +70,7 @@ def test_runs_trained_with_another_recipe_are_another_workload(real_bundle):
         if run["suite"] == "ddp":
             run["params"].update(precision="bf16", weights_dtype="bfloat16", activation_checkpointing=True, optimizer="adafactor")
     comparison = merge([plain, seal(lean)])
-    ddp_entries = [entry for entry in comparison.runs if entry.run["suite"] == "ddp"]
+    ddp_entries = [entry for entry in comparison.runs if entry.run.suite == "ddp"]
     assert {workload(entry).recipe for entry in ddp_entries} == {"fp32", "bf16, bf16 weights, checkpointing, adafactor"}
     assert {workload(entry).stem for entry in ddp_entries} == {"tiny-fp32-s32-mb2", "tiny-bf16-bf16-weights-checkpointing-adafactor-s32-mb2"}
     assert len({configuration(entry.run) for entry in ddp_entries}) == 2 * len({configuration(e.run) for e in ddp_entries if e.params["precision"] == "fp32"})
@@ -84,7 +84,7 @@ def test_gradients_on_copy_engines_are_their_own_series(real_bundle):
     for run in copy_engine["hosts"][0]["runs"]:
         run["params"]["allreduce"] = "copy_engine"  # collectives runs have no such parameter: theirs stays
     comparison = merge([nccl, seal(copy_engine)])
-    ddp_series = {entry.series.transport for entry in comparison.runs if entry.run["suite"] == "ddp"}
-    collective_series = {entry.series.transport for entry in comparison.runs if entry.run["suite"] == "collectives"}
+    ddp_series = {entry.series.transport for entry in comparison.runs if entry.run.suite == "ddp"}
+    collective_series = {entry.series.transport for entry in comparison.runs if entry.run.suite == "collectives"}
     assert ddp_series == {"default via copy engines", *collective_series}
     assert not any("copy engines" in name for name in collective_series)

@@ -39,7 +39,7 @@ class Barrier(Suite):
         return (params.warmup_iters + params.iters * params.repetitions) * 1e-3
 
     def label(self, run):
-        return f"barrier, {run['world_size']} ranks"
+        return f"barrier, {run.world_size} ranks"
 
 
 SUITE = Barrier()
@@ -72,8 +72,8 @@ from bench.report.tables import pooled_spread, spread
 
 
 def section(comparison, plot, colours):
-    entries = [e for e in comparison.runs if e.run["suite"] == "barrier"]
-    rows = [[e.host.name, str(e.run["world_size"]), spread(pooled_spread([e], "time_s"), 1e6, ".4g")] for e in entries]
+    entries = [e for e in comparison.runs if e.run.suite == "barrier"]
+    rows = [[e.host.name, str(e.run.world_size), spread(pooled_spread([e], "time_s"), 1e6, 4)] for e in entries]
     return [Heading(2, "Barrier latency"), Table(["host", "ranks", "time µs median [p5, p95]"], rows)] if rows else []
 ''',
 }

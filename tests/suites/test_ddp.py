@@ -24,6 +24,7 @@ from bench.agent import proctree, training
 from bench.agent.harness import Context
 from bench.agent.runner import plan_launches
 from bench.common.host import Capabilities
+from bench.common.run import Run
 from bench.models import gpt, workload
 from bench.models.shapes import GPT_PRESETS, TRANSFORMER_PRESETS, UNET_CONFIGS
 from bench.suites.ddp import ranks as ddp
@@ -252,8 +253,8 @@ def gpt_ddp_run(world_size: int, global_batch: int, step_s: float, grad_bytes: f
 def test_prediction_is_1gpu_share_plus_allreduce_of_the_gradients():
     one, two = gpt_ddp_run(1, 16, 1.0, 0), gpt_ddp_run(2, 16, 0.56, 10_000_000)
     runs = allreduce_runs(dict(CURVE)) + [one, two]
-    derive_scaling(runs)
-    derive_prediction(runs, [{"id": "01-ddp-default-ws2", "nodes": 1}])
+    derive_scaling([Run(run) for run in runs])
+    derive_prediction([Run(run) for run in runs], [{"id": "01-ddp-default-ws2", "nodes": 1}])
     derived = two["derived"]
     # strong scaling, 16 samples: each GPU does 8, half the 1-GPU step
     assert derived["allreduce_time_s"] == pytest.approx(10e6 / 5.5e9)
@@ -267,7 +268,7 @@ def test_prediction_past_the_measured_sizes_says_so_and_matches_transport():
     one = gpt_ddp_run(1, 16, 1.0, 0)
     socket, p2p_off = gpt_ddp_run(2, 16, 2.0, 400_000_000, "socket"), gpt_ddp_run(2, 16, 1.0, 400_000_000, "p2p_off")
     runs = allreduce_runs(dict(CURVE), preset="socket") + [one, socket, p2p_off]
-    derive_prediction(runs, [])
+    derive_prediction([Run(run) for run in runs], [])
     assert socket["derived"]["predicted_step_time_s"] == pytest.approx(0.5 + 0.04)
     assert any("extrapolated" in note and "100000000 bytes" in note for note in socket["notes"])
     assert p2p_off["derived"]["predicted_step_time_s"] is None  # no all_reduce on its transport
@@ -280,7 +281,7 @@ def test_bf16_weights_are_predicted_from_the_bfloat16_all_reduce():
     two["params"]["weights_dtype"] = "bfloat16"
     slow_fp32 = allreduce_runs({size: t * 10 for size, t in CURVE})
     runs = slow_fp32 + allreduce_runs(dict(CURVE), dtype="bfloat16") + [one, two]
-    derive_prediction(runs, [])
+    derive_prediction([Run(run) for run in runs], [])
     assert two["derived"]["allreduce_time_s"] == pytest.approx(10e6 / 5.5e9)
 
 

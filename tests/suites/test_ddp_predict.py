@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from bench.bundle import write_bundle
+from bench.common.run import Run
 from bench.common.stats import Spread
 from bench.common.protocol import LaunchSpec
 from bench.controller.plans import with_defaults
@@ -37,13 +38,13 @@ def within(against, found) -> bool:
     samples are pooled over its launches, as the report pools them: on a shared 2-core machine two
     launches of one configuration differ by up to a fifth, which one launch's samples cannot show."""
     alike = [a.run for a in found.against if configuration(a.run) == configuration(against.run)]
-    measured = Spread.of([x for run in alike for x in run["metrics"]["step_time_s"]["samples"]])
+    measured = Spread.of([x for run in alike for x in run.samples("step_time_s")])
     predicted = against.from_own_steps
     return measured.low <= predicted <= measured.high or abs(predicted / measured.median - 1) <= 0.15
 
 
-def configuration(run: dict) -> tuple:
-    return run["params"]["global_batch"], run["world_size"]
+def configuration(run: Run) -> tuple:
+    return run.params["global_batch"], run.world_size
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +87,7 @@ def test_two_ranks_predicted_within_the_measured_interval_or_15_percent(two_rank
     (host,) = predict([bundle], ["eth-25g"])
     assert len(host.against) == 6 and {a.link for a in host.against} == {"default (measured all_reduce)"}
     for against in host.against:  # each predicted with the slowdown its other repeat measured
-        assert within(against, host), (against.run["params"]["global_batch"], against.measured, against.from_own_steps)
+        assert within(against, host), (against.run.params["global_batch"], against.measured, against.from_own_steps)
         assert against.from_one_gpu is not None and against.exposed_model is not None  # the report's other columns
 
 
@@ -204,8 +205,8 @@ def test_four_ranks_predicted_within_the_measured_interval_or_15_percent(tmp_pat
     found = predict_host(host, "local", link_specs(["eth-25g"]), None)
     assert len(found.against) == 2  # the two launches, each predicted with the slowdown the other measured
     for against in found.against:
-        assert against.run["world_size"] == 4 and against.link == "default (measured all_reduce)"
-        assert within(against, found), (against.run["params"]["global_batch"], against.measured, against.from_own_steps)
+        assert against.run.world_size == 4 and against.link == "default (measured all_reduce)"
+        assert within(against, found), (against.run.params["global_batch"], against.measured, against.from_own_steps)
 
 
 def test_the_timeline_switched_off_leaves_no_timeline_and_the_run_whole(tmp_path):

@@ -21,6 +21,7 @@ from bench.agent.runner import estimate_launch, plan_launches
 from bench.bundle import read_bundle
 from bench.common.host import Capabilities
 from bench.common.protocol import Placement
+from bench.common.run import Run
 from bench.common.stats import Spread
 from bench.controller.inventory import Group, Host, Inventory
 from bench.controller.plans import check, load_plan, with_defaults
@@ -106,7 +107,7 @@ def test_counted_bytes_per_step_against_the_parameter_bytes(sweep):
     full, grad_op = runs[("full", 2, 2)], runs[("grad_op", 2, 2)]
     moved = {name: (median(r, "all_gather_bytes") + median(r, "reduce_scatter_bytes")) / PARAM_BYTES for name, r in (("full", full), ("grad_op", grad_op))}
     assert 2.5 < moved["full"] < 3 and moved["grad_op"] == 2  # tiny-llama's root is 42% of it: gpt2-large's 8%, 2.92x
-    assert suites.get("fsdp").collective_bytes(full) == pytest.approx(moved["full"] * PARAM_BYTES / 2)  # per rank: (n-1)/n
+    assert suites.get("fsdp").collective_bytes(Run(full)) == pytest.approx(moved["full"] * PARAM_BYTES / 2)  # per rank: (n-1)/n
     assert median(runs[("full", 1, 2)], "all_gather_bytes") == 0  # one rank: nothing to gather
 
 
@@ -367,13 +368,13 @@ def test_memory_estimate_of_one_gpu_within_10_percent_of_the_measured_peak(model
 
 # --- the report's link sensitivity -------------------------------------------------------------------
 
-def fake_entry(strategy: str, preset: str, world_size: int, samples: list, baseline: "dict | None" = None) -> RunEntry:
+def fake_entry(strategy: str, preset: str, world_size: int, samples: list, baseline: "Run | None" = None) -> RunEntry:
     params = {"model": "gpt2-large", "precision": "bf16", "seq_len": 1024, "micro_batch": 2, "global_batch": 8}
     suite, extra = ("ddp", {}) if strategy == "ddp" else ("fsdp", {"sharding": strategy})
     run = {"suite": suite, "params": {**params, **extra}, "world_size": world_size, "transport": {"preset": preset},
            "metrics": {"per_sample_gpu_time_s": {"samples": samples}}}
     host = HostEntry("h", {}, 0, "r", "0", {"link_label": "2x H200, NVLink NV18"})
-    return RunEntry(host, run, Series("h", "2x H200, NVLink NV18", f"{preset} via X", False), baseline)
+    return RunEntry(host, Run(run), Series("h", "2x H200, NVLink NV18", f"{preset} via X", False), baseline)
 
 
 def test_link_sensitivity_is_each_transports_scaling_over_defaults():

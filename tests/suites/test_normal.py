@@ -14,6 +14,7 @@ import pytest
 from bench.agent import counters
 from bench.bundle import write_bundle
 from bench.common import reference
+from bench.common.run import Run
 from bench.common.stats import metric
 from bench.report import write_report
 from bench.report.normal import summary_lines
@@ -52,12 +53,12 @@ def point(runs: list, direction: str, size: int, engine: str = "ce", bidirection
 
 def test_the_h200s_copies_are_within_and_the_rest_has_no_reference():
     fp, runs = json.loads((H200 / "fingerprint.json").read_text()), h200_copy_runs()
-    within = judge(point(runs, "h2d", 256 * MIB), fp)
+    within = judge(Run(point(runs, "h2d", 256 * MIB)), fp)
     assert within.verdict == "within" and within.row["sources"] == ["ddpbench-h200x1-copy"]
     assert "NVIDIA H200, pcie5-x16; ddpbench-h200x1-copy" in within.expected()
-    small = judge(point(runs, "h2d", MIB), fp)  # a 1 MiB copy measures latency: no range holds it
+    small = judge(Run(point(runs, "h2d", MIB)), fp)  # a 1 MiB copy measures latency: no range holds it
     assert small.verdict == NO_REFERENCE and small.why == "h2d_copy_gbps of NVIDIA H200 at 1 rank(s): ranges hold 64 MiB and up"
-    assert judge(point(runs, "h2d", 256 * MIB, engine="sm"), fp).verdict == NO_REFERENCE
+    assert judge(Run(point(runs, "h2d", 256 * MIB, engine="sm")), fp).verdict == NO_REFERENCE
 
 
 def slow_4090_copy(gbps: float, link_in_window: "tuple | None") -> dict:
@@ -77,13 +78,13 @@ def slow_4090_copy(gbps: float, link_in_window: "tuple | None") -> dict:
 
 def test_a_slow_copy_on_the_consumer_box_is_below_with_the_causes_its_bundle_shows():
     fp = rtx_fingerprint()  # GPU1: 4.0 x8 under load in a x16 slot, power capped at 350 of 450 W
-    found = judge(slow_4090_copy(12.0, None), fp)
+    found = judge(Run(slow_4090_copy(12.0, None)), fp)
     assert found.verdict == "below" and found.row["gpu"] == reference.GPU_4090 and found.row["sources"] == ["nvbandwidth-15"]
     assert any("GPU1's link trains to 4.0 x8 under load in a 4.0 x16 slot: a riser" in cause for cause in found.causes)
     assert any("GPU1's power limit is 350 W, below its default 450 W: a power cap" in cause for cause in found.causes)
-    asleep = judge(slow_4090_copy(3.2, (1, 16)), fp)
+    asleep = judge(Run(slow_4090_copy(3.2, (1, 16))), fp)
     assert "GPU1's link ran at 1.0 x16 at most while measured, its slot allows 4.0 x16: a sleeping link" in asleep.why
-    assert judge(slow_4090_copy(25.0, None), fp).verdict == "within"
+    assert judge(Run(slow_4090_copy(25.0, None)), fp).verdict == "within"
 
 
 def test_a_ddp_step_slower_than_its_range_is_below_and_a_faster_one_above():
@@ -91,12 +92,12 @@ def test_a_ddp_step_slower_than_its_range_is_below_and_a_faster_one_above():
     run = {"suite": "ddp", "params": {**reference.GPT2_LARGE_RECIPE, "global_batch": 8}, "world_size": 1, "status": "ok",
            "launch_id": "00-ddp-default-ws1", "transport": h200_copy_runs()[0]["transport"],
            "metrics": {"step_time_s": metric([0.095, 0.096, 0.094])}}
-    assert judge(run, fp).verdict == "within"
+    assert judge(Run(run), fp).verdict == "within"
     run["metrics"]["step_time_s"] = metric([0.2, 0.21, 0.19])
-    assert judge(run, fp).verdict == "below"  # a step takes longer: below the range's pace
+    assert judge(Run(run), fp).verdict == "below"  # a step takes longer: below the range's pace
     run["metrics"]["step_time_s"] = metric([0.05, 0.05, 0.05])
-    assert judge(run, fp).verdict == "above"
-    assert judge({**run, "params": {**run["params"], "compile": False}}, fp).verdict == NO_REFERENCE  # another recipe
+    assert judge(Run(run), fp).verdict == "above"
+    assert judge(Run({**run, "params": {**run["params"], "compile": False}}), fp).verdict == NO_REFERENCE  # another recipe
 
 
 def test_the_report_and_the_run_summary_judge_every_figure_and_cite_the_sources(tmp_path):
@@ -121,7 +122,7 @@ def test_the_report_and_the_run_summary_judge_every_figure_and_cite_the_sources(
 def test_a_cpu_host_has_no_reference():
     run = {**h200_copy_runs()[0], "params": {**h200_copy_runs()[0]["params"], "direction": "h2h", "engine": "cpu",
                                              "src": "host", "dst": "host"}}
-    found = judge(run, {"gpus": []})
+    found = judge(Run(run), {"gpus": []})
     assert (found.verdict, found.why) == (NO_REFERENCE, "no GPU: the expected ranges are per GPU model")
 
 
@@ -174,11 +175,11 @@ def test_the_h100_box_answers_at_two_gpus_for_busbw_steps_and_scaling():
     slower = copy.deepcopy(run)
     slower["metrics"]["step_time_s"] = metric([x * 1.2 for x in run["metrics"]["step_time_s"]["samples"]])
     slower["derived"]["scaling_efficiency_fraction"] /= 1.2
-    step, scaling = judgements(slower, host["fingerprint"])
+    step, scaling = judgements(Run(slower), host["fingerprint"])
     assert (step.figure, step.verdict, scaling.figure, scaling.verdict) == (
         "ddp_step_time_s", "below", "ddp_scaling_efficiency_fraction", "below")
     assert scaling.expected().endswith("of ideal (NVIDIA H100 80GB HBM3, nvlink4; ddpbench-h100x2-56d161)")
     seed001 = _bundle("benchmarks/results/bundles/20261125T183210Z-4271cb.bundle.json.gz")["hosts"][0]
-    fsdp = [found for run, found in judge_host(seed001) if run["suite"] == "fsdp"]
+    fsdp = [found for run, found in judge_host(seed001) if run.suite == "fsdp"]
     assert fsdp and {found.verdict for found in fsdp} == {"within"}
     assert {found.figure for found in fsdp} == {"fsdp_step_time_s", "fsdp_scaling_efficiency_fraction"}

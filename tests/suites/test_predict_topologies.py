@@ -16,6 +16,7 @@ import pytest
 
 from bench.bundle import seal
 from bench.common.allreduce import Link, Topology
+from bench.common.run import Run
 from bench.common.replay import Bucket, Timeline, replay
 from bench.report.markdown import render
 from bench.suites.ddp.predict import algorithm_of, error_table, link_specs, predict, predict_host
@@ -119,7 +120,7 @@ def test_a_sweep_measured_on_the_topology_itself_wins_and_one_of_another_algorit
                                              ("allreduce:tree;allgather:ring", "tree"), ("allgather:tree", None),
                                              ("Tree,Ring", None), ("", None), ("NVLS", None)])
 def test_the_algorithm_is_read_from_the_runs_nccl_algo(said, algorithm):
-    assert algorithm_of({"transport": {"env": {"NCCL_ALGO": said}}}) == algorithm
+    assert algorithm_of(Run({"transport": {"env": {"NCCL_ALGO": said}}})) == algorithm
 
 
 @pytest.fixture(scope="module")

@@ -14,6 +14,7 @@ from pathlib import Path
 from bench.suites.ddp.derived import baselines, derive_scaling
 from bench.bundle import seal
 from bench import schemas
+from bench.common.run import Run
 from bench.common.stats import metric
 
 PLAN = Path(__file__).resolve().parents[1] / "report" / "plan.yaml"
@@ -93,8 +94,10 @@ def make_variant(bundle: dict, name: str, *, hardware: "str | None" = None, pres
     for launch in host["launches"]:
         launch["preset"] = preset
         launch["transport"] = transport
-    found = baselines(host["runs"])
-    for run in host["runs"]:
+    views = [Run(run) for run in host["runs"]]
+    found = baselines(views)
+    for view in views:
+        run = view.record
         run["transport"] = transport
         m = run["metrics"]
         if run["suite"] == "collectives":
@@ -103,8 +106,8 @@ def make_variant(bundle: dict, name: str, *, hardware: "str | None" = None, pres
             for key in ("time_s", "time_max_rank_s"):
                 m[key] = _rescale(m[key], 1 / bandwidth, jitter)
         elif run["world_size"] > 1 and exposed is not None:
-            _rebuild_ddp(run, found[id(run)], exposed, predicted, jitter)
-    derive_scaling(host["runs"])
+            _rebuild_ddp(run, found[id(view)].record, exposed, predicted, jitter)
+    derive_scaling(views)
     sealed = seal(doc)
     schemas.validator("bundle").validate(sealed)
     return sealed

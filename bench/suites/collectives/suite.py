@@ -8,10 +8,11 @@ from dataclasses import dataclass
 
 from bench.common.host import Capabilities
 from bench.common.links import link_summary
+from bench.common.run import Run
 from bench.common.transports import backend_for
 from bench.common.units import human_bytes
 from bench.common import cost
-from bench.suites.base import HostResults, Suite, median, warning
+from bench.suites.base import HostResults, Suite, warning
 from bench.suites.params import PlanError, SweptParams
 
 # gloo on a GPU host reduces host tensors with one thread a rank (torchrun's OMP_NUM_THREADS=1):
@@ -119,43 +120,43 @@ class Collectives(Suite):
     def nccl_collectives(self, params: Params) -> list:
         return [(op, NCCL_FUNCTIONS[op]) for op in params.ops]
 
-    def nccl_calls(self, run: dict) -> list:
+    def nccl_calls(self, run: Run) -> list:
         """NCCL counts a call's bytes per rank: all_gather's send, reduce_scatter's receive buffer."""
-        p = run["params"]
+        p = run.params
         function = NCCL_FUNCTIONS[p["op"]]
         if function is None:
             return []
-        return [(function, p["size_bytes"] // run["world_size"] if p["op"] in GATHER_OPS else p["size_bytes"])]
+        return [(function, p["size_bytes"] // run.world_size if p["op"] in GATHER_OPS else p["size_bytes"])]
 
-    def configuration(self, run: dict) -> tuple:
-        p = run["params"]
-        return ("collectives", p["op"], p["dtype"], p["in_place"], p["size_bytes"], run["world_size"],
+    def configuration(self, run: Run) -> tuple:
+        p = run.params
+        return ("collectives", p["op"], p["dtype"], p["in_place"], p["size_bytes"], run.world_size,
                 p.get("src_rank"), p.get("dst_rank"))
 
-    def judged_figure(self, run: dict) -> tuple:
+    def judged_figure(self, run: Run) -> tuple:
         """Each collective's busbw (the ranges hold all_reduce's: allreduce_busbw_gbps)."""
-        return f"{run['params']['op'].replace('_', '')}_busbw_gbps", median(run, "busbw_gbps"), run["params"]["size_bytes"]
+        return f"{run.params['op'].replace('_', '')}_busbw_gbps", run.median("busbw_gbps"), run.params["size_bytes"]
 
-    def collective_bytes(self, run: dict) -> "float | None":
+    def collective_bytes(self, run: Run) -> "float | None":
         """The call's size times its bus factor (busbw / algbw)."""
-        size, algbw, busbw = run["params"].get("size_bytes"), median(run, "algbw_gbps"), median(run, "busbw_gbps")
+        size, algbw, busbw = run.params.get("size_bytes"), run.median("algbw_gbps"), run.median("busbw_gbps")
         return None if size is None or not algbw or busbw is None else size * busbw / algbw
 
-    def timed_collective(self, run: dict) -> "tuple[str, str, int, float] | None":
-        seconds = median(run, "time_s")
-        p = run["params"]
+    def timed_collective(self, run: Run) -> "tuple[str, str, int, float] | None":
+        seconds = run.median("time_s")
+        p = run.params
         return None if seconds is None else (p["op"], p["dtype"], p["size_bytes"], seconds)
 
-    def label(self, run: dict) -> str:
-        p = run["params"]
+    def label(self, run: Run) -> str:
+        p = run.params
         pair = f" {p.get('src_rank')}→{p.get('dst_rank')}" if p.get("src_rank") is not None else ""
-        return f"{p['op']}{pair} {p['dtype']} {human_bytes(p['size_bytes'])}, {run['world_size']} ranks"
+        return f"{p['op']}{pair} {p['dtype']} {human_bytes(p['size_bytes'])}, {run.world_size} ranks"
 
-    def warnings(self, run: dict, results: HostResults) -> list:
+    def warnings(self, run: Run, results: HostResults) -> list:
         peak = link_summary(results.fingerprint)["link_peak_gbps"] if results.fingerprint else None
-        found = run["metrics"].get("busbw_gbps")
+        found = run.metric("busbw_gbps")
         busbw = found["summary"]["median"] if found else None
-        if peak is None or busbw is None or run["world_size"] < 2 or busbw <= peak:
+        if peak is None or busbw is None or run.world_size < 2 or busbw <= peak:
             return []
         return [warning(
             "busbw_above_link_peak",

@@ -41,7 +41,7 @@ def _mode(params: dict) -> str:
 
 
 def _copies(comparison: Comparison) -> list:
-    return [e for e in comparison.runs if e.run["suite"] == "copy"]
+    return [e for e in comparison.runs if e.run.suite == "copy"]
 
 
 def copy_tables(comparison: Comparison) -> list:

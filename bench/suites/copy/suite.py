@@ -9,9 +9,10 @@ import re
 from dataclasses import dataclass
 
 from bench.common.host import Capabilities
+from bench.common.run import Run
 from bench.common.units import human_bytes
 from bench.common import cost
-from bench.suites.base import Suite, median
+from bench.suites.base import Suite
 from bench.suites.params import PlanError, SweptParams
 
 # A point's warm-up runs its warmup_iters copies and at least this long: on an H200 the first
@@ -77,28 +78,28 @@ class Copy(Suite):
                 total += max(params.warmup_iters * call_s, WARMUP_LEAST_S) + timed_calls * call_s + cost.POINT_OVERHEAD_S[kind]
         return total
 
-    def configuration(self, run: dict) -> tuple:
-        p = run["params"]
+    def configuration(self, run: Run) -> tuple:
+        p = run.params
         return ("copy", p["direction"], p["engine"], p["bidirectional"], p["src"], p["dst"], p["size_bytes"])
 
-    def peer_copies(self, run: dict) -> bool:
-        return run["params"]["direction"] == "d2d"
+    def peer_copies(self, run: Run) -> bool:
+        return run.params["direction"] == "d2d"
 
-    def gpus_crossed(self, run: dict, gpu_count: int) -> list:
+    def gpus_crossed(self, run: Run, gpu_count: int) -> list:
         """The copy's ends that are GPUs (gpuN as its source or destination)."""
-        p = run["params"]
+        p = run.params
         return [int(found[1]) for end in ("src", "dst") if (found := re.fullmatch(r"gpu(\d{1,4})", str(p.get(end))))]
 
-    def judged_figure(self, run: dict) -> tuple:
+    def judged_figure(self, run: Run) -> tuple:
         """One-way copy-engine copies, as nvbandwidth's memcpy_ce cases measure them; the others (SM copies,
         both ways at once, host to host) have a kind of figure of their own that no range holds."""
-        p = run["params"]
+        p = run.params
         kind = "" if p["engine"] == "ce" else f"_{p['engine']}"
         kind += "_both_ways" if p["bidirectional"] else ""
-        return f"{p['direction']}{kind}_copy_gbps", median(run, "copy_gbps"), p["size_bytes"]
+        return f"{p['direction']}{kind}_copy_gbps", run.median("copy_gbps"), p["size_bytes"]
 
-    def label(self, run: dict) -> str:
-        p = run["params"]
+    def label(self, run: Run) -> str:
+        p = run.params
         both = " both ways" if p["bidirectional"] else ""
         return f"{p['direction']} {p['engine']}{both} {p['src']}→{p['dst']} {human_bytes(p['size_bytes'])}"
 

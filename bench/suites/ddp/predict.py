@@ -27,8 +27,8 @@ from dataclasses import dataclass, field, replace
 from bench.common.allreduce import ALGORITHMS, TABLE, Link, Topology, link, shown, usable_curve
 from bench.common.links import link_summary
 from bench.common.reference import nvlink_row
-from bench.common.transports import on_gpu
 from bench.common.replay import NONE, Bucket, Replayed, buckets_of, Slowdown, Timeline, exposed_only, fitted_slowdown, replay
+from bench.common.run import Run
 from bench.errors import UserError
 from bench.suites.ddp.derived import REDUCE_DTYPES
 from bench.suites.training.derived import collective_curves
@@ -64,8 +64,8 @@ class Workload:
     micro_batch: int
 
 
-def workload_of(run: dict) -> Workload:
-    p = run["params"]
+def workload_of(run: Run) -> Workload:
+    p = run.params
     return Workload(p["model"], training_recipe(p), p.get("seq_len"), p["micro_batch"])
 
 
@@ -99,16 +99,16 @@ def ready_medians(steps: list) -> list:
     return [column[half] for column in columns] if odd else [(column[half - 1] + column[half]) / 2 for column in columns]
 
 
-def profile_of(run: dict, arm: str, source: str, calibrate_to: "float | None" = None,
+def profile_of(run: Run, arm: str, source: str, calibrate_to: "float | None" = None,
                ready: "list | None" = None) -> "Profile | None":
     """The run's timeline arm ("steps" or "steps_without_allreduce") as a Profile; calibrate_to: the
     run's measured median step, which the profile's own step then equals; ready: the arm's
     ready_medians, where known. The run's timeline agrees with itself (timeline_problem finds none)."""
-    found = run.get("timeline") or {}
+    found = run.timeline
     steps = found.get(arm) or []
     if not steps:
         return None
-    accum = run["params"]["grad_accum"]
+    accum = run.params["grad_accum"]
     figure = {name: _median(step[name] for step in steps)
               for name in ("step_s", "forward_s", "backward_s", "last_backward_start_s", "last_backward_s")}
     ready = ready_medians(steps) if ready is None else ready
@@ -121,9 +121,9 @@ def profile_of(run: dict, arm: str, source: str, calibrate_to: "float | None" = 
                    buckets, max(after, 0.0), accum, source)
 
 
-def timeline_problem(run: dict) -> "str | None":
+def timeline_problem(run: Run) -> "str | None":
     """Why the run's timeline cannot be replayed (its arrays disagree), or None."""
-    found = run.get("timeline") or {}
+    found = run.timeline
     count = len(found.get("bucket_bytes") or [])
     for arm in ("steps", "steps_without_allreduce"):
         for step in found.get(arm) or []:
@@ -133,7 +133,7 @@ def timeline_problem(run: dict) -> "str | None":
     return None
 
 
-def run_problem(run: dict) -> "str | None":
+def run_problem(run: Run) -> "str | None":
     """Why the predictor cannot compute with the run, or None."""
     step = _step_median(run)
     if not (math.isfinite(step) and step > 0):
@@ -141,12 +141,12 @@ def run_problem(run: dict) -> "str | None":
     return timeline_problem(run)
 
 
-def _step_median(run: dict) -> float:
-    return run["metrics"]["step_time_s"]["summary"]["median"]
+def _step_median(run: Run) -> float:
+    return run.median("step_time_s")
 
 
-def run_name(run: dict) -> str:
-    return f"{run['launch_id']} (run {run.get('repeat', 0)}, {run['params']['model']}, global batch {run['params']['global_batch']})"
+def run_name(run: Run) -> str:
+    return f"{run.launch_id} (run {run.repeat}, {run.params['model']}, global batch {run.params['global_batch']})"
 
 
 class _Profiles:
@@ -157,16 +157,16 @@ class _Profiles:
         self._made: dict = {}
         self._ready: dict = {}
 
-    def of(self, run: dict, arm: str, source: str, calibrated: bool) -> "Profile | None":
+    def of(self, run: Run, arm: str, source: str, calibrated: bool) -> "Profile | None":
         key = (id(run), arm, calibrated)
         if key not in self._made:
-            steps = (run.get("timeline") or {}).get(arm) or []
+            steps = run.timeline.get(arm) or []
             ready = self._ready.setdefault((id(run), arm), ready_medians(steps) if steps else [])
             self._made[key] = profile_of(run, arm, "", _step_median(run) if calibrated else None, ready)
         made = self._made[key]
         return replace(made, source=source) if made is not None else None
 
-    def own(self, run: dict) -> "Profile | None":
+    def own(self, run: Run) -> "Profile | None":
         """An N-GPU run's step with its all-reduces taken out: its timed steps' forwards, earlier
         backwards and optimizer, none of which communicate (DDP reduces in the last backward and
         waits for it there), with the last backward of its steps without all-reduce (timeline_steps)."""
@@ -175,19 +175,19 @@ class _Profiles:
         if alone is None or timed is None:
             return None
         return replace(timed, last_backward_s=alone.last_backward_s, buckets=alone.buckets,
-                       source=f"the {run['world_size']}-GPU run's steps without all-reduce")
+                       source=f"the {run.world_size}-GPU run's steps without all-reduce")
 
 
-def grad_bytes(run: dict) -> float:
+def grad_bytes(run: Run) -> float:
     """The gradient bytes DDP all-reduces per step: the timeline's buckets, else what the run says,
     else its parameters at the bytes they are reduced in (a 1-GPU run reduces nothing)."""
-    buckets = (run.get("timeline") or {}).get("bucket_bytes")
+    buckets = run.timeline.get("bucket_bytes")
     if buckets:
         return float(sum(buckets))
-    said = run["metrics"].get("grad_allreduce_bytes")
+    said = run.metric("grad_allreduce_bytes")
     if said and said["summary"]["median"] > 0:
         return said["summary"]["median"]
-    p = run["params"]
+    p = run.params
     half = p.get("weights_dtype") == "bfloat16" or p.get("grad_reduce_dtype") == "bf16"
     return float(p.get("num_params", 0)) * (2 if half else 4)
 
@@ -211,13 +211,13 @@ def table_link_of(fingerprint: "dict | None", preset: str) -> "Link | None":
     return None
 
 
-def algorithm_of(run: dict) -> "str | None":
+def algorithm_of(run: Run) -> "str | None":
     """The all-reduce algorithm the run asked NCCL for: its plan entry's algorithm axis, else what its
     NCCL_ALGO allowed where it allowed one of ring and tree alone (Ring, Tree, ^Ring, or the
     per-collective allreduce:tree); None: NCCL's choice."""
-    if run["transport"].get("algorithm") in ALGORITHMS:
-        return run["transport"]["algorithm"]
-    said = str((run["transport"].get("env") or {}).get("NCCL_ALGO") or "").lower().replace(" ", "")
+    if run.transport.get("algorithm") in ALGORITHMS:
+        return run.transport["algorithm"]
+    said = str((run.transport.get("env") or {}).get("NCCL_ALGO") or "").lower().replace(" ", "")
     if ":" in said:  # per collective: "allreduce:tree;allgather:ring"
         said = next((part.partition(":")[2] for part in said.split(";") if part.partition(":")[0] == "allreduce"), "")
     names = [name for name in said.lstrip("^").split(",") if name]
@@ -242,7 +242,7 @@ class Predicted:
     price_per_hour: "float | None"
     source: str = ""  # the timeline it replays, or EXPOSED_MODEL
     slowdown: Slowdown = NONE
-    measured: "dict | None" = None  # the run, where this is a measured configuration
+    measured: "Run | None" = None  # the run, where this is a measured configuration
     shape: str = ""  # "2 nodes x 2 GPUs"
 
     @property
@@ -281,7 +281,7 @@ class Against:
     without all-reduce, and the compute + exposed communication model."""
 
     host: str
-    run: dict
+    run: Run
     link: str
     from_one_gpu: "float | None"
     from_own_steps: "float | None"
@@ -292,7 +292,7 @@ class Against:
 
     @property
     def measured(self) -> dict:
-        return self.run["metrics"]["step_time_s"]["summary"]
+        return self.run.metric("step_time_s")["summary"]
 
     def error(self, predicted: "float | None") -> "float | None":
         return predicted / self.measured["median"] - 1 if predicted is not None else None
@@ -314,7 +314,7 @@ class HostPrediction:
 
 def _ok_ddp(host: dict) -> list:
     """The ok ddp runs with a step time (a bundle the schema accepts may hold an ok run without it)."""
-    return [r for r in host["runs"] if r["suite"] == "ddp" and r["status"] == "ok" and r["metrics"].get("step_time_s")]
+    return [r for r in map(Run, host["runs"]) if r.suite == "ddp" and r.ok and r.metric("step_time_s")]
 
 
 def _link(spec: str) -> Link:
@@ -364,10 +364,10 @@ def _nodes_of(host: dict) -> dict:
     return {launch["id"]: launch.get("nodes", 1) for launch in host["launches"]}
 
 
-def _node_count(run: dict, nodes_of_launch: dict) -> int:
+def _node_count(run: Run, nodes_of_launch: dict) -> int:
     """The nodes a run spanned: its transport's record (emulated nodes of one host, or a group's hosts),
     else its launch's hosts."""
-    return (run["transport"].get("nodes") or {}).get("count") or nodes_of_launch.get(run["launch_id"], 1)
+    return (run.transport.get("nodes") or {}).get("count") or nodes_of_launch.get(run.launch_id, 1)
 
 
 class _Curves:
@@ -376,7 +376,7 @@ class _Curves:
 
     def __init__(self, host: dict, result: HostPrediction) -> None:
         nodes = _nodes_of(host)
-        sweeps = host["runs"]  # collective_curves keeps the runs that timed one all_reduce call
+        sweeps = [Run(run) for run in host["runs"]]  # collective_curves keeps the runs that timed one all_reduce call
         self.found: dict = {}
         for algorithm in (None, *ALGORITHMS):
             chosen = [r for r in sweeps if algorithm_of(r) == algorithm]
@@ -394,16 +394,16 @@ class _Curves:
                 if kept:
                     self.found[preset, ranks, count, algorithm] = kept
 
-    def link(self, preset: str, ranks: int, nodes: int, algorithm: "str | None", run: dict, name: str, title: str) -> "Link | None":
+    def link(self, preset: str, ranks: int, nodes: int, algorithm: "str | None", run: Run, name: str, title: str) -> "Link | None":
         dtypes = self.found.get((preset, ranks, nodes, algorithm))
         if not dtypes:
             return None
-        params = run["params"]
+        params = run.params
         reduced = "bfloat16" if params.get("weights_dtype") == "bfloat16" else REDUCE_DTYPES[params.get("grad_reduce_dtype", "fp32")]
         curve = dtypes.get(reduced) or max(dtypes.values(), key=lambda c: c[-1][0])
         return Link.of_curve(name, title, curve, ranks)
 
-    def one_node(self, preset: str, ranks: int, algorithm: "str | None", run: dict) -> "Link | None":
+    def one_node(self, preset: str, ranks: int, algorithm: "str | None", run: Run) -> "Link | None":
         """The preset's sweep on one node at `ranks`, else at the nearest world size it ran (carried): of
         the algorithm asked for, else of NCCL's choice (a link's bandwidth either way)."""
         for chosen in dict.fromkeys((algorithm, None)):
@@ -415,9 +415,9 @@ class _Curves:
         return None
 
 
-def _network_preset(run: dict) -> "str | None":
+def _network_preset(run: Run) -> "str | None":
     """The preset whose one-node path is the network between the run's nodes."""
-    used, preset = set(run["transport"]["nccl_used"]), run["transport"]["preset"]
+    used, preset = set(run.transport["nccl_used"]), run.preset
     if preset == "socket" or "NET/Socket" in used:
         return "socket"
     if preset == "ib" or "NET/IB" in used:
@@ -425,11 +425,11 @@ def _network_preset(run: dict) -> "str | None":
     return None
 
 
-def _crossed(host: dict, run: dict, curves: _Curves, nodes: int) -> "Crossed | None":
+def _crossed(host: dict, run: Run, curves: _Curves, nodes: int) -> "Crossed | None":
     """The topology a measured run's all-reduces crossed: the bundle's sweep at its preset, world size
     and node count; else, on one node, the preset's sweep at another world size or the table's row;
     on several, the sweeps (else rows) of the link within a node and of the network between them."""
-    preset, ranks, algorithm = run["transport"]["preset"], run["world_size"], algorithm_of(run)
+    preset, ranks, algorithm = run.preset, run.world_size, algorithm_of(run)
     if ranks % nodes:
         return None  # its ranks do not fill its nodes: no topology to replay on
     fingerprint = host.get("fingerprint")
@@ -463,14 +463,14 @@ def _transport_links(host: dict, runs: list, curves: _Curves) -> dict:
     nodes = _nodes_of(host)
     found: dict = {}
     for run in runs:
-        key = (run["transport"]["preset"], run["world_size"], _node_count(run, nodes), algorithm_of(run))
+        key = (run.preset, run.world_size, _node_count(run, nodes), algorithm_of(run))
         if key[1] >= 2 and key not in found:
             found[key] = _crossed(host, run, curves, key[2])
     return found
 
 
-def _key(run: dict, nodes: dict) -> tuple:
-    return run["transport"]["preset"], run["world_size"], _node_count(run, nodes), algorithm_of(run)
+def _key(run: Run, nodes: dict) -> tuple:
+    return run.preset, run.world_size, _node_count(run, nodes), algorithm_of(run)
 
 
 # Distinct bucket sizes timed exactly on one topology; past them (a timeline of many thousands of
@@ -572,7 +572,7 @@ def predict_host(host: dict, name: str, specs: list, gpus: "int | None", gpus_pe
             result.note(f"{run_name(run)}: left out: {problem}")
     if not runs:
         return result
-    result.cpu = not any(on_gpu(run) for run in runs)
+    result.cpu = not any(run.on_gpu for run in runs)
     if result.cpu:
         result.note(CPU_NOTE)
     price = host.get("price_per_hour")
@@ -582,15 +582,15 @@ def predict_host(host: dict, name: str, specs: list, gpus: "int | None", gpus_pe
     profiles, durations, curves = _Profiles(), _Durations(), _Curves(host, result)
     links_here = _transport_links(host, runs, curves)
     nodes = _nodes_of(host)
-    one_gpu = {(workload_of(r), r["params"]["global_batch"]): r for r in runs if r["world_size"] == 1}
+    one_gpu = {(workload_of(r), r.params["global_batch"]): r for r in runs if r.world_size == 1}
     slowdowns = _slowdowns(runs, links_here, profiles, durations, nodes)
     sweeps = _sweeps_of_rows(links_here)
-    has_timeline = any(r.get("timeline") for r in runs)
+    has_timeline = any(r.timeline for r in runs)
     if not has_timeline:
         result.note(FALLBACK_NOTE)
-    configurations = sorted({(workload_of(r), r["params"]["global_batch"]) for r in runs})
+    configurations = sorted({(workload_of(r), r.params["global_batch"]) for r in runs})
     for work, batch in configurations:
-        ran = sorted({r["world_size"] for r in runs if workload_of(r) == work and r["world_size"] > 1})
+        ran = sorted({r.world_size for r in runs if workload_of(r) == work and r.world_size > 1})
         base = one_gpu.get((work, batch))
         base_per_sample = _step_median(base) / batch if base else None
         for n in [gpus] if gpus else ran or [2]:
@@ -621,14 +621,14 @@ def predict_host(host: dict, name: str, specs: list, gpus: "int | None", gpus_pe
                     continue
                 result.predicted.append(Predicted(name, work, batch, n, spec_name, title, basis, done.step_s, done.exposed_s,
                                                   base_per_sample, price, source, slowdown, shape=topology.shape))
-            measured = [run for run in runs if workload_of(run) == work and run["params"]["global_batch"] == batch
-                        and run["world_size"] == n]
+            measured = [run for run in runs if workload_of(run) == work and run.params["global_batch"] == batch
+                        and run.world_size == n]
             for run in measured:
-                preset, count = run["transport"]["preset"], _node_count(run, nodes)
+                preset, count = run.preset, _node_count(run, nodes)
                 shape = Topology(n // count, count).shape if n % count == 0 else f"{count} nodes"
                 # Launch repeats measure one configuration again: each row says which it is.
-                repeats = sum(other["transport"]["preset"] == preset for other in measured)
-                repeat = f", launch repeat {run.get('repeat', 1)}" if repeats > 1 else ""
+                repeats = sum(other.preset == preset for other in measured)
+                repeat = f", launch repeat {run.repeat}" if repeats > 1 else ""
                 result.predicted.append(Predicted(name, work, batch, n, f"measured: {preset}{repeat}", f"measured, {preset}{repeat}",
                                                   "measured run", _step_median(run), None, base_per_sample, price,
                                                   measured=run, shape=shape))
@@ -653,7 +653,7 @@ def _timeline_for(runs: list, one_gpu: dict, work: Workload, batch: int, gpus: i
     """The compute of one step at `gpus` GPUs: the N-GPU run's steps without all-reduce where the host
     ran N GPUs with this workload, else the 1-GPU run's, counted again for N GPUs."""
     for run in runs:
-        if workload_of(run) == work and run["world_size"] == gpus and run["params"]["global_batch"] == batch:
+        if workload_of(run) == work and run.world_size == gpus and run.params["global_batch"] == batch:
             own = profiles.own(run)
             if own is not None:
                 return own.timeline(accum), own.source
@@ -665,13 +665,13 @@ def _timeline_for(runs: list, one_gpu: dict, work: Workload, batch: int, gpus: i
 
 def _one_gpu_profile(one_gpu: dict, work: Workload, batch: int, profiles: _Profiles) -> "Profile | None":
     run = one_gpu.get((work, batch)) or next((r for (w, _), r in sorted(one_gpu.items(), key=lambda item: item[0][1], reverse=True)
-                                              if w == work and r.get("timeline")), None)
+                                              if w == work and r.timeline), None)
     if run is None:
         return None
     return profiles.of(run, "steps", ONE_GPU_SOURCE, True)
 
 
-def _step(timeline: "Timeline | None", allreduce_s, slowdown: Slowdown, base: "dict | None", gpus: int) -> "Replayed | None":
+def _step(timeline: "Timeline | None", allreduce_s, slowdown: Slowdown, base: "Run | None", gpus: int) -> "Replayed | None":
     """The replayed step, or without a timeline the compute + exposed communication model
     over the 1-GPU run's step."""
     if timeline is not None:
@@ -701,8 +701,8 @@ class Slowdowns:
         return Slowdown(_median(s.compute for s in values), _median(s.comm for s in values))
 
 
-def _configuration(run: dict) -> tuple:
-    return workload_of(run), run["params"]["global_batch"], run["world_size"], run["transport"]["preset"]
+def _configuration(run: Run) -> tuple:
+    return workload_of(run), run.params["global_batch"], run.world_size, run.preset
 
 
 def _slowdowns(runs: list, links_here: dict, profiles: _Profiles, durations: _Durations, nodes: dict) -> Slowdowns:
@@ -710,7 +710,7 @@ def _slowdowns(runs: list, links_here: dict, profiles: _Profiles, durations: _Du
     for run in runs:
         crossed = links_here.get(_key(run, nodes))
         own = profiles.of(run, "steps_without_allreduce", "", False)
-        timed = (run.get("timeline") or {}).get("steps")
+        timed = run.timeline.get("steps")
         if crossed is None or own is None or not timed:
             continue
         compute_end = _median(max(step["bucket_ready_s"], default=0.0) for step in timed)
@@ -721,15 +721,15 @@ def _slowdowns(runs: list, links_here: dict, profiles: _Profiles, durations: _Du
     return Slowdowns(found)
 
 
-def _against(name: str, run: dict, one_gpu: dict, links_here: dict, slowdowns: Slowdowns, profiles: _Profiles,
+def _against(name: str, run: Run, one_gpu: dict, links_here: dict, slowdowns: Slowdowns, profiles: _Profiles,
              durations: _Durations, nodes: dict) -> Against:
-    work, batch, n = workload_of(run), run["params"]["global_batch"], run["world_size"]
+    work, batch, n = workload_of(run), run.params["global_batch"], run.world_size
     preset, count, algorithm = _key(run, nodes)[0], _key(run, nodes)[2], algorithm_of(run)
     shape = Topology(n // count, count).shape if n % count == 0 else f"{count} nodes"
     crossed = links_here.get(_key(run, nodes))
     if crossed is None:
         return Against(name, run, f"{preset} (no all_reduce curve or table row)", None, None, None, NONE, shape, algorithm)
-    accum = run["params"]["grad_accum"]
+    accum = run.params["grad_accum"]
     slowdown = slowdowns.of(crossed.name, leave_out=run)
     allreduce_s = durations.of(crossed.topology)
     profile = _one_gpu_profile(one_gpu, work, batch, profiles)
@@ -768,7 +768,7 @@ def error_table(found: list[HostPrediction]) -> list[ErrorRow]:
     groups: dict = {}
     for host in found:
         for a in host.against:
-            key = (host.host, a.run["world_size"], a.shape, a.link, a.algorithm or CHOSEN)
+            key = (host.host, a.run.world_size, a.shape, a.link, a.algorithm or CHOSEN)
             groups.setdefault(key, []).append(a)
     return [ErrorRow(*key, len(rows), _errors([a.error(a.from_one_gpu) for a in rows]),
                      _errors([a.error(a.from_own_steps) for a in rows]), _errors([a.error(a.exposed_model) for a in rows]))

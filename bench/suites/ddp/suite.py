@@ -7,11 +7,11 @@ what it shares with the other training suites is the training family, bench/suit
 from __future__ import annotations
 
 from bench.common.host import Capabilities
+from bench.common.run import Run
 from bench.common.transports import backend_for, with_setting
 from bench.common.units import human_bytes
 from bench.models.shapes import TRANSFORMER_PRESETS
 from bench.suites.training import memory
-from bench.suites.base import median
 from bench.suites.ddp import cost, derived
 from bench.suites.ddp.params import Params
 from bench.suites.params import PlanError
@@ -46,28 +46,28 @@ class DDP(TrainingSuite):
     def launch_seconds(self, params: Params, preset: str, world_size: int, host: Capabilities) -> float:
         return cost.launch_seconds(params, preset, world_size, host)
 
-    def link_name(self, run: dict) -> str:
+    def link_name(self, run: Run) -> str:
         """allreduce copy_engine carries the gradients on the copy engines, past NCCL's transport."""
-        if run["params"].get("allreduce") == "copy_engine":
-            return with_setting(f"{run['transport']['preset']} via copy engines", run)
+        if run.params.get("allreduce") == "copy_engine":
+            return with_setting(f"{run.preset} via copy engines", run)
         return super().link_name(run)
 
     def nccl_collectives(self, params: Params) -> list:
         return [] if params.allreduce == "copy_engine" else [("the gradients' all-reduce", "AllReduce")]
 
-    def nccl_calls(self, run: dict) -> list:
-        return [] if run["params"].get("allreduce") == "copy_engine" else [("AllReduce", None)]
+    def nccl_calls(self, run: Run) -> list:
+        return [] if run.params.get("allreduce") == "copy_engine" else [("AllReduce", None)]
 
-    def peer_copies(self, run: dict) -> bool:
-        return run["params"].get("allreduce") == "copy_engine"
+    def peer_copies(self, run: Run) -> bool:
+        return run.params.get("allreduce") == "copy_engine"
 
-    def collective_bytes(self, run: dict) -> "float | None":
+    def collective_bytes(self, run: Run) -> "float | None":
         """The gradients' all-reduce: 2(n-1)/n of their bytes."""
-        grad, n = median(run, "grad_allreduce_bytes"), run["world_size"]
+        grad, n = run.median("grad_allreduce_bytes"), run.world_size
         return None if grad is None else grad * 2 * (n - 1) / n
 
-    def judged_figure(self, run: dict) -> tuple:
-        return "ddp_step_time_s", median(run, "step_time_s"), None
+    def judged_figure(self, run: Run) -> tuple:
+        return "ddp_step_time_s", run.median("step_time_s"), None
 
 
 def _check_host_memory(params: Params, host: Capabilities, world_size: int, nodes: int) -> None:

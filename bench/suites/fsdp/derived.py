@@ -25,64 +25,65 @@ prices: no prediction, with a note.
 from __future__ import annotations
 
 from bench.common.allreduce import curve_time
+from bench.common.run import Run
 from bench.suites.training import of_plain_model, training_recipe
-from bench.suites.training.derived import collective_curves, curve_key, curve_of, median
+from bench.suites.training.derived import collective_curves, curve_key, curve_of
 
 REDUCE_DTYPES = {"bf16": "bfloat16", "fp32": "float32"}
 OWN_BASELINE = ("baseline: FSDP on one GPU (this bundle has no 1-GPU run of the plain model of the same shape): the scaling "
                 "leaves out what FSDP itself costs on one GPU")
 
 
-def _ok(runs: list[dict]) -> list[dict]:
-    return [r for r in runs if r["suite"] == "fsdp" and r["status"] == "ok"]
+def _ok(runs: "list[Run]") -> "list[Run]":
+    return [r for r in runs if r.suite == "fsdp" and r.ok]
 
 
-def _shape(run: dict) -> tuple:
+def _shape(run: Run) -> tuple:
     """What a run and its 1-GPU baseline share, whatever suite trained it."""
-    p = run["params"]
+    p = run.params
     fixed = "global_batch" if p.get("global_batches") else "grad_accum"
     return (p["model"], training_recipe(p), p.get("seq_len"), p["micro_batch"], fixed, p.get(fixed))
 
 
-def _one_gpu_runs(runs: list[dict], key) -> dict:
+def _one_gpu_runs(runs: "list[Run]", key) -> dict:
     """key(run) -> the world-size-1 run of the same repeat where there is one, the default preset's first."""
     found = {}
     for run in runs:
-        if run["world_size"] == 1:
-            k = (key(run), run.get("repeat", 1))
-            if k not in found or run["transport"]["preset"] == "default":
+        if run.world_size == 1:
+            k = (key(run), run.repeat)
+            if k not in found or run.preset == "default":
                 found[k] = run
     return found
 
 
-def baselines(runs: list[dict]) -> "dict[int, dict]":
+def baselines(runs: "list[Run]") -> "dict[int, Run]":
     """id(run) -> the run it is scaled against, for every ok fsdp run of one host that has one."""
-    plain = _one_gpu_runs([r for r in runs if of_plain_model(r) and r["status"] == "ok"], _shape)
-    sharded_key = lambda run: (_shape(run), run["params"]["sharding"], run["params"].get("reduce_dtype"))
+    plain = _one_gpu_runs([r for r in runs if of_plain_model(r) and r.ok], _shape)
+    sharded_key = lambda run: (_shape(run), run.params["sharding"], run.params.get("reduce_dtype"))
     own = _one_gpu_runs(_ok(runs), sharded_key)
     found = {}
     for run in _ok(runs):
-        repeat = run.get("repeat", 1)
+        repeat = run.repeat
         base = plain.get((_shape(run), repeat)) or next((r for (k, _), r in plain.items() if k == _shape(run)), None)
-        if base is None and run["world_size"] > 1:
+        if base is None and run.world_size > 1:
             base = own.get((sharded_key(run), repeat)) or next((r for (k, _), r in own.items() if k == sharded_key(run)), None)
         if base is not None:
             found[id(run)] = base
     return found
 
 
-def derive_scaling(runs: list[dict]) -> None:
+def derive_scaling(runs: "list[Run]") -> None:
     """Set derived.scaling_efficiency_fraction on every ok fsdp run that has a baseline (a note where
     the baseline is FSDP's own one-GPU run)."""
     found = baselines(runs)
     for run in _ok(runs):
         baseline = found.get(id(run))
-        mine, base = median(run, "per_sample_gpu_time_s"), baseline and median(baseline, "per_sample_gpu_time_s")
-        run.setdefault("derived", {})["scaling_efficiency_fraction"] = base / mine if base and mine else None
+        mine, base = run.median("per_sample_gpu_time_s"), baseline and baseline.median("per_sample_gpu_time_s")
+        run.record.setdefault("derived", {})["scaling_efficiency_fraction"] = base / mine if base and mine else None
 
 
-def _collective_s(curves: dict, key: tuple, run: dict, op: str, dtype: str, notes: list) -> "float | None":
-    calls, moved = median(run, f"{op}_calls_per_step_count"), median(run, f"{op}_bytes")
+def _collective_s(curves: dict, key: tuple, run: Run, op: str, dtype: str, notes: list) -> "float | None":
+    calls, moved = run.median(f"{op}_calls_per_step_count"), run.median(f"{op}_bytes")
     dtypes = curves.get(key)
     if dtypes is None:
         notes.append(f"no {op} results for transport {key[0]} at {key[1]} ranks in this bundle: no prediction")
@@ -97,25 +98,25 @@ def _collective_s(curves: dict, key: tuple, run: dict, op: str, dtype: str, note
     return calls * seconds
 
 
-def derive_prediction(runs: list[dict], launches: list[dict]) -> None:
+def derive_prediction(runs: "list[Run]", launches: list[dict]) -> None:
     """Set derived exposed_comm_s, all_gather_time_s, reduce_scatter_time_s and predicted_step_time_s on
     every ok N-GPU fsdp run; a figure whose inputs are not in the runs is null, and a note says which."""
     nodes_of_launch = {launch["id"]: launch.get("nodes", 1) for launch in launches}
     curves = {op: collective_curves(runs, op, nodes_of_launch) for op in ("all_gather", "reduce_scatter")}
     found = baselines(runs)
     for run in _ok(runs):
-        if run["world_size"] == 1:
+        if run.world_size == 1:
             continue
-        derived, notes = run.setdefault("derived", {}), []
-        p, baseline = run["params"], found.get(id(run))
-        if baseline is not None and baseline["suite"] == "fsdp":
+        derived, notes = run.record.setdefault("derived", {}), []
+        p, baseline = run.params, found.get(id(run))
+        if baseline is not None and baseline.suite == "fsdp":
             notes.append(OWN_BASELINE)
         compute_s = None
         if baseline is None:
             notes.append("no 1-GPU run of the same shape in this bundle (the plain model's, or fsdp's own): no scaling, exposed communication or prediction")
         else:
-            compute_s = median(baseline, "step_time_s") * p["global_batch"] / run["world_size"] / baseline["params"]["global_batch"]
-        derived["exposed_comm_s"] = None if compute_s is None else median(run, "step_time_s") - compute_s
+            compute_s = baseline.median("step_time_s") * p["global_batch"] / run.world_size / baseline.params["global_batch"]
+        derived["exposed_comm_s"] = None if compute_s is None else run.median("step_time_s") - compute_s
         key = curve_key(run, nodes_of_launch)
         gather_s = scatter_s = None
         if p["sharding"] == "hybrid":
@@ -128,6 +129,6 @@ def derive_prediction(runs: list[dict], launches: list[dict]) -> None:
         derived["predicted_step_time_s"] = (None if compute_s is None or gather_s is None or scatter_s is None
                                             else compute_s + gather_s + scatter_s)
         if notes:
-            run["notes"] = notes
+            run.record["notes"] = notes
         else:
-            run.pop("notes", None)  # derived again on resume: an input may have arrived since
+            run.record.pop("notes", None)  # derived again on resume: an input may have arrived since

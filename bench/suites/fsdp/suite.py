@@ -10,9 +10,10 @@ ddp suite is the training family, bench/suites/training/. Before a launch, the f
 from __future__ import annotations
 
 from bench.common.host import Capabilities
-from bench.common.transports import backend_for, on_gpu, ranks_label
+from bench.common.run import Run
+from bench.common.transports import backend_for, ranks_label
 from bench.common.units import human_bytes
-from bench.suites.base import median
+
 from bench.suites.training import memory
 from bench.suites.fsdp import cost, derived
 from bench.suites.fsdp.params import Params
@@ -69,31 +70,31 @@ class FSDP(TrainingSuite):
         gathers = [("its parameters' all-gather", "AllGather"), ("its gradients' reduce-scatter", "ReduceScatter")]
         return gathers + ([("its replicas' all-reduce", "AllReduce")] if params.sharding == "hybrid" else [])
 
-    def nccl_calls(self, run: dict) -> list:
-        functions = ["AllGather", "ReduceScatter"] + (["AllReduce"] if run["params"]["sharding"] == "hybrid" else [])
+    def nccl_calls(self, run: Run) -> list:
+        functions = ["AllGather", "ReduceScatter"] + (["AllReduce"] if run.params["sharding"] == "hybrid" else [])
         return [(function, None) for function in functions]
 
-    def collective_bytes(self, run: dict) -> "float | None":
+    def collective_bytes(self, run: Run) -> "float | None":
         """The all-gathers and reduce-scatters, (n-1)/n of their sizes; hybrid's all-reduce across nodes, 2(n-1)/n."""
-        n = run["world_size"]
-        gather, scatter = median(run, "all_gather_bytes"), median(run, "reduce_scatter_bytes")
-        across = median(run, "all_reduce_bytes") or 0.0
+        n = run.world_size
+        gather, scatter = run.median("all_gather_bytes"), run.median("reduce_scatter_bytes")
+        across = run.median("all_reduce_bytes") or 0.0
         return None if gather is None or scatter is None else (gather + scatter + 2 * across) * (n - 1) / n
 
     def strategy(self, params: dict) -> str:
         return f"fsdp {params['sharding']}" + (", bf16 reduce" if params.get("reduce_dtype") == "bf16" else "")
 
-    def configuration(self, run: dict) -> tuple:
-        p = run["params"]
+    def configuration(self, run: Run) -> tuple:
+        p = run.params
         return ("fsdp", p["model"], fsdp_recipe(p), p["sharding"], p.get("seq_len"), p["micro_batch"], p.get("global_batch"),
-                run["world_size"])
+                run.world_size)
 
-    def judged_figure(self, run: dict) -> tuple:
-        return "fsdp_step_time_s", median(run, "step_time_s"), None
+    def judged_figure(self, run: Run) -> tuple:
+        return "fsdp_step_time_s", run.median("step_time_s"), None
 
-    def label(self, run: dict) -> str:
-        p = run["params"]
-        return f"{p['model']} {fsdp_recipe(p)}, fsdp {p['sharding']}, batch {p.get('global_batch')}, {ranks_label(run['world_size'], on_gpu(run))}"
+    def label(self, run: Run) -> str:
+        p = run.params
+        return f"{p['model']} {fsdp_recipe(p)}, fsdp {p['sharding']}, batch {p.get('global_batch')}, {ranks_label(run.world_size, run.on_gpu)}"
 
 
 def _check_memory(params: Params, host: Capabilities, world_size: int, nodes: int, on_gpu: bool) -> None:

@@ -6,6 +6,7 @@ prints them and the report marks the run ⚠ with the likely cause."""
 from __future__ import annotations
 
 from bench.common.concerns import P2P_FIX, gate_finding, placement_splits
+from bench.common.run import Run
 from bench.suites.base import HostResults, Suite, warning
 
 NUMA_CAUSE = ("a rank off its GPU's NUMA node reaches the GPU, and its own host memory, across the link between the "
@@ -15,35 +16,35 @@ NUMA_CAUSE = ("a rank off its GPU's NUMA node reaches the GPU, and its own host 
               "--membind=N`), and compare only with machines split the same way")
 
 
-def warnings(run: dict, results: HostResults, suite: Suite) -> list:
+def warnings(run: Run, results: HostResults, suite: Suite) -> list:
     """The host's warnings on one ok run (bench.suites.base.warning each)."""
     return _gate(run, results, suite) + _numa(run, results)
 
 
-def _ranks_here(run: dict, results: HostResults) -> int:
-    return run["world_size"] // max(1, results.nodes_of_launch.get(run["launch_id"], 1))
+def _ranks_here(run: Run, results: HostResults) -> int:
+    return run.world_size // max(1, results.nodes_of_launch.get(run.launch_id, 1))
 
 
-def took_p2p(run: dict, results: HostResults, suite: Suite) -> bool:
+def took_p2p(run: Run, results: HostResults, suite: Suite) -> bool:
     """Whether the run's data went peer to peer as the box has it: copies between GPUs past NCCL,
     or two or more ranks on this host talking with P2P left on (NCCL's log naming P2P, or nothing)."""
     if suite.peer_copies(run):
         return True
-    transport = run["transport"]
+    transport = run.transport
     if _ranks_here(run, results) < 2 or (transport.get("env") or {}).get("NCCL_P2P_DISABLE") == "1":
         return False
     return not transport["nccl_used"] or "P2P" in transport["nccl_used"]
 
 
-def took_host_memory(run: dict, results: HostResults) -> bool:
+def took_host_memory(run: Run, results: HostResults) -> bool:
     """Whether two or more ranks on this host talked through host memory (P2P off, SHM left on)."""
-    transport, env = run["transport"], run["transport"].get("env") or {}
+    transport, env = run.transport, run.transport.get("env") or {}
     if _ranks_here(run, results) < 2 or env.get("NCCL_P2P_DISABLE") != "1" or env.get("NCCL_SHM_DISABLE") == "1":
         return False
     return not transport["nccl_used"] or "SHM" in transport["nccl_used"]
 
 
-def _gate(run: dict, results: HostResults, suite: Suite) -> list:
+def _gate(run: Run, results: HostResults, suite: Suite) -> list:
     gate = (results.fingerprint or {}).get("gate")
     if not gate or gate["verdict"] == "ok":
         return []
@@ -66,9 +67,9 @@ def _gate(run: dict, results: HostResults, suite: Suite) -> list:
     return []
 
 
-def _numa(run: dict, results: HostResults) -> list:
+def _numa(run: Run, results: HostResults) -> list:
     launches = results.once("machine.launches", lambda: {launch["id"]: launch for launch in results.launches})
-    lines = placement_splits((launches.get(run["launch_id"]) or {}).get("placement"))
+    lines = placement_splits((launches.get(run.launch_id) or {}).get("placement"))
     if not lines:
         return []
     return [warning("numa_split", "its launch's ranks were split over NUMA nodes: " + "; ".join(lines), NUMA_CAUSE)]

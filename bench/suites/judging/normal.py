@@ -15,6 +15,7 @@ from bench import suites
 from bench.common.concerns import acs_on_gpu_path, iommu_translated, pcie_links
 from bench.common.reference import BAND, EXPECTED, GIB, LARGE_BYTES, SOURCES, nvlink_row
 from bench.common.links import link_summary
+from bench.common.run import Run
 from bench.common.transports import setting_key
 from bench.common.units import human_bytes
 from bench.suites.training import TrainingSuite
@@ -54,19 +55,19 @@ def higher_is_better(figure: str) -> bool:
     return figure.endswith(("_gbps", "_fraction"))
 
 
-def judge(run: dict, fingerprint: "dict | None") -> "Judgement | None":
+def judge(run: Run, fingerprint: "dict | None") -> "Judgement | None":
     """The run's first figure (its suite's judged_figure) against its expected range; None where its
     suite judges no figure of it."""
     found = judgements(run, fingerprint)
     return found[0] if found else None
 
 
-def judgements(run: dict, fingerprint: "dict | None") -> list:
+def judgements(run: Run, fingerprint: "dict | None") -> list:
     """Each figure of the run its suite judges (Suite.judged_figures), against its expected range."""
-    return [_judge(run, fingerprint, *found) for found in suites.get(run["suite"]).judged_figures(run)]
+    return [_judge(run, fingerprint, *found) for found in suites.get(run.suite).judged_figures(run)]
 
 
-def _judge(run: dict, fingerprint: "dict | None", figure: str, value: "float | None", size: "int | None") -> Judgement:
+def _judge(run: Run, fingerprint: "dict | None", figure: str, value: "float | None", size: "int | None") -> Judgement:
     fp = fingerprint or {}
     gpus = _gpus_of(run, fp)
     names = {((fp.get("gpus") or [])[i:i + 1] or [{}])[0].get("name") for i in gpus}
@@ -78,11 +79,11 @@ def _judge(run: dict, fingerprint: "dict | None", figure: str, value: "float | N
         return Judgement(NO_REFERENCE, figure, value, why="GPUs of different or unknown models")
     gpu, path = names.pop(), _path(run, fp)
     alike = [row for row in EXPECTED if row["figure"] == figure and row["gpu"] == gpu and row.get("transport") in (None, path)
-             and row.get("ranks") in (None, run["world_size"])
-             and all(run["params"].get(key) == want for key, want in (row.get("config") or {}).items())]
+             and row.get("ranks") in (None, run.world_size)
+             and all(run.params.get(key) == want for key, want in (row.get("config") or {}).items())]
     rows = [row for row in alike if _size_fits(row, size)]
     if not rows:
-        what = f"{figure} of {gpu}" + (f" over {path}" if path else "") + f" at {run['world_size']} rank(s)"
+        what = f"{figure} of {gpu}" + (f" over {path}" if path else "") + f" at {run.world_size} rank(s)"
         if alike:  # a small message or copy measures latency more than the link
             smallest = min(row.get("size_bytes_min", 1) for row in alike)
             return Judgement(NO_REFERENCE, figure, value, why=f"{what}: ranges hold {human_bytes(smallest)} and up")
@@ -99,7 +100,7 @@ def _judge(run: dict, fingerprint: "dict | None", figure: str, value: "float | N
 
 def judge_host(host: dict) -> list:
     """(run, Judgement) for every figure of every ok run of the host that its suite judges."""
-    return [(run, found) for run in host["runs"] if run["status"] == "ok" for found in judgements(run, host.get("fingerprint"))]
+    return [(run, found) for run in map(Run, host["runs"]) if run.ok for found in judgements(run, host.get("fingerprint"))]
 
 
 def source_line(name: str) -> str:
@@ -111,23 +112,23 @@ def source_line(name: str) -> str:
 
 # --- What the run touched ---------------------------------------------------------------------
 
-def _gpus_of(run: dict, fp: dict) -> list[int]:
+def _gpus_of(run: Run, fp: dict) -> list[int]:
     """The GPU indices a run's figure crossed, as its suite says (Suite.gpus_crossed)."""
-    return suites.get(run["suite"]).gpus_crossed(run, len(fp.get("gpus") or []))
+    return suites.get(run.suite).gpus_crossed(run, len(fp.get("gpus") or []))
 
 
-def _path(run: dict, fp: dict) -> "str | None":
+def _path(run: Run, fp: dict) -> "str | None":
     """The path the run's data took between GPUs, as the link rows name it: p2p, nvlink, host_memory,
     net_ib, net_socket (over several nodes, the one between them); None for a copy between host and
     device, or one rank."""
     nvlink = link_summary(fp)["link_class"] == "nvlink"
-    if suites.get(run["suite"]).peer_copies(run):
+    if suites.get(run.suite).peer_copies(run):
         ends = [f"GPU{i}" for i in _gpus_of(run, fp)]
         access = (((fp.get("link_load") or {}).get("p2p_access")) or {}).get(ends[0], {}).get(ends[-1]) if ends else None
         return "host_memory" if access is False else "nvlink" if nvlink else "p2p"
-    used = set(run["transport"]["nccl_used"])
+    used = set(run.transport["nccl_used"])
     network = (("NET/IB", "net_ib"), ("NET/Socket", "net_socket"))
-    if (run["transport"].get("nodes") or {}).get("count", 1) > 1:  # over several nodes the network path is the slowest
+    if (run.transport.get("nodes") or {}).get("count", 1) > 1:  # over several nodes the network path is the slowest
         return next((path for name, path in network if name in used), None)
     if "P2P" in used:
         return "nvlink" if nvlink else "p2p"
@@ -161,21 +162,21 @@ def _link_key(fp: dict, gpus: list[int], path: "str | None") -> str:
 
 # --- Why a figure came out below its range ------------------------------------------------------
 
-def likely_causes(run: dict, fp: dict, row: dict, gpus: list[int], path: "str | None") -> list[str]:
+def likely_causes(run: Run, fp: dict, row: dict, gpus: list[int], path: "str | None") -> list[str]:
     """What this bundle shows that slows the figure: the link asleep while measured, a slot narrower or
     older than the range's, a link trained down under load, a power cap, clocks held back, ACS or an
     IOMMU between GPUs that go peer to peer, ranks split over NUMA nodes."""
     causes = _link_causes(run, fp, row, gpus, path) + _power_causes(run, fp, gpus)
     if path in ("p2p", "nvlink") and (acs_on_gpu_path(fp) or iommu_translated(fp)):
         causes.append("ACS or an IOMMU on the PCIe path between the GPUs (this host's concerns say which)")
-    if any(w["code"] == "numa_split" for w in run.get("warnings", [])):
+    if any(w["code"] == "numa_split" for w in run.warnings):
         causes.append("its ranks split over NUMA nodes (its numa_split warning)")
     return causes
 
 
-def _link_causes(run: dict, fp: dict, row: dict, gpus: list[int], path: "str | None") -> list[str]:
+def _link_causes(run: Run, fp: dict, row: dict, gpus: list[int], path: "str | None") -> list[str]:
     causes = []
-    window = {gpu["index"]: gpu for gpu in ((run.get("gpu_counters") or {}).get("gpus") or [])}
+    window = {gpu["index"]: gpu for gpu in ((run.gpu_counters or {}).get("gpus") or [])}
     wanted = re.match(r"pcie(\d)-x(\d+)", row["link"])
     for link in _pcie(fp, gpus):
         i, seen = link["index"], window.get(link["index"]) or {}
@@ -194,13 +195,13 @@ def _link_causes(run: dict, fp: dict, row: dict, gpus: list[int], path: "str | N
     return causes
 
 
-def _power_causes(run: dict, fp: dict, gpus: list[int]) -> list[str]:
+def _power_causes(run: Run, fp: dict, gpus: list[int]) -> list[str]:
     causes = []
     for gpu in (fp.get("health") or {}).get("gpus") or []:
         limit, default = gpu.get("power_limit_w"), gpu.get("power_limit_default_w")
         if gpu["index"] in gpus and limit is not None and default and limit < default * 0.99:
             causes.append(f"GPU{gpu['index']}'s power limit is {limit:g} W, below its default {default:g} W: a power cap")
-    for gpu in ((run.get("gpu_counters") or {}).get("gpus") or []):
+    for gpu in ((run.gpu_counters or {}).get("gpus") or []):
         held = gpu.get("held_back_fraction")
         if gpu["index"] in gpus and held and held > HELD_BACK_CAUSE_FRACTION:
             reasons = ", ".join(sorted(gpu.get("held_back_reasons_fraction") or {})) or "no reason given"
@@ -233,12 +234,12 @@ def measured_ranges(bundles: list) -> list[dict]:
             if len(names) != 1 or None in names:
                 continue
             gpu = names.pop()
-            for run in host["runs"]:
-                if run["status"] != "ok" or nodes.get(run["launch_id"], 1) > 1 or setting_key(run):
+            for run in map(Run, host["runs"]):
+                if not run.ok or nodes.get(run.launch_id, 1) > 1 or setting_key(run):
                     continue  # a range is one box's, under NCCL's own choices: no nodes, algorithm, GPUs or env of the plan's
-                if run["world_size"] > 1 and _path(run, fp) is None:  # ranks on no link the rows name (gloo)
+                if run.world_size > 1 and _path(run, fp) is None:  # ranks on no link the rows name (gloo)
                     continue
-                for figure, value, size in suites.get(run["suite"]).judged_figures(run):
+                for figure, value, size in suites.get(run.suite).judged_figures(run):
                     key = _range_key(run, fp, gpu, figure, size)
                     if key is not None and value is not None and value > 0:
                         low, high = _run_spread(run, figure, value)
@@ -253,33 +254,33 @@ def measured_ranges(bundles: list) -> list[dict]:
             for (gpu, figure, link, match), g in sorted(groups.items(), key=lambda item: repr(item[0]))]
 
 
-def _range_key(run: dict, fp: dict, gpu: str, figure: str, size: "int | None") -> "tuple | None":
+def _range_key(run: Run, fp: dict, gpu: str, figure: str, size: "int | None") -> "tuple | None":
     """(gpu, figure, link, what a run must match) of the row a run's figure belongs to; None for a
     message below the sizes the ranges hold."""
     gpus = _gpus_of(run, fp)
     path = _path(run, fp)
     link = (nvlink_row(gpu) or "nvlink") if path == "nvlink" else "socket-loopback" if path == "net_socket" else _link_key(fp, gpus, path)
-    match: list = [("ranks", run["world_size"])] + ([("transport", path)] if path else [])
+    match: list = [("ranks", run.world_size)] + ([("transport", path)] if path else [])
     if size is not None:
         found = next(((low, high) for low, high in SIZE_CLASSES if low <= size <= (high or size)), None)
         if found is None:
             return None
         match += [("size_bytes_min", found[0])] + ([("size_bytes_max", found[1])] if found[1] else [])
-    if isinstance(suites.get(run["suite"]), TrainingSuite) or figure.endswith(("_step_time_s", "_fraction")):
-        params = run["params"]
+    if isinstance(suites.get(run.suite), TrainingSuite) or figure.endswith(("_step_time_s", "_fraction")):
+        params = run.params
         match.append(("config", tuple((key, params[key]) for key in RECIPE_KEYS if key in params)))
     return gpu, figure, link or "unknown", tuple(match)
 
 
-def _run_spread(run: dict, figure: str, value: float) -> tuple[float, float]:
+def _run_spread(run: Run, figure: str, value: float) -> tuple[float, float]:
     """The run's own p5 and p95 of the figure: its metric's, of the metric it is the median of; a
     scaling efficiency's, its step's turned over (the efficiency goes as 1 / step)."""
     if figure.endswith("_fraction"):
-        step = (run["metrics"].get("step_time_s") or {}).get("summary") or {}
+        step = (run.metric("step_time_s") or {}).get("summary") or {}
         if not (step.get("p5") and step.get("p95")):
             return value, value
         return value * step["median"] / step["p95"], value * step["median"] / step["p5"]
-    summary = next((m["summary"] for m in run["metrics"].values() if m["summary"]["median"] == value), None)
+    summary = next((m["summary"] for m in run.metrics.values() if m["summary"]["median"] == value), None)
     return (summary["p5"], summary["p95"]) if summary else (value, value)
 
 

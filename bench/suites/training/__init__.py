@@ -27,7 +27,8 @@ from typing import ClassVar
 
 from bench import suites
 from bench.common.host import Capabilities
-from bench.common.transports import on_gpu, ranks_label
+from bench.common.run import Run
+from bench.common.transports import ranks_label
 from bench.models.shapes import TRANSFORMER_PRESETS, UNET_CONFIGS, UNET_EXTRA
 from bench.suites.base import HostResults, Suite
 from bench.suites.params import PlanError, SampledParams
@@ -143,24 +144,24 @@ class TrainingSuite(Suite):
         name, or the way a suite of several ways took."""
         return self.name
 
-    def configuration(self, run: dict) -> tuple:
-        p = run["params"]
-        return (self.name, p["model"], training_recipe(p), p.get("seq_len"), p["micro_batch"], p.get("global_batch"), run["world_size"])
+    def configuration(self, run: Run) -> tuple:
+        p = run.params
+        return (self.name, p["model"], training_recipe(p), p.get("seq_len"), p["micro_batch"], p.get("global_batch"), run.world_size)
 
-    def label(self, run: dict) -> str:
-        p = run["params"]
-        return f"{p['model']} {training_recipe(p)}, batch {p.get('global_batch')}, {ranks_label(run['world_size'], on_gpu(run))}"
+    def label(self, run: Run) -> str:
+        p = run.params
+        return f"{p['model']} {training_recipe(p)}, batch {p.get('global_batch')}, {ranks_label(run.world_size, run.on_gpu)}"
 
-    def baselines(self, runs: list) -> dict:
+    def baselines(self, runs: "list[Run]") -> dict:
         """id(run) -> the 1-GPU run it is scaled against, for every ok run of this suite among one host's
         runs that has one."""
         raise NotImplementedError
 
-    def derive_scaling(self, runs: list) -> None:
+    def derive_scaling(self, runs: "list[Run]") -> None:
         """Set derived.scaling_efficiency_fraction on every ok run of this suite among one host's runs."""
         raise NotImplementedError
 
-    def derive_prediction(self, runs: list, launches: list) -> None:
+    def derive_prediction(self, runs: "list[Run]", launches: list) -> None:
         """Set the communication model's figures on every ok N-GPU run of this suite among one host's runs
         (derived exposed_comm_s, predicted_step_time_s and the collectives' times), a note where an input
         is missing."""
@@ -170,16 +171,16 @@ class TrainingSuite(Suite):
         self.derive_scaling(results.runs)
         self.derive_prediction(results.runs, results.launches)
 
-    def warnings(self, run: dict, results: HostResults) -> list:
-        if run["world_size"] == 1:  # its own baseline (fsdp's: FSDP's own cost against the plain model, not a scaling)
+    def warnings(self, run: Run, results: HostResults) -> list:
+        if run.world_size == 1:  # its own baseline (fsdp's: FSDP's own cost against the plain model, not a scaling)
             return []
         found = results.once(f"{self.name}.baselines", lambda: self.baselines(results.runs))
         return scaling_warnings(run, found.get(id(run)), results.others_share)
 
 
-def of_plain_model(run: dict) -> bool:
+def of_plain_model(run: Run) -> bool:
     """Whether the run's suite is the family's plain one (TrainingSuite.plain_model)."""
-    suite = suites.registry().get(run["suite"])
+    suite = suites.registry().get(run.suite)
     return isinstance(suite, TrainingSuite) and suite.plain_model
 
 

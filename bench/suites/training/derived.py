@@ -8,30 +8,26 @@ import statistics
 
 from bench import suites
 from bench.common import shared_machine
+from bench.common.run import Run
 from bench.common.stats import LEVEL, ratio_of_medians
 from bench.common.transports import setting_key
 from bench.suites.base import warning
 
 
-def median(run: dict, metric: str) -> "float | None":
-    found = run["metrics"].get(metric)
-    return found["summary"]["median"] if found else None
-
-
-def curve_key(run: dict, nodes_of_launch: dict) -> tuple:
+def curve_key(run: Run, nodes_of_launch: dict) -> tuple:
     """Which collectives' curve prices a run: the same preset, world size, nodes and link setting (NCCL's
     algorithm, emulated nodes, GPUs)."""
-    return (run["transport"]["preset"], run["world_size"], nodes_of_launch.get(run["launch_id"], 1), *setting_key(run, with_env=False))
+    return (run.preset, run.world_size, nodes_of_launch.get(run.launch_id, 1), *setting_key(run, with_env=False))
 
 
-def collective_curves(runs: list[dict], op: str, nodes_of_launch: dict) -> dict:
+def collective_curves(runs: "list[Run]", op: str, nodes_of_launch: dict) -> dict:
     """curve_key -> {dtype: [(size_bytes, median seconds)]} of the ok runs that timed one call of `op`
     (Suite.timed_collective), by size; repeated sizes take the median."""
     points: dict = {}
     for run in runs:
-        suite = suites.registry().get(run["suite"])
+        suite = suites.registry().get(run.suite)
         # an ok run without its time (a bundle the schema accepts may hold one) times nothing
-        timed = suite.timed_collective(run) if suite is not None and run["status"] == "ok" else None
+        timed = suite.timed_collective(run) if suite is not None and run.ok else None
         if timed is None or timed[0] != op:
             continue
         _, dtype, size, seconds = timed
@@ -52,30 +48,30 @@ UNLIKE_BASELINE = ("the 1-rank baseline did not get the resources per rank the N
                    "or was not warmed up; or the machine was busy while it ran")
 
 
-def _unlike_baseline(run: dict, baseline: "dict | None", others_share: dict) -> str:
+def _unlike_baseline(run: Run, baseline: "Run | None", others_share: dict) -> str:
     """The likely cause, with the CPU share other processes took during either run where recorded."""
-    busy = [f"{others_share[r['launch_id']]:.0%} of the machine's CPU during the {r['world_size']}-rank run"
-            for r in (baseline, run) if r is not None and shared_machine.busy(others_share.get(r["launch_id"]))]
+    busy = [f"{others_share[r.launch_id]:.0%} of the machine's CPU during the {r.world_size}-rank run"
+            for r in (baseline, run) if r is not None and shared_machine.busy(others_share.get(r.launch_id))]
     return UNLIKE_BASELINE + (f" (other processes took {' and '.join(busy)})" if busy else "")
 
 
-def scaling_warnings(run: dict, baseline: "dict | None", others_share: dict) -> list[dict]:
+def scaling_warnings(run: Run, baseline: "Run | None", others_share: dict) -> list[dict]:
     """A scaling efficiency whose interval lies above 100%, an exposed communication below zero."""
     cause = _unlike_baseline(run, baseline, others_share)
     found = []
     if baseline is not None:
-        efficiency = ratio_of_medians(baseline["metrics"]["per_sample_gpu_time_s"]["samples"],
-                                      run["metrics"]["per_sample_gpu_time_s"]["samples"])
+        efficiency = ratio_of_medians(baseline.samples("per_sample_gpu_time_s"),
+                                      run.samples("per_sample_gpu_time_s"))
         if efficiency is not None and efficiency.low is not None and efficiency.low > 1:
             found.append(warning(
                 "scaling_above_perfect",
                 f"scaling efficiency {efficiency.median:.0%} (its {LEVEL:.0%} interval [{efficiency.low:.0%}, {efficiency.high:.0%}] "
-                f"lies above 100%): {run['world_size']} ranks did more than {run['world_size']} times the work of one", cause))
-    exposed = (run.get("derived") or {}).get("exposed_comm_s")
+                f"lies above 100%): {run.world_size} ranks did more than {run.world_size} times the work of one", cause))
+    exposed = run.derived.get("exposed_comm_s")
     if exposed is not None and exposed < 0:
-        step = median(run, "step_time_s")
+        step = run.median("step_time_s")
         found.append(warning(
             "negative_exposed_comm",
             f"exposed communication {exposed * 1e3:.4g} ms is negative: the 1-rank step for the same work per rank "
-            f"({(step - exposed) * 1e3:.4g} ms) is slower than this {run['world_size']}-rank step ({step * 1e3:.4g} ms)", cause))
+            f"({(step - exposed) * 1e3:.4g} ms) is slower than this {run.world_size}-rank step ({step * 1e3:.4g} ms)", cause))
     return found

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from matplotlib.figure import Figure
 
 from bench import suites
+from bench.common.run import Run
 from bench.common.stats import Spread, ratio_of_medians
-from bench.common.transports import nccl_algorithms, on_gpu, ranks_label, setting_label
+from bench.common.transports import nccl_algorithms, ranks_label, setting_label
 from bench.report import plots as P
 from bench.report import tables as T
 from bench.report.answer import Finding
@@ -53,17 +54,17 @@ def _names(workloads: set) -> dict:
     return {w: name if len(alike) == 1 else w.title for name, alike in short.items() for w in alike}
 
 
-def _baseline_runs(entries: list[RunEntry]) -> list[dict]:
+def _baseline_runs(entries: list[RunEntry]) -> "list[Run]":
     return list({id(e.baseline): e.baseline for e in entries if e.baseline is not None}.values())
 
 
-def _samples(runs: list[dict], metric: str) -> list:
-    return [s for run in runs for s in (run["metrics"].get(metric) or {}).get("samples", [])]
+def _samples(runs: "list[Run]", metric: str) -> list:
+    return [s for run in runs for s in run.samples(metric)]
 
 
 def _finding(name: str, ranks: str, batch: int, entries: list[RunEntry]) -> Finding:
     step = statistics.median(pooled(entries, "step_time_s"))
-    if entries[0].run["world_size"] == 1:  # its own baseline: no link crossed, nothing to scale
+    if entries[0].run.world_size == 1:  # its own baseline: no link crossed, nothing to scale
         return Finding(entries[0].series, name, ranks, batch, step, flags=T.flags(entries))
     bases = _baseline_runs(entries)
     base_per_sample, base_step = _samples(bases, "per_sample_gpu_time_s"), _samples(bases, "step_time_s")
@@ -72,8 +73,8 @@ def _finding(name: str, ranks: str, batch: int, entries: list[RunEntry]) -> Find
     exposed = None
     if base_step:
         # The 1-GPU step for the same work per GPU: its step time x (this run's batch per GPU / its batch).
-        per_gpu = batch / entries[0].run["world_size"]
-        exposed = step - statistics.median(base_step) * per_gpu / bases[0]["params"]["global_batch"]
+        per_gpu = batch / entries[0].run.world_size
+        exposed = step - statistics.median(base_step) * per_gpu / bases[0].params["global_batch"]
     return Finding(entries[0].series, name, ranks, batch, step, efficiency, exposed, flags=T.flags(entries))
 
 
@@ -82,11 +83,11 @@ def training_findings(comparison: Comparison, suite: str, workload_of) -> list[F
     each scaled against its run's baseline (the suite's `baselines`); a machine and workload measured
     on one rank only gets its 1-rank findings (no link to judge). fsdp's findings are these too, with
     the strategy in the workload."""
-    entries = [e for e in comparison.runs if e.run["suite"] == suite and e.samples("step_time_s")]
+    entries = [e for e in comparison.runs if e.run.suite == suite and e.samples("step_time_s")]
     names = _names({workload_of(e) for e in entries})
     groups = defaultdict(list)
     for e in entries:
-        groups[(e.run["world_size"] > 1, e.series, workload_of(e), e.run["world_size"], on_gpu(e.run), e.params["global_batch"])].append(e)
+        groups[(e.run.world_size > 1, e.series, workload_of(e), e.run.world_size, e.run.on_gpu, e.params["global_batch"])].append(e)
     found = [_finding(names[w], ranks_label(ws, gpus), batch, group)
              for (multi, _, w, ws, gpus, batch), group in sorted(groups.items()) if multi]
     scaled = {(f.series.machine, f.workload) for f in found}
@@ -114,19 +115,18 @@ class Topology:
     setting: str  # setting_label without the nodes: "tree, LL128"
 
 
-def topology(run: dict) -> Topology:
-    transport = run["transport"]
+def topology(run: Run) -> Topology:
+    transport = run.transport
     nodes = transport.get("nodes") or {}
-    without_nodes = {**run, "transport": {k: v for k, v in transport.items() if k != "nodes"}}
     preset = transport["preset"] if transport["backend"] == "nccl" else f"{transport['preset']} (gloo)"
-    return Topology(preset, nodes.get("count", 1), bool(nodes.get("emulated")), setting_label(without_nodes))
+    return Topology(preset, nodes.get("count", 1), bool(nodes.get("emulated")), setting_label(run, with_nodes=False))
 
 
 def _topology_label(top: Topology, entries: list[RunEntry]) -> str:
     """"socket via NET/Socket+P2P, 2 emulated nodes, ring (NCCL ran RING/SIMPLE)": the transports NCCL
     used and the algorithms it ran over every rank count of the line."""
-    used = sorted({t for e in entries for t in e.run["transport"]["nccl_used"]})
-    ran = sorted({a for e in entries for a in nccl_algorithms(e.run["transport"]) or ()})
+    used = sorted({t for e in entries for t in e.run.transport["nccl_used"]})
+    ran = sorted({a for e in entries for a in nccl_algorithms(e.run.transport) or ()})
     nodes = f"{top.nodes} {'emulated ' if top.emulated else ''}nodes" if top.nodes > 1 else ""
     label = ", ".join(part for part in (top.preset + (" via " + "+".join(used) if used else ""), nodes, top.setting) if part)
     label += f" (NCCL ran {', '.join(ran)})" if ran else ""
@@ -154,8 +154,8 @@ class ScalingFigure:
         return [(line.label, s.median / (self.ideal * n)) for line in self.lines for x, s in line.points if x == n]
 
 
-def _samples_per_s(runs: list[dict]) -> list:
-    return [s for run in runs for s in (run["metrics"].get("samples_per_s") or {}).get("samples", [])]
+def _samples_per_s(runs: "list[Run]") -> list:
+    return [s for run in runs for s in run.samples("samples_per_s")]
 
 
 def scaling_figures(comparison: Comparison, suite: str, workload_of) -> list[ScalingFigure]:
@@ -164,14 +164,14 @@ def scaling_figures(comparison: Comparison, suite: str, workload_of) -> list[Sca
     with): a line per topology, the ideal from the baseline."""
     groups = defaultdict(list)
     for e in comparison.runs:
-        if e.run["suite"] == suite and e.samples("samples_per_s"):
+        if e.run.suite == suite and e.samples("samples_per_s"):
             machine = (e.series.host, e.series.hardware)
-            groups[(machine, workload_of(e), e.params["global_batch"], on_gpu(e.run))].append(e)
+            groups[(machine, workload_of(e), e.params["global_batch"], e.run.on_gpu)].append(e)
     figures = {}
     for ((host, hardware), w, batch, gpus), entries in sorted(groups.items()):  # the largest batch last: it stays
         base = _samples_per_s(_baseline_runs(entries))
         several_nodes = any(topology(e.run).nodes > 1 for e in entries)
-        counts = {1} | {e.run["world_size"] for e in entries}
+        counts = {1} | {e.run.world_size for e in entries}
         if not base or statistics.median(base) <= 0 or (len(counts) < 3 and not several_nodes):
             continue
         by_topology = defaultdict(list)
@@ -181,14 +181,14 @@ def scaling_figures(comparison: Comparison, suite: str, workload_of) -> list[Sca
         for top, mine in sorted(by_topology.items()):
             by_ranks = defaultdict(list)
             for e in mine:
-                by_ranks[e.run["world_size"]] += e.samples("samples_per_s")
+                by_ranks[e.run.world_size] += e.samples("samples_per_s")
             label = _topology_label(top, mine)
             lines.append(Line(Series(host, hardware, label, False), label, [(n, Spread.of(s)) for n, s in sorted(by_ranks.items())]))
         boundaries = sorted({(nodes["count"], nodes["ranks_per_node"]) for e in entries
-                             if (nodes := e.run["transport"].get("nodes") or {}).get("count", 1) > 1})
+                             if (nodes := e.run.transport.get("nodes") or {}).get("count", 1) > 1})
         machine = Series(host, hardware, "", False).machine
         title = f"{machine} — {w.title}, global batch {batch}"
-        other = {suites.get(run["suite"]).strategy(run["params"]) for run in _baseline_runs(entries) if run["suite"] != suite}
+        other = {suites.get(run.suite).strategy(run.params) for run in _baseline_runs(entries) if run.suite != suite}
         figures[(host, hardware), w, gpus] = ScalingFigure(title, gpus, lines, statistics.median(base), boundaries,
                                                            "".join(f"{name} " for name in sorted(other)))
     return list(figures.values())

@@ -48,9 +48,9 @@ def section(comparison: Comparison, plot, colours: dict) -> list:
 
 
 def collectives_table(comparison: Comparison) -> "Table | None":
-    entries = [e for e in comparison.runs if e.run["suite"] == "collectives" and e.params["op"] != "sendrecv"]
+    entries = [e for e in comparison.runs if e.run.suite == "collectives" and e.params["op"] != "sendrecv"]
     rows = []
-    groups = T.grouped(entries, lambda e: (e.params["op"], e.params["dtype"], e.params["in_place"], e.run["world_size"],
+    groups = T.grouped(entries, lambda e: (e.params["op"], e.params["dtype"], e.params["in_place"], e.run.world_size,
                                             e.params["size_bytes"]))
     # Each line's largest message first: the bandwidth a link reaches, what a reader sets against its peak.
     largest = {}
@@ -71,9 +71,9 @@ def collectives_table(comparison: Comparison) -> "Table | None":
 
 
 def p2p_table(comparison: Comparison) -> "Table | None":
-    entries = [e for e in comparison.runs if e.run["suite"] == "collectives" and e.params["op"] == "sendrecv"]
+    entries = [e for e in comparison.runs if e.run.suite == "collectives" and e.params["op"] == "sendrecv"]
     rows = []
-    for key, group in T.grouped(entries, lambda e: (e.run["world_size"], e.params["dtype"], e.params["size_bytes"],
+    for key, group in T.grouped(entries, lambda e: (e.run.world_size, e.params["dtype"], e.params["size_bytes"],
                                                    e.params["src_rank"], e.params["dst_rank"])):
         _, ws, dtype, size, src, dst = key
         rows.append([*T.series_cells(group), str(ws), dtype, human_bytes(size), f"{src} → {dst}",
@@ -110,7 +110,7 @@ def asymmetric_pairs(matrices: list) -> list[str]:
 def pairs_blocks(comparison: Comparison) -> list:
     """Per host, op and dtype, each GPU pair's busbw at the largest size its runs share, with the pair's
     path and NUMA nodes from the fingerprint, and the slowest pair named."""
-    entries = [e for e in comparison.runs if e.run["suite"] == "collectives" and len(e.run.get("gpus") or []) == 2
+    entries = [e for e in comparison.runs if e.run.suite == "collectives" and len(e.run.gpus or []) == 2
                and e.params["op"] != "sendrecv"]
     by_kind = {}
     for e in entries:
@@ -119,12 +119,12 @@ def pairs_blocks(comparison: Comparison) -> list:
     for (host, op, dtype), group in sorted(by_kind.items()):
         sizes = {}
         for e in group:
-            sizes.setdefault(tuple(e.run["gpus"]), set()).add(e.params["size_bytes"])
+            sizes.setdefault(tuple(e.run.gpus), set()).add(e.params["size_bytes"])
         size = max(set.intersection(*sizes.values()), default=None)
         pairs = {}
         for e in group:
             if e.params["size_bytes"] == size:
-                pairs.setdefault(tuple(e.run["gpus"]), []).append(e)
+                pairs.setdefault(tuple(e.run.gpus), []).append(e)
         spreads = {pair: T.pooled_spread(members, "busbw_gbps") for pair, members in pairs.items()}
         spreads = {pair: value for pair, value in spreads.items() if value is not None}
         if not spreads:

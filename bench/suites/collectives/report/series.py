@@ -19,8 +19,8 @@ def busbw_lines(comparison: Comparison) -> list[Line]:
     groups = defaultdict(lambda: defaultdict(list))
     for entry in comparison.runs:
         p = entry.params
-        if entry.run["suite"] == "collectives" and p["op"] != "sendrecv":
-            key = (entry.series, p["op"], p["dtype"], "in-place" if p["in_place"] else "out-of-place", entry.run["world_size"])
+        if entry.run.suite == "collectives" and p["op"] != "sendrecv":
+            key = (entry.series, p["op"], p["dtype"], "in-place" if p["in_place"] else "out-of-place", entry.run.world_size)
             groups[key][p["size_bytes"]] += entry.samples("busbw_gbps")
     return named(S.lines_of(groups, lambda key, points: Line(key[0], key[0].label, points, detail=key[1:])))
 
@@ -77,11 +77,11 @@ def p2p_matrices(comparison: Comparison) -> list[P2PMatrix]:
     hosts, topologies = defaultdict(set), {}
     for entry in comparison.runs:
         p = entry.params
-        if entry.run["suite"] == "collectives" and p["op"] == "sendrecv" and entry.samples("busbw_gbps"):
+        if entry.run.suite == "collectives" and p["op"] == "sendrecv" and entry.samples("busbw_gbps"):
             topology = (entry.host.fingerprint.get("topology") or {}).get("matrix")
             kind = (entry.series.hardware, entry.series.transport, entry.series.mismatch,
                     json.dumps(topology, sort_keys=True), entry.series.busy)
-            key = (kind, entry.run["world_size"], p["dtype"], p["size_bytes"])
+            key = (kind, entry.run.world_size, p["dtype"], p["size_bytes"])
             groups[key][(p["src_rank"], p["dst_rank"])] += entry.samples("busbw_gbps")
             hosts[kind].add(entry.host.name)
             topologies[kind] = topology

@@ -8,7 +8,7 @@ from collections import defaultdict
 from dataclasses import replace
 
 from bench.common.stats import LEVEL_LABEL
-from bench.common.transports import on_gpu, ranks_label
+from bench.common.transports import ranks_label
 from bench.common.units import human_bytes
 from bench.report import tables as T
 from bench.report.document import Heading, Paragraph, Table
@@ -58,13 +58,13 @@ def predict(bundles: list, links: "list | None", gpus: "int | None", gpus_per_no
 
 def _ddp_key(entry: RunEntry) -> tuple:
     # One baseline row per machine and shape: with one rank the transport preset changes nothing.
-    series = entry.series if entry.run["world_size"] > 1 else replace(entry.series, transport="", mismatch=False)
-    return (series, workload(entry), entry.params["global_batch"], entry.run["world_size"], on_gpu(entry.run))
+    series = entry.series if entry.run.world_size > 1 else replace(entry.series, transport="", mismatch=False)
+    return (series, workload(entry), entry.params["global_batch"], entry.run.world_size, entry.run.on_gpu)
 
 
 def ddp_table(comparison: Comparison, bars: list[Bar], predictions: list[Prediction]) -> "Table | None":
     """Step times per series and configuration, with the scaling efficiency and prediction of the plots."""
-    entries = [e for e in comparison.runs if e.run["suite"] == "ddp"]
+    entries = [e for e in comparison.runs if e.run.suite == "ddp"]
     efficiency = {(bar.series, bar.group): bar.value for bar in bars}
     predicted = {(p.series, p.group): p.predicted for p in predictions}
     rows = []

@@ -48,7 +48,7 @@ def hosts(comparison: Comparison) -> list[HostPrediction]:
     specs = link_specs(None)
     several = len(comparison.bundles) > 1
     return [predict_host(host.host, f"{host.name}, bundle {host.run_id}" if several else host.name, specs, None)
-            for host in comparison.hosts if any(run["suite"] == "ddp" and run["status"] == "ok" for run in host.host["runs"])]
+            for host in comparison.hosts if any(run.suite == "ddp" and run.ok for run in host.runs)]
 
 
 LINES_CAPTION = (f"Thin lines: the step predicted on each link ({', '.join(REPORT_LINKS)}; `ddpbench predict` names others) "
@@ -94,8 +94,7 @@ def links_table(found: list[HostPrediction]) -> "Table | None":
 
 
 def _measured_cell(against: Against) -> str:
-    run = against.run["metrics"]["step_time_s"]
-    spread = Spread.of(run["samples"]).scaled(1e3)
+    spread = Spread.of(against.run.samples("step_time_s")).scaled(1e3)
     return f"{_figure(spread.median)} [{_figure(spread.low)}, {_figure(spread.high)}] n={spread.n}"
 
 
@@ -104,10 +103,10 @@ def against_table(found: list[HostPrediction]) -> "Table | None":
     rows, ranks = [], ranks_of(found)
     for host in found:
         for a in host.against:
-            p = a.run["params"]
+            p = a.run.params
             rows.append([
-                host.host, p["model"], str(p["global_batch"]), str(a.run["world_size"]), _in_ranks(a.shape, ranks),
-                a.run["transport"]["preset"], _algorithm(a.algorithm or CHOSEN, ranks), a.link,
+                host.host, p["model"], str(p["global_batch"]), str(a.run.world_size), _in_ranks(a.shape, ranks),
+                a.run.preset, _algorithm(a.algorithm or CHOSEN, ranks), a.link,
                 _measured_cell(a),
                 f"{_ms(a.from_one_gpu)} ({relative(a.error(a.from_one_gpu))})",
                 f"{_ms(a.from_own_steps)} ({relative(a.error(a.from_own_steps))})",

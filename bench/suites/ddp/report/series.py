@@ -11,7 +11,7 @@ from collections import defaultdict
 from dataclasses import dataclass, replace
 
 from bench.common.stats import Spread, ratio_of_medians
-from bench.common.transports import on_gpu, ranks_label
+from bench.common.transports import ranks_label
 from bench.report import plots as P
 from bench.report import series as S
 from bench.report.merge import Comparison, Ranks, RunEntry, Series
@@ -21,19 +21,19 @@ from bench.suites.training.report import Workload, workload
 
 def _baseline_samples(entries: list[RunEntry], metric: str) -> list:
     distinct = {id(e.baseline): e.baseline for e in entries if e.baseline is not None}
-    return [s for run in distinct.values() for s in (run["metrics"].get(metric) or {}).get("samples", [])]
+    return [s for run in distinct.values() for s in run.samples(metric)]
 
 
 def per_sample_lines(comparison: Comparison) -> dict[Workload, list[Line]]:
     """Per-sample time x #GPUs (s) against global batch, per workload; world size 1 as baselines."""
     groups = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
     for entry in comparison.runs:
-        if entry.run["suite"] != "ddp":
+        if entry.run.suite != "ddp":
             continue
-        ws = entry.run["world_size"]
+        ws = entry.run.world_size
         # With one rank there is no link: a machine's baseline is one line whatever the preset.
         series = replace(entry.series, transport="", mismatch=False) if ws == 1 else entry.series
-        key = (ws == 1, series, ws, on_gpu(entry.run))
+        key = (ws == 1, series, ws, entry.run.on_gpu)
         groups[workload(entry)][key][entry.params["global_batch"]] += entry.samples("per_sample_gpu_time_s")
 
     def line(key, points):
@@ -67,7 +67,7 @@ class Bar:
 
 
 def _ddp_group(entry: RunEntry) -> tuple:
-    return (workload(entry), entry.params["global_batch"], entry.run["world_size"], on_gpu(entry.run))
+    return (workload(entry), entry.params["global_batch"], entry.run.world_size, entry.run.on_gpu)
 
 
 def group_label(key: tuple) -> str:
@@ -79,7 +79,7 @@ def efficiency_bars(comparison: Comparison) -> list[Bar]:
     """Scaling efficiency (fraction) of every multi-GPU ddp configuration that has a 1-GPU baseline."""
     groups = defaultdict(list)
     for entry in comparison.runs:
-        if entry.run["suite"] == "ddp" and entry.run["world_size"] > 1 and entry.baseline is not None:
+        if entry.run.suite == "ddp" and entry.run.world_size > 1 and entry.baseline is not None:
             groups[(_ddp_group(entry), entry.series)].append(entry)
     bars = []
     for (key, series), entries in sorted(groups.items()):
@@ -104,8 +104,8 @@ def predictions(comparison: Comparison) -> list[Prediction]:
     """Measured against predicted step time, for runs that carry derived.predicted_step_time_s."""
     groups = defaultdict(list)
     for entry in comparison.runs:
-        predicted = (entry.run.get("derived") or {}).get("predicted_step_time_s")
-        if entry.run["suite"] == "ddp" and entry.run["world_size"] > 1 and predicted is not None and entry.samples("step_time_s"):
+        predicted = entry.run.derived.get("predicted_step_time_s")
+        if entry.run.suite == "ddp" and entry.run.world_size > 1 and predicted is not None and entry.samples("step_time_s"):
             groups[(_ddp_group(entry), entry.series)].append(entry)
     found = []
     for (key, series), entries in sorted(groups.items()):
@@ -113,7 +113,7 @@ def predictions(comparison: Comparison) -> list[Prediction]:
         base = _baseline_samples(entries, "per_sample_gpu_time_s")
         found.append(Prediction(
             series, group_label(key), Spread.of(pooled(entries, "step_time_s")),
-            statistics.median(e.run["derived"]["predicted_step_time_s"] for e in entries),
+            statistics.median(e.run.derived["predicted_step_time_s"] for e in entries),
             statistics.median(base) * batch / ws if base else None,
         ))
     return found

@@ -26,7 +26,7 @@ SENSITIVITY_CAPTION = (
 
 def section(comparison: Comparison, plot, colours: dict) -> list:
     entries = FS.training_entries(comparison)
-    if not any(e.run["suite"] == "fsdp" for e in entries):
+    if not any(e.run.suite == "fsdp" for e in entries):
         return []
     blocks = [Heading(2, "Sharded data parallelism (FSDP) beside DDP"), Heading(3, "Per-sample time × #GPUs by strategy")]
     for model, lines in FS.per_sample_lines(entries).items():
@@ -54,7 +54,7 @@ def sensitivity_table(found: list) -> "Table | None":
 def _per_rank_bytes(group: list[RunEntry]) -> str:
     """All-gather / reduce-scatter bytes a rank moves a step ((n-1)/n of their sizes), the plain model's
     gradient all-reduce 2(n-1)/n."""
-    n = group[0].run["world_size"]
+    n = group[0].run.world_size
     share = (n - 1) / n
 
     def of(metric: str) -> "float | None":
@@ -73,12 +73,12 @@ def _per_rank_bytes(group: list[RunEntry]) -> str:
 def step_table(entries: list[RunEntry]) -> Table:
     groups = defaultdict(list)
     for entry in entries:
-        ws = entry.run["world_size"]
+        ws = entry.run.world_size
         series = entry.series if ws > 1 else FS.machine(entry.series)
         groups[(FS.model_of(entry), series, FS.strategy_order(FS.strategy(entry)), entry.params["global_batch"], ws)].append(entry)
     rows = []
     for (model, series, (_, strategy), batch, ws), group in sorted(groups.items()):
-        derived = [e.run.get("derived") or {} for e in group]
+        derived = [e.run.derived for e in group]
         scaling = [d["scaling_efficiency_fraction"] for d in derived if d.get("scaling_efficiency_fraction") is not None]
         predicted = [d["predicted_step_time_s"] for d in derived if d.get("predicted_step_time_s") is not None]
         memory = [s for e in group for s in e.samples("peak_memory_bytes")]

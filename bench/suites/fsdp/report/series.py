@@ -27,7 +27,7 @@ SHARDING_ORDER = {"grad_op": 1, "full": 2, "hybrid": 3}
 def strategy(entry: RunEntry) -> str:
     """The run's strategy as its suite names it (TrainingSuite.strategy): "fsdp SHARDING", with its
     reduce dtype where it is bf16, or the plain model's suite."""
-    return suites.get(entry.run["suite"]).strategy(entry.params)
+    return suites.get(entry.run.suite).strategy(entry.params)
 
 
 def strategy_order(name: str) -> tuple:
@@ -65,7 +65,7 @@ def machine(series: Series) -> Series:
 
 def training_entries(comparison: Comparison) -> list[RunEntry]:
     """The fsdp runs, and the plain model's runs of the models the fsdp runs trained (the strategy beside them)."""
-    fsdp = [e for e in comparison.runs if e.run["suite"] == "fsdp"]
+    fsdp = [e for e in comparison.runs if e.run.suite == "fsdp"]
     models = {model_of(e) for e in fsdp}
     return fsdp + [e for e in comparison.runs if of_plain_model(e.run) and model_of(e) in models]
 
@@ -75,7 +75,7 @@ def per_sample_lines(entries: list[RunEntry]) -> dict[Model, list[Line]]:
     #GPUs; the plain model on one GPU as the baseline."""
     groups = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
     for entry in entries:
-        ws, name = entry.run["world_size"], strategy(entry)
+        ws, name = entry.run.world_size, strategy(entry)
         series = machine(entry.series) if ws == 1 else entry.series
         baseline = of_plain_model(entry.run) and ws == 1
         groups[model_of(entry)][(baseline, series, strategy_order(name), ws)][entry.params["global_batch"]] += \
@@ -111,9 +111,9 @@ def sensitivities(entries: list[RunEntry]) -> list[Sensitivity]:
     each other transport's scaling relative to it."""
     groups = defaultdict(lambda: defaultdict(list))
     for entry in entries:
-        if entry.run["world_size"] > 1:
-            key = (machine(entry.series), model_of(entry), strategy(entry), entry.params["global_batch"], entry.run["world_size"])
-            groups[key][entry.run["transport"]["preset"]].append(entry)
+        if entry.run.world_size > 1:
+            key = (machine(entry.series), model_of(entry), strategy(entry), entry.params["global_batch"], entry.run.world_size)
+            groups[key][entry.run.preset].append(entry)
     found = []
     for key, by_preset in sorted(groups.items(), key=lambda item: (item[0][0], item[0][1], item[0][3], item[0][4],
                                                                     strategy_order(item[0][2]))):
@@ -122,7 +122,7 @@ def sensitivities(entries: list[RunEntry]) -> list[Sensitivity]:
             continue
         samples = _launch_samples(default, "per_sample_gpu_time_s")
         bases = {id(e.baseline): e.baseline for e in default if e.baseline is not None}
-        base = [run["metrics"]["per_sample_gpu_time_s"]["samples"] for run in bases.values()]
+        base = [run.samples("per_sample_gpu_time_s") for run in bases.values()]
         scaling = ratio_of_pooled_medians(base, samples) if base and samples else None
         ratios = {preset: ratio_of_pooled_medians(samples, _launch_samples(others, "per_sample_gpu_time_s"))
                   for preset, others in sorted(by_preset.items()) if preset != "default" and _launch_samples(others, "per_sample_gpu_time_s")}
