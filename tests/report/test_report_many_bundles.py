@@ -17,7 +17,7 @@ from bench.report import plots as P
 from bench.report import tables as T
 from bench.report.document import Plot
 from bench.report.html import FOLD_ABOVE
-from bench.report.merge import merge
+from bench.report.merge import GPU_RANKS, merge
 from bench.suites.ddp.report import predicted as PR
 from bench.suites.ddp.report import series as DS
 from tests.conftest import cli
@@ -53,9 +53,9 @@ def _points(found: dict) -> list:
 def test_a_predicted_line_joins_the_predictions_of_one_bundle_only(real_bundle, tmp_path):
     quiet = make_variant(real_bundle, "rig", run_id="20260101T000000Z-aaaaaa")
     busy = _slowed(make_variant(real_bundle, "rig", run_id="20260101T010000Z-bbbbbb"), 2.0)
-    alone = [_points(DS.predicted_lines(PR.hosts(merge([bundle])))) for bundle in (quiet, busy)]
+    alone = [_points(DS.predicted_lines(PR.hosts(merge([bundle])), GPU_RANKS)) for bundle in (quiet, busy)]
     assert alone[0] and alone[0] != alone[1], "the two bundles predict alike: the test would prove nothing"
-    merged = DS.predicted_lines(PR.hosts(merge([quiet, busy])))
+    merged = DS.predicted_lines(PR.hosts(merge([quiet, busy])), GPU_RANKS)
     for points in _points(merged):
         assert points in alone[0] or points in alone[1], f"a predicted line joins two bundles' points: {points}"
     assert len(_points(merged)) == len(alone[0]) + len(alone[1])
