@@ -96,3 +96,17 @@ def test_many_series_differ_in_marker_and_line_style_not_colour_alone(crowd, tmp
         by_colour.setdefault(colour, set())
         assert marker not in by_colour[colour], f"{name}: two series of colour {colour} with marker {marker}"
         by_colour[colour].add(marker)
+
+
+def test_sizes_of_several_sweeps_on_one_axis_keep_their_tick_labels_apart():
+    """A 4 KiB-16 MiB CPU sweep beside GPU sweeps of 32 MiB x 8 and 83.45 MiB x 4 in one busbw figure."""
+    import matplotlib.pyplot as plt
+    from bench.common.units import human_bytes
+    sizes = [4096 * 4 ** i for i in range(7)] + [32 << 20 << 3 * i for i in range(4)] + [87_500_000 * 4 ** i for i in range(4)]
+    fig, ax = plt.subplots(figsize=(8, 6))
+    ax.set_xscale("log", base=2)
+    ax.plot(sizes, [1] * len(sizes))
+    P.log2_ticks(ax, sizes, human_bytes)
+    shown = [t.get_text() for t in ax.get_xticklabels()]
+    assert overlapping(fig) == [] and shown[0] == "4 KiB" and 5 <= len(shown) <= 9, shown
+    plt.close(fig)
