@@ -34,11 +34,10 @@ def thresholds(ranks: Ranks) -> str:
             f"{SEVERE_ABOVE:.0%}, severe past it. Exposed communication: the step time less the 1-{ranks.one} step time for "
             f"the same work per {ranks.one}." + (" Every rank is a process on this CPU, talking over gloo." if ranks.cpu else ""))
 
-BUSY_APART = (
-    f"Runs marked (busy) ran while other processes took more than {shared_machine.BUSY_ABOVE_FRACTION:.0%} of the "
-    "machine's CPU (or their 1-rank baseline did), or were on its GPUs: every table and figure keeps them apart from the "
-    "quiet runs of the same machine, whose samples they never join."
-)
+def busy_apart(ranks: Ranks) -> str:
+    return (f"Runs marked (busy) ran while other processes took more than {shared_machine.BUSY_ABOVE_FRACTION:.0%} of the "
+            "machine's CPU (or their 1-rank baseline did)" + ("" if ranks.cpu else ", or were on its GPUs") +
+            ": every table and figure keeps them apart from the quiet runs of the same machine, whose samples they never join.")
 
 
 @dataclass(frozen=True)
@@ -180,7 +179,7 @@ def section(comparison: Comparison, plot, colours: dict) -> list:
     blocks = [Heading(2, TITLE), *(Paragraph(f"Bundle {bundle['run_id']}: {line}.", warning=True)
                                    for bundle in comparison.bundles for line in shared_machine.warnings(bundle["hosts"]))]
     busy = {entry.series for entry in comparison.runs if entry.series.busy}
-    apart = [Paragraph(BUSY_APART, warning=True)] if busy else []
+    apart = [Paragraph(busy_apart(comparison.ranks), warning=True)] if busy else []
     if not findings:
         training = sorted(name for name in suites.names() if isinstance(suites.get(name), TrainingSuite))
         return blocks + [Paragraph(
