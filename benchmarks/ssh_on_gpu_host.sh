@@ -93,22 +93,28 @@ print(stdout.read().decode(), stderr.read().decode(), "exit", stdout.channel.rec
 sftp = client.open_sftp(); print("sftp listdir /tmp:", len(sftp.listdir("/tmp")), "entries"); client.close()
 EOF
 
-if [ "$nodes" = 1 ]; then
-cat >"$out/hosts-loopback-ssh.yaml" <<EOF
-# This GPU host reached over SSH at its own loopback (benchmarks/ssh_on_gpu_host.sh).
-hosts:
-  - name: gpu-loopback-ssh
+# One host entry of the hosts file: NAME ADDRESS WORKDIR.
+ssh_host() {
+  cat <<EOF
+  - name: $1
     runtime: native
-    address: 127.0.0.1
+    address: $2
     port: $port
     user: root
     identity_file: $state/id_ed25519
     accept_new_host_key: true
     known_hosts_file: $state/known_hosts
     python: $python
-    workdir: /tmp/ddpbench-ssh
-    labels: ["sshd on loopback"]
+    workdir: $3
 EOF
+}
+if [ "$nodes" = 1 ]; then
+{
+  echo "# This GPU host reached over SSH at its own loopback (benchmarks/ssh_on_gpu_host.sh)."
+  echo "hosts:"
+  ssh_host gpu-loopback-ssh 127.0.0.1 /tmp/ddpbench-ssh
+  echo '    labels: ["sshd on loopback"]'
+} >"$out/hosts-loopback-ssh.yaml"
 else
 gpus=$(nvidia-smi -L | wc -l) per=$((gpus / nodes))
 {
@@ -116,20 +122,9 @@ gpus=$(nvidia-smi -L | wc -l) per=$((gpus / nodes))
   echo "hosts:"
   for n in $(seq 1 "$nodes"); do
     visible=$(seq -s, $(((n - 1) * per)) $((n * per - 1)))
-    cat <<EOF
-  - name: node$n
-    runtime: native
-    address: 127.0.0.$((n + 1))
-    port: $port
-    user: root
-    identity_file: $state/id_ed25519
-    accept_new_host_key: true
-    known_hosts_file: $state/known_hosts
-    python: $python
-    workdir: /tmp/ddpbench-ssh-node$n
-    env: {CUDA_VISIBLE_DEVICES: "$visible", NCCL_HOSTID: "loopback-node$n"}
-    labels: ["sshd on loopback", "GPUs $visible"]
-EOF
+    ssh_host "node$n" "127.0.0.$((n + 1))" "/tmp/ddpbench-ssh-node$n"
+    echo "    env: {CUDA_VISIBLE_DEVICES: \"$visible\", NCCL_HOSTID: \"loopback-node$n\"}"
+    echo "    labels: [\"sshd on loopback\", \"GPUs $visible\"]"
   done
   echo "groups:"
   echo "  - name: loopback-nodes"
