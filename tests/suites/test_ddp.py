@@ -636,10 +636,11 @@ def test_shipped_plan_runs_on_cpu(name, tmp_path):
             assert (run["derived"]["predicted_step_time_s"] is not None) == has_allreduce
 
 
-def test_seed_plans_are_shipped():
+def test_seed_plans_are_shipped_and_cited_beside_their_posts():
     assert {"seed000", "seed001", "seed002"} <= set(plan_names())
+    posts = (REPO / "docs" / "posts.md").read_text()
     for name in ("seed000", "seed001", "seed002"):
-        assert f"Seed {name[-3:]}" in (PLANS_DIR / f"{name}.yaml").read_text()
+        assert f"`{name}`" in posts, f"docs/posts.md names no plan {name}"
 
 
 def test_samples_until_the_cv_target_or_the_time_cap(tmp_path):

@@ -21,6 +21,9 @@ from bench.controller.ssh.connection import where
 
 PID_MARK = "ddpbench-remote-pid="
 POLL_S = 0.5
+# sshd may send a command's exit status before the last output it still holds (its EOF follows that
+# output): a command that exits is read on until EOF, or this long where a child it left holds the pipes.
+EOF_GRACE_S = 2.0
 STDERR_KEPT_BYTES = 64 * 1024  # enough for the last lines, which say why a command failed
 GRACE_S = 15.0  # the agent ends its ranks (TERM, then KILL after 5 s each) before it exits
 
@@ -62,6 +65,7 @@ class RemoteProcess:
         """Hand stdout lines to on_line (else collect them as the Result's stdout) until the command
         exits; end it when it runs past timeout_s, sends nothing for idle_timeout_s, or stop() is called."""
         started = last_output = time.monotonic()
+        exited_at = None
         pending, collected = b"", []
         deliver = on_line or collected.append
         while True:
@@ -82,7 +86,9 @@ class RemoteProcess:
                 self._read_pgid()
             self._stderr = self._stderr[-STDERR_KEPT_BYTES:]
             if self.channel.exit_status_ready() and not self.channel.recv_ready() and not self.channel.recv_stderr_ready():
-                break
+                exited_at = exited_at or time.monotonic()
+                if self.channel.eof_received or self.channel.closed or time.monotonic() - exited_at > EOF_GRACE_S:
+                    break
             now = time.monotonic()
             if timeout_s is not None and now - started > timeout_s:
                 self.stop(f"did not finish within {timeout_s:g} s ({timeout_name}) and was ended")
