@@ -258,10 +258,12 @@ def warm_up(ctx: Context, step: Callable[[], None], params: TrainingParams, leas
         times.append(time.perf_counter() - begin)
         if len(times) >= least and _steady_everywhere(ctx, times[-WARMUP_WINDOW:], params.warmup_tolerance):
             break
-        # The timed and profiled steps must still fit before the launch's deadline: time them unsettled.
-        # Judged from the second step, by the last: a fresh process's first step is several times slower
-        # (3.25 s against 30 ms for a tiny model on the CPU), and would cut 10,000 steps to 400.
-        if len(times) > 1 and not ctx.time_for(1.5 * (params.steps + extra_steps(ctx, params)) * times[-1]):
+        # The timed and profiled steps must still fit before the launch's deadline, with two steps to
+        # spare: time them unsettled. Judged from the second step on: a fresh process's first step is
+        # several times slower (3.25 s against 30 ms for a tiny model on the CPU) and would cut 10,000
+        # steps to 400.
+        recent = sorted(times[1:][-WARMUP_WINDOW:])
+        if recent and not ctx.time_for(1.5 * (params.steps + extra_steps(ctx, params) + 2) * recent[-1]):
             ctx.notes.append(f"warm-up stopped after {len(times)} steps at the launch's timeout_s before the step times "
                              f"settled within warmup_tolerance {params.warmup_tolerance:g}: the timed steps may include warm-up")
             break
