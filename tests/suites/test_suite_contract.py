@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import ast
 import json
+import os
+import subprocess
+import sys
 from dataclasses import MISSING, fields
 
 import pytest
@@ -17,7 +20,8 @@ from bench import suites
 from bench.errors import UserError
 from bench.suites import params
 from bench.suites.base import Suite
-from tests.conftest import cli
+from bench.controller.plans import with_defaults
+from tests.conftest import REPO, cli
 
 HARNESS_CLASSES = [value for value in vars(params).values() if isinstance(value, type) and issubclass(value, params.SampledParams)]
 SUITES = sorted(suites.registry().items())
@@ -93,6 +97,20 @@ def test_a_suites_own_keys_win_over_the_harness_parameters_key_by_key():
     assert definition["properties"]["iters"] == {**params.harness_schema()["$defs"]["RepeatedParams"]["properties"]["iters"], "default": 7}
     assert list(definition["properties"])[:2] == ["iters", "ops"] and "cv_target" in definition["properties"]
     assert "$ref" not in definition
+
+
+def test_a_bare_gpu_host_writes_the_defaults_the_plan_writes():
+    """benchmarks/_agent.py fills a plan entry's defaults with json alone (no jsonschema, no yaml on a
+    host that has torch and nothing else): the harness's parameters merged in as the plan has them."""
+    code = ("import sys, json\nfor name in ('jsonschema', 'jsonschema_rs', 'referencing', 'yaml'):\n    sys.modules[name] = None\n"
+            "sys.path.insert(0, 'benchmarks')\nimport _agent\nfrom bench import suites\n"
+            "print(json.dumps({name: _agent.plan_entry(name, {})['params'] for name in suites.names()}))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    bare = json.loads(done.stdout)
+    planned = with_defaults({"suites": [{"suite": name} for name, _ in SUITES]})["suites"]
+    assert bare == {entry["suite"]: entry["params"] for entry in planned}
+    assert bare["copy"]["iters"] == 10 and bare["collectives"]["sampling_cap_s"] == 30
 
 
 def test_ddpbench_suites_lists_every_suite_with_its_parameters_types_and_defaults():
