@@ -254,11 +254,9 @@ LISTED_COLUMN_WIDTH = 32
 
 def _listing(name: str, suite) -> dict:
     """A suite as `ddpbench suites` lists it: its line and its parameters (name, type, default, a line), from its schema."""
-    definitions = suite.schema["$defs"]
-    required = definitions.get("entry", {}).get("properties", {}).get("params", {}).get("required", [])
     params = [{"name": key, "type": _type_of(spec), **({"default": spec["default"]} if "default" in spec else {}),
-               "required": key in required, "description": _first_sentence(spec.get("description", ""))}
-              for key, spec in definitions["params"]["properties"].items()]
+               "required": key in suite.required_params, "description": _first_sentence(spec.get("description", ""))}
+              for key, spec in suite.schema["$defs"]["params"]["properties"].items()]
     return {"name": name, "description": suite.description, "params": params}
 
 

@@ -123,6 +123,11 @@ class Suite:
         """What the suite measures, in a line: its schema's description."""
         return self.schema.get("description", "")
 
+    @property
+    def required_params(self) -> list:
+        """The parameters a plan entry must give: its schema's $defs/entry's required params."""
+        return self.schema["$defs"].get("entry", {}).get("properties", {}).get("params", {}).get("required", [])
+
     def report_section(self):
         """The suite's report part (its module, with `section`), or None where the folder has none."""
         name = f"{self.package}.report"

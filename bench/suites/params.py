@@ -109,10 +109,9 @@ def resolved(params: dict, source: str) -> dict:
     ref = params.get("$ref")
     if ref is None:
         return params
-    document, _, pointer = ref.partition("#")
     definitions = harness_schema()["$defs"]
-    name = pointer.removeprefix("/$defs/")
-    if document not in ("", HARNESS_ID) or name not in definitions:
+    known = {f"{HARNESS_ID}#/$defs/{name}": definition for name, definition in definitions.items()}
+    if ref not in known:
         raise UserError(f"{source}: $defs/params refers to {ref!r}, which is no harness class; refer to one of "
-                        f"{', '.join(f'{HARNESS_ID}#/$defs/{name}' for name in definitions)}, or to none")
-    return merged(resolved(definitions[name], str(HARNESS_SCHEMA)), {key: value for key, value in params.items() if key != "$ref"})
+                        f"{', '.join(known)}, or to none")
+    return merged(resolved(known[ref], str(HARNESS_SCHEMA)), {key: value for key, value in params.items() if key != "$ref"})

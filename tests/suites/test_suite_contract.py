@@ -19,7 +19,6 @@ from jsonschema import Draft202012Validator
 from bench import suites
 from bench.errors import UserError
 from bench.suites import params
-from bench.suites.base import Suite
 from bench.controller.plans import with_defaults
 from tests.conftest import REPO, cli
 
@@ -37,10 +36,6 @@ def schema_optional(definition: dict, required: list) -> set:
     return {key for key, spec in definition["properties"].items() if "default" not in spec and key not in required}
 
 
-def required_params(suite: Suite) -> list:
-    return suite.schema["$defs"].get("entry", {}).get("properties", {}).get("params", {}).get("required", [])
-
-
 def test_each_harness_class_is_the_schema_definition_of_its_name():
     definitions = params.harness_schema()["$defs"]
     assert sorted(definitions) == sorted(cls.__name__ for cls in HARNESS_CLASSES)
@@ -54,7 +49,7 @@ def test_the_suites_params_type_its_schemas_parameters(name, suite):
     definition = suite.schema["$defs"]["params"]
     assert {f.name for f in fields(suite.Params)} == set(definition["properties"]), \
         f"{name}: its Params' fields and its params.schema.json's properties (the harness's included) differ"
-    assert optional_fields(suite.Params) == schema_optional(definition, required_params(suite)), \
+    assert optional_fields(suite.Params) == schema_optional(definition, suite.required_params), \
         f"{name}: a field has a default (None: absent) exactly where the schema has no default and does not require it"
     own = json.loads((suite.folder / "params.schema.json").read_text())["$defs"]["params"]
     if "$ref" in own:
