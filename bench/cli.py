@@ -1,10 +1,12 @@
-"""`ddpbench` / `python -m bench`: run, fingerprint, validate, report, predict, verify, compare, sign."""
+"""`ddpbench` / `python -m bench`: run, fingerprint, validate, report, predict, verify, compare, sign, suites."""
 
 from __future__ import annotations
 
 import argparse
 import difflib
 import gc
+import json
+import re
 import shlex
 import subprocess
 import sys
@@ -231,6 +233,54 @@ def _compared_metrics() -> str:
     return ", ".join(f"{metric} for {_either(names, 'and')}" for metric, names in judged.items())
 
 
+LISTED_COLUMN_WIDTH = 32  # `ddpbench suites`: a cell past it does not widen its column
+
+
+def cmd_suites(args) -> int:
+    listed = [_listing(name, suite) for name, suite in suites.registry().items()]
+    if args.json:
+        print(json.dumps(listed, indent=2))
+        return 0
+    for suite in listed:
+        rows = [[p["name"], p["type"], "required" if p["required"] else _default_text(p),
+                 p["description"]] for p in suite["params"]]
+        # a long list of choices (the model presets) stands out of its column rather than widen it for every row
+        widths = [max([len(row[column]) for row in rows if len(row[column]) <= LISTED_COLUMN_WIDTH], default=0) for column in range(3)]
+        print(f"{suite['name']}: {suite['description']}")
+        for row in rows:
+            print(("  " + "  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[3]).rstrip())
+    return 0
+
+
+def _listing(name: str, suite) -> dict:
+    """A suite as `ddpbench suites` lists it: its line and its parameters (name, type, default, a line), from its schema."""
+    params = [{"name": key, "type": _type_of(spec), **({"default": spec["default"]} if "default" in spec else {}),
+               "required": key in suite.required_params, "description": _first_sentence(spec.get("description", ""))}
+              for key, spec in suite.schema["$defs"]["params"]["properties"].items()]
+    return {"name": name, "description": suite.description, "params": params}
+
+
+def _default_text(param: dict) -> str:
+    """As a plan would write it: a text plain, anything else as JSON; `-` where there is none (absent is a value)."""
+    if "default" not in param:
+        return "-"
+    return param["default"] if isinstance(param["default"], str) else json.dumps(param["default"])
+
+
+def _first_sentence(text: str) -> str:
+    return re.split(r"(?<=[^.]\.)\s", text, maxsplit=1)[0].rstrip(".")
+
+
+def _type_of(spec: dict) -> str:
+    """`integer`, `number or null`, `fp32|bf16`, `list of float32|bfloat16`."""
+    if "enum" in spec:
+        return "|".join(value if isinstance(value, str) else json.dumps(value) for value in spec["enum"])
+    if spec.get("type") == "array":
+        return f"list of {_type_of(spec.get('items', {}))}"
+    kinds = spec.get("type", "any")
+    return " or ".join(kinds) if isinstance(kinds, list) else kinds
+
+
 def cmd_sign(args) -> int:
     from bench.verify.signing import sign
 
@@ -311,6 +361,10 @@ def parser() -> argparse.ArgumentParser:
     sign.add_argument("bundle", type=Path)
     sign.add_argument("--key", type=Path, required=True, help="your private SSH key, e.g. ~/.ssh/id_ed25519")
     sign.set_defaults(func=cmd_sign)
+
+    listing = sub.add_parser("suites", help="list the suites (those on DDPBENCH_SUITES_PATH too), each with its parameters")
+    listing.add_argument("--json", action="store_true", help="as JSON: each suite's name, description and parameters")
+    listing.set_defaults(func=cmd_suites)
     add_image_commands(sub)
     return top
 

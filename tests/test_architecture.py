@@ -1,5 +1,7 @@
 """The layers written in ARCHITECTURE.md hold in the code: bench/'s import graph, read from the source,
-has no circle, and no module imports a layer above its own."""
+has no circle, and no module imports a layer above its own. The suites on DDPBENCH_SUITES_PATH are
+read as if their folders stood in bench/suites/, where the registry puts them: run with it set, these
+checks judge a suite of your own."""
 
 from __future__ import annotations
 
@@ -12,6 +14,11 @@ from bench import suites
 from tests.conftest import REPO
 
 BENCH = REPO / "bench"
+
+
+def outside_suites() -> dict:
+    """name -> folder of each suite on the suite path outside this repository (DDPBENCH_SUITES_PATH's)."""
+    return {name: suite.folder for name, suite in suites.registry().items() if not suite.folder.is_relative_to(BENCH)}
 
 
 def layers() -> list[tuple[str, list[str]]]:
@@ -37,7 +44,9 @@ def layer_of(path: str, table: list) -> "tuple[int, str] | None":
 
 
 def module_file(module: str) -> "Path | None":
-    base = REPO.joinpath(*module.split("."))
+    parts = module.split(".")
+    outside = outside_suites().get(parts[2]) if parts[:2] == ["bench", "suites"] and len(parts) > 2 else None
+    base = outside.joinpath(*parts[3:]) if outside else REPO.joinpath(*parts)
     for candidate in (base.with_suffix(".py"), base / "__init__.py"):
         if candidate.is_file():
             return candidate
@@ -53,7 +62,7 @@ def imports(path: Path) -> set[Path]:
         elif isinstance(node, ast.ImportFrom):
             module = node.module
             if node.level:  # relative: counted from the file's package
-                package = path.relative_to(REPO).with_suffix("").parts[:-1]
+                package = Path(rel(path)).with_suffix("").parts[:-1]
                 module = ".".join([*package[:len(package) - node.level + 1], *filter(None, [node.module])])
             names = [f"{module}.{alias.name}" if module_file(f"{module}.{alias.name}") else module for alias in node.names]
         else:
@@ -63,10 +72,15 @@ def imports(path: Path) -> set[Path]:
 
 
 def graph() -> dict:
-    return {path: imports(path) for path in sorted(BENCH.rglob("*.py")) if "__pycache__" not in path.parts}
+    files = [*BENCH.rglob("*.py"), *(path for folder in outside_suites().values() for path in folder.rglob("*.py"))]
+    return {path: imports(path) for path in sorted(files) if "__pycache__" not in path.parts}
 
 
 def rel(path: Path) -> str:
+    """The file's path in the repository; a suite's outside it, as if its folder stood in bench/suites/."""
+    for name, folder in outside_suites().items():
+        if path.is_relative_to(folder):
+            return f"bench/suites/{name}/{path.relative_to(folder).as_posix()}"
     return path.relative_to(REPO).as_posix()
 
 
@@ -198,7 +212,7 @@ def suite_names_in(path: Path, names: list[str], where: "str | None" = None) -> 
     tree = ast.parse(path.read_text())
     docs, found = _docstrings(tree), []
     for target in imports(path):
-        parts = target.relative_to(REPO).parts
+        parts = tuple(rel(target).split("/"))
         if parts[:2] == ("bench", "suites") and len(parts) > 3 and parts[2] in others:
             found.append(f"imports {rel(target)}")
     for node in ast.walk(tree):

@@ -47,6 +47,7 @@ CHECK = (
     "tests/suites/test_ddp_cuda_graphs.py",
     "tests/suites/test_normal.py",
     "tests/suites/test_predict_topologies.py",
+    "tests/suites/test_suite_contract.py",
 )
 
 FULL_ONLY = (

@@ -248,12 +248,13 @@ def first_complaint(ctx: Context, complaint: "str | None") -> "str | None":
     return next((c for c in complaints if c), None)
 
 
-def run_record(ctx: Context, suite: str, params: dict, metrics: dict, *, status: str = "ok",
+def run_record(ctx: Context, params: dict, metrics: dict, *, status: str = "ok",
                error: "str | None" = None, error_when_ok: bool = False) -> dict:
-    """One configuration's record, as schema/bundle.schema.json's `run` holds it (the controller adds
-    transport, launch_id and gpu_counters): `error` where the run did not go well, or, with
-    error_when_ok, always; measured_window, the timed calls since the last record (null: none)."""
-    record = {"suite": suite, "params": params, "world_size": ctx.world_size, "status": status}
+    """One configuration's record, as schema/bundle.schema.json's `run` holds it (the worker adds the
+    launch's suite as it emits it; the controller transport, launch_id and gpu_counters): `error`
+    where the run did not go well, or, with error_when_ok, always; measured_window, the timed calls
+    since the last record (null: none)."""
+    record = {"params": params, "world_size": ctx.world_size, "status": status}
     if error is not None or error_when_ok:
         record["error"] = error
     record["metrics"] = metrics

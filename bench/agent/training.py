@@ -38,7 +38,6 @@ from bench.suites.training import WARMUP_WINDOW, TrainingParams, grad_accum_for,
 class Strategy:
     """How a suite distributes the training of one model: one instance per set-up. Override what differs."""
 
-    suite: str = ""
     # Whether the first steps synchronise with the GPU as DDP's reducer does (least_warmup_steps' rule).
     synced_warmup: bool = False
 
@@ -193,7 +192,7 @@ def run_config(ctx: Context, params: TrainingParams, point: dict, training: Trai
     steps, cut = steps_that_fit(ctx, params, max_over_ranks(ctx, [last_s])[0])
     if cut:
         if not steps:
-            return run_record(ctx, strategy.suite, point, {}, status="failed", error=f"not timed: {cut}")
+            return run_record(ctx, point, {}, status="failed", error=f"not timed: {cut}")
         ctx.notes.append(f"timed {steps} of its {params.steps} steps: {cut}; what was measured is kept")
     if ctx.is_cuda:
         torch.cuda.reset_peak_memory_stats(ctx.device)
@@ -220,7 +219,7 @@ def run_config(ctx: Context, params: TrainingParams, point: dict, training: Trai
     # Where the configuration's time went beside its timed steps, on the slowest rank.
     for name, seconds in zip(("setup_s", "warmup_s", "profile_s"), max_over_ranks(ctx, [setup_s, warmup_s, profile_s])):
         metrics[name] = metric([seconds])
-    record = run_record(ctx, strategy.suite, {**point, "num_params": num_params(work.module), "train_flops_per_sample": work.flops_per_sample},
+    record = run_record(ctx, {**point, "num_params": num_params(work.module), "train_flops_per_sample": work.flops_per_sample},
                         metrics)
     if recorded is not None:
         record["timeline"] = recorded
@@ -361,7 +360,7 @@ def run(ctx: Context, params: TrainingParams, entry: dict, emit: Callable[[dict]
                 ctx.say("setup", f"setting the model up for global batch {global_batch}")
                 training, setup_s = seconds_of(ctx, lambda: set_up(ctx, params, most_accum, build, strategy()))
             refused = time_for_config(ctx, params, training, global_batch)
-            emit(run_record(ctx, strategy.suite, point, {}, status="failed", error=refused) if refused
+            emit(run_record(ctx, point, {}, status="failed", error=refused) if refused
                  else run_config(ctx, params, point, training, setup_s))
         except torch.cuda.OutOfMemoryError as err:
             training = None
@@ -371,7 +370,7 @@ def run(ctx: Context, params: TrainingParams, entry: dict, emit: Callable[[dict]
                     f"rank {ctx.rank} ran out of memory at micro_batch {params.micro_batch} (global batch {global_batch}) "
                     f"and its peers did not{shared}; the peers cannot go on without it, so this launch's later "
                     "configurations did not run; lower micro_batch")
-            emit(run_record(ctx, strategy.suite, point, {}, status="oom",
+            emit(run_record(ctx, point, {}, status="oom",
                             error=f"out of memory at micro_batch {params.micro_batch} (global batch {global_batch}): "
                                   f"{(str(err).splitlines() or ['CUDA out of memory'])[0]}; lower micro_batch"))
         if training is None:

@@ -82,9 +82,9 @@ def main(spec_path: str) -> None:
                   phase_path=spec.phase_path)
 
     def emit(record: dict) -> None:
-        if rank == 0:
+        if rank == 0:  # every record of the launch is its suite's: the ranks need not name it
             with open(spec.result_path, "a") as out:
-                out.write(json.dumps(record) + "\n")
+                out.write(json.dumps({"suite": spec.suite, **record}) + "\n")
 
     try:
         ranks.run(ctx, spec.params, emit)

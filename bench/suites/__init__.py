@@ -1,7 +1,7 @@
 """The suites, one folder each, and the registry that finds them.
 
 A suite is a folder on the suite path holding a `suite.py` that defines `SUITE` (bench/suites/base.py
-says what else the folder holds); it is named by its folder. The suite path is this package's
+says what else the folder holds); it is named by its folder, and only there. The suite path is this package's
 folder, then the folders DDPBENCH_SUITES_PATH names (separated by os.pathsep), so a suite of your
 own needs no edit here: the ranks torchrun starts inherit the variable and find it too.
 """
@@ -39,9 +39,9 @@ def registry() -> dict:
                 continue
             raise
         suite = module.SUITE
-        if suite.name != info.name:
+        if suite.name != info.name:  # a class of another folder's, or one that sets name itself
             raise UserError(f"{module.__file__}: SUITE.name is {suite.name!r} but its folder is {info.name!r}; "
-                            "a suite is named by its folder")
+                            "a suite is named by its folder: leave name out of its class")
         found[info.name] = suite
     return found
 

@@ -1,12 +1,14 @@
 """What a suite is: the one class every suite's `suite.py` fills in, as nccl-tests' collectives fill
 in `struct testColl`. Plain Python, no torch: the controller, the report and verify import it.
 
-A suite's folder (bench/suites/NAME/) holds:
+A suite's folder (bench/suites/NAME/) holds, NAME being the suite's name and written nowhere else:
 - `suite.py`: a subclass of Suite, instantiated as `SUITE` (its typed Params, plan checks, cost
   model, a run's identity and label, the headline metric verify judges, plausibility warnings);
-- `params.schema.json`: its parameters' JSON Schema (`$defs/params`, what a plan entry's params,
-  gpu and cpu may hold; optionally `$defs/entry`, what else its plan entries must satisfy, and
-  `$defs/run_params`, what its runs' params hold in a bundle);
+- `params.schema.json`: its parameters' JSON Schema (its `description`, what the suite measures in
+  one line; `$defs/params`, what a plan entry's params, gpu and cpu may hold, with a `$ref` to the
+  harness parameters its Params extends, bench/suites/harness.schema.json; optionally `$defs/entry`,
+  what else its plan entries must satisfy, and `$defs/run_params`, what its runs' params hold in a
+  bundle);
 - `ranks.py`: what each rank runs (torch): `run(ctx, entry_params, emit)`, one record per configuration;
 - `report.py` (optional): `section(comparison, plot, colours) -> blocks`, its part of the report;
   a suite that trains also answers the report's question there: `findings(comparison)` (a list of
@@ -34,7 +36,7 @@ from typing import ClassVar
 from bench.common.host import Capabilities
 from bench.common.run import Run
 from bench.common.transports import link_name
-from bench.suites.params import SampledParams
+from bench.suites.params import SampledParams, resolved
 
 
 @dataclass
@@ -72,7 +74,6 @@ def warning(code: str, message: str, likely_cause: str) -> dict:
 class Suite:
     """One benchmark suite, as everything outside its ranks knows it. Override what differs."""
 
-    name: ClassVar[str]
     Params: ClassVar[type]  # a SampledParams subclass: the entry's params, typed
     headline_metric: ClassVar[str]  # the metric verify and compare judge a run by
     identity_params: ClassVar[tuple] = ()  # params verify's table shows for every run, varying or not
@@ -92,6 +93,11 @@ class Suite:
         return type(self).__module__.rpartition(".")[0]
 
     @property
+    def name(self) -> str:
+        """Its folder's name: a suite is named by its folder, and suite.py need not say it."""
+        return self.package.rpartition(".")[2]
+
+    @property
     def folder(self) -> Path:
         return Path(sys.modules[type(self).__module__].__file__).parent
 
@@ -103,9 +109,24 @@ class Suite:
     @functools.cached_property
     def schema(self) -> dict:
         """params.schema.json, its $id set to urn:ddpbench:schema:suite:NAME (plan and bundle refer to it
-        so), in JSON Schema 2020-12 unless it says otherwise, as every schema of ddpbench."""
-        document = json.loads((self.folder / "params.schema.json").read_text())
+        so), in JSON Schema 2020-12 unless it says otherwise, as every schema of ddpbench, and the
+        harness parameters its $defs/params refers to merged in (bench.suites.params.resolved)."""
+        path = self.folder / "params.schema.json"
+        document = json.loads(path.read_text())
+        definitions = document.get("$defs", {})
+        if "params" in definitions:
+            definitions["params"] = resolved(definitions["params"], str(path))
         return {"$schema": "https://json-schema.org/draft/2020-12/schema", **document, "$id": f"urn:ddpbench:schema:suite:{self.name}"}
+
+    @property
+    def description(self) -> str:
+        """What the suite measures, in a line: its schema's description."""
+        return self.schema.get("description", "")
+
+    @property
+    def required_params(self) -> list:
+        """The parameters a plan entry must give: its schema's $defs/entry's required params."""
+        return self.schema["$defs"].get("entry", {}).get("properties", {}).get("params", {}).get("required", [])
 
     def report_section(self):
         """The suite's report part (its module, with `section`), or None where the folder has none."""

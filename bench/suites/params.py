@@ -1,11 +1,21 @@
-"""The harness's typed parameters, which every suite's Params extends, and the error a plan gets for
-what a host cannot do. Plain Python: the controller types and checks plans with them, and the ranks
-(bench/agent/harness.py) sample by them."""
+"""The harness's parameters: typed here, which every suite's Params extends, and their schema beside
+(harness.schema.json: bounds, defaults and descriptions, one $defs entry per class, which a suite's
+params.schema.json refers to); the error a plan gets for what a host cannot do. Plain Python: the
+controller types and checks plans with them, and the ranks (bench/agent/harness.py) sample by them."""
 
 from __future__ import annotations
 
+import copy
+import functools
+import json
 from dataclasses import MISSING, dataclass, fields
+from pathlib import Path
 from typing import TypeVar
+
+from bench.errors import UserError
+
+HARNESS_SCHEMA = Path(__file__).resolve().parent / "harness.schema.json"
+HARNESS_ID = "urn:ddpbench:schema:harness"
 
 
 class PlanError(Exception):
@@ -66,3 +76,42 @@ class SweptParams(RepeatedParams):
     def check_sweep(self, suite: str) -> None:
         if self.begin_bytes > self.end_bytes:
             raise PlanError(f"{suite}: begin_bytes {self.begin_bytes} is larger than end_bytes {self.end_bytes}; sizes must increase")
+
+
+# --- their schema --------------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=None)
+def harness_schema() -> dict:
+    return json.loads(HARNESS_SCHEMA.read_text())
+
+
+def merged(shared, own):
+    """own over shared: objects merged key by key (a property of own's over the shared one of its name),
+    own's keys first, `required` lists joined, anything else own's."""
+    if not (isinstance(shared, dict) and isinstance(own, dict)):
+        return copy.deepcopy(own)
+    result = {}
+    for key, value in own.items():
+        if key not in shared:
+            result[key] = copy.deepcopy(value)
+        elif key == "required" and isinstance(shared[key], list):
+            result[key] = shared[key] + [name for name in value if name not in shared[key]]
+        else:
+            result[key] = merged(shared[key], value)
+    return {**result, **{key: copy.deepcopy(value) for key, value in shared.items() if key not in own}}
+
+
+def resolved(params: dict, source: str) -> dict:
+    """A `$defs/params` with the harness parameters its `$ref` names merged in, its own keys winning:
+    what the plan validates and whose defaults the controller writes out, read with json alone (the
+    benchmarks' scripts do so on a bare GPU host). `source` names the schema for an error."""
+    ref = params.get("$ref")
+    if ref is None:
+        return params
+    definitions = harness_schema()["$defs"]
+    known = {f"{HARNESS_ID}#/$defs/{name}": definition for name, definition in definitions.items()}
+    if ref not in known:
+        raise UserError(f"{source}: $defs/params refers to {ref!r}, which is no harness class; refer to one of "
+                        f"{', '.join(known)}, or to none")
+    return merged(resolved(known[ref], str(HARNESS_SCHEMA)), {key: value for key, value in params.items() if key != "$ref"})

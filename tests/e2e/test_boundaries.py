@@ -1,6 +1,7 @@
 """The one boundary that matters: the agent needs only torch and the standard library (and
 bench.common, shared with the controller and standard library only, with the suites' definitions
-and ranks and the models), and the controller never imports torch."""
+and ranks and the models), and the controller never imports torch. The suites are the registry's:
+with DDPBENCH_SUITES_PATH set, a suite of your own's ranks are held to it too."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import os
 import subprocess
 import sys
 
+from bench import suites
 from tests.conftest import REPO
 
 
@@ -20,8 +22,7 @@ def modules_after_import(*modules: str) -> set[str]:
 
 
 def test_agent_imports_nothing_of_the_controller():
-    loaded = modules_after_import("bench.agent.__main__", "bench.agent.worker",
-                                  *(f"bench.suites.{p.parent.name}.ranks" for p in sorted((REPO / "bench" / "suites").glob("*/ranks.py"))))
+    loaded = modules_after_import("bench.agent.__main__", "bench.agent.worker", *(suite.ranks_module for suite in suites.registry().values()))
     ours = {m for m in loaded if m.startswith("bench.")}
     # The suites' definitions and ranks and the models ship with the agent; their report parts never load.
     assert ours and all(m.startswith(("bench.agent", "bench.common", "bench.suites", "bench.models")) or m == "bench.errors"

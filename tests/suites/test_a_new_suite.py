@@ -1,88 +1,53 @@
-"""A new suite is one folder: a toy barrier-latency suite, written into a temporary folder on the
-suite path (DDPBENCH_SUITES_PATH), runs end to end on the CPU without a change anywhere else: plan ->
-agent (torchrun, 2 ranks, gloo) -> a bundle that validates -> report (its section) -> compare
-(verdicts), with an estimate before the launch and progress lines during it. Without its report part
-the report says so in one line; a suite nobody has is one error line in a plan, a bundle and a compare."""
+"""A new suite is one folder: the toy barrier-latency suite of docs/writing-a-suite.md, its files taken
+from the page's code blocks and written into a temporary folder on the suite path
+(DDPBENCH_SUITES_PATH), runs end to end on the CPU without a change anywhere else: plan -> agent
+(torchrun, 2 ranks, gloo) -> a bundle that validates -> report (its section) -> compare (verdicts),
+with an estimate before the launch and progress lines during it, and passes every check the page
+lists, by the page's command. Without its report part the report says so in one line; a suite
+nobody has is one error line in a plan, a bundle and a compare; so is a suite that names itself
+unlike its folder, or refers to no harness class."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import shlex
 import shutil
+import subprocess
+import sys
 
 import pytest
 import yaml
 
 from bench.suites import SUITES_PATH_ENV
-from tests.conftest import bundle_path_from, cli
+from tests.conftest import REPO, bundle_path_from, cli
 
-SUITE = {
-    "__init__.py": '"""A toy suite: the latency of a barrier across the ranks."""\n',
-    "suite.py": '''
-from dataclasses import dataclass
-
-from bench.suites.base import Suite
-from bench.suites.params import RepeatedParams
+PAGE = REPO / "docs" / "writing-a-suite.md"
+CHECKS_COMMAND = re.compile(r"^DDPBENCH_SUITES_PATH=\S+ \.venv/bin/python -m pytest .*$", re.M)
 
 
-@dataclass(frozen=True)
-class Params(RepeatedParams):
-    pass
+def page_suite() -> tuple[dict, dict]:
+    """(file name -> text: the first code block under each `### N. ...: `FILE`` heading, the plan of its yaml block)."""
+    text = PAGE.read_text()
+    files = {match.group(1): match.group(2) for match in
+             re.finditer(r"^### \d+\. [^\n]*`([^`\n]+)`[^\n]*\n.*?^```[^\n]*\n(.*?)^```", text, re.M | re.S)}
+    plan = yaml.safe_load(re.search(r"^```yaml\n(.*?)^```", text, re.M | re.S).group(1))
+    return files, plan
 
 
-class Barrier(Suite):
-    name = "barrier"
-    Params = Params
-    headline_metric = "time_s"
-
-    def launch_seconds(self, params, preset, world_size, host):
-        return (params.warmup_iters + params.iters * params.repetitions) * 1e-3
-
-    def label(self, run):
-        return f"barrier, {run.world_size} ranks"
-
-
-SUITE = Barrier()
-''',
-    "params.schema.json": json.dumps({"$defs": {
-        "params": {"type": "object", "properties": {
-            "warmup_iters": {"type": "integer", "minimum": 0, "default": 5},
-            "iters": {"type": "integer", "minimum": 1, "default": 20},
-            "repetitions": {"type": "integer", "minimum": 1, "default": 10},
-            "cv_target": {"type": ["number", "null"], "default": None},
-            "sampling_cap_s": {"type": "number", "exclusiveMinimum": 0, "default": 10}}},
-        "entry": {"properties": {"world_sizes": {"default": [2]}}},
-    }}),
-    "ranks.py": '''
-import torch.distributed as dist
-
-from bench.agent.harness import repeat, run_record
-from bench.common.stats import metric
-from bench.suites.barrier.suite import Params
-
-
-def run(ctx, entry, emit):
-    params = Params.of(entry)
-    mean_s, max_s = repeat(ctx, dist.barrier, params, use_graph=False)
-    emit(run_record(ctx, "barrier", {"iters": params.iters}, {"time_s": metric(mean_s), "time_max_rank_s": metric(max_s)}))
-''',
-    "report.py": '''
-from bench.report.document import Heading, Table
-from bench.report.tables import pooled_spread, spread
-
-
-def section(comparison, plot, colours):
-    entries = [e for e in comparison.runs if e.run.suite == "barrier"]
-    rows = [[e.host.name, str(e.run.world_size), spread(pooled_spread([e], "time_s"), 1e6, 4)] for e in entries]
-    return [Heading(2, "Barrier latency"), Table(["host", "ranks", "time µs median [p5, p95]"], rows)] if rows else []
-''',
-}
-PLAN = {"name": "toy", "timeout_s": 120, "suites": [
-    {"suite": "barrier", "params": {"iters": 5, "repetitions": 5}},
+FILES, PAGE_PLAN = page_suite()
+# The page's plan, and a collectives entry beside it: the report shows every suite's part.
+PLAN = {**PAGE_PLAN, "suites": [*PAGE_PLAN["suites"],
     {"suite": "collectives", "world_sizes": [2], "params": {
         "ops": ["all_reduce"], "dtypes": ["float32"], "in_place": [True], "begin_bytes": 4096, "end_bytes": 4096,
         "factor": 2, "warmup_iters": 1, "iters": 2, "repetitions": 3}},
 ]}
+
+
+def test_the_page_gives_every_file_of_the_suite():
+    assert sorted(FILES) == ["README.md", "params.schema.json", "ranks.py", "report.py", "suite.py"]
+    assert [entry["suite"] for entry in PAGE_PLAN["suites"]] == ["barrier"]
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +55,8 @@ def toy(tmp_path_factory):
     """The suite path holding the toy suite's folder, and the plan that runs it beside a collectives entry."""
     root = tmp_path_factory.mktemp("suites")
     (root / "barrier").mkdir()
-    for name, text in SUITE.items():
+    (root / "barrier" / "__init__.py").write_text('"""A toy suite: the latency of a barrier across the ranks."""\n')
+    for name, text in FILES.items():
         (root / "barrier" / name).write_text(text)
     plan = root / "toy.yaml"
     plan.write_text(yaml.safe_dump(PLAN))
@@ -136,12 +102,48 @@ def test_compare_judges_the_toy_suites_runs_by_their_headline_metric(toy, two_ru
     assert "time_s for barrier" in listed and "copy_gbps for copy" in listed  # --tolerance names every suite's metric
 
 
-def test_a_suite_folder_named_unlike_its_suite_is_one_error_line_for_any_command(toy, tmp_path):
+def test_ddpbench_suites_lists_it_by_its_folders_name_beside_the_others(toy, tmp_path):
     root, _ = toy
-    shutil.copytree(root / "barrier", tmp_path / "latency")  # its SUITE is still named barrier
+    listed = cli("suites", env={SUITES_PATH_ENV: str(root)})
+    assert listed.returncode == 0, listed.stderr
+    assert "barrier: The latency of a barrier across the ranks." in listed.stdout and "\ncopy: " in listed.stdout
+    rows = listed.stdout[listed.stdout.index("barrier: "):].splitlines()[1:6]
+    assert [row.split()[:3] for row in rows if row.split()[0] == "iters"] == [["iters", "integer", "20"]]  # its own default
+    shutil.copytree(root / "barrier", tmp_path / "latency")  # the same files in another folder: another suite, named by it
+    renamed = json.loads(cli("suites", "--json", env={SUITES_PATH_ENV: str(tmp_path)}).stdout)
+    assert "latency" in [suite["name"] for suite in renamed] and "barrier" not in [suite["name"] for suite in renamed]
+
+
+def test_a_suite_that_names_itself_unlike_its_folder_is_one_error_line_for_any_command(toy, tmp_path):
+    root, _ = toy
+    shutil.copytree(root / "barrier", tmp_path / "latency")
+    suite_py = tmp_path / "latency" / "suite.py"
+    suite_py.write_text(suite_py.read_text().replace("    Params = Params\n", '    name = "barrier"\n    Params = Params\n'))
     done = cli("compare", "--help", env={SUITES_PATH_ENV: str(tmp_path)})
     assert done.returncode == 2 and done.stderr.startswith("error: ") and len(done.stderr.splitlines()) == 1, done.stderr
     assert "SUITE.name is 'barrier' but its folder is 'latency'" in done.stderr
+
+
+def test_a_schema_that_refers_to_no_harness_class_is_one_error_line(toy, tmp_path):
+    root, _ = toy
+    shutil.copytree(root / "barrier", tmp_path / "barrier")
+    schema = tmp_path / "barrier" / "params.schema.json"
+    schema.write_text(schema.read_text().replace("$defs/RepeatedParams", "$defs/RepeatParams"))
+    for args in (("suites",), ("validate", toy[1])):
+        done = cli(*args, env={SUITES_PATH_ENV: str(tmp_path)})
+        assert done.returncode == 2 and len(done.stderr.splitlines()) == 1, (args, done.stderr)
+        assert done.stderr.startswith(f"error: {schema}: $defs/params refers to 'urn:ddpbench:schema:harness#/$defs/RepeatParams'")
+        assert "urn:ddpbench:schema:harness#/$defs/RepeatedParams" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_the_pages_suite_passes_every_check_the_page_lists_by_its_command(toy):
+    root, _ = toy
+    words = shlex.split(CHECKS_COMMAND.search(PAGE.read_text()).group(0))
+    env = {**os.environ, "PYTHONPATH": str(REPO), SUITES_PATH_ENV: str(root)}
+    argv = [sys.executable if word == ".venv/bin/python" else word for word in words[1:]]
+    done = subprocess.run([*argv, "-vv", "-p", "no:cacheprovider"], cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert re.search(r"\[barrier\] PASSED", done.stdout), done.stdout[-4000:]  # the checks judged the toy suite
 
 
 def test_without_its_report_part_the_report_says_so_and_keeps_the_others(toy, two_runs, tmp_path):
@@ -167,3 +169,16 @@ def test_a_suite_nobody_has_is_one_error_line_in_a_plan_a_bundle_and_a_compare(t
         (line,) = done.stderr.strip().splitlines()
         assert line.startswith("error: ") and "unknown suite 'barrier': this ddpbench has collectives, copy, ddp" in line, line
         assert "Traceback" not in done.stderr
+
+
+def test_the_checks_judge_a_suite_of_ones_own_outside_the_repository(toy, tmp_path):
+    """A suite.py that imports the agent's harness (torch) breaks the layers: the architecture test, run
+    with the suite path set, names the file as the registry places it."""
+    root, _ = toy
+    shutil.copytree(root / "barrier", tmp_path / "barrier")
+    suite_py = tmp_path / "barrier" / "suite.py"
+    suite_py.write_text("from bench.agent.harness import repeat\n" + suite_py.read_text())
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_architecture.py"], cwd=REPO,
+                          env={**os.environ, "PYTHONPATH": str(REPO), SUITES_PATH_ENV: str(tmp_path)}, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 1, done.stdout[-3000:]
+    assert "bench/suites/barrier/suite.py (suites) imports bench/agent/harness.py (agent)" in done.stdout, done.stdout[-3000:]

@@ -128,9 +128,9 @@ def _record(ctx: Context, op: str, point: dict, size_bytes: int, complaint: "str
             mean_s: list, max_s: list) -> dict:
     params = {**point, "op": op, "size_bytes": size_bytes}
     if complaint:
-        return run_record(ctx, "collectives", params, {}, status="failed", error=complaint)
+        return run_record(ctx, params, {}, status="failed", error=complaint)
     algbw = [size_bytes / t / 1e9 for t in mean_s]
-    return run_record(ctx, "collectives", params, {
+    return run_record(ctx, params, {
         "time_s": metric(mean_s),
         "time_max_rank_s": metric(max_s),
         "algbw_gbps": metric(algbw),

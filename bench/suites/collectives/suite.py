@@ -58,7 +58,6 @@ def largest_size(params: Params) -> tuple[int, str]:
 
 
 class Collectives(Suite):
-    name = "collectives"
     report_order = 20
     needs_two_ranks = True  # a collective over one rank crosses no link: its busbw is 0 by definition
     moves_collective_data = True

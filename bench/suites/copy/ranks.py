@@ -74,7 +74,7 @@ def _record(ctx: Context, point: dict, status: str, *, error: "str | None" = Non
     """One process drives every GPU: a copy record is always one rank's. Its records have always
     said `error: null` when the copy went well."""
     metrics = {} if times is None else {"time_s": metric(times), "copy_gbps": metric([moved / t / 1e9 for t in times])}
-    return run_record(ctx, "copy", point, metrics, status=status, error=error, error_when_ok=True)
+    return run_record(ctx, point, metrics, status=status, error=error, error_when_ok=True)
 
 
 def _on(stream: "torch.cuda.Stream | None"):

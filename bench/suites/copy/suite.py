@@ -35,7 +35,6 @@ class Params(SweptParams):
 
 
 class Copy(Suite):
-    name = "copy"
     report_order = 10
     Params = Params
     headline_metric = "copy_gbps"

@@ -106,8 +106,6 @@ class DDPStrategy(Strategy):
     """The model in DistributedDataParallel (one rank: the plain model), its gradients all-reduced
     by the comm hook, optionally counted."""
 
-    suite = "ddp"
-
     def __init__(self, wrap_model: Callable = wrap) -> None:
         self.wrap_model = wrap_model  # benchmarks/timeline_replay.py wraps one rank in DDP too
         self.ddp: "DDP | None" = None

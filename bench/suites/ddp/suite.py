@@ -19,7 +19,6 @@ from bench.suites.training import TrainingSuite, grad_accum_for
 
 
 class DDP(TrainingSuite):
-    name = "ddp"
     report_order = 30
     Params = Params
     # The figures derived across a host's runs (TrainingSuite's hooks): derived.py's.

@@ -48,8 +48,6 @@ def policy(params: Params) -> MixedPrecisionPolicy:
 class FSDPStrategy(Strategy):
     """Each block an FSDP unit, then the root, over the suite's mesh."""
 
-    suite = "fsdp"
-
     def __init__(self) -> None:
         self.model: "torch.nn.Module | None" = None
 

@@ -37,7 +37,6 @@ def memory_setup(params: Params, world_size: int, nodes: int) -> memory.Setup:
 
 
 class FSDP(TrainingSuite):
-    name = "fsdp"
     report_order = 40
     Params = Params
     # The figures derived across a host's runs (TrainingSuite's hooks): derived.py's.
@@ -86,7 +85,7 @@ class FSDP(TrainingSuite):
 
     def configuration(self, run: Run) -> tuple:
         p = run.params
-        return ("fsdp", p["model"], fsdp_recipe(p), p["sharding"], p.get("seq_len"), p["micro_batch"], p.get("global_batch"),
+        return (self.name, p["model"], fsdp_recipe(p), p["sharding"], p.get("seq_len"), p["micro_batch"], p.get("global_batch"),
                 run.world_size)
 
     def judged_figure(self, run: Run) -> tuple:

@@ -10,13 +10,13 @@ parts share) and training.schema.json (the shared parameters). What their ranks 
 bench/agent/training.py.
 
 A training suite's params.schema.json holds only its own parameters: this module composes it with
-training.schema.json beside it (the model, batches, steps, precision ...), the suite's own
-properties winning, so that each shared parameter is written down once.
+training.schema.json beside it (the model, batches, steps, precision ..., and the harness's sampling
+parameters it refers to), the suite's own keys winning, so that each shared parameter is written
+down once.
 """
 
 from __future__ import annotations
 
-import copy
 import functools
 import importlib.util
 import json
@@ -31,7 +31,7 @@ from bench.common.run import Run
 from bench.common.transports import ranks_label
 from bench.models.shapes import TRANSFORMER_PRESETS, UNET_CONFIGS, UNET_EXTRA
 from bench.suites.base import HostResults, Suite
-from bench.suites.params import PlanError, SampledParams
+from bench.suites.params import PlanError, SampledParams, merged, resolved
 from bench.suites.training.derived import scaling_warnings
 
 SHARED_SCHEMA = Path(__file__).resolve().parent / "training.schema.json"
@@ -101,23 +101,6 @@ def least_warmup_steps(warmup_steps: int, steps_taken: int, synced_on_gpu: bool)
 # --- the suites --------------------------------------------------------------------------------
 
 
-def _merged(shared, own):
-    """own over shared: objects merged key by key, `required` lists joined, anything else own's."""
-    if isinstance(shared, dict) and isinstance(own, dict):
-        merged = dict(shared)
-        for key, value in own.items():
-            if key == "required" and isinstance(merged.get(key), list):
-                merged[key] = merged[key] + [name for name in value if name not in merged[key]]
-            elif key in merged and key != "properties":
-                merged[key] = _merged(merged[key], value)
-            elif key == "properties":
-                merged[key] = {**merged.get(key, {}), **value}  # a property of the suite's replaces the shared one
-            else:
-                merged[key] = value
-        return merged
-    return copy.deepcopy(own)
-
-
 class TrainingSuite(Suite):
     """A suite that trains a model preset on synthetic data over a sweep of global batches."""
 
@@ -130,8 +113,9 @@ class TrainingSuite(Suite):
     @functools.cached_property
     def schema(self) -> dict:
         own = Suite.schema.func(self)
-        shared = json.loads(SHARED_SCHEMA.read_text())
-        return {**own, "$defs": _merged(shared["$defs"], own.get("$defs", {}))}
+        shared = json.loads(SHARED_SCHEMA.read_text())["$defs"]
+        shared["params"] = resolved(shared["params"], str(SHARED_SCHEMA))
+        return {**own, "$defs": merged(shared, own.get("$defs", {}))}
 
     def check_plan(self, params: TrainingParams, host: Capabilities, *, world_size: int, transport: str, nodes: int) -> None:
         check_model(self.name, params, world_size)
