@@ -16,7 +16,8 @@ from bench.common.run import Run
 from bench.common.stats import Spread
 from bench.common.protocol import LaunchSpec
 from bench.controller.plans import with_defaults
-from bench.suites.ddp.predict import link_specs, predict, predict_host
+from bench.suites.ddp.predict import predict, predict_host
+from bench.suites.ddp.predict.topology import link_specs
 from tests.conftest import REPO, cli
 
 HOSTS_YAML = "hosts:\n  - name: local\n    runtime: local\n    price_per_hour: 1.25\n    env: {OMP_NUM_THREADS: '1'}\n"
