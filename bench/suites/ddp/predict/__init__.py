@@ -140,7 +140,7 @@ class _Host:
         path = self.crossed.get(key)
         if path is None:
             return Against(self.result.host, run, f"{preset} (no all_reduce curve or table row)", None, None, None, NONE, shape,
-                           algorithm)
+                           algorithm, key[2])
         slowdown = self.slowdowns.of(path.name, leave_out=run)
         allreduce_s = self.durations.of(path.topology)
         one_gpu, own, exposed = self.sources.one_gpu_replayed(work, accum), self.profiles.own(run), self.sources.exposed(work, accum)
@@ -148,7 +148,7 @@ class _Host:
             self.result.host, run, path.name,
             one_gpu.step(allreduce_s, slowdown).step_s if one_gpu else None,
             replay(own.timeline(accum), allreduce_s, slowdown).step_s if own else None,
-            exposed.step(allreduce_s).step_s if exposed else None, slowdown, shape, algorithm)
+            exposed.step(allreduce_s).step_s if exposed else None, slowdown, shape, algorithm, key[2])
 
 
 def predict_host(host: dict, name: str, specs: list, gpus: "int | None", gpus_per_node: "int | None" = None,

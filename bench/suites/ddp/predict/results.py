@@ -72,6 +72,7 @@ class Against:
     slowdown: Slowdown
     shape: str = ""
     algorithm: "str | None" = None
+    nodes: int = 1
 
     @property
     def measured(self) -> dict:
@@ -121,6 +122,7 @@ class ErrorRow:
 
     host: str
     gpus: int
+    nodes: int
     shape: str
     link: str
     algorithm: str
@@ -137,11 +139,11 @@ def _errors(values: list) -> tuple:
 
 
 def error_table(found: list[HostPrediction]) -> list[ErrorRow]:
-    """One row per host, world size, topology, link and algorithm, over every measured run there."""
+    """One row per host, world size, nodes, topology, link and algorithm, over every measured run there."""
     groups: dict = {}
     for host in found:
         for a in host.against:
-            key = (host.host, a.run.world_size, a.shape, a.link, a.algorithm or CHOSEN)
+            key = (host.host, a.run.world_size, a.nodes, a.shape, a.link, a.algorithm or CHOSEN)
             groups.setdefault(key, []).append(a)
     return [ErrorRow(*key, len(rows), len({a.run.launch_id for a in rows}), _errors([a.error(a.from_one_gpu) for a in rows]),
                      _errors([a.error(a.from_own_steps) for a in rows]), _errors([a.error(a.exposed_model) for a in rows]))
