@@ -106,8 +106,9 @@ class HostPrediction:
 
     def nothing(self, reason: str, fix: str) -> None:
         """Nothing predicted where a prediction was asked for: said in a note, kept for the command's error."""
+        if reason not in self.notes:
+            self.unpredicted.append(Unpredicted(reason, fix))
         self.note(reason)
-        self.unpredicted.append(Unpredicted(reason, fix))
 
     @property
     def links_predicted(self) -> list:

@@ -12,6 +12,7 @@ work per GPU), T1(B) / (N x TN(B)) under strong.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable
 
@@ -154,9 +155,8 @@ class Sources:
         work, accum = config.workload, config.accum_at(1)
         if accum is None:
             return None
-        batch = work.micro_batch * accum
         measured = self._one_gpu(work, accum)
-        if measured:
-            return Baseline(pooled_step(measured) / batch, "")
-        found = self._stands_for_one_gpu(work, accum)
-        return Baseline(found[0] / batch, found[1]) if found is not None else None
+        found = (pooled_step(measured), "") if measured else self._stands_for_one_gpu(work, accum)
+        if found is None or not (math.isfinite(found[0]) and found[0] > 0):  # no step takes 0 s
+            return None
+        return Baseline(found[0] / (work.micro_batch * accum), found[1])
