@@ -3,6 +3,9 @@
     python benchmarks/predictor_error.py BUNDLE [BUNDLE ...]            # print the table (markdown)
     python benchmarks/predictor_error.py BUNDLE --out benchmarks/results/predictor_error_h100x4.md
 
+A bundle of benchmarks/plans/predictor-error.yaml (`make bench PLAN=benchmarks/plans/predictor-error.yaml`)
+puts 3 launches behind every row: strong and weak scaling at 2 and every GPU, one node and 2 emulated nodes.
+
 For each host: every N-GPU DDP run replayed on what it crossed (the bundle's all_reduce sweep at its preset,
 world size and node count; on emulated or real nodes without one, the sweeps of the links inside and between
 nodes under NCCL's ring or tree, bench/common/allreduce.py), from the 1-GPU timeline and from its own steps
