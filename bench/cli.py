@@ -212,7 +212,7 @@ def cmd_predict(args) -> int:
     loaded, _ = load(expand(args.bundles), False, lambda line: print(line, file=sys.stderr))
     bundles = [item.bundle for item in loaded]
     blocks = [block for predict in predictors.values()
-              for block in predict(bundles, args.link or None, args.gpus, args.gpus_per_node, args.algorithm)]
+              for block in predict(bundles, args.link or None, args.gpus, args.gpus_per_node, args.algorithm, args.scaling)]
     if not blocks:
         names = _either(list(predictors))
         raise UserError(f"no {names} runs in {', '.join(args.bundles)}; predict reads bundles that ran the {names} suite (e.g. PLAN=quick)")
@@ -352,6 +352,9 @@ def parser() -> argparse.ArgumentParser:
                          help="a link of the link table (bench/common/reference.py), your own as GBPS,LATENCY_US, or "
                               "INTRA+NETWORK for several nodes (e.g. nvlink4+ib-hdr); repeatable (default: the report's set)")
     predict.add_argument("--gpus", type=int, help="GPUs to predict for (default: the world sizes the bundle ran, else 2)")
+    predict.add_argument("--scaling", choices=["weak", "strong"], default="weak",
+                         help="weak: each GPU keeps the bundle's micro-batch and accumulation, the global batch grows with "
+                              "the GPUs (default); strong: the bundle's global batches, split over the GPUs where they divide")
     predict.add_argument("--gpus-per-node", type=int, help="GPUs per node for INTRA+NETWORK links (default 1)")
     predict.add_argument("--algorithm", choices=["ring", "tree"],
                          help="NCCL's all-reduce algorithm on the links named (default: the faster for each bucket, as NCCL picks)")

@@ -33,7 +33,7 @@ from bench import suites  # noqa: E402
 from bench.common.run import Run  # noqa: E402
 from bench.common.allreduce import TABLE, Topology  # noqa: E402
 from bench.common.replay import Bucket, Timeline, exposed_only, replay  # noqa: E402
-from bench.suites.ddp.predict import profile_of  # noqa: E402
+from bench.suites.ddp.predict.timelines import profile_of  # noqa: E402
 from benchmarks._agent import table  # noqa: E402
 
 BUDGET_S = 210.0  # a workload that would end past this is skipped (said in the output): the command ends within 4 min
@@ -170,7 +170,7 @@ def record(out: Path, smoke: bool) -> dict:
 # --- anywhere -------------------------------------------------------------------------------------
 
 def as_run(entry: dict, arm: str) -> dict:
-    """A timeline arm as the predictor reads a run (bench/suites/ddp/predict.py profile_of)."""
+    """A timeline arm as the predictor reads a run (bench/suites/ddp/predict/timelines.py profile_of)."""
     step_s = entry[arm]["step_s"]
     return {"params": entry["params"], "timeline": entry[arm]["timeline"],
             "metrics": {"step_time_s": {"summary": {"median": statistics.median(step_s)}}}}

@@ -46,7 +46,9 @@ CHECK = (
     "tests/suites/test_culprits.py",
     "tests/suites/test_ddp_cuda_graphs.py",
     "tests/suites/test_normal.py",
+    "tests/suites/test_predict_examples.py",
     "tests/suites/test_predict_topologies.py",
+    "tests/suites/test_predicted_line.py",
     "tests/suites/test_suite_contract.py",
 )
 

@@ -14,7 +14,7 @@ A suite's folder (bench/suites/NAME/) holds, NAME being the suite's name and wri
   a suite that trains also answers the report's question there: `findings(comparison)` (a list of
   bench.report.answer.Finding) and `answer_plots(comparison, plot, colours)`, which the report's
   first section (bench/report/answer.py) shows; a suite that predicts its runs on other links
-  answers `ddpbench predict` there: `predict(bundles, links, gpus, gpus_per_node, algorithm) -> blocks`
+  answers `ddpbench predict` there: `predict(bundles, links, gpus, gpus_per_node, algorithm, scaling) -> blocks`
   ([] where the bundles hold none of its runs).
 
 Nothing outside a suite's folder names it: what the rest of ddpbench asks of a run (its label, the

@@ -16,7 +16,8 @@ from bench.common.run import Run
 from bench.common.stats import Spread
 from bench.common.protocol import LaunchSpec
 from bench.controller.plans import with_defaults
-from bench.suites.ddp.predict import link_specs, predict, predict_host
+from bench.suites.ddp.predict import predict, predict_host
+from bench.suites.ddp.predict.topology import link_specs
 from tests.conftest import REPO, cli
 
 HOSTS_YAML = "hosts:\n  - name: local\n    runtime: local\n    price_per_hour: 1.25\n    env: {OMP_NUM_THREADS: '1'}\n"
@@ -105,8 +106,11 @@ def test_predict_prints_every_link_with_samples_per_dollar_and_the_error_table(t
     (host,) = predict([bundle], ["pcie4-x4-host"], gpus=4)
     for p in host.predicted:
         assert p.samples_per_dollar == pytest.approx(p.samples_per_s * 3600 / 1.25)
-    # 4 GPUs never ran here: the 1-GPU timeline, counted again for 4 GPUs' share of the batch
-    assert {p.source for p in host.predicted} == {"the 1-GPU run's timeline"}
+    # 4 GPUs never ran here: each GPU keeps its batch, its compute the 1-GPU timeline of that accumulation, else (1
+    # micro-batch a step, which only the 2-process runs trained) their steps without all-reduce
+    assert {(p.global_batch, p.source) for p in host.predicted} == {
+        (8, "the 2-GPU run's steps without all-reduce"), (16, "the 1-GPU run's timeline"), (32, "the 1-GPU run's timeline"),
+        (64, "the 1-GPU run's timeline")}
 
 
 def test_the_report_draws_each_links_line_and_the_error_table(two_ranks, tmp_path):

@@ -19,7 +19,10 @@ from bench.common.allreduce import Link, Topology
 from bench.common.run import Run
 from bench.common.replay import Bucket, Timeline, replay
 from bench.report.markdown import render
-from bench.suites.ddp.predict import algorithm_of, error_table, link_specs, predict, predict_host
+from bench.suites.ddp.predict import predict, predict_host
+from bench.suites.ddp.predict.results import error_table
+from bench.suites.ddp.predict.sweeps import algorithm_of
+from bench.suites.ddp.predict.topology import link_specs
 from bench.suites.ddp.report.predicted import blocks
 from tests.conftest import REPO, cli
 

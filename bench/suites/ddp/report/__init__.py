@@ -13,7 +13,9 @@ from bench.common.units import human_bytes
 from bench.report import tables as T
 from bench.report.document import Heading, Paragraph, Table
 from bench.report.merge import Comparison, RunEntry
+from bench.suites.ddp.predict import check_predicted
 from bench.suites.ddp.predict import predict as predict_runs
+from bench.suites.ddp.predict.scaling import WEAK
 from bench.suites.ddp.report import plots as DP
 from bench.suites.ddp.report import predicted as PR
 from bench.suites.ddp.report import series as DS
@@ -49,10 +51,13 @@ def section(comparison: Comparison, plot, colours: dict) -> list:
 
 
 def predict(bundles: list, links: "list | None", gpus: "int | None", gpus_per_node: "int | None",
-            algorithm: "str | None") -> list:
+            algorithm: "str | None", scaling: str = WEAK) -> list:
     """`ddpbench predict`'s answer: what the bundles' ddp runs give on other links, the tables with their
-    captions; [] where the bundles hold no ddp run."""
-    found = predict_runs(bundles, links, gpus, gpus_per_node, algorithm)
+    captions; [] where the bundles hold no ddp run; one error line where they hold some but nothing
+    asked for could be predicted."""
+    found = predict_runs(bundles, links, gpus, gpus_per_node, algorithm, scaling)
+    if found:
+        check_predicted(found)
     return PR.blocks(found) if found else []
 
 

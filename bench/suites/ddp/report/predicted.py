@@ -10,18 +10,36 @@ from bench.common.stats import Spread
 from bench.common.units import plain
 from bench.report.document import Bullets, Heading, Paragraph, Table
 from bench.report.merge import CPU_RANKS, GPU_RANKS, Comparison, Ranks
-from bench.suites.ddp.predict import (CHOSEN, REPORT_LINKS, Against, ErrorRow, HostPrediction, Predicted, error_table,
-                                      link_specs, predict_host, relative)
+from bench.suites.ddp.predict import predict_host
+from bench.suites.ddp.predict.results import CHOSEN, Against, ErrorRow, HostPrediction, Predicted, error_table, relative
+from bench.suites.ddp.predict.scaling import STRONG, WEAK
+from bench.suites.ddp.predict.topology import REPORT_LINKS, link_specs
 
 
-def source_caption(ranks: Ranks) -> str:
+def scaling_caption(scaling: str, ranks: Ranks) -> str:
+    """What a scaling figure is set against, in words."""
+    if scaling == WEAK:
+        return (f"Scaling is weak: each {ranks.one} keeps the bundle's micro-batch and accumulation, the global batch growing "
+                f"with the {ranks.many}, against the 1-{ranks.one} run of the same batch per {ranks.one} (its step / the "
+                "predicted step).")
+    return (f"Scaling is strong: the global batch is kept and split over the {ranks.many} where it divides, against the "
+            f"1-{ranks.one} run at that global batch (its step / N x the predicted step).")
+
+
+def scalings_of(found: list[HostPrediction]) -> list:
+    """The kinds of scaling the predictions hold, weak first."""
+    held = {p.scaling for host in found for p in host.predicted}
+    return [kind for kind in (WEAK, STRONG) if kind in held]
+
+
+def source_caption(ranks: Ranks, scalings: list) -> str:
     algorithms = "a" if ranks.cpu else "NCCL's"
     return ("Predicted by replaying the step's timeline (when each gradient bucket is ready in the backward, "
             "bench/common/replay.py) on each link: bucket i's all-reduce starts when it is ready and bucket i-1's has "
             "ended, and lasts what the link's curve (this bundle's all_reduce sweep where it has one, else the link table, "
             f"bench/common/reference.py) gives for its bytes; on several nodes, {algorithms} "
             "ring or tree over the link within a node and the one between them, the faster unless an algorithm is named "
-            f"(bench/common/allreduce.py). Scaling is against the 1-{ranks.one} run at the same global batch.")
+            "(bench/common/allreduce.py). " + " ".join(scaling_caption(kind, ranks) for kind in scalings))
 
 
 def ranks_of(found: list[HostPrediction]) -> Ranks:
@@ -42,12 +60,13 @@ def _algorithm(algorithm: str, ranks: Ranks) -> str:
 
 
 def hosts(comparison: Comparison) -> list[HostPrediction]:
-    """Every merged host with an ok ddp run, predicted on the report's links (REPORT_LINKS); of several
-    bundles, each host's prediction names its bundle: one bundle's timeline and conditions (a busy
-    machine, another batch) are never another's."""
+    """Every merged host with an ok ddp run, predicted on the report's links (REPORT_LINKS) and scaled as
+    its plan measured each run (the report's scaling efficiency and figures set them against the same
+    1-GPU runs); of several bundles, each host's prediction names its bundle: one bundle's timeline and
+    conditions (a busy machine, another batch) are never another's."""
     specs = link_specs(None)
     several = len(comparison.bundles) > 1
-    return [predict_host(host.host, f"{host.name}, bundle {host.run_id}" if several else host.name, specs, None)
+    return [predict_host(host.host, f"{host.name}, bundle {host.run_id}" if several else host.name, specs, None, scaling=None)
             for host in comparison.hosts if any(run.suite == "ddp" and run.ok for run in host.runs)]
 
 
@@ -74,11 +93,13 @@ def _recipe(p: Predicted) -> str:
 
 def links_table(found: list[HostPrediction]) -> "Table | None":
     """Every configuration on every link, the measured runs among them, with samples per dollar where priced."""
-    rows, ranks = [], ranks_of(found)
+    rows, ranks, scalings = [], ranks_of(found), scalings_of(found)
     priced = any(p.samples_per_dollar is not None for host in found for p in host.predicted)
     for host in found:
         for p in sorted(host.predicted, key=lambda p: (p.workload, p.global_batch, p.gpus, p.measured is None, p.step_s)):
-            scaling = f"{p.scaling:.1%}" if p.scaling is not None and math.isfinite(p.scaling) else "-"
+            scaling = f"{p.efficiency:.1%}" if p.efficiency is not None and math.isfinite(p.efficiency) else "-"
+            if len(scalings) > 1 and scaling != "-":
+                scaling += f" {p.scaling}"
             row = [p.host, _recipe(p), str(p.global_batch), str(p.gpus), _in_ranks(p.shape, ranks), p.link, p.basis, _ms(p.step_s), scaling,
                    _figure(p.samples_per_s), _ms(p.exposed_s), _in_ranks(p.source, ranks) or "-"]
             if priced:
@@ -86,7 +107,8 @@ def links_table(found: list[HostPrediction]) -> "Table | None":
             rows.append(row)
     if not rows:
         return None
-    header = ["host", "workload", "global batch", ranks.many, "topology", "link", "basis", "step ms", "scaling", "samples/s",
+    header = ["host", "workload", "global batch", ranks.many, "topology", "link", "basis", "step ms",
+              f"{scalings[0]} scaling" if len(scalings) == 1 else "scaling", "samples/s",
               "exposed comm ms", "timeline replayed"]
     if priced:
         header.insert(10, "samples/$")
@@ -133,14 +155,14 @@ def errors_table(rows: list[ErrorRow], ranks: Ranks) -> "Table | None":
     """The predictor's signed error per host, world size, topology, link and algorithm."""
     if not rows:
         return None
-    return Table(["host", ranks.many, "topology", "link replayed", "algorithm", "runs", f"from the 1-{ranks.one} timeline",
+    return Table(["host", ranks.many, "topology", "link replayed", "algorithm", "launches", "runs", f"from the 1-{ranks.one} timeline",
                   "from its own steps without all-reduce", "compute + exposed communication model"],
-                 [[r.host, str(r.gpus), _in_ranks(r.shape, ranks), r.link, _algorithm(r.algorithm, ranks), str(r.runs), _signed(r.from_one_gpu),
-                   _signed(r.from_own_steps), _signed(r.exposed_model)] for r in rows])
+                 [[r.host, str(r.gpus), _in_ranks(r.shape, ranks), r.link, _algorithm(r.algorithm, ranks), str(r.launches), str(r.runs),
+                   _signed(r.from_one_gpu), _signed(r.from_own_steps), _signed(r.exposed_model)] for r in rows])
 
 
 ERRORS_CAPTION = ("Signed error = predicted / measured - 1 over the measured runs of each world size, topology, link and "
-                  "algorithm: the mean, then the least and the most")
+                  "algorithm, every launch of them: the mean, then the least and the most")
 PUBLISHED_ERROR = " (ASTRA-sim publishes its own all-reduce error against NCCL's ring on HGX-H100 so: 20.6/12.0/9.7% at 2/4/8 GPUs)"
 
 
@@ -155,7 +177,7 @@ def blocks(found: list[HostPrediction]) -> list:
     out, ranks = [], ranks_of(found)
     links = links_table(found)
     if links is not None:
-        out += [Heading(3, "What link do I need?"), Paragraph(source_caption(ranks)), links]
+        out += [Heading(3, "What link do I need?"), Paragraph(source_caption(ranks, scalings_of(found))), links]
     against = against_table(found)
     if against is not None:
         out += [Heading(3, "Predicted against measured"),

@@ -122,7 +122,7 @@ def predictions(comparison: Comparison) -> list[Prediction]:
 def predicted_lines(found: list, ranks: Ranks) -> "dict[Workload, list]":
     """Per workload, one (host, (label, [(global batch, per-sample time x GPUs)])) per host of a bundle
     (HostPrediction.host names the bundle where there are several), link and GPU count predicted
-    (bench/suites/ddp/predict.py), measured runs left to their own points: a line joins one bundle's
+    (bench/suites/ddp/predict/), measured runs left to their own points: a line joins one bundle's
     predictions only, never one bundle's at one batch to another's at the next."""
     lines: dict = defaultdict(lambda: defaultdict(list))
     for host in found:
