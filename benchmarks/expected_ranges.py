@@ -4,7 +4,7 @@
     python benchmarks/expected_ranges.py --write    # and write it there, between its two marker lines
 
 Every GPU bundle there (.json or .json.gz) becomes a source (its run id, date and machine) and its runs'
-figures ranges (bench/suites/judging/normal.py measured_ranges): per GPU model, figure (busbw of each collective,
+figures ranges (bench/judging/normal.py measured_ranges): per GPU model, figure (busbw of each collective,
 DDP and FSDP step time and scaling efficiency), path, ranks, message size class and training recipe, from the
 lowest median to the highest, each widened by 5% either way or to its run's p5-p95 where wider. To add a box
 (4x H200, say), copy its bundle into benchmarks/results/bundles/ and run this with --write; tests/common/
@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common.links import link_summary  # noqa: E402
-from bench.suites.judging.normal import RECIPE_KEYS, measured_ranges  # noqa: E402
+from bench.judging.normal import RECIPE_KEYS, measured_ranges  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 BUNDLES = REPO / "benchmarks" / "results" / "bundles"

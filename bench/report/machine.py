@@ -9,14 +9,13 @@ from __future__ import annotations
 import math
 
 from bench import suites
-from bench.common.concerns import clock_held_back, health_warnings, pairs_without_p2p, pcie_links
+from bench.common.links import pairs_without_p2p
 from bench.common.units import human_bytes
+from bench.judging.counters import below_maximum, clocks, held_back, held_back_reasons, links_below_slot, max_sm_clocks
+from bench.judging.health import health_warnings
 from bench.report.document import Paragraph, Table
 from bench.report.merge import Comparison
 from bench.report.tables import run_label
-
-# Clocks held back in more than this share of a launch's samples are worth a reader's attention.
-THROTTLE_FLAG_FRACTION = 0.05
 
 
 # --- What the fingerprint raised -----------------------------------------------------------
@@ -44,61 +43,14 @@ def _gb(value: "int | None") -> str:
     return "-" if value is None else f"{value / 1e9:.3g}"
 
 
-def _max_sm_clocks(fingerprint: dict) -> dict:
-    """GPU index -> its maximum SM clock as the fingerprint read it."""
-    return {gpu.get("index", i): gpu.get("max_sm_clock_mhz") for i, gpu in enumerate(fingerprint.get("gpus") or [])}
-
-
-def _clocks(gpu: dict, fingerprint_max_mhz: "float | None") -> "tuple[str, dict | None]":
-    """("not measured" | "max unknown" | "no" | "held back", details): held back where the SM clock lay
-    more than 2% below the GPU's maximum while NVML named a reason other than idle. Newer bundles
-    judged every sample; for older ones the window's median clock stands against the fingerprint's
-    maximum, and the reasons are those of all its samples."""
-    if gpu.get("held_back_fraction") is not None and gpu.get("sm_clock_max_mhz"):
-        if not gpu["held_back_fraction"]:
-            return "no", None
-        if gpu.get("held_back_sm_clock_mhz_median") is not None:
-            return "held back", {"fraction": gpu["held_back_fraction"], "clock_mhz": gpu["held_back_sm_clock_mhz_median"],
-                                 "max_mhz": gpu["sm_clock_max_mhz"], "reasons": gpu.get("held_back_reasons_fraction") or {}}
-    if gpu["throttled_fraction"] is None or gpu["sm_clock_mhz_median"] is None:
-        return "not measured", None
-    max_mhz = gpu.get("sm_clock_max_mhz") or fingerprint_max_mhz
-    reasons = gpu["throttle_reasons_fraction"] or {}
-    if not max_mhz:
-        return ("max unknown", None) if reasons else ("no", None)
-    if not clock_held_back(gpu["sm_clock_mhz_median"], max_mhz, list(reasons)):
-        return "no", None
-    return "held back", {"fraction": gpu["throttled_fraction"], "clock_mhz": gpu["sm_clock_mhz_median"],
-                         "max_mhz": max_mhz, "reasons": reasons}
-
-
-def _below(held: dict) -> str:
-    """'1490 of 1980 MHz, 490 MHz (25%) below the maximum'."""
-    gap = held["max_mhz"] - held["clock_mhz"]
-    return f"{held['clock_mhz']:.0f} of {held['max_mhz']:.0f} MHz, {gap:.0f} MHz ({gap / held['max_mhz']:.0%}) below the maximum"
-
-
-def _reasons(held: dict) -> str:
-    return ", ".join(f"{name} {share:.0%}" for name, share in sorted(held["reasons"].items())) or "no reason given"
-
-
 def _throttled(gpu: dict, max_mhz: "float | None") -> str:
     """The table's cell: whether and how far the clocks were held back, and NVML's reasons then."""
-    state, held = _clocks(gpu, max_mhz)
+    state, held = clocks(gpu, max_mhz)
     if state == "not measured":
         return "-"
     if held is None:
         return state
-    return f"{held['fraction']:.0%}: {_below(held)} ({_reasons(held)})"
-
-
-def _held_back(where: str, gpu: dict, max_mhz: "float | None") -> "str | None":
-    """A warning line where the clocks were held back in more than THROTTLE_FLAG_FRACTION of the samples."""
-    state, held = _clocks(gpu, max_mhz)
-    if held is None or held["fraction"] <= THROTTLE_FLAG_FRACTION:
-        return None
-    return (f"{where} GPU{gpu['index']}: clocks held back in {held['fraction']:.0%} of the samples, "
-            f"{_below(held)} (NVML's reasons: {_reasons(held)})")
+    return f"{held['fraction']:.0%}: {below_maximum(held)} ({held_back_reasons(held)})"
 
 
 def _sampler_cost(comparison: Comparison) -> "str | None":
@@ -118,7 +70,7 @@ def _launch_counters(comparison: Comparison) -> tuple[list, list]:
     """A row per launch and GPU, and the warning lines of the launches where a GPU's clocks were held back."""
     rows, flags = [], []
     for host in comparison.hosts:
-        max_clocks = _max_sm_clocks(host.fingerprint)
+        max_clocks = max_sm_clocks(host.fingerprint)
         for launch in host.host["launches"]:
             summary = launch.get("gpu_counters")
             if not summary:
@@ -134,7 +86,7 @@ def _launch_counters(comparison: Comparison) -> tuple[list, list]:
                              _throttled(gpu, max_clocks.get(gpu["index"])),
                              f"{_gb(gpu['pcie_tx_bytes'])} / {_gb(gpu['pcie_rx_bytes'])}",
                              f"{_gb(gpu['nvlink_tx_bytes'])} / {_gb(gpu['nvlink_rx_bytes'])}"])
-                flags.append(_held_back(f"{host.name} {launch['id']}", gpu, max_clocks.get(gpu["index"])))
+                flags.append(held_back(f"{host.name} {launch['id']}", gpu, max_clocks.get(gpu["index"])))
     return rows, [flag for flag in flags if flag]
 
 
@@ -175,10 +127,10 @@ def _run_counters(comparison: Comparison) -> tuple[list, list]:
         summary = entry.run.gpu_counters
         if not summary:
             continue
-        max_clocks = _max_sm_clocks(entry.host.fingerprint)
+        max_clocks = max_sm_clocks(entry.host.fingerprint)
         what = f"{entry.host.name} {entry.run.launch_id} ({run_label(entry.run)})"
         for gpu in summary["gpus"]:
-            flags.append(_held_back(what, gpu, max_clocks.get(gpu["index"])))
+            flags.append(held_back(what, gpu, max_clocks.get(gpu["index"])))
             if suites.get(entry.run.suite).moves_collective_data:
                 rows.append([entry.host.name, run_label(entry.run), entry.series.transport_label, f"GPU{gpu['index']}",
                              _per_step(gpu, "pcie"), _per_step(gpu, "nvlink"), _data(entry, gpu),
@@ -189,16 +141,9 @@ def _run_counters(comparison: Comparison) -> tuple[list, list]:
 def _asleep(comparison: Comparison) -> list[str]:
     """A line per run and GPU whose PCIe link never reached its slot's generation or width while the
     run was timed (NVML's reading in every sample of the window): asleep, or trained down."""
-    lines = []
-    for entry in comparison.runs:
-        slots = {link["index"]: link for link in pcie_links(entry.host.fingerprint)}
-        for gpu in (entry.run.gpu_counters or {}).get("gpus") or []:
-            slot, gen, width = slots.get(gpu["index"]) or {}, gpu.get("pcie_gen_max"), gpu.get("pcie_width_max")
-            if gen and width and slot.get("gen_max") and slot.get("width_max") and (gen < slot["gen_max"] or width < slot["width_max"]):
-                lines.append(f"{entry.host.name} {entry.run.launch_id} ({run_label(entry.run)}) GPU{gpu['index']}: "
-                             f"PCIe {gen}.0 x{width} at most while measured, its slot allows {slot['gen_max']}.0 "
-                             f"x{slot['width_max']}")
-    return lines
+    return [f"{entry.host.name} {entry.run.launch_id} ({run_label(entry.run)}) GPU{link['index']}: PCIe {link['gen']}.0 "
+            f"x{link['width'] or '?'} at most while measured, its slot allows {link['gen_max']}.0 x{link['width_max']}"
+            for entry in comparison.runs for link in links_below_slot(entry.run.gpu_counters, entry.host.fingerprint)]
 
 
 def counters(comparison: Comparison) -> list:

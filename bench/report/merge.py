@@ -15,10 +15,10 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from bench import suites
-from bench.common import shared_machine
 from bench.common.links import link_summary
 from bench.common.run import Run
 from bench.common.transports import setting_key
+from bench.judging import shared_machine
 
 MAX_HOST_SERIES = 12
 MISMATCH = "⚠ transport mismatch"

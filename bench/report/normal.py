@@ -1,6 +1,6 @@
 """The report's "Is my number normal?" section and `ddpbench run`'s lines of it: every copy,
 collectives, DDP and FSDP figure judged against the expected range of its GPU model and link
-(bench/suites/judging/normal.py): within, below with its likely causes, above, or no reference, each
+(bench/judging/normal.py): within, below with its likely causes, above, or no reference, each
 range with its sources."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from collections import Counter
 from bench.report.document import Bullets, Heading, Paragraph, Table
 from bench.report.merge import Comparison
 from bench.report.tables import run_label
-from bench.suites.judging.normal import NO_REFERENCE, Judgement, judge_host, judgements, source_line
+from bench.judging.normal import NO_REFERENCE, Judgement, judge_host, judgements, source_line
 
 VERDICTS = ("within", "below", "above", NO_REFERENCE)
 

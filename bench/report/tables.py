@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from bench.common.concerns import pcie_links
+from bench.common.links import pcie_links
 from bench.common.run import Run
 from bench.common.stats import Spread
 from bench.common.units import plain, time_unit

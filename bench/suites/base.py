@@ -46,6 +46,9 @@ class HostResults:
     runs: "list[Run]"
     launches: list
     fingerprint: "dict | None"
+    # launch id -> the share of the machine's CPU other processes took while it ran, for the launches
+    # that ran on a busy machine (bench/judging/shared_machine.py judges which)
+    busy_shares: dict = field(default_factory=dict)
     _memo: dict = field(default_factory=dict, repr=False)
 
     def once(self, key: str, make):
@@ -53,11 +56,6 @@ class HostResults:
         if key not in self._memo:
             self._memo[key] = make()
         return self._memo[key]
-
-    @functools.cached_property
-    def others_share(self) -> dict:
-        """launch id -> the share of the machine's CPU other processes took while it ran (None: not recorded)."""
-        return {launch["id"]: launch.get("cpu_taken_by_others_fraction") for launch in self.launches}
 
     @functools.cached_property
     def nodes_of_launch(self) -> dict:
@@ -171,7 +169,7 @@ class Suite:
 
     def peer_copies(self, run: Run) -> bool:
         """Whether the run moved bytes between GPUs by CUDA peer copies, past NCCL: P2P as the driver
-        has it, whatever NCCL's environment says (the P2P gate's marks read it, bench/suites/judging/machine.py)."""
+        has it, whatever NCCL's environment says (the P2P gate's marks read it, bench/judging/machine.py)."""
         return False
 
     def gpus_crossed(self, run: Run, gpu_count: int) -> list:

@@ -18,7 +18,7 @@ from bench.common.run import Run
 from bench.common.stats import metric
 from bench.report import write_report
 from bench.report.normal import summary_lines
-from bench.suites.judging.normal import NO_REFERENCE, judge, judge_host, judgements, measured_ranges, source_line
+from bench.judging.normal import NO_REFERENCE, judge, judge_host, judgements, measured_ranges, source_line
 from tests.conftest import REPO
 from tests.e2e.test_link_truth import H200, fixture_bundle, rtx_fingerprint
 

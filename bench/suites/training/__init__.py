@@ -175,7 +175,7 @@ class TrainingSuite(Suite):
         if run.world_size == 1:  # its own baseline (fsdp's: FSDP's own cost against the plain model, not a scaling)
             return []
         found = results.once(f"{self.name}.baselines", lambda: self.baselines(results.runs))
-        return scaling_warnings(run, found.get(id(run)), results.others_share)
+        return scaling_warnings(run, found.get(id(run)), results.busy_shares)
 
 
 def of_plain_model(run: Run) -> bool:

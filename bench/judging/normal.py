@@ -12,16 +12,16 @@ import re
 from dataclasses import dataclass, field
 
 from bench import suites
-from bench.common.concerns import acs_on_gpu_path, iommu_translated, pcie_links
+from bench.common.links import link_summary, pcie_links
 from bench.common.reference import BAND, EXPECTED, GIB, LARGE_BYTES, SOURCES, nvlink_row
-from bench.common.links import link_summary
 from bench.common.run import Run
 from bench.common.transports import setting_key
 from bench.common.units import human_bytes
+from bench.judging.counters import HELD_BACK_FLAG_FRACTION, links_below_slot
+from bench.judging.health import acs_on_gpu_path, iommu_translated
 from bench.suites.training import TrainingSuite
 
 NO_REFERENCE = "no reference"
-HELD_BACK_CAUSE_FRACTION = 0.05  # clocks held back in more samples than this while measured: a cause worth naming
 USUAL_CAUSES = ("a x4 or chipset slot, a riser trained down, a sleeping link, a power cap (this bundle shows none of "
                 "them: check the slot's lanes in the board's manual, and run with nvidia-ml-py installed so the link "
                 "and clocks are read while measuring)")
@@ -176,15 +176,15 @@ def likely_causes(run: Run, fp: dict, row: dict, gpus: list[int], path: "str | N
 
 def _link_causes(run: Run, fp: dict, row: dict, gpus: list[int], path: "str | None") -> list[str]:
     causes = []
-    window = {gpu["index"]: gpu for gpu in ((run.gpu_counters or {}).get("gpus") or [])}
+    asleep = {link["index"]: link for link in links_below_slot(run.gpu_counters, fp)}
     wanted = re.match(r"pcie(\d)-x(\d+)", row["link"])
     for link in _pcie(fp, gpus):
-        i, seen = link["index"], window.get(link["index"]) or {}
+        i, seen = link["index"], asleep.get(link["index"])
         gmax, wmax = link["gen_max"], link["width_max"]
-        if seen.get("pcie_gen_max") and gmax and wmax and (seen["pcie_gen_max"] < gmax or (seen.get("pcie_width_max") or wmax) < wmax):
-            causes.append(f"GPU{i}'s link ran at {seen['pcie_gen_max']}.0 x{seen.get('pcie_width_max') or '?'} at most while "
-                          f"measured, its slot allows {gmax}.0 x{wmax}: a sleeping link (a peer copy ran at 3.2 GB/s "
-                          "asleep against 13.1 awake, club-3090 #1507)")
+        if seen:
+            causes.append(f"GPU{i}'s link ran at {seen['gen']}.0 x{seen['width'] or '?'} at most while measured, its slot "
+                          f"allows {gmax}.0 x{wmax}: a sleeping link (a peer copy ran at 3.2 GB/s asleep against 13.1 awake, "
+                          "club-3090 #1507)")
         elif wanted and path != "nvlink" and gmax and wmax and (gmax < int(wanted[1]) or wmax < int(wanted[2])):
             causes.append(f"GPU{i} sits in a {gmax}.0 x{wmax} slot, the range is for {wanted[1]}.0 x{wanted[2]}: a x4, chipset "
                           "or older slot (two RTX 4090s on chipset lanes copied 6.3 GB/s peer to peer, "
@@ -203,7 +203,7 @@ def _power_causes(run: Run, fp: dict, gpus: list[int]) -> list[str]:
             causes.append(f"GPU{gpu['index']}'s power limit is {limit:g} W, below its default {default:g} W: a power cap")
     for gpu in ((run.gpu_counters or {}).get("gpus") or []):
         held = gpu.get("held_back_fraction")
-        if gpu["index"] in gpus and held and held > HELD_BACK_CAUSE_FRACTION:
+        if gpu["index"] in gpus and held and held > HELD_BACK_FLAG_FRACTION:
             reasons = ", ".join(sorted(gpu.get("held_back_reasons_fraction") or {})) or "no reason given"
             causes.append(f"GPU{gpu['index']}'s clocks were held back in {held:.0%} of the samples while measured ({reasons})")
     return causes
