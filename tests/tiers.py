@@ -34,6 +34,8 @@ CHECK = (
     "tests/controller/test_progress.py",
     "tests/e2e/test_boundaries.py",
     "tests/e2e/test_link_truth.py",
+    "tests/judging/test_normal.py",
+    "tests/judging/test_ranges.py",
     "tests/models/test_llama.py",
     "tests/report/test_degenerate_bundles.py",
     "tests/report/test_gzip_bundles.py",
@@ -45,7 +47,6 @@ CHECK = (
     "tests/suites/test_copy.py",
     "tests/suites/test_culprits.py",
     "tests/suites/test_ddp_cuda_graphs.py",
-    "tests/suites/test_normal.py",
     "tests/suites/test_predict_topologies.py",
 )
 

@@ -8,14 +8,12 @@ from __future__ import annotations
 
 import math
 
-from bench import suites
 from bench.common.links import pairs_without_p2p
 from bench.common.units import human_bytes
 from bench.judging.counters import below_maximum, clocks, held_back, held_back_reasons, links_below_slot, max_sm_clocks
 from bench.judging.health import health_warnings
 from bench.report.document import Paragraph, Table
 from bench.report.merge import Comparison
-from bench.report.tables import run_label
 
 
 # --- What the fingerprint raised -----------------------------------------------------------
@@ -108,7 +106,7 @@ def _collective_link(entry) -> "str | None":
 
 def _data(entry, gpu: dict) -> str:
     """The table's cell: the collective data of a step, and its share of the PCIe traffic where it crossed PCIe."""
-    data = suites.get(entry.run.suite).collective_bytes(entry.run)
+    data = entry.suite.collective_bytes(entry.run)
     if data is None or not math.isfinite(data):  # a figure past a float's range says nothing
         return "-"
     link = _collective_link(entry) if data else None
@@ -128,11 +126,11 @@ def _run_counters(comparison: Comparison) -> tuple[list, list]:
         if not summary:
             continue
         max_clocks = max_sm_clocks(entry.host.fingerprint)
-        what = f"{entry.host.name} {entry.run.launch_id} ({run_label(entry.run)})"
+        what = f"{entry.host.name} {entry.run.launch_id} ({entry.label})"
         for gpu in summary["gpus"]:
             flags.append(held_back(what, gpu, max_clocks.get(gpu["index"])))
-            if suites.get(entry.run.suite).moves_collective_data:
-                rows.append([entry.host.name, run_label(entry.run), entry.series.transport_label, f"GPU{gpu['index']}",
+            if entry.suite.moves_collective_data:
+                rows.append([entry.host.name, entry.label, entry.series.transport_label, f"GPU{gpu['index']}",
                              _per_step(gpu, "pcie"), _per_step(gpu, "nvlink"), _data(entry, gpu),
                              _throttled(gpu, max_clocks.get(gpu["index"]))])
     return rows, [flag for flag in flags if flag]
@@ -141,7 +139,7 @@ def _run_counters(comparison: Comparison) -> tuple[list, list]:
 def _asleep(comparison: Comparison) -> list[str]:
     """A line per run and GPU whose PCIe link never reached its slot's generation or width while the
     run was timed (NVML's reading in every sample of the window): asleep, or trained down."""
-    return [f"{entry.host.name} {entry.run.launch_id} ({run_label(entry.run)}) GPU{link['index']}: PCIe {link['gen']}.0 "
+    return [f"{entry.host.name} {entry.run.launch_id} ({entry.label}) GPU{link['index']}: PCIe {link['gen']}.0 "
             f"x{link['width'] or '?'} at most while measured, its slot allows {link['gen_max']}.0 x{link['width_max']}"
             for entry in comparison.runs for link in links_below_slot(entry.run.gpu_counters, entry.host.fingerprint)]
 

@@ -19,6 +19,7 @@ from bench.common.links import link_summary
 from bench.common.run import Run
 from bench.common.transports import setting_key
 from bench.judging import shared_machine
+from bench.suites.base import Suite
 
 MAX_HOST_SERIES = 12
 MISMATCH = "⚠ transport mismatch"
@@ -93,6 +94,12 @@ class RunEntry:
     run: Run
     series: Series
     baseline: "Run | None"  # the run its suite scales it against (ddp: the 1-GPU run of the same host and shape)
+    suite: Suite  # the run's suite, asked once
+
+    @property
+    def label(self) -> str:
+        """What the run measured, in a few words (its suite's label)."""
+        return self.suite.label(self.run)
 
     @property
     def params(self) -> dict:
@@ -170,16 +177,16 @@ def merge(bundles: list[dict], group_by: str = "auto") -> Comparison:
             found = {}
             for name in sorted({run.suite for run in entry.runs}):
                 found.update(suites.get(name).baselines(entry.runs))
-            tagged += [(entry, run, found.get(id(run))) for run in entry.runs]
+            tagged += [(entry, run, found.get(id(run)), suites.get(run.suite)) for run in entry.runs]
 
-    def series(entry: HostEntry, run: Run, base: "Run | None", by_host: bool) -> Series:
-        return Series(entry.name if by_host else "", entry.hardware, suites.get(run.suite).link_name(run),
+    def series(entry: HostEntry, run: Run, base: "Run | None", suite: Suite, by_host: bool) -> Series:
+        return Series(entry.name if by_host else "", entry.hardware, suite.link_name(run),
                       not run.transport["matches_preset"],
                       shared_machine.busy(_others_share(entry.host, [run, base])) or bool(shared_machine.gpus_held(entry.fingerprint)))
 
     if group_by == "auto":
-        group_by = "host" if len({series(e, r, b, True) for e, r, b in tagged}) <= MAX_HOST_SERIES else "hardware"
-    entries = [RunEntry(e, r, series(e, r, base, group_by == "host"), base) for e, r, base in tagged]
+        group_by = "host" if len({series(*tag, True) for tag in tagged}) <= MAX_HOST_SERIES else "hardware"
+    entries = [RunEntry(e, r, series(e, r, base, suite, group_by == "host"), base, suite) for e, r, base, suite in tagged]
 
     measured_in = defaultdict(set)
     for entry in entries:
