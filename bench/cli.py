@@ -27,7 +27,7 @@ def cmd_run(args) -> int:
     inventory = load_hosts(args.hosts)
     from bench.controller.run import execute
     from bench.controller.resume import load_previous
-    from bench.judging.normal import summary_lines
+    from bench.judging.summary import summary_lines
 
     previous = None
     if args.resume:

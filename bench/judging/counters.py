@@ -5,7 +5,7 @@ fingerprint's clocks at rest (health.py) read the rules here."""
 
 from __future__ import annotations
 
-from bench.common.links import pcie_links
+from bench.judging.host import Host
 
 # Clock event reasons that are normal or harmless: idle, and GPUs of one board boosting together.
 BENIGN_REASONS = {"gpu_idle", "sync_boost"}
@@ -24,11 +24,6 @@ def clock_held_back(sm_clock_mhz: "float | None", max_sm_clock_mhz: "float | Non
     if sm_clock_mhz is None or not max_sm_clock_mhz or reasons is None:
         return False
     return sm_clock_mhz < max_sm_clock_mhz * (1 - HELD_BACK_BELOW_MAX_FRACTION) and bool(set(reasons) - BENIGN_REASONS)
-
-
-def max_sm_clocks(fingerprint: dict) -> dict:
-    """GPU index -> its maximum SM clock as the fingerprint read it."""
-    return {gpu.get("index", i): gpu.get("max_sm_clock_mhz") for i, gpu in enumerate(fingerprint.get("gpus") or [])}
 
 
 def clocks(gpu: dict, fingerprint_max_mhz: "float | None") -> "tuple[str, dict | None]":
@@ -54,30 +49,11 @@ def clocks(gpu: dict, fingerprint_max_mhz: "float | None") -> "tuple[str, dict |
                          "max_mhz": max_mhz, "reasons": reasons}
 
 
-def below_maximum(held: dict) -> str:
-    """'1490 of 1980 MHz, 490 MHz (25%) below the maximum'."""
-    gap = held["max_mhz"] - held["clock_mhz"]
-    return f"{held['clock_mhz']:.0f} of {held['max_mhz']:.0f} MHz, {gap:.0f} MHz ({gap / held['max_mhz']:.0%}) below the maximum"
-
-
-def held_back_reasons(held: dict) -> str:
-    return ", ".join(f"{name} {share:.0%}" for name, share in sorted(held["reasons"].items())) or "no reason given"
-
-
-def held_back(where: str, gpu: dict, max_mhz: "float | None") -> "str | None":
-    """A warning line where the clocks were held back in more than HELD_BACK_FLAG_FRACTION of the samples."""
-    _, held = clocks(gpu, max_mhz)
-    if held is None or held["fraction"] <= HELD_BACK_FLAG_FRACTION:
-        return None
-    return (f"{where} GPU{gpu['index']}: clocks held back in {held['fraction']:.0%} of the samples, "
-            f"{below_maximum(held)} (NVML's reasons: {held_back_reasons(held)})")
-
-
-def links_below_slot(counters: "dict | None", fingerprint: dict) -> list[dict]:
+def links_below_slot(counters: "dict | None", host: Host) -> list[dict]:
     """The GPUs whose PCIe link never reached its slot's generation or width in a window's samples
     (NVML's reading in every one): asleep, or trained down; each {"index", "gen", "width" (None where
-    NVML read no width), "gen_max", "width_max"}, the slot's from the fingerprint."""
-    slots = {link["index"]: link for link in pcie_links(fingerprint)}
+    NVML read no width), "gen_max", "width_max"}, the slot's from the host's fingerprint."""
+    slots = {link["index"]: link for link in host.pcie}
     found = []
     for gpu in (counters or {}).get("gpus") or []:
         slot, gen, width = slots.get(gpu["index"]) or {}, gpu.get("pcie_gen_max"), gpu.get("pcie_width_max")

@@ -24,10 +24,10 @@ SHM_NEEDED_BYTES = 1 << 30
 ACS_P2P_REDIRECTING = ("ReqRedir", "CmpltRedir", "EgressCtrl")
 
 
-def narrow_links(fp: dict) -> list[str]:
+def _narrow_links(pcie: list) -> list[str]:
     """GPUs whose link, measured under load, runs below the generation or width its slot allows."""
     lines = []
-    for link in pcie_links(fp):
+    for link in pcie:
         if not link["loaded"] or link["gen_max"] is None or link["width_max"] is None:
             continue
         if link["gen"] < link["gen_max"] or link["width"] < link["width_max"]:
@@ -36,10 +36,10 @@ def narrow_links(fp: dict) -> list[str]:
     return lines
 
 
-def idle_nvlinks(fp: dict) -> list[str]:
+def _idle_nvlinks(nvlinks: list) -> list[str]:
     """GPUs with fewer NVLinks active while copying to a peer than at rest."""
     return [f"GPU{link['index']}: {link['active_links']} of its {link['active_links_rest']} NVLinks active under load"
-            for link in nvlink_links(fp)
+            for link in nvlinks
             if link["loaded"] and link["active_links_rest"] and link["active_links"] < link["active_links_rest"]]
 
 
@@ -67,10 +67,10 @@ def _health_lines(gpu: dict) -> list[str]:
     return lines
 
 
-def links_asleep_unmeasured(fp: dict) -> list[str]:
+def _links_asleep_unmeasured(pcie: list) -> list[str]:
     """One note for the GPUs whose link reads below its slot's at rest and was never read under load:
     idle GPUs train their links down, so that reading may be a sleeping link, not a narrow one."""
-    asleep = [link for link in pcie_links(fp)
+    asleep = [link for link in pcie
               if not link["loaded"] and None not in (link["gen"], link["width"], link["gen_max"], link["width_max"])
               and (link["gen"] < link["gen_max"] or link["width"] < link["width_max"])]
     if not asleep:
@@ -261,11 +261,16 @@ def machine_concerns(fp: dict) -> dict[str, list[str]]:
 
 def gpu_warnings(fp: dict) -> list[str]:
     """The GPUs' own concerns, one line each, GPU by GPU: health, narrow links, idle NVLinks."""
+    return _gpu_warnings(fp, pcie_links(fp), nvlink_links(fp))
+
+
+def _gpu_warnings(fp: dict, pcie: list, nvlinks: list) -> list[str]:
     lines = [line for gpu in ((fp.get("health") or {}).get("gpus") or []) for line in _health_lines(gpu)]
-    return lines + narrow_links(fp) + idle_nvlinks(fp)
+    return lines + _narrow_links(pcie) + _idle_nvlinks(nvlinks)
 
 
 def health_warnings(fp: dict) -> list[str]:
     """Every concern of a fingerprint, one line each; empty for a healthy machine."""
+    pcie, nvlinks = pcie_links(fp), nvlink_links(fp)
     machine = [line for lines in machine_concerns(fp).values() for line in lines]
-    return gpu_warnings(fp) + links_asleep_unmeasured(fp) + machine
+    return _gpu_warnings(fp, pcie, nvlinks) + _links_asleep_unmeasured(pcie) + machine

@@ -2,20 +2,18 @@
 its key on its GPU model (ranges.py: every suite's expected.json, each row sourced): within, below
 (with the likely causes this bundle shows: a x4 or chipset slot, a riser trained down, a sleeping
 link, a power cap, clocks held back), above, or no reference, saying what is missing. The report's
-"Is my number normal?" section and `ddpbench run`'s lines (summary_lines) read it."""
+"Is my number normal?" section (through verdicts.py) and `ddpbench run`'s lines (summary.py) read it."""
 
 from __future__ import annotations
 
 import re
-from collections import Counter
 from dataclasses import dataclass
 
-from bench import suites
-from bench.common.links import link_summary, pcie_links
 from bench.common.run import Run
 from bench.common.units import human_bytes
 from bench.judging.counters import HELD_BACK_FLAG_FRACTION, links_below_slot
 from bench.judging.health import acs_on_gpu_path, iommu_translated
+from bench.judging.host import Host
 from bench.judging.ranges import PLAIN, differs, expected, size_fits
 from bench.suites.base import Figure, Suite
 
@@ -51,37 +49,35 @@ class Judgement:
         return f"{row['low']:.4g}-{row['high']:.4g} {self.unit} ({row['gpu']}, {row['link']}; {', '.join(row['sources'])})"
 
 
-def judgements(run: Run, fingerprint: "dict | None", suite: "Suite | None" = None) -> list:
+def judgements(run: Run, host: Host, suite: Suite) -> list:
     """Each figure of the run (its suite's, Suite.figures) against the expected range of its key."""
-    suite = suite or suites.get(run.suite)
-    return [judge(run, figure, fingerprint, suite.peer_copies(run)) for figure in suite.figures(run)]
+    return [judge(run, figure, host, suite.peer_copies(run)) for figure in suite.figures(run)]
 
 
-def judge(run: Run, figure: Figure, fingerprint: "dict | None", peer_copies: bool = False) -> Judgement:
+def judge(run: Run, figure: Figure, host: Host, peer_copies: bool = False) -> Judgement:
     """One figure of the run against the range of its key (peer_copies: the run's bytes went between
     GPUs by CUDA peer copies, Suite.peer_copies)."""
-    fp = fingerprint or {}
-    gpus = crossed(run, figure, fp)
-    names = {((fp.get("gpus") or [])[i:i + 1] or [{}])[0].get("name") for i in gpus}
+    gpus = crossed(run, figure, host)
+    names = {(host.gpu_names[i:i + 1] or [None])[0] for i in gpus}
     if figure.value is None:
         return Judgement(NO_REFERENCE, figure, why="the run has no median")
-    if not fp.get("gpus"):
+    if not host.gpu_names:
         return Judgement(NO_REFERENCE, figure, why="no GPU: the expected ranges are per GPU model")
     if len(names) != 1 or None in names:
         return Judgement(NO_REFERENCE, figure, why="GPUs of different or unknown models")
-    gpu, path = names.pop(), path_between(run, fp, gpus, peer_copies)
+    gpu, path = names.pop(), path_between(run, host, gpus, peer_copies)
     key = {**figure.key, "transport": path}
     rows = [row for row in expected().rows if row["figure"] == figure.name and row["gpu"] == gpu]
     alike = [row for row in rows if not differs(row["key"], key)]
     fits = [row for row in alike if size_fits(row["key"], key.get("size_bytes"))]
     if not fits:
         return Judgement(NO_REFERENCE, figure, why=_missing(f"{figure.name} of {gpu}", key, rows, alike))
-    here = link_key(fp, gpus, path)
+    here = link_key(host, gpus, path)
     row = next((r for r in fits if r["link"] == here), fits[0])
     if row["low"] <= figure.value <= row["high"]:
         return Judgement("within", figure, row)
     if (figure.value < row["low"]) == figure.higher_is_better:
-        causes = tuple(likely_causes(run, fp, row, gpus, path)) or (USUAL_CAUSES,)
+        causes = tuple(likely_causes(run, host, row, gpus, path)) or (USUAL_CAUSES,)
         return Judgement("below", figure, row, why="; ".join(causes), causes=causes)
     return Judgement("above", figure, row)
 
@@ -116,72 +112,46 @@ def _setting(key: dict, fields: list) -> str:
     return ", ".join(words[name](key.get(name, PLAIN[name])) for name in fields)
 
 
-def judge_host(host: dict) -> list:
-    """(run, Judgement) for every figure of every ok run of the host that its suite gives."""
-    return [(run, found) for run in map(Run, host["runs"]) if run.ok for found in judgements(run, host.get("fingerprint"))]
-
-
-def counts(verdicts: Counter) -> str:
-    """'6 within, 1 below, 42 no reference'."""
+def counts(verdicts: dict) -> str:
+    """'6 within, 1 below, 42 no reference' of a count per verdict (a Counter)."""
     return ", ".join(f"{verdicts[v]} {v}" for v in VERDICTS if verdicts[v]) or "none"
-
-
-def summary_lines(bundle: dict) -> list[str]:
-    """`ddpbench run`'s lines: per host the verdicts' counts, then one line per figure below its range."""
-    lines = []
-    for host in bundle["hosts"]:
-        judged = judge_host(host)
-        if not judged:
-            continue
-        verdicts = Counter(found.verdict for _, found in judged)
-        missing = sorted({found.why for _, found in judged if found.verdict == NO_REFERENCE})
-        lines.append(f"normal? host {host['name']}: {len(judged)} figure(s): {counts(verdicts)}"
-                     + (f" ({'; '.join(missing[:3])}{'; ...' if len(missing) > 3 else ''})" if missing else ""))
-        lines += [f"below: host {host['name']}: {run.launch_id}: {suites.get(run.suite).label(run)}: {found.value:.4g} "
-                  f"{found.unit}, expected {found.expected()}; likely: {found.why}" for run, found in judged if found.verdict == "below"]
-    return lines
 
 
 # --- What the run touched ---------------------------------------------------------------------
 
-def crossed(run: Run, figure: Figure, fp: dict) -> list[int]:
+def crossed(run: Run, figure: Figure, host: Host) -> list[int]:
     """The indices of the host's GPUs whose links the figure crossed: those its suite names, or its ranks'."""
     if figure.gpus is not None:
         return list(figure.gpus)
-    return list(range(min(run.world_size, len(fp.get("gpus") or []))))
+    return list(range(min(run.world_size, len(host.gpu_names))))
 
 
-def path_between(run: Run, fp: dict, gpus: list[int], peer_copies: bool) -> "str | None":
+def path_between(run: Run, host: Host, gpus: list[int], peer_copies: bool) -> "str | None":
     """The path the run's data took between GPUs, as the link rows name it: p2p, nvlink, host_memory,
     net_ib, net_socket (over several nodes, the one between them); None for a copy between host and
     device, or one rank."""
-    nvlink = link_summary(fp)["link_class"] == "nvlink"
     if peer_copies:
         ends = [f"GPU{i}" for i in gpus]
-        access = (((fp.get("link_load") or {}).get("p2p_access")) or {}).get(ends[0], {}).get(ends[-1]) if ends else None
-        return "host_memory" if access is False else "nvlink" if nvlink else "p2p"
+        access = (((host.fingerprint.get("link_load") or {}).get("p2p_access")) or {}).get(ends[0], {}).get(ends[-1]) if ends else None
+        return "host_memory" if access is False else "nvlink" if host.nvlink else "p2p"
     used = set(run.transport["nccl_used"])
     network = (("NET/IB", "net_ib"), ("NET/Socket", "net_socket"))
     if (run.transport.get("nodes") or {}).get("count", 1) > 1:  # over several nodes the network path is the slowest
         return next((path for name, path in network if name in used), None)
     if "P2P" in used:
-        return "nvlink" if nvlink else "p2p"
+        return "nvlink" if host.nvlink else "p2p"
     for name, path in (("SHM", "host_memory"), *network):
         if name in used:
             return path
     return None
 
 
-def _pcie(fp: dict, gpus: list[int]) -> list[dict]:
-    return [link for link in pcie_links(fp) if link["index"] in gpus]
-
-
-def link_key(fp: dict, gpus: list[int], path: "str | None") -> str:
+def link_key(host: Host, gpus: list[int], path: "str | None") -> str:
     """This host's PCIe link named as the rows name theirs: pcie4-x16 (-p2p, -host); "" over NVLink (the
     GPU model says its NVLink) or where the link was not read."""
     if path == "nvlink":
         return ""
-    known = [(link["gen"], link["width"]) for link in _pcie(fp, gpus) if link["gen"] and link["width"]]
+    known = [(link["gen"], link["width"]) for link in host.pcie_of(gpus) if link["gen"] and link["width"]]
     if not known:
         return ""
     gen, width = min(known)
@@ -190,11 +160,12 @@ def link_key(fp: dict, gpus: list[int], path: "str | None") -> str:
 
 # --- Why a figure came out below its range ------------------------------------------------------
 
-def likely_causes(run: Run, fp: dict, row: dict, gpus: list[int], path: "str | None") -> list[str]:
-    """What this bundle shows that slows the figure: the link asleep while measured, a slot narrower or
-    older than the range's, a link trained down under load, a power cap, clocks held back, ACS or an
-    IOMMU between GPUs that go peer to peer, ranks split over NUMA nodes."""
-    causes = _link_causes(run, fp, row, gpus, path) + _power_causes(run, fp, gpus)
+def likely_causes(run: Run, host: Host, row: dict, gpus: list[int], path: "str | None") -> list[str]:
+    """What this bundle shows that slows the figure: on a path over PCIe, the link asleep while
+    measured, a slot narrower or older than the range's, a link trained down under load; a power cap,
+    clocks held back; ACS or an IOMMU between GPUs that go peer to peer; ranks split over NUMA nodes."""
+    fp = host.fingerprint
+    causes = ([] if path == "nvlink" else _link_causes(run, host, row, gpus, path)) + _power_causes(run, fp, gpus)
     if path in ("p2p", "nvlink") and (acs_on_gpu_path(fp) or iommu_translated(fp)):
         causes.append("ACS or an IOMMU on the PCIe path between the GPUs (this host's concerns say which)")
     if any(w["code"] == "numa_split" for w in run.warnings):
@@ -202,18 +173,18 @@ def likely_causes(run: Run, fp: dict, row: dict, gpus: list[int], path: "str | N
     return causes
 
 
-def _link_causes(run: Run, fp: dict, row: dict, gpus: list[int], path: "str | None") -> list[str]:
+def _link_causes(run: Run, host: Host, row: dict, gpus: list[int], path: "str | None") -> list[str]:
     causes = []
-    asleep = {link["index"]: link for link in links_below_slot(run.gpu_counters, fp)}
+    asleep = {link["index"]: link for link in links_below_slot(run.gpu_counters, host)}
     wanted = re.match(r"pcie(\d)-x(\d+)", row["link"])
-    for link in _pcie(fp, gpus):
+    for link in host.pcie_of(gpus):
         i, seen = link["index"], asleep.get(link["index"])
         gmax, wmax = link["gen_max"], link["width_max"]
         if seen:
             causes.append(f"GPU{i}'s link ran at {seen['gen']}.0 x{seen['width'] or '?'} at most while measured, its slot "
                           f"allows {gmax}.0 x{wmax}: a sleeping link (a peer copy ran at 3.2 GB/s asleep against 13.1 awake, "
                           "club-3090 #1507)")
-        elif wanted and path != "nvlink" and gmax and wmax and (gmax < int(wanted[1]) or wmax < int(wanted[2])):
+        elif wanted and gmax and wmax and (gmax < int(wanted[1]) or wmax < int(wanted[2])):
             causes.append(f"GPU{i} sits in a {gmax}.0 x{wmax} slot, the range is for {wanted[1]}.0 x{wanted[2]}: a x4, chipset "
                           "or older slot (two RTX 4090s on chipset lanes copied 6.3 GB/s peer to peer, "
                           "tinygrad/open-gpu-kernel-modules #44)")

@@ -11,6 +11,7 @@ from bench import suites
 from bench.common.reference import nvlink_row
 from bench.common.run import Run
 from bench.common.transports import setting_key
+from bench.judging.host import Host
 from bench.judging.normal import crossed, link_key, path_between
 from bench.judging.ranges import BAND
 
@@ -27,14 +28,14 @@ def measured_ranges(bundles: list) -> list[dict]:
     groups: dict = {}
     for source, bundle in bundles:
         for host in bundle["hosts"]:
-            fp = host.get("fingerprint") or {}
-            names = {gpu.get("name") for gpu in fp.get("gpus") or []}
+            facts = Host.of(host.get("fingerprint"))
+            names = set(facts.gpu_names)
             if len(names) != 1 or None in names:
                 continue
             gpu = names.pop()
             for run in map(Run, host["runs"]):
                 if run.ok and not setting_key(run):
-                    _add(groups, source, run, fp, gpu)
+                    _add(groups, source, run, facts, gpu)
     return [{"suite": suite, "figure": figure, "gpu": gpu, "link": link, "low": _outward(min(g["low"]), down=True),
              "high": _outward(max(g["high"]), down=False), "key": _with_dtypes(dict(key), g["dtypes"]), "basis": "measured",
              "sources": g["sources"], "runs": g["runs"],
@@ -43,12 +44,12 @@ def measured_ranges(bundles: list) -> list[dict]:
             for (suite, figure, gpu, link, key), g in sorted(groups.items(), key=lambda item: repr(item[0]))]
 
 
-def _add(groups: dict, source: str, run: Run, fp: dict, gpu: str) -> None:
+def _add(groups: dict, source: str, run: Run, host: Host, gpu: str) -> None:
     """The run's figures, each into the group of its row."""
     suite = suites.get(run.suite)
     for figure in suite.figures(run):
-        gpus = crossed(run, figure, fp)
-        path = path_between(run, fp, gpus, suite.peer_copies(run))
+        gpus = crossed(run, figure, host)
+        path = path_between(run, host, gpus, suite.peer_copies(run))
         if figure.value is None or figure.value <= 0 or (run.world_size > 1 and path is None):  # gloo: no link the rows name
             continue
         key = [("ranks", run.world_size)] + ([("transport", path)] if path else [])
@@ -60,7 +61,7 @@ def _add(groups: dict, source: str, run: Run, fp: dict, gpu: str) -> None:
             key += [("size_bytes_min", bounds[0])] + ([("size_bytes_max", bounds[1])] if bounds[1] else [])
         if "params" in figure.key:
             key.append(("params", tuple(figure.key["params"].items())))
-        link = (nvlink_row(gpu) or "nvlink") if path == "nvlink" else "socket-loopback" if path == "net_socket" else link_key(fp, gpus, path)
+        link = (nvlink_row(gpu) or "nvlink") if path == "nvlink" else "socket-loopback" if path == "net_socket" else link_key(host, gpus, path)
         group = groups.setdefault((run.suite, figure.name, gpu, link or "unknown", tuple(key)),
                                   {"low": [], "high": [], "sources": [], "runs": 0, "dtypes": set()})
         low, high = figure.spread if figure.spread and None not in figure.spread else (figure.value, figure.value)

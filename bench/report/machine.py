@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import math
 
-from bench.common.links import pairs_without_p2p
 from bench.common.units import human_bytes
-from bench.judging.counters import below_maximum, clocks, held_back, held_back_reasons, links_below_slot, max_sm_clocks
-from bench.judging.health import health_warnings
+from bench.judging.verdicts import Clocks
 from bench.report.document import Paragraph, Table
 from bench.report.merge import Comparison
 
@@ -22,10 +20,10 @@ def concerns(comparison: Comparison) -> list:
     """One warning paragraph per host with concerns, and a note per host with GPU pairs without P2P."""
     blocks = []
     for host in comparison.hosts:
-        lines = health_warnings(host.fingerprint)
+        lines = host.verdicts.concerns
         if lines:
             blocks.append(Paragraph(f"{host.name}: checked before the first launch\n" + "\n".join(lines), warning=True))
-        missing = pairs_without_p2p(host.fingerprint)
+        missing = host.verdicts.without_p2p
         if missing:
             pairs = ", ".join(f"{a}→{b}" for a, b in missing)
             blocks.append(Paragraph(
@@ -41,14 +39,33 @@ def _gb(value: "int | None") -> str:
     return "-" if value is None else f"{value / 1e9:.3g}"
 
 
-def _throttled(gpu: dict, max_mhz: "float | None") -> str:
+def _below_maximum(held: dict) -> str:
+    """'1490 of 1980 MHz, 490 MHz (25%) below the maximum'."""
+    gap = held["max_mhz"] - held["clock_mhz"]
+    return f"{held['clock_mhz']:.0f} of {held['max_mhz']:.0f} MHz, {gap:.0f} MHz ({gap / held['max_mhz']:.0%}) below the maximum"
+
+
+def _reasons(held: dict) -> str:
+    return ", ".join(f"{name} {share:.0%}" for name, share in sorted(held["reasons"].items())) or "no reason given"
+
+
+def _throttled(clocks: Clocks) -> str:
     """The table's cell: whether and how far the clocks were held back, and NVML's reasons then."""
-    state, held = clocks(gpu, max_mhz)
-    if state == "not measured":
+    if clocks.state == "not measured":
         return "-"
-    if held is None:
-        return state
-    return f"{held['fraction']:.0%}: {below_maximum(held)} ({held_back_reasons(held)})"
+    if clocks.held is None:
+        return clocks.state
+    held = clocks.held
+    return f"{held['fraction']:.0%}: {_below_maximum(held)} ({_reasons(held)})"
+
+
+def _held_back(where: str, clocks: Clocks) -> "str | None":
+    """A warning line where the clocks were held back in enough of the samples to matter (Clocks.flagged)."""
+    if not clocks.flagged:
+        return None
+    held = clocks.held
+    return (f"{where} GPU{clocks.gpu['index']}: clocks held back in {held['fraction']:.0%} of the samples, "
+            f"{_below_maximum(held)} (NVML's reasons: {_reasons(held)})")
 
 
 def _sampler_cost(comparison: Comparison) -> "str | None":
@@ -68,12 +85,9 @@ def _launch_counters(comparison: Comparison) -> tuple[list, list]:
     """A row per launch and GPU, and the warning lines of the launches where a GPU's clocks were held back."""
     rows, flags = [], []
     for host in comparison.hosts:
-        max_clocks = max_sm_clocks(host.fingerprint)
         for launch in host.host["launches"]:
-            summary = launch.get("gpu_counters")
-            if not summary:
-                continue
-            for gpu in summary["gpus"]:
+            for clocks in host.verdicts.launches.get(launch["id"], ()):
+                gpu = clocks.gpu
                 power = "-" if gpu["power_w_median"] is None else f"{gpu['power_w_median']:.0f}"
                 limit = "-" if gpu["power_limit_w"] is None else f"{gpu['power_limit_w']:.0f}"
                 rows.append([host.name, launch["id"], f"GPU{gpu['index']}",
@@ -81,10 +95,10 @@ def _launch_counters(comparison: Comparison) -> tuple[list, list]:
                              "-" if gpu["mem_clock_mhz_median"] is None else f"{gpu['mem_clock_mhz_median']:.0f}",
                              f"{power} / {limit}",
                              "-" if gpu["temperature_c_max"] is None else f"{gpu['temperature_c_max']:.0f}",
-                             _throttled(gpu, max_clocks.get(gpu["index"])),
+                             _throttled(clocks),
                              f"{_gb(gpu['pcie_tx_bytes'])} / {_gb(gpu['pcie_rx_bytes'])}",
                              f"{_gb(gpu['nvlink_tx_bytes'])} / {_gb(gpu['nvlink_rx_bytes'])}"])
-                flags.append(held_back(f"{host.name} {launch['id']}", gpu, max_clocks.get(gpu["index"])))
+                flags.append(_held_back(f"{host.name} {launch['id']}", clocks))
     return rows, [flag for flag in flags if flag]
 
 
@@ -122,17 +136,13 @@ def _run_counters(comparison: Comparison) -> tuple[list, list]:
     while it was timed."""
     rows, flags = [], []
     for entry in comparison.runs:
-        summary = entry.run.gpu_counters
-        if not summary:
-            continue
-        max_clocks = max_sm_clocks(entry.host.fingerprint)
         what = f"{entry.host.name} {entry.run.launch_id} ({entry.label})"
-        for gpu in summary["gpus"]:
-            flags.append(held_back(what, gpu, max_clocks.get(gpu["index"])))
+        for clocks in entry.verdicts.clocks:
+            gpu = clocks.gpu
+            flags.append(_held_back(what, clocks))
             if entry.suite.moves_collective_data:
                 rows.append([entry.host.name, entry.label, entry.series.transport_label, f"GPU{gpu['index']}",
-                             _per_step(gpu, "pcie"), _per_step(gpu, "nvlink"), _data(entry, gpu),
-                             _throttled(gpu, max_clocks.get(gpu["index"]))])
+                             _per_step(gpu, "pcie"), _per_step(gpu, "nvlink"), _data(entry, gpu), _throttled(clocks)])
     return rows, [flag for flag in flags if flag]
 
 
@@ -141,7 +151,7 @@ def _asleep(comparison: Comparison) -> list[str]:
     run was timed (NVML's reading in every sample of the window): asleep, or trained down."""
     return [f"{entry.host.name} {entry.run.launch_id} ({entry.label}) GPU{link['index']}: PCIe {link['gen']}.0 "
             f"x{link['width'] or '?'} at most while measured, its slot allows {link['gen_max']}.0 x{link['width_max']}"
-            for entry in comparison.runs for link in links_below_slot(entry.run.gpu_counters, entry.host.fingerprint)]
+            for entry in comparison.runs for link in entry.verdicts.below_slot]
 
 
 def counters(comparison: Comparison) -> list:

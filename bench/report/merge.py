@@ -1,4 +1,5 @@
-"""Merging bundles into one comparison: every run tagged with the series it belongs to.
+"""Merging bundles into one comparison: every run tagged with the series it belongs to, and each host
+and run with what is judged of it (bench/judging/verdicts.py), which the report's sections render.
 
 A series is what one line, bar or table row of the report stands for: a host (by the name its
 hosts file gave it), its GPUs and link (bench.common.links.link_summary of its fingerprint) and
@@ -19,6 +20,7 @@ from bench.common.links import link_summary
 from bench.common.run import Run
 from bench.common.transports import setting_key
 from bench.judging import shared_machine
+from bench.judging.verdicts import UNJUDGED, HostVerdicts, RunVerdicts, judge
 from bench.suites.base import Suite
 
 MAX_HOST_SERIES = 12
@@ -69,6 +71,7 @@ class HostEntry:
     run_id: str
     tool_version: str
     link: dict
+    verdicts: "HostVerdicts | None" = None  # what is judged of it and its runs, once its runs are tagged
 
     @property
     def fingerprint(self) -> dict:
@@ -100,6 +103,11 @@ class RunEntry:
     def label(self) -> str:
         """What the run measured, in a few words (its suite's label)."""
         return self.suite.label(self.run)
+
+    @property
+    def verdicts(self) -> RunVerdicts:
+        """What is judged of the run: its figures against their ranges, its clocks, its links below their slot."""
+        return self.host.verdicts.runs.get(id(self.run), UNJUDGED)
 
     @property
     def params(self) -> dict:
@@ -177,7 +185,9 @@ def merge(bundles: list[dict], group_by: str = "auto") -> Comparison:
             found = {}
             for name in sorted({run.suite for run in entry.runs}):
                 found.update(suites.get(name).baselines(entry.runs))
-            tagged += [(entry, run, found.get(id(run)), suites.get(run.suite)) for run in entry.runs]
+            mine = [(entry, run, found.get(id(run)), suites.get(run.suite)) for run in entry.runs]
+            entry.verdicts = judge(host, [(run, suite) for _, run, _, suite in mine if run.ok])
+            tagged += mine
 
     def series(entry: HostEntry, run: Run, base: "Run | None", suite: Suite, by_host: bool) -> Series:
         return Series(entry.name if by_host else "", entry.hardware, suite.link_name(run),

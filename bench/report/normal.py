@@ -1,12 +1,12 @@
-"""The report's "Is my number normal?" section: every figure of the runs' suites judged against the
-expected range of its key (bench/judging/normal.py): within, below with its likely causes, above, or
-no reference, each range with its sources."""
+"""The report's "Is my number normal?" section: every figure of the runs' suites as the judging found
+it against the expected range of its key (bench/judging/normal.py): within, below with its likely
+causes, above, or no reference, each range with its sources."""
 
 from __future__ import annotations
 
 from collections import Counter
 
-from bench.judging.normal import NO_REFERENCE, Judgement, counts, judgements
+from bench.judging.normal import NO_REFERENCE, Judgement, counts
 from bench.judging.ranges import source_line
 from bench.report.document import Bullets, Heading, Paragraph, Table
 from bench.report.merge import Comparison
@@ -18,7 +18,7 @@ def _value(judged: Judgement) -> str:
 
 def section(comparison: Comparison) -> list:
     """A row per figure a range holds, a count of those none holds (and why), the sources cited."""
-    judged = [(entry, found) for entry in comparison.runs for found in judgements(entry.run, entry.host.fingerprint, entry.suite)]
+    judged = [(entry, found) for entry in comparison.runs for found in entry.verdicts.figures]
     if not judged:
         return []
     if comparison.ranks.cpu:

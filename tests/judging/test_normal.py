@@ -12,11 +12,14 @@ import json
 
 import pytest
 
+from bench import suites
 from bench.agent import counters
 from bench.bundle import write_bundle
 from bench.common.run import Run
 from bench.common.stats import metric
-from bench.judging.normal import NO_REFERENCE, judge_host, judgements, summary_lines
+from bench.judging.host import Host
+from bench.judging.normal import NO_REFERENCE, judgements
+from bench.judging.summary import judge_host, summary_lines
 from bench.judging.ranges import expected
 from bench.report import write_report
 from tests.conftest import REPO
@@ -25,9 +28,14 @@ from tests.e2e.test_link_truth import H200, fixture_bundle, rtx_fingerprint
 MIB = 1 << 20
 
 
+def judged(run: Run, fingerprint: dict) -> list:
+    """The run's figures, judged on the host of this fingerprint."""
+    return judgements(run, Host.of(fingerprint), suites.get(run.suite))
+
+
 def judge(run: Run, fingerprint: dict):
     """The run's first figure, judged."""
-    return judgements(run, fingerprint)[0]
+    return judged(run, fingerprint)[0]
 
 
 def h200_copy_runs() -> list[dict]:
@@ -140,17 +148,17 @@ def test_the_h100_box_answers_at_two_gpus_for_busbw_steps_and_scaling():
     its scaling; FSDP steps have ranges too."""
     bundle = _bundle("benchmarks/results/bundles/20261125T212254Z-56d161.bundle.json")
     host = bundle["hosts"][0]
-    judged = judge_host(host)
-    figures = {found.figure.name for _, found in judged if found.verdict == "within"}
+    every = judge_host(host)
+    figures = {found.figure.name for _, found in every if found.verdict == "within"}
     assert {"allreduce_busbw_gbps", "ddp_step_time_s", "ddp_scaling_efficiency_fraction"} <= figures
-    assert {found.why for _, found in judged if found.verdict == NO_REFERENCE} == {
+    assert {found.why for _, found in every if found.verdict == NO_REFERENCE} == {
         "no expected range of allreduce_busbw_gbps of NVIDIA H100 80GB HBM3 at 2 rank(s)"}  # gloo's: no NCCL link
     run = next(r for r in host["runs"] if r["suite"] == "ddp" and r["world_size"] == 2 and r["transport"]["preset"] == "default"
                and r["params"]["model"] == "gpt2-large")
     slower = copy.deepcopy(run)
     slower["metrics"]["step_time_s"] = metric([x * 1.2 for x in run["metrics"]["step_time_s"]["samples"]])
     slower["derived"]["scaling_efficiency_fraction"] /= 1.2
-    step, scaling = judgements(Run(slower), host["fingerprint"])
+    step, scaling = judged(Run(slower), host["fingerprint"])
     assert (step.figure.name, step.verdict, scaling.figure.name, scaling.verdict) == (
         "ddp_step_time_s", "below", "ddp_scaling_efficiency_fraction", "below")
     assert scaling.expected().endswith("of ideal (NVIDIA H100 80GB HBM3, nvlink4; ddpbench-h100x2-56d161)")
@@ -175,10 +183,10 @@ def test_tree_and_ring_figures_are_never_judged_against_nccls_own_choice():
     """4x H200 over NV18: the tree all-reduce's 183 GB/s at 64 MiB is no slot's or riser's doing, and the
     range of NCCL's own choice (which ran ring or NVLS) does not hold it; nor the ring's."""
     host = _bundle(FOUR_H200)["hosts"][0]
-    own = judgements(_all_reduce_64mib(host, None), host["fingerprint"])[0]
+    own = judged(_all_reduce_64mib(host, None), host["fingerprint"])[0]
     assert own.verdict == "within"
     for algorithm in ("tree", "ring"):
-        found = judgements(_all_reduce_64mib(host, algorithm), host["fingerprint"])[0]
+        found = judged(_all_reduce_64mib(host, algorithm), host["fingerprint"])[0]
         assert found.verdict == NO_REFERENCE and found.row is None, found
         assert found.why == (f"no expected range of allreduce_busbw_gbps of NVIDIA H200 over nvlink at 4 rank(s) with NCCL's "
                              f"{algorithm} algorithm: ranges hold NCCL's own algorithm")
@@ -199,11 +207,11 @@ def test_a_range_of_another_key_judges_nothing(monkeypatch, field, other):
     row = {"suite": "collectives", "figure": "allreduce_busbw_gbps", "gpu": "NVIDIA H200", "link": "nvlink4", "low": 1.0,
            "high": 2.0, "key": key, "basis": "measured", "sources": ["ddpbench-h200x2-nccl-tests"], "derivation": "a test's"}
     monkeypatch.setattr(normal, "expected", lambda: Ranges((row,), {}))
-    assert judgements(run, host["fingerprint"])[0].verdict == "above"
+    assert judged(run, host["fingerprint"])[0].verdict == "above"
     for low, high in ((1.0, 2.0), (1000.0, 2000.0)):  # far below the figure, and far above it
         unlike = {**row, "low": low, "high": high, "key": {**key, field: other}}
         monkeypatch.setattr(normal, "expected", lambda: Ranges((unlike,), {}))
-        found = judgements(run, host["fingerprint"])[0]
+        found = judged(run, host["fingerprint"])[0]
         assert found.verdict == NO_REFERENCE and found.row is None, (field, found)
 
 
@@ -220,8 +228,8 @@ def test_a_two_node_figure_is_never_judged_against_a_one_node_range(monkeypatch)
     for run in runs:
         one_box = {**row, "key": {**row["key"], "algorithm": run.transport["algorithm"]}}
         monkeypatch.setattr(normal, "expected", lambda: Ranges((one_box,), {}))
-        found = judgements(run, host["fingerprint"])[0]
+        found = judged(run, host["fingerprint"])[0]
         assert run.transport["nodes"]["count"] == 2 and found.verdict == NO_REFERENCE, found
         assert found.why.endswith("with 2 nodes: ranges hold one node")
         monkeypatch.setattr(normal, "expected", lambda: Ranges(({**one_box, "key": {**one_box["key"], "nodes": 2}},), {}))
-        assert judgements(run, host["fingerprint"])[0].verdict == "above"  # the range of its own nodes judges it
+        assert judged(run, host["fingerprint"])[0].verdict == "above"  # the range of its own nodes judges it
