@@ -233,3 +233,26 @@ def test_a_two_node_figure_is_never_judged_against_a_one_node_range(monkeypatch)
         assert found.why.endswith("with 2 nodes: ranges hold one node")
         monkeypatch.setattr(normal, "expected", lambda: Ranges(({**one_box, "key": {**one_box["key"], "nodes": 2}},), {}))
         assert judged(run, host["fingerprint"])[0].verdict == "above"  # the range of its own nodes judges it
+
+
+def test_a_figure_below_its_range_names_only_the_causes_on_its_own_path(monkeypatch):
+    """A PCIe link trained down under load (GPU0 at 1.0 x4 in a 5.0 x16 slot) slows what crosses PCIe,
+    not an all-reduce over NVLink: there the figure is below with no cause this bundle shows; through
+    host memory, the trained-down link is its likely cause."""
+    from bench.judging import normal
+    from bench.judging.ranges import Ranges
+
+    host = _bundle(FOUR_H200)["hosts"][0]
+    host["fingerprint"]["link_load"]["pcie_loaded"]["0"] = {"gen_loaded": 1, "width_loaded": 4}
+    run = _all_reduce_64mib(host, None)
+    row = {"suite": "collectives", "figure": "allreduce_busbw_gbps", "gpu": "NVIDIA H200", "link": "nvlink4", "low": 1000.0,
+           "high": 2000.0, "key": {"ranks": 4, "transport": "nvlink", "dtype": "float32"}, "basis": "measured",
+           "sources": ["ddpbench-h200x2-nccl-tests"], "derivation": "a test's"}
+    monkeypatch.setattr(normal, "expected", lambda: Ranges((row,), {}))
+    over_nvlink = judged(run, host["fingerprint"])[0]
+    assert over_nvlink.verdict == "below" and over_nvlink.causes == (normal.USUAL_CAUSES,)
+    shm = Run({**run.record, "transport": {**run.transport, "nccl_used": ["SHM"]}})
+    through_host = {**row, "link": "pcie5-x16-host", "key": {**row["key"], "transport": "host_memory"}}
+    monkeypatch.setattr(normal, "expected", lambda: Ranges((through_host,), {}))
+    (cause,) = judged(shm, host["fingerprint"])[0].causes
+    assert cause.startswith("GPU0's link trains to 1.0 x4 under load in a 5.0 x16 slot: a riser")
