@@ -74,12 +74,6 @@ def read(path) -> dict:
     return document
 
 
-def holds(row: dict, figure: str, gpu: str, key: dict) -> bool:
-    """Whether the row is a range of this figure on this GPU model for this key (the figure's, with the
-    path between the GPUs the judging read off the fingerprint as its transport)."""
-    return row["figure"] == figure and row["gpu"] == gpu and not differs(row["key"], key)
-
-
 def differs(row_key: dict, key: dict) -> list[str]:
     """The fields of a figure's key a row's key holds otherwise (its size aside)."""
     found = [name for name in ("ranks", *PLAIN) if not _agrees(row_key.get(name, PLAIN.get(name)), key.get(name, PLAIN.get(name)))]
