@@ -14,13 +14,13 @@ from pathlib import Path
 
 from bench import suites
 from bench.bundle import read_bundle
-from bench.common import shared_machine
 from bench.common.run import Run
 from bench.controller.hosts import load_hosts
 from bench.controller import stop_signals
 from bench.controller.plans import load_plan, plan_names
 from bench.docker.cli import add_image_commands
 from bench.errors import UserError
+from bench.judging import shared_machine
 from bench.outputs import disk_problem
 from bench.yamlfile import load_yaml
 
@@ -29,7 +29,7 @@ def cmd_run(args) -> int:
     inventory = load_hosts(args.hosts)
     from bench.controller.run import execute
     from bench.controller.resume import load_previous
-    from bench.report.normal import summary_lines
+    from bench.judging.summary import summary_lines
 
     previous = None
     if args.resume:

@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks._agent import median, table  # noqa: E402
 from bench.common.links import link_summary, pcie_peak_gbps  # noqa: E402
-from bench.common.concerns import pcie_links  # noqa: E402
+from bench.common.links import pcie_links  # noqa: E402
 
 MIB = 1 << 20
 # nvbandwidth testcase -> (direction, engine, bidirectional) of the copy suite

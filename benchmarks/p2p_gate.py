@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks._agent import table  # noqa: E402
 from bench.agent import gate  # noqa: E402
-from bench.common.concerns import p2p_gate  # noqa: E402
+from bench.judging.health import p2p_gate  # noqa: E402
 from bench.common.transports import BASE_NCCL_ENV  # noqa: E402
 from bench.common.units import human_bytes  # noqa: E402
 

@@ -106,10 +106,10 @@ def main() -> int:
             plots = len(list(out.glob("*.png")))
             rows.append((count, cli_s, cli_cpu_s, load_s, merge_s, plot_s, render_s, plots))
 
-    print(f"{'bundles':>8} {'ddpbench report':>16} {'(CPU)':>7} {'read+check':>11} {'merge':>7} {'tables+plots':>13} "
+    print(f"{'bundles':>8} {'ddpbench report':>16} {'(CPU)':>7} {'read+check':>11} {'merge+judge':>12} {'tables+plots':>13} "
           f"{'md+html':>8} {'plots':>6}")
     for count, cli_s, cli_cpu_s, load_s, merge_s, plot_s, render_s, plots in rows:
-        print(f"{count:>8} {cli_s:>15.2f}s {cli_cpu_s:>6.2f}s {load_s:>10.2f}s {merge_s:>6.2f}s {plot_s:>12.2f}s "
+        print(f"{count:>8} {cli_s:>15.2f}s {cli_cpu_s:>6.2f}s {load_s:>10.2f}s {merge_s:>11.2f}s {plot_s:>12.2f}s "
               f"{render_s:>7.2f}s {plots:>6}")
     print(f"(python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; wall-clock "
           f"seconds, the fastest of {args.repeat} runs of the command and one of each phase; CPU = user + system seconds "

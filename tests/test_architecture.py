@@ -118,7 +118,7 @@ def circles(edges: dict) -> list[list[Path]]:
 
 def test_the_layer_table_is_read_and_covers_every_file():
     table = layers()
-    assert [name for name, _ in table] == ["cli", "verify", "report", "docker", "controller", "bundle", "agent", "suites", "common"]
+    assert [name for name, _ in table] == ["cli", "verify", "report", "docker", "controller", "bundle", "agent", "judging", "suites", "common"]
     unplaced = [rel(path) for path in graph() if layer_of(rel(path), table) is None]
     assert not unplaced, f"files no layer of ARCHITECTURE.md holds: {unplaced}"
 
@@ -265,7 +265,7 @@ def pick(run, ddp_on_gpu):
 # What reads a bundle's runs (the report, verify, every suite's hooks) reads them through
 # bench/common/run.py's Run: a run record's field read off the dict by its key is a read past the view.
 
-RUN_READERS = ("bench/report", "bench/verify", "bench/suites", "bench/common", "bench/cli.py")
+RUN_READERS = ("bench/report", "bench/verify", "bench/judging", "bench/suites", "bench/common", "bench/cli.py")
 RUN_FIELDS = set(json.loads((REPO / "schema" / "bundle.schema.json").read_text())["$defs"]["run"]["properties"])
 _RUN_NAMED = re.compile(r"(run|r|\w+_run|baseline|base)$")
 

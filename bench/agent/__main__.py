@@ -16,7 +16,7 @@ from pathlib import Path
 from bench.agent.fingerprint import collect
 from bench.agent.runner import run_plan
 from bench.common import protocol
-from bench.common.concerns import health_warnings
+from bench.judging.health import health_warnings
 from bench.errors import UserError
 from bench.suites.params import PlanError
 

@@ -30,7 +30,7 @@ import threading
 import time
 
 from bench.agent.fingerprint.health import clock_reasons, reason_names
-from bench.common.concerns import BENIGN_REASONS, clock_held_back
+from bench.judging.counters import BENIGN_REASONS, clock_held_back
 
 try:
     import pynvml

@@ -13,8 +13,8 @@ copy between every ordered pair of devices (peer to peer where the driver allows
 through host memory in `p2p_off`), and compares every value with the one expected.
 
 The record goes into the host's fingerprint (`gate`, schema/fingerprint.schema.json) with its
-verdict and its cost in seconds; bench.common.concerns.p2p_gate says it in one line with the fix,
-bench.suites.judging.machine marks the runs that took a path the gate found wrong, and `reroute` sends the
+verdict and its cost in seconds; bench.judging.health.p2p_gate says it in one line with the fix,
+bench.judging.machine marks the runs that took a path the gate found wrong, and `reroute` sends the
 plan's default launches through host memory where only P2P was wrong.
 
 PLANTED_FAULT, an environment variable the plan schema's env allow-list refuses and that only this
@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Callable
 
 from bench.common import protocol
-from bench.common.concerns import p2p_gate
+from bench.judging.health import p2p_gate
 from bench.common.host import Capabilities
 from bench.common.paths import SOURCE_ROOT
 from bench.common.polling import wait_until
@@ -110,7 +110,7 @@ def reroute(launches: list, record: dict) -> None:
     file) gets NCCL_P2P_DISABLE=1 and is labelled (Launch.p2p_off_by_gate). The others run as
     planned: p2p_off, socket and ib need no change, a P2P setting asked for is kept, and what goes
     peer to peer past NCCL (the copy suite's device-to-device copies, ddp's copy-engine all-reduce)
-    cannot go without it; their runs are marked (bench.suites.judging.machine)."""
+    cannot go without it; their runs are marked (bench.judging.machine)."""
     if record["verdict"] != "p2p_faulty":
         return
     for launch in launches:

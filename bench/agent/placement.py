@@ -2,7 +2,7 @@
 its GPU hangs off. A rank on another node than its GPU reaches the GPU, and its own host memory,
 across the link between the sockets (a 4+4 split cost 85% a step on a rented 8x H100). Each rank
 writes its line once placed (bench/agent/worker.py), the runner reads them into the launch record,
-and bench.common.concerns.placement_splits judges them."""
+and bench.judging.health.placement_splits judges them."""
 from __future__ import annotations
 
 import json

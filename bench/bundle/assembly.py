@@ -14,7 +14,7 @@ from bench.bundle import SCHEMA_VERSION
 from bench.common.paths import SOURCE_ROOT
 from bench.common.run import Run
 from bench.common.timestamps import utc_timestamp
-from bench.suites.judging import machine
+from bench.judging import machine, shared_machine
 from bench.suites.base import HostResults
 
 
@@ -51,9 +51,10 @@ def host_entry(*, name: str, runtime: str, labels: tuple, raw: "dict | None", er
 
 def derive(entry: dict) -> None:
     """Each suite's figures derived across the host's runs, then the warnings on every ok run with an
-    implausible figure or a host that made its figure doubtful (bench/suites/judging/machine.py); taken off
+    implausible figure or a host that made its figure doubtful (bench/judging/machine.py); taken off
     the runs that no longer have one: a resumed run derives again."""
-    results = HostResults([Run(run) for run in entry["runs"]], entry["launches"], entry["fingerprint"])
+    results = HostResults([Run(run) for run in entry["runs"]], entry["launches"], entry["fingerprint"],
+                          shared_machine.busy_shares(entry["launches"]))
     present = [suites.get(name, f"host {entry['name']}'s runs") for name in sorted({run.suite for run in results.runs})]
     for suite in present:
         suite.derive(results)

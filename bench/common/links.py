@@ -1,9 +1,8 @@
-"""One-line description of a fingerprint's GPUs and the link between them, for reports."""
+"""A fingerprint's links: what each GPU's PCIe link and NVLinks read (under load where measured),
+the pairs without peer access, and the one-line description of its GPUs and the link between them."""
 from __future__ import annotations
 
 import re
-
-from bench.common.concerns import nvlink_links, pcie_links
 
 # Per-lane, per-direction PCIe payload rate in GB/s after line encoding (8b/10b for gen 1-2,
 # 128b/130b for gen 3-5, FLIT for gen 6).
@@ -13,6 +12,53 @@ PCIE_LANE_GBPS = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
 def pcie_peak_gbps(gen: "int | None", width: "int | None") -> "float | None":
     """One direction's theoretical payload rate of a PCIe link, GB/s."""
     return PCIE_LANE_GBPS[gen] * width if gen in PCIE_LANE_GBPS and width else None
+
+
+def pcie_links(fp: dict) -> list[dict]:
+    """Per GPU: {"index", "gen", "width"} of the link in use (under load where measured, else at
+    rest), "loaded" (whether it was measured under load) and "gen_max", "width_max"."""
+    loaded = ((fp.get("link_load") or {}).get("pcie_loaded")) or {}
+    links = []
+    for position, gpu in enumerate(fp.get("gpus") or []):
+        index, pcie = gpu.get("index", position), gpu["pcie"]
+        busy = loaded.get(str(index)) or {}
+        measured = busy.get("gen_loaded") is not None and busy.get("width_loaded") is not None
+        links.append({
+            "index": index,
+            "gen": busy["gen_loaded"] if measured else pcie.get("gen_current"),
+            "width": busy["width_loaded"] if measured else pcie.get("width_current"),
+            "loaded": measured,
+            "gen_max": pcie.get("gen_max"), "width_max": pcie.get("width_max"),
+        })
+    return links
+
+
+def nvlink_links(fp: dict) -> list[dict]:
+    """Per GPU: {"index", "active_links", "link_speed_gbps"} of its NVLinks as in use (under load
+    where measured, else at rest), "loaded" (whether measured under load) and "active_links_rest".
+
+    The speed falls back to the one at rest: the 2x H200's NVML answers the link count under
+    load but not the speed field (NOT_SUPPORTED; nvidia-smi gives it at rest), and an NVLink
+    runs at its one rate or is down, which the count says."""
+    loaded = ((fp.get("link_load") or {}).get("nvlink_loaded")) or {}
+    links = []
+    for position, gpu in enumerate(fp.get("gpus") or []):
+        index, rest = gpu.get("index", position), gpu.get("nvlink") or {}
+        busy = loaded.get(str(index)) or {}
+        measured = busy.get("active_links_loaded") is not None
+        links.append({
+            "index": index,
+            "active_links": busy["active_links_loaded"] if measured else rest.get("active_links"),
+            "link_speed_gbps": (busy.get("link_speed_gbps_loaded") if measured else None) or rest.get("link_speed_gbps"),
+            "loaded": measured, "active_links_rest": rest.get("active_links"),
+        })
+    return links
+
+
+def pairs_without_p2p(fp: dict) -> list[tuple[str, str]]:
+    """Ordered GPU pairs that CUDA says cannot access each other's memory."""
+    access = ((fp.get("link_load") or {}).get("p2p_access")) or {}
+    return sorted((a, b) for a, row in access.items() for b, ok in row.items() if not ok)
 
 
 def _nvlink_bonds(fp: dict) -> list[int]:

@@ -1,7 +1,8 @@
 """The agent as one file: a zipapp of what the agent runs and nothing else: `bench/__init__.py`,
 `bench/errors.py`, `bench/agent/**`, `bench/common/**` (the standard-library code the agent shares
 with the controller), the suites' code but their report parts (`bench/suites/**`: the ranks' part
-and what the planner asks of each suite) and the models (`bench/models/**`).
+and what the planner asks of each suite), the judging (`bench/judging/**`: the host's concerns the
+agent prints before its first launch, the clocks its counters judge) and the models (`bench/models/**`).
 
 Shipping nothing else proves the agent needs nothing else: a host's python3 with torch runs
 `python3 agent.pyz run ...`. The archive is byte-for-byte reproducible (fixed timestamps,
@@ -18,7 +19,7 @@ from pathlib import Path
 
 from bench.common.paths import SOURCE_ROOT
 
-AGENT_PACKAGES = ("agent", "common", "suites", "models")
+AGENT_PACKAGES = ("agent", "common", "judging", "suites", "models")
 AGENT_FILES = ("__init__.py", "errors.py")
 REPORT_PART = "report"  # a suite's part of the report (report.py or report/): matplotlib's, never the agent's
 ENTRY = "import sys\n\nfrom bench.agent.__main__ import main\n\nsys.exit(main())\n"

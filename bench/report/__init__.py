@@ -144,6 +144,7 @@ def write_report(bundles: list[dict], out_dir: Path, skipped: "list[str] | None"
     """Write report.md, report.html and the plots into out_dir; return report.md's path."""
     prepare_folder(out_dir, "report's folder")
     blocks = build(merge(bundles, group_by), out_dir, skipped or [])
-    write_text(out_dir / "report.md", markdown.render(blocks))
-    write_text(out_dir / "report.html", html.render(blocks, TITLE))
+    text, page = markdown.render(blocks), html.render(blocks, TITLE)
+    write_text(out_dir / "report.md", text)
+    write_text(out_dir / "report.html", page)
     return out_dir / "report.md"

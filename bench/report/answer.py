@@ -15,9 +15,9 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from bench import suites
-from bench.common import shared_machine
 from bench.common.stats import LEVEL_LABEL, Spread
 from bench.common.units import plain, time_unit
+from bench.judging import shared_machine
 from bench.report.document import Bullets, Heading, Paragraph, Table
 from bench.report.merge import Comparison, Ranks, Series
 from bench.suites.training import TrainingSuite

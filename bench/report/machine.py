@@ -8,15 +8,10 @@ from __future__ import annotations
 
 import math
 
-from bench import suites
-from bench.common.concerns import clock_held_back, health_warnings, pairs_without_p2p, pcie_links
 from bench.common.units import human_bytes
+from bench.judging.verdicts import Clocks
 from bench.report.document import Paragraph, Table
 from bench.report.merge import Comparison
-from bench.report.tables import run_label
-
-# Clocks held back in more than this share of a launch's samples are worth a reader's attention.
-THROTTLE_FLAG_FRACTION = 0.05
 
 
 # --- What the fingerprint raised -----------------------------------------------------------
@@ -25,10 +20,10 @@ def concerns(comparison: Comparison) -> list:
     """One warning paragraph per host with concerns, and a note per host with GPU pairs without P2P."""
     blocks = []
     for host in comparison.hosts:
-        lines = health_warnings(host.fingerprint)
+        lines = host.verdicts.concerns
         if lines:
             blocks.append(Paragraph(f"{host.name}: checked before the first launch\n" + "\n".join(lines), warning=True))
-        missing = pairs_without_p2p(host.fingerprint)
+        missing = host.verdicts.without_p2p
         if missing:
             pairs = ", ".join(f"{a}→{b}" for a, b in missing)
             blocks.append(Paragraph(
@@ -44,35 +39,7 @@ def _gb(value: "int | None") -> str:
     return "-" if value is None else f"{value / 1e9:.3g}"
 
 
-def _max_sm_clocks(fingerprint: dict) -> dict:
-    """GPU index -> its maximum SM clock as the fingerprint read it."""
-    return {gpu.get("index", i): gpu.get("max_sm_clock_mhz") for i, gpu in enumerate(fingerprint.get("gpus") or [])}
-
-
-def _clocks(gpu: dict, fingerprint_max_mhz: "float | None") -> "tuple[str, dict | None]":
-    """("not measured" | "max unknown" | "no" | "held back", details): held back where the SM clock lay
-    more than 2% below the GPU's maximum while NVML named a reason other than idle. Newer bundles
-    judged every sample; for older ones the window's median clock stands against the fingerprint's
-    maximum, and the reasons are those of all its samples."""
-    if gpu.get("held_back_fraction") is not None and gpu.get("sm_clock_max_mhz"):
-        if not gpu["held_back_fraction"]:
-            return "no", None
-        if gpu.get("held_back_sm_clock_mhz_median") is not None:
-            return "held back", {"fraction": gpu["held_back_fraction"], "clock_mhz": gpu["held_back_sm_clock_mhz_median"],
-                                 "max_mhz": gpu["sm_clock_max_mhz"], "reasons": gpu.get("held_back_reasons_fraction") or {}}
-    if gpu["throttled_fraction"] is None or gpu["sm_clock_mhz_median"] is None:
-        return "not measured", None
-    max_mhz = gpu.get("sm_clock_max_mhz") or fingerprint_max_mhz
-    reasons = gpu["throttle_reasons_fraction"] or {}
-    if not max_mhz:
-        return ("max unknown", None) if reasons else ("no", None)
-    if not clock_held_back(gpu["sm_clock_mhz_median"], max_mhz, list(reasons)):
-        return "no", None
-    return "held back", {"fraction": gpu["throttled_fraction"], "clock_mhz": gpu["sm_clock_mhz_median"],
-                         "max_mhz": max_mhz, "reasons": reasons}
-
-
-def _below(held: dict) -> str:
+def _below_maximum(held: dict) -> str:
     """'1490 of 1980 MHz, 490 MHz (25%) below the maximum'."""
     gap = held["max_mhz"] - held["clock_mhz"]
     return f"{held['clock_mhz']:.0f} of {held['max_mhz']:.0f} MHz, {gap:.0f} MHz ({gap / held['max_mhz']:.0%}) below the maximum"
@@ -82,23 +49,23 @@ def _reasons(held: dict) -> str:
     return ", ".join(f"{name} {share:.0%}" for name, share in sorted(held["reasons"].items())) or "no reason given"
 
 
-def _throttled(gpu: dict, max_mhz: "float | None") -> str:
+def _throttled(clocks: Clocks) -> str:
     """The table's cell: whether and how far the clocks were held back, and NVML's reasons then."""
-    state, held = _clocks(gpu, max_mhz)
-    if state == "not measured":
+    if clocks.state == "not measured":
         return "-"
-    if held is None:
-        return state
-    return f"{held['fraction']:.0%}: {_below(held)} ({_reasons(held)})"
+    if clocks.held is None:
+        return clocks.state
+    held = clocks.held
+    return f"{held['fraction']:.0%}: {_below_maximum(held)} ({_reasons(held)})"
 
 
-def _held_back(where: str, gpu: dict, max_mhz: "float | None") -> "str | None":
-    """A warning line where the clocks were held back in more than THROTTLE_FLAG_FRACTION of the samples."""
-    state, held = _clocks(gpu, max_mhz)
-    if held is None or held["fraction"] <= THROTTLE_FLAG_FRACTION:
+def _held_back(where: str, clocks: Clocks) -> "str | None":
+    """A warning line where the clocks were held back in enough of the samples to matter (Clocks.flagged)."""
+    if not clocks.flagged:
         return None
-    return (f"{where} GPU{gpu['index']}: clocks held back in {held['fraction']:.0%} of the samples, "
-            f"{_below(held)} (NVML's reasons: {_reasons(held)})")
+    held = clocks.held
+    return (f"{where} GPU{clocks.gpu['index']}: clocks held back in {held['fraction']:.0%} of the samples, "
+            f"{_below_maximum(held)} (NVML's reasons: {_reasons(held)})")
 
 
 def _sampler_cost(comparison: Comparison) -> "str | None":
@@ -118,12 +85,9 @@ def _launch_counters(comparison: Comparison) -> tuple[list, list]:
     """A row per launch and GPU, and the warning lines of the launches where a GPU's clocks were held back."""
     rows, flags = [], []
     for host in comparison.hosts:
-        max_clocks = _max_sm_clocks(host.fingerprint)
         for launch in host.host["launches"]:
-            summary = launch.get("gpu_counters")
-            if not summary:
-                continue
-            for gpu in summary["gpus"]:
+            for clocks in host.verdicts.launches.get(launch["id"], ()):
+                gpu = clocks.gpu
                 power = "-" if gpu["power_w_median"] is None else f"{gpu['power_w_median']:.0f}"
                 limit = "-" if gpu["power_limit_w"] is None else f"{gpu['power_limit_w']:.0f}"
                 rows.append([host.name, launch["id"], f"GPU{gpu['index']}",
@@ -131,10 +95,10 @@ def _launch_counters(comparison: Comparison) -> tuple[list, list]:
                              "-" if gpu["mem_clock_mhz_median"] is None else f"{gpu['mem_clock_mhz_median']:.0f}",
                              f"{power} / {limit}",
                              "-" if gpu["temperature_c_max"] is None else f"{gpu['temperature_c_max']:.0f}",
-                             _throttled(gpu, max_clocks.get(gpu["index"])),
+                             _throttled(clocks),
                              f"{_gb(gpu['pcie_tx_bytes'])} / {_gb(gpu['pcie_rx_bytes'])}",
                              f"{_gb(gpu['nvlink_tx_bytes'])} / {_gb(gpu['nvlink_rx_bytes'])}"])
-                flags.append(_held_back(f"{host.name} {launch['id']}", gpu, max_clocks.get(gpu["index"])))
+                flags.append(_held_back(f"{host.name} {launch['id']}", clocks))
     return rows, [flag for flag in flags if flag]
 
 
@@ -156,7 +120,7 @@ def _collective_link(entry) -> "str | None":
 
 def _data(entry, gpu: dict) -> str:
     """The table's cell: the collective data of a step, and its share of the PCIe traffic where it crossed PCIe."""
-    data = suites.get(entry.run.suite).collective_bytes(entry.run)
+    data = entry.suite.collective_bytes(entry.run)
     if data is None or not math.isfinite(data):  # a figure past a float's range says nothing
         return "-"
     link = _collective_link(entry) if data else None
@@ -172,33 +136,22 @@ def _run_counters(comparison: Comparison) -> tuple[list, list]:
     while it was timed."""
     rows, flags = [], []
     for entry in comparison.runs:
-        summary = entry.run.gpu_counters
-        if not summary:
-            continue
-        max_clocks = _max_sm_clocks(entry.host.fingerprint)
-        what = f"{entry.host.name} {entry.run.launch_id} ({run_label(entry.run)})"
-        for gpu in summary["gpus"]:
-            flags.append(_held_back(what, gpu, max_clocks.get(gpu["index"])))
-            if suites.get(entry.run.suite).moves_collective_data:
-                rows.append([entry.host.name, run_label(entry.run), entry.series.transport_label, f"GPU{gpu['index']}",
-                             _per_step(gpu, "pcie"), _per_step(gpu, "nvlink"), _data(entry, gpu),
-                             _throttled(gpu, max_clocks.get(gpu["index"]))])
+        what = f"{entry.host.name} {entry.run.launch_id} ({entry.label})"
+        for clocks in entry.verdicts.clocks:
+            gpu = clocks.gpu
+            flags.append(_held_back(what, clocks))
+            if entry.suite.moves_collective_data:
+                rows.append([entry.host.name, entry.label, entry.series.transport_label, f"GPU{gpu['index']}",
+                             _per_step(gpu, "pcie"), _per_step(gpu, "nvlink"), _data(entry, gpu), _throttled(clocks)])
     return rows, [flag for flag in flags if flag]
 
 
 def _asleep(comparison: Comparison) -> list[str]:
     """A line per run and GPU whose PCIe link never reached its slot's generation or width while the
     run was timed (NVML's reading in every sample of the window): asleep, or trained down."""
-    lines = []
-    for entry in comparison.runs:
-        slots = {link["index"]: link for link in pcie_links(entry.host.fingerprint)}
-        for gpu in (entry.run.gpu_counters or {}).get("gpus") or []:
-            slot, gen, width = slots.get(gpu["index"]) or {}, gpu.get("pcie_gen_max"), gpu.get("pcie_width_max")
-            if gen and width and slot.get("gen_max") and slot.get("width_max") and (gen < slot["gen_max"] or width < slot["width_max"]):
-                lines.append(f"{entry.host.name} {entry.run.launch_id} ({run_label(entry.run)}) GPU{gpu['index']}: "
-                             f"PCIe {gen}.0 x{width} at most while measured, its slot allows {slot['gen_max']}.0 "
-                             f"x{slot['width_max']}")
-    return lines
+    return [f"{entry.host.name} {entry.run.launch_id} ({entry.label}) GPU{link['index']}: PCIe {link['gen']}.0 "
+            f"x{link['width'] or '?'} at most while measured, its slot allows {link['gen_max']}.0 x{link['width_max']}"
+            for entry in comparison.runs for link in entry.verdicts.below_slot]
 
 
 def counters(comparison: Comparison) -> list:

@@ -1,4 +1,5 @@
-"""Merging bundles into one comparison: every run tagged with the series it belongs to.
+"""Merging bundles into one comparison: every run tagged with the series it belongs to, and each host
+and run with what is judged of it (bench/judging/verdicts.py), which the report's sections render.
 
 A series is what one line, bar or table row of the report stands for: a host (by the name its
 hosts file gave it), its GPUs and link (bench.common.links.link_summary of its fingerprint) and
@@ -15,10 +16,12 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from bench import suites
-from bench.common import shared_machine
 from bench.common.links import link_summary
 from bench.common.run import Run
 from bench.common.transports import setting_key
+from bench.judging import shared_machine
+from bench.judging.verdicts import UNJUDGED, HostVerdicts, RunVerdicts, judge
+from bench.suites.base import Suite
 
 MAX_HOST_SERIES = 12
 MISMATCH = "⚠ transport mismatch"
@@ -68,6 +71,7 @@ class HostEntry:
     run_id: str
     tool_version: str
     link: dict
+    verdicts: "HostVerdicts | None" = None  # what is judged of it and its runs, once its runs are tagged
 
     @property
     def fingerprint(self) -> dict:
@@ -93,6 +97,17 @@ class RunEntry:
     run: Run
     series: Series
     baseline: "Run | None"  # the run its suite scales it against (ddp: the 1-GPU run of the same host and shape)
+    suite: Suite  # the run's suite, asked once
+
+    @property
+    def label(self) -> str:
+        """What the run measured, in a few words (its suite's label)."""
+        return self.suite.label(self.run)
+
+    @property
+    def verdicts(self) -> RunVerdicts:
+        """What is judged of the run: its figures against their ranges, its clocks, its links below their slot."""
+        return self.host.verdicts.runs.get(id(self.run), UNJUDGED)
 
     @property
     def params(self) -> dict:
@@ -170,16 +185,18 @@ def merge(bundles: list[dict], group_by: str = "auto") -> Comparison:
             found = {}
             for name in sorted({run.suite for run in entry.runs}):
                 found.update(suites.get(name).baselines(entry.runs))
-            tagged += [(entry, run, found.get(id(run))) for run in entry.runs]
+            mine = [(entry, run, found.get(id(run)), suites.get(run.suite)) for run in entry.runs]
+            entry.verdicts = judge(host, [(run, suite) for _, run, _, suite in mine if run.ok])
+            tagged += mine
 
-    def series(entry: HostEntry, run: Run, base: "Run | None", by_host: bool) -> Series:
-        return Series(entry.name if by_host else "", entry.hardware, suites.get(run.suite).link_name(run),
+    def series(entry: HostEntry, run: Run, base: "Run | None", suite: Suite, by_host: bool) -> Series:
+        return Series(entry.name if by_host else "", entry.hardware, suite.link_name(run),
                       not run.transport["matches_preset"],
                       shared_machine.busy(_others_share(entry.host, [run, base])) or bool(shared_machine.gpus_held(entry.fingerprint)))
 
     if group_by == "auto":
-        group_by = "host" if len({series(e, r, b, True) for e, r, b in tagged}) <= MAX_HOST_SERIES else "hardware"
-    entries = [RunEntry(e, r, series(e, r, base, group_by == "host"), base) for e, r, base in tagged]
+        group_by = "host" if len({series(*tag, True) for tag in tagged}) <= MAX_HOST_SERIES else "hardware"
+    entries = [RunEntry(e, r, series(e, r, base, suite, group_by == "host"), base, suite) for e, r, base, suite in tagged]
 
     measured_in = defaultdict(set)
     for entry in entries:

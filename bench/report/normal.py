@@ -1,44 +1,37 @@
-"""The report's "Is my number normal?" section and `ddpbench run`'s lines of it: every copy,
-collectives, DDP and FSDP figure judged against the expected range of its GPU model and link
-(bench/suites/judging/normal.py): within, below with its likely causes, above, or no reference, each
-range with its sources."""
+"""The report's "Is my number normal?" section: every figure of the runs' suites as the judging found
+it against the expected range of its key (bench/judging/normal.py): within, below with its likely
+causes, above, or no reference, each range with its sources."""
 
 from __future__ import annotations
 
 from collections import Counter
 
+from bench.judging.normal import NO_REFERENCE, Judgement, counts
+from bench.judging.ranges import source_line
 from bench.report.document import Bullets, Heading, Paragraph, Table
 from bench.report.merge import Comparison
-from bench.report.tables import run_label
-from bench.suites.judging.normal import NO_REFERENCE, Judgement, judge_host, judgements, source_line
-
-VERDICTS = ("within", "below", "above", NO_REFERENCE)
 
 
 def _value(judged: Judgement) -> str:
     return f"{judged.value:.4g} {judged.unit}"
 
 
-def _counts(verdicts: Counter) -> str:
-    return ", ".join(f"{verdicts[v]} {v}" for v in VERDICTS if verdicts[v]) or "none"
-
-
 def section(comparison: Comparison) -> list:
     """A row per figure a range holds, a count of those none holds (and why), the sources cited."""
-    judged = [(entry, found) for entry in comparison.runs for found in judgements(entry.run, entry.host.fingerprint)]
+    judged = [(entry, found) for entry in comparison.runs for found in entry.verdicts.figures]
     if not judged:
         return []
     if comparison.ranks.cpu:
         return [Heading(2, "Is my number normal?"), Paragraph(
-            "The expected ranges (bench/common/reference.py) are per accelerator model and link, so none holds the "
+            "The expected ranges (the expected.json of each suite's folder) are per accelerator model and link, so none holds the "
             f"{len(judged)} judged figure(s) of these CPU runs: set them against a run of the same plan on another CPU.")]
     verdicts = Counter(found.verdict for _, found in judged)
-    rows = [[entry.host.name, run_label(entry.run), entry.series.transport_label, _value(found), found.expected(),
+    rows = [[entry.host.name, entry.label, entry.series.transport_label, _value(found), found.expected(),
              found.verdict + (" ⚠" if found.verdict == "below" else ""), found.why or "-"]
             for entry, found in judged if found.verdict != NO_REFERENCE]
     blocks = [Heading(2, "Is my number normal?"), Paragraph(
         f"Each run's judged figures (the median; a scaling efficiency) against the range a correct measurement gives on the same GPU "
-        f"model and link, from public figures and this project's own (bench/common/reference.py): {_counts(verdicts)}. "
+        f"model and link, from public figures and this project's own (the expected.json of each suite's folder): {counts(verdicts)}. "
         "A figure below its range comes with the causes this bundle shows.", warning=bool(verdicts["below"]))]
     if rows:
         blocks.append(Table(["host", "run", "transport", "figure", "expected (GPU, link; sources)", "verdict", "likely causes"], rows))
@@ -50,19 +43,3 @@ def section(comparison: Comparison) -> list:
     if cited:
         blocks.append(Bullets([source_line(name) for name in cited]))
     return blocks
-
-
-def summary_lines(bundle: dict) -> list[str]:
-    """`ddpbench run`'s lines: per host the verdicts' counts, then one line per figure below its range."""
-    lines = []
-    for host in bundle["hosts"]:
-        judged = judge_host(host)
-        if not judged:
-            continue
-        verdicts = Counter(found.verdict for _, found in judged)
-        missing = sorted({found.why for _, found in judged if found.verdict == NO_REFERENCE})
-        lines.append(f"normal? host {host['name']}: {len(judged)} figure(s): {_counts(verdicts)}"
-                     + (f" ({'; '.join(missing[:3])}{'; ...' if len(missing) > 3 else ''})" if missing else ""))
-        lines += [f"below: host {host['name']}: {run.launch_id}: {run_label(run)}: {_value(found)}, expected "
-                  f"{found.expected()}; likely: {found.why}" for run, found in judged if found.verdict == "below"]
-    return lines

@@ -8,11 +8,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from bench.common.concerns import pcie_links
-from bench.common.run import Run
+from bench.common.links import pcie_links
 from bench.common.stats import Spread
 from bench.common.units import plain, time_unit
-from bench import suites
 from bench.report.document import Bullets, Paragraph, Table
 from bench.report.merge import Comparison, HostEntry, RunEntry
 from bench.report.series import pooled
@@ -158,7 +156,7 @@ def _cpu_hosts_table(comparison: Comparison) -> Table:
 
 def warnings_table(comparison: Comparison, suite: str) -> "Table | None":
     """Every flagged figure of a suite's runs, with what is wrong and its likely cause."""
-    rows = [[e.host.name, e.host.run_id, run_label(e.run), e.series.transport_label, w["code"], w["message"], w["likely_cause"]]
+    rows = [[e.host.name, e.host.run_id, e.label, e.series.transport_label, w["code"], w["message"], w["likely_cause"]]
             for e in comparison.runs if e.run.suite == suite for w in e.run.warnings]
     if not rows:
         return None
@@ -178,11 +176,6 @@ def warnings_blocks(comparison: Comparison, suite: str) -> list:
 
 # --- What failed ----------------------------------------------------------------------------
 
-def run_label(run: Run) -> str:
-    """What a run measured, in a few words (its suite's label)."""
-    return suites.get(run.suite).label(run)
-
-
 def failed_hosts(comparison: Comparison) -> "Bullets | None":
     """One line per host that measured nothing: its name, bundle and why."""
     measured = set(map(id, measured_hosts(comparison)))
@@ -192,7 +185,7 @@ def failed_hosts(comparison: Comparison) -> "Bullets | None":
 
 
 def failures_table(comparison: Comparison) -> "Table | None":
-    rows = [[e.host.name, e.host.run_id, e.run.suite, run_label(e.run), e.series.transport_label, e.run.status,
+    rows = [[e.host.name, e.host.run_id, e.run.suite, e.label, e.series.transport_label, e.run.status,
              e.run.error or "-"] for e in comparison.failed]
     for host in comparison.hosts:
         for launch in host.host["launches"]:

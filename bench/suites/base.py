@@ -9,6 +9,8 @@ A suite's folder (bench/suites/NAME/) holds, NAME being the suite's name and wri
   harness parameters its Params extends, bench/suites/harness.schema.json; optionally `$defs/entry`,
   what else its plan entries must satisfy, and `$defs/run_params`, what its runs' params hold in a
   bundle);
+- `expected.json` (optional): the expected ranges of its figures (`Suite.figures`), each row with the
+  key it holds for and its sources (schema/expected.schema.json; bench/judging/normal.py judges);
 - `ranks.py`: what each rank runs (torch): `run(ctx, entry_params, emit)`, one record per configuration;
 - `report.py` (optional): `section(comparison, plot, colours) -> blocks`, its part of the report;
   a suite that trains also answers the report's question there: `findings(comparison)` (a list of
@@ -18,9 +20,9 @@ A suite's folder (bench/suites/NAME/) holds, NAME being the suite's name and wri
   ([] where the bundles hold none of its runs).
 
 Nothing outside a suite's folder names it: what the rest of ddpbench asks of a run (its label, the
-link it crossed, the GPUs it crossed, the bytes its collectives moved, the figure the expected ranges
-judge, the collective call it timed) it asks the run's suite through the hooks below, each of which
-reads the run through its view (bench.common.run.Run).
+link it crossed, the bytes its collectives moved, its figures that expected ranges hold, the
+collective call it timed) it asks the run's suite through the hooks below, each of which reads the
+run through its view (bench.common.run.Run).
 """
 
 from __future__ import annotations
@@ -48,6 +50,9 @@ class HostResults:
     runs: "list[Run]"
     launches: list
     fingerprint: "dict | None"
+    # launch id -> the share of the machine's CPU other processes took while it ran, for the launches
+    # that ran on a busy machine (bench/judging/shared_machine.py judges which)
+    busy_shares: dict = field(default_factory=dict)
     _memo: dict = field(default_factory=dict, repr=False)
 
     def once(self, key: str, make):
@@ -57,13 +62,44 @@ class HostResults:
         return self._memo[key]
 
     @functools.cached_property
-    def others_share(self) -> dict:
-        """launch id -> the share of the machine's CPU other processes took while it ran (None: not recorded)."""
-        return {launch["id"]: launch.get("cpu_taken_by_others_fraction") for launch in self.launches}
-
-    @functools.cached_property
     def nodes_of_launch(self) -> dict:
         return {launch["id"]: launch.get("nodes", 1) for launch in self.launches}
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One figure of a run that an expected range may hold: what it is, its unit and which way is
+    better, the run's value, the configuration it is keyed by and the GPUs whose links it crossed.
+    bench/judging/normal.py holds it only against a range of its suite's expected.json with the same
+    key, on the same GPU model and path between the GPUs (both read off the host's fingerprint)."""
+
+    name: str  # what it is, as its suite's ranges name it: "allreduce_busbw_gbps", "h2d_copy_gbps"
+    unit: str  # as a reader reads it: "GB/s", "s", "of ideal"
+    higher_is_better: bool  # a bandwidth or an efficiency; a time is better lower
+    value: "float | None"  # the run's median, or the figure derived across runs
+    # What a range must match: the run's ranks and nodes and the NCCL setting it ran under (algorithm,
+    # protocol, env: Figure.of), and what its suite adds: a message's size and dtype, a recipe's params.
+    key: dict
+    spread: "tuple | None" = None  # the run's own p5 and p95 of it, where it has them
+    gpus: "tuple | None" = None  # the host's GPUs whose links it crossed; None: its ranks' (the first ones)
+
+    @classmethod
+    def of(cls, run: Run, name: str, unit: str, higher_is_better: bool, value: "float | None", *,
+           spread: "tuple | None" = None, gpus: "tuple | None" = None, **key) -> "Figure":
+        """A figure of the run keyed by `key` and by what keys every figure: its ranks, its nodes, and
+        NCCL's algorithm, protocol and environment as its plan entry set them (None, None, {}: NCCL's own)."""
+        transport = run.transport
+        setting = {"ranks": run.world_size, "nodes": (transport.get("nodes") or {}).get("count", 1),
+                   "algorithm": transport.get("algorithm"), "protocol": transport.get("protocol"), "env": run.env}
+        crossed = gpus if gpus is not None else tuple(run.gpus) if run.gpus else None
+        return cls(name, unit, higher_is_better, value, {**setting, **key}, spread, crossed)
+
+    @classmethod
+    def median(cls, run: Run, metric: str, name: str, unit: str, higher_is_better: bool, **key) -> "Figure":
+        """The median of one of the run's metrics, with its p5 and p95."""
+        found = run.metric(metric)
+        summary = found["summary"] if found else {}
+        return cls.of(run, name, unit, higher_is_better, summary.get("median"), spread=(summary.get("p5"), summary.get("p95")), **key)
 
 
 def warning(code: str, message: str, likely_cause: str) -> dict:
@@ -192,16 +228,8 @@ class Suite:
 
     def peer_copies(self, run: Run) -> bool:
         """Whether the run moved bytes between GPUs by CUDA peer copies, past NCCL: P2P as the driver
-        has it, whatever NCCL's environment says (the P2P gate's marks read it, bench/suites/judging/machine.py)."""
+        has it, whatever NCCL's environment says (the P2P gate's marks read it, bench/judging/machine.py)."""
         return False
-
-    def gpus_crossed(self, run: Run, gpu_count: int) -> list:
-        """The indices of the host's GPUs (it has gpu_count) whose links the run's figure crossed: its
-        ranks' GPUs, those the plan entry named or else the first; a suite whose figure names its ends
-        says so itself."""
-        if run.gpus:  # the GPUs the plan entry named
-            return list(run.gpus)
-        return list(range(min(run.world_size, gpu_count)))
 
     def collective_bytes(self, run: Run) -> "float | None":
         """The bytes one step (one timed call) of the run moved through collectives per GPU each way, as
@@ -215,20 +243,10 @@ class Suite:
         the run timed no single collective, or has no time."""
         return None
 
-    def judged_figure(self, run: Run) -> "tuple[str, float | None, int | None] | None":
-        """(kind of figure, the run's median, the bytes a call moved or None) of the run's figure that the
-        expected ranges judge (bench/common/reference.py EXPECTED, bench/suites/judging/normal.py); None: the
-        suite has no such figure."""
-        return None
-
-    def judged_figures(self, run: Run) -> list:
-        """Every figure of the run the expected ranges judge: judged_figure's, and where the run scales
-        against a 1-GPU run (its derived scaling_efficiency_fraction), that scaling."""
-        found = [figure for figure in [self.judged_figure(run)] if figure is not None]
-        scaling = run.derived.get("scaling_efficiency_fraction")
-        if found and run.world_size > 1 and scaling is not None:
-            found.append((f"{self.name}_scaling_efficiency_fraction", scaling, None))
-        return found
+    def figures(self, run: Run) -> list:
+        """The run's figures that expected ranges may hold (Figure each; bench/judging/normal.py holds
+        them against the rows of the suite's expected.json); [] where it has none."""
+        return []
 
     def baselines(self, runs: "list[Run]") -> dict:
         """id(run) -> the run it is scaled against (ddp: its 1-GPU run), for the runs that have one."""

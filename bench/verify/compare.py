@@ -15,12 +15,12 @@ import statistics
 from dataclasses import asdict, dataclass, field, replace
 
 from bench import suites
-from bench.common import shared_machine
 from bench.common.protocol import parse_launch_id
 from bench.common.run import Run
 from bench.common.stats import Spread, cv, family_level, percent, ratio_of_pooled_medians
 from bench.common.transports import nccl_algorithms, setting_key, with_setting
 from bench.errors import UserError
+from bench.judging import shared_machine
 from bench.verify.machines import differences
 
 DEFAULT_TOLERANCE = 0.05
@@ -186,7 +186,7 @@ def why_inconclusive(ratio: Spread, tolerance: float, level: float, original: "l
             return "no interval", "the original's samples hold a non-positive value: no interval", floor
         return "no interval", "the resampled ratios reach 0 or a float's range (samples of 0, or near it): no interval", floor
     straddles = f"the {percent(level)} interval straddles the band +-{tolerance:.3g}"
-    busy = _busy(shares)
+    busy = shared_machine.verdict_reason(shares)
     if busy:
         return "busy machine", f"a busy machine: {straddles}, and {busy}", floor
     several = max(len(original), len(new)) > 1
@@ -218,15 +218,6 @@ def why_inconclusive(ratio: Spread, tolerance: float, level: float, original: "l
               else f"the ratio {ratio.median:.3f} lies at the band's edge: more samples tell on which side")
     return "too few samples", (f"too few samples: {straddles} (CV original {_spread(original)}, new {_spread(new)}); "
                                f"{settle}: raise the entry's repetitions or steps"), floor
-
-
-def _busy(shares: tuple) -> "str | None":
-    """Why a difference cannot be put down to the machine, if others used it during either run."""
-    sides = [f"{name} {share:.0%}" for name, share in zip(("original", "new"), shares) if shared_machine.busy(share)]
-    if not sides:
-        return None
-    return (f"other processes took {' and '.join(sides)} of the machine's CPU while it ran (above {shared_machine.BUSY_ABOVE_FRACTION:.0%}): "
-            f"the difference may be theirs; rerun on an otherwise idle machine to settle it")
 
 
 def _why_not_positive(base: RunVerdict) -> str:
@@ -292,7 +283,7 @@ def judge(measured: Measured, tolerances: dict, level: float) -> RunVerdict:
     tolerance = tolerances[base.metric]
     verdict = verdict_of(ratio, tolerance, base.metric)
     because = reason = floor = None
-    busy = _busy(measured.shares)
+    busy = shared_machine.verdict_reason(measured.shares)
     if verdict in ("slower", "faster") and busy:
         verdict, because, reason = "inconclusive", "busy machine", f"a busy machine: {verdict} beyond its interval, but {busy}"
     elif verdict == "inconclusive":

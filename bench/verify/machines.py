@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from bench.common.concerns import gpu_warnings, machine_concerns, pairs_without_p2p
-from bench.common.links import link_summary
+from bench.common.links import link_summary, pairs_without_p2p
+from bench.judging.health import gpu_warnings, machine_concerns
 
 # The machine's concerns that change the path a run's bytes take. A small /dev/shm stops runs
 # rather than slowing them, and persistence mode off costs a launch's start, not its timed steps.

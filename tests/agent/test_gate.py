@@ -14,14 +14,14 @@ import yaml
 from bench.agent import gate
 from bench.agent.runner import Launch
 from bench.bundle import read_bundle
-from bench.common.concerns import health_warnings, p2p_gate
+from bench.judging.health import health_warnings, p2p_gate
 from bench.common.protocol import Placement
 from bench.common.run import Run
 from bench.controller.plans import check
 from bench.errors import UserError
 from bench.suites.base import HostResults
 from bench.suites import get as suite
-from bench.suites.judging import machine
+from bench.judging import machine
 from tests.conftest import cli
 
 TINY = {"ops": ["all_reduce"], "dtypes": ["float32"], "in_place": [True], "begin_bytes": 4096, "end_bytes": 4096,

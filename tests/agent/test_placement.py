@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from bench.agent import placement
 from bench.bundle.assembly import derive
-from bench.common.concerns import placement_splits
+from bench.judging.health import placement_splits
 from tests.support import host_tree
 
 GPU0, GPU1 = "00000000:01:00.0", "00000000:81:00.0"  # NVML's form of the fixture's addresses

@@ -7,7 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from bench.common import shared_machine
+from bench.judging import shared_machine
 from tests.conftest import TEST_PLANS, bundle_path_from, cli
 
 

@@ -15,8 +15,8 @@ def test_agent_zipapp_holds_the_agent_and_nothing_else():
     names = archive.namelist()
     assert names[0] == "__main__.py" and "bench/__init__.py" in names
     assert all(n in ("__main__.py", "bench/__init__.py", "bench/errors.py")
-               or n.startswith(("bench/agent/", "bench/common/", "bench/suites/", "bench/models/")) for n in names)
-    assert "bench/agent/worker.py" in names and "bench/common/stats.py" in names and not any("__pycache__" in n for n in names)
+               or n.startswith(("bench/agent/", "bench/common/", "bench/judging/", "bench/suites/", "bench/models/")) for n in names)
+    assert {"bench/agent/worker.py", "bench/common/stats.py", "bench/judging/health.py"} <= set(names) and not any("__pycache__" in n for n in names)
     # Every suite's ranks and definition, none of its report part (matplotlib's, the controller's alone).
     assert {"bench/suites/ddp/ranks.py", "bench/suites/ddp/suite.py", "bench/suites/copy/ranks.py"} <= set(names)
     assert not any(n.split("/")[3:4] in (["report.py"], ["report"]) for n in names if n.startswith("bench/suites/"))

@@ -1,6 +1,6 @@
 """The one boundary that matters: the agent needs only torch and the standard library (and
 bench.common, shared with the controller and standard library only, with the suites' definitions
-and ranks and the models), and the controller never imports torch. The suites are the registry's:
+and ranks, the judging and the models), and the controller never imports torch. The suites are the registry's:
 with DDPBENCH_SUITES_PATH set, a suite of your own's ranks are held to it too."""
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ def modules_after_import(*modules: str) -> set[str]:
 def test_agent_imports_nothing_of_the_controller():
     loaded = modules_after_import("bench.agent.__main__", "bench.agent.worker", *(suite.ranks_module for suite in suites.registry().values()))
     ours = {m for m in loaded if m.startswith("bench.")}
-    # The suites' definitions and ranks and the models ship with the agent; their report parts never load.
-    assert ours and all(m.startswith(("bench.agent", "bench.common", "bench.suites", "bench.models")) or m == "bench.errors"
+    # The suites' definitions and ranks, the judging and the models ship with the agent; the suites' report parts never load.
+    assert ours and all(m.startswith(("bench.agent", "bench.common", "bench.judging", "bench.suites", "bench.models")) or m == "bench.errors"
                         for m in ours), sorted(ours)
     assert not any(".report" in m for m in ours), sorted(ours)
     assert not loaded & {"jsonschema", "yaml", "fabric", "matplotlib", "rich", "docker"}

@@ -16,8 +16,8 @@ import pytest
 from bench.agent import counters
 from bench.agent.fingerprint import health, link_load, nvidia_smi, nvml
 from bench.bundle import write_bundle
-from bench.common.links import link_summary
-from bench.common.concerns import health_warnings, pairs_without_p2p
+from bench.common.links import link_summary, pairs_without_p2p
+from bench.judging.health import health_warnings
 from bench.controller.plans import check
 from bench.report import write_report
 from bench.verify.machines import differences

@@ -1,27 +1,20 @@
 """The bundles this repository publishes beside its results (benchmarks/results/bundles/, measured on lent GPUs)
-stay readable by the current code: each renders a report that opens with its answer, and compares with
-another bundle of its samples without a difference. A schema or report change that breaks a published GPU bundle fails here, on the CPU."""
+stay readable by the current code: each renders the report it rendered before (tests/report/published/, written
+by tests/support/published_reports.py), which opens with its answer, and compares with another bundle of its
+samples without a difference. A schema or report change that breaks a published GPU bundle, or changes what its
+report says, fails here, on the CPU."""
 
 from __future__ import annotations
 
-import gzip
 import json
-from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, cli
+from tests.conftest import cli
+from tests.support.published_reports import difference, published, readable, render
 from tests.support.same_samples import another_bundle_of
 
-PUBLISHED = sorted((REPO / "benchmarks" / "results" / "bundles").glob("*.bundle.json*"))
-
-
-def readable(path: Path, tmp_path: Path) -> Path:
-    if path.suffix != ".gz":
-        return path
-    plain = tmp_path / path.name.removesuffix(".gz")
-    plain.write_bytes(gzip.decompress(path.read_bytes()))
-    return plain
+PUBLISHED = published()
 
 
 def test_there_are_published_gpu_bundles(tmp_path):
@@ -32,11 +25,13 @@ def test_there_are_published_gpu_bundles(tmp_path):
 
 @pytest.mark.parametrize("path", PUBLISHED, ids=[p.name.split(".")[0] for p in PUBLISHED])
 def test_a_published_bundle_renders_its_report_and_compares_with_itself(path, tmp_path):
-    bundle = readable(path, tmp_path)
-    done = cli("report", bundle, "--out", tmp_path / "report")
-    assert done.returncode == 0, done.stderr
-    sections = [line for line in (tmp_path / "report" / "report.md").read_text().splitlines() if line.startswith("## ")]
+    text = render(path, tmp_path)
+    sections = [line for line in text.splitlines() if line.startswith("## ")]
     assert sections[0] == "## The answer: does the link slow training?"
+    changed = difference(path, text)
+    assert changed is None, (f"the report of {path.name} says something else now (if that is meant: "
+                             f"python -m tests.support.published_reports --write):\n{changed}")
+    bundle = readable(path, tmp_path)
     same = cli("compare", bundle, another_bundle_of(bundle, tmp_path / "again"), "--out", tmp_path / "verdict")
     verdict = json.loads((tmp_path / "verdict" / "verdict.json").read_text())
     # the same samples: reproduced, or inconclusive where the runs' own spread is wider than the tolerance

@@ -3,7 +3,8 @@ from the page's code blocks and written into a temporary folder on the suite pat
 (DDPBENCH_SUITES_PATH), runs end to end on the CPU without a change anywhere else: plan -> agent
 (torchrun, 2 ranks, gloo) -> a bundle that validates -> report (its section) -> compare (verdicts),
 with an estimate before the launch and progress lines during it, and passes every check the page
-lists, by the page's command. Without its report part the report says so in one line; a suite
+lists, by the page's command. It brings its expected ranges in its folder (expected.json), and its
+figure is judged against them in the report. Without its report part the report says so in one line; a suite
 nobody has is one error line in a plan, a bundle and a compare; so is a suite that names itself
 unlike its folder, or refers to no harness class."""
 
@@ -20,8 +21,10 @@ import sys
 import pytest
 import yaml
 
+from bench.bundle import seal
 from bench.suites import SUITES_PATH_ENV
 from tests.conftest import REPO, bundle_path_from, cli
+from tests.support.report_variants import with_gpus
 
 PAGE = REPO / "docs" / "writing-a-suite.md"
 CHECKS_COMMAND = re.compile(r"^DDPBENCH_SUITES_PATH=\S+ \.venv/bin/python -m pytest .*$", re.M)
@@ -46,7 +49,7 @@ PLAN = {**PAGE_PLAN, "suites": [*PAGE_PLAN["suites"],
 
 
 def test_the_page_gives_every_file_of_the_suite():
-    assert sorted(FILES) == ["README.md", "params.schema.json", "ranks.py", "report.py", "suite.py"]
+    assert sorted(FILES) == ["README.md", "expected.json", "params.schema.json", "ranks.py", "report.py", "suite.py"]
     assert [entry["suite"] for entry in PAGE_PLAN["suites"]] == ["barrier"]
 
 
@@ -182,3 +185,41 @@ def test_the_checks_judge_a_suite_of_ones_own_outside_the_repository(toy, tmp_pa
                           env={**os.environ, "PYTHONPATH": str(REPO), SUITES_PATH_ENV: str(tmp_path)}, capture_output=True, text=True, timeout=600)
     assert done.returncode == 1, done.stdout[-3000:]
     assert "bench/suites/barrier/suite.py (suites) imports bench/agent/harness.py (agent)" in done.stdout, done.stdout[-3000:]
+
+
+def _on_two_h200s(path, out):
+    """The toy run's bundle as if two H200s joined by NVLink had measured it (the expected ranges are per
+    GPU model: a CPU's figures have none)."""
+    bundle = json.loads(path.read_text())
+    for host in bundle["hosts"]:
+        with_gpus(host["fingerprint"], "h200-nvlink")
+        for record in host["runs"] + host["launches"]:
+            record["transport"].update(backend="nccl", nccl_used=["P2P"])
+    out.write_text(json.dumps(seal(bundle)))
+    return out, next(r for r in bundle["hosts"][0]["runs"] if r["suite"] == "barrier")["metrics"]["time_s"]["summary"]["median"]
+
+
+def test_a_suite_brings_its_expected_ranges_in_its_folder(toy, two_runs, tmp_path):
+    """An expected.json beside its suite.py: the report judges its figure within the range, and below
+    one its time is slower than; a damaged one is one error line naming the file."""
+    root, _ = toy
+    folder = tmp_path / "suites"
+    shutil.copytree(root / "barrier", folder / "barrier")
+    bundle, median = _on_two_h200s(bundle_path_from(two_runs[0].stdout), tmp_path / "h200s.json")
+    source = {"toy-barrier": {"title": "a toy barrier's latency on 2x H200", "url": "https://example.org/barrier",
+                              "says": "the barrier's time"}}
+    for (low, high), verdict in (((median / 2, median * 2), "within"), ((median / 100, median / 50), "below")):
+        row = {"figure": "barrier_time_s", "gpu": "NVIDIA H200", "link": "nvlink4", "low": low, "high": high,
+               "key": {"ranks": 2, "transport": "nvlink"}, "basis": "cited", "sources": ["toy-barrier"], "derivation": "a test's"}
+        (folder / "barrier" / "expected.json").write_text(json.dumps({"sources": source, "ranges": [row]}))
+        done = cli("report", bundle, "--out", tmp_path / verdict, env={SUITES_PATH_ENV: str(folder)})
+        assert done.returncode == 0, done.stderr
+        report = (tmp_path / verdict / "report.md").read_text()
+        (line,) = [line for line in report.splitlines() if line.startswith("| local | barrier, 2 ranks |")]
+        assert f"| {verdict}" in line and "(NVIDIA H200, nvlink4; toy-barrier) |" in line, line
+        assert "- toy-barrier: a toy barrier's latency on 2x H200 (https://example.org/barrier)" in report
+    (folder / "barrier" / "expected.json").write_text(json.dumps({"ranges": [{"figure": "barrier_time_s"}]}))
+    done = cli("report", bundle, "--out", tmp_path / "damaged", env={SUITES_PATH_ENV: str(folder)})
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith(f"error: {folder / 'barrier' / 'expected.json'}: ranges[0]: ") and "schema/expected.schema.json" in line

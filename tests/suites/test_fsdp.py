@@ -374,7 +374,7 @@ def fake_entry(strategy: str, preset: str, world_size: int, samples: list, basel
     run = {"suite": suite, "params": {**params, **extra}, "world_size": world_size, "transport": {"preset": preset},
            "metrics": {"per_sample_gpu_time_s": {"samples": samples}}}
     host = HostEntry("h", {}, 0, "r", "0", {"link_label": "2x H200, NVLink NV18"})
-    return RunEntry(host, Run(run), Series("h", "2x H200, NVLink NV18", f"{preset} via X", False), baseline)
+    return RunEntry(host, Run(run), Series("h", "2x H200, NVLink NV18", f"{preset} via X", False), baseline, suites.get(suite))
 
 
 def test_link_sensitivity_is_each_transports_scaling_over_defaults():

@@ -64,6 +64,15 @@ def _rebuild_ddp(run: dict, baseline: dict, exposed: float, predicted: bool, jit
     run["derived"]["predicted_step_time_s"] = compute * (1 + 0.8 * exposed) if predicted else None
 
 
+def with_gpus(fingerprint: dict, hardware: str) -> None:
+    """A CPU host's fingerprint edited into one of HARDWARE's: its GPUs, their topology, NCCL and an image."""
+    spec = HARDWARE[hardware]
+    fingerprint.update(gpus=copy.deepcopy(spec["gpus"]), gpu_count=2, driver_version="550.54.15", cuda_driver_version="12.4")
+    fingerprint["topology"] = {"matrix": _pair(spec["cell"]), "p2p_read": _pair("OK"), "cpu_affinity": None, "numa_affinity": None}
+    fingerprint["software"]["nccl"] = "2.21.5"
+    fingerprint["container"] = {"image": "ghcr.io/example/ddpbench:1", "digest": "sha256:" + "ab12" * 16, "pin": None}
+
+
 def make_variant(bundle: dict, name: str, *, hardware: "str | None" = None, preset: str = "default",
                  nccl_used: tuple = ("P2P",), matches_preset: bool = True, bandwidth: float = 1.0,
                  exposed: "float | None" = None, predicted: bool = False, run_id: "str | None" = None,
@@ -85,11 +94,7 @@ def make_variant(bundle: dict, name: str, *, hardware: "str | None" = None, pres
     fp["host"]["hostname_sha256"] = hashlib.sha256(name.encode()).hexdigest()[:16]
     transport = {"preset": preset, "backend": "gloo", "env": {}, "nccl_used": [], "nccl_via": [], "matches_preset": matches_preset}
     if hardware:
-        spec = HARDWARE[hardware]
-        fp.update(gpus=copy.deepcopy(spec["gpus"]), gpu_count=2, driver_version="550.54.15", cuda_driver_version="12.4")
-        fp["topology"] = {"matrix": _pair(spec["cell"]), "p2p_read": _pair("OK"), "cpu_affinity": None, "numa_affinity": None}
-        fp["software"]["nccl"] = "2.21.5"
-        fp["container"] = {"image": "ghcr.io/example/ddpbench:1", "digest": "sha256:" + "ab12" * 16, "pin": None}
+        with_gpus(fp, hardware)
         transport.update(backend="nccl", nccl_used=list(nccl_used))
     for launch in host["launches"]:
         launch["preset"] = preset

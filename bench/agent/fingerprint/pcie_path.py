@@ -1,5 +1,5 @@
 """The PCIe bridges between each GPU and the root complex, and their Access Control Services
-(ACS) setting, read from sysfs (bench.common.concerns judges them).
+(ACS) setting, read from sysfs (bench.judging.health judges them).
 
 A bridge whose ACS control redirects peer requests or completions (ReqRedir, CmpltRedir) or
 controls egress (EgressCtrl) sends GPU-to-GPU traffic up through the root complex, where it is

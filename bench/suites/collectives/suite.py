@@ -12,7 +12,7 @@ from bench.common.run import Run
 from bench.common.transports import backend_for
 from bench.common.units import human_bytes
 from bench.common import cost
-from bench.suites.base import HostResults, Suite, warning
+from bench.suites.base import Figure, HostResults, Suite, warning
 from bench.suites.params import PlanError, SweptParams
 
 # gloo on a GPU host reduces host tensors with one thread a rank (torchrun's OMP_NUM_THREADS=1):
@@ -132,9 +132,11 @@ class Collectives(Suite):
         return ("collectives", p["op"], p["dtype"], p["in_place"], p["size_bytes"], run.world_size,
                 p.get("src_rank"), p.get("dst_rank"))
 
-    def judged_figure(self, run: Run) -> tuple:
-        """Each collective's busbw (the ranges hold all_reduce's: allreduce_busbw_gbps)."""
-        return f"{run.params['op'].replace('_', '')}_busbw_gbps", run.median("busbw_gbps"), run.params["size_bytes"]
+    def figures(self, run: Run) -> list:
+        """Each collective's busbw, by its size and dtype."""
+        p = run.params
+        return [Figure.median(run, "busbw_gbps", f"{p['op'].replace('_', '')}_busbw_gbps", "GB/s", True,
+                              size_bytes=p["size_bytes"], dtype=p["dtype"])]
 
     def collective_bytes(self, run: Run) -> "float | None":
         """The call's size times its bus factor (busbw / algbw)."""

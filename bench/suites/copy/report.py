@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bench.common.concerns import pcie_links
+from bench.common.links import pcie_links
 from bench.common.links import pair_label, pcie_peak_gbps
 from bench.common.stats import Spread
 from bench.common.units import human_bytes

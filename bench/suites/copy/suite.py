@@ -12,7 +12,7 @@ from bench.common.host import Capabilities
 from bench.common.run import Run
 from bench.common.units import human_bytes
 from bench.common import cost
-from bench.suites.base import Suite
+from bench.suites.base import Figure, Suite
 from bench.suites.params import PlanError, SweptParams
 
 # A point's warm-up runs its warmup_iters copies and at least this long: on an H200 the first
@@ -84,18 +84,16 @@ class Copy(Suite):
     def peer_copies(self, run: Run) -> bool:
         return run.params["direction"] == "d2d"
 
-    def gpus_crossed(self, run: Run, gpu_count: int) -> list:
-        """The copy's ends that are GPUs (gpuN as its source or destination)."""
-        p = run.params
-        return [int(found[1]) for end in ("src", "dst") if (found := re.fullmatch(r"gpu(\d{1,4})", str(p.get(end))))]
-
-    def judged_figure(self, run: Run) -> tuple:
-        """One-way copy-engine copies, as nvbandwidth's memcpy_ce cases measure them; the others (SM copies,
-        both ways at once, host to host) have a kind of figure of their own that no range holds."""
+    def figures(self, run: Run) -> list:
+        """The copy's GB/s, crossing the links of its ends that are GPUs (gpuN as its source or
+        destination). One-way copy-engine copies are what nvbandwidth's memcpy_ce cases measure; the
+        others (SM copies, both ways at once, host to host) are figures of their own that no range holds."""
         p = run.params
         kind = "" if p["engine"] == "ce" else f"_{p['engine']}"
         kind += "_both_ways" if p["bidirectional"] else ""
-        return f"{p['direction']}{kind}_copy_gbps", run.median("copy_gbps"), p["size_bytes"]
+        ends = tuple(int(found[1]) for end in ("src", "dst") if (found := re.fullmatch(r"gpu(\d{1,4})", str(p.get(end)))))
+        return [Figure.median(run, "copy_gbps", f"{p['direction']}{kind}_copy_gbps", "GB/s", True, gpus=ends,
+                              size_bytes=p["size_bytes"])]
 
     def label(self, run: Run) -> str:
         p = run.params

@@ -27,6 +27,8 @@ class DDP(TrainingSuite):
     derive_prediction = staticmethod(derived.derive_prediction)
     moves_collective_data = True
     plain_model = True  # one rank trains without DDP's wrapper (ranks.py)
+    recipe_params = TrainingSuite.recipe_params + ("cuda_graphs", "grad_reduce_dtype", "bucket_cap_mb", "allreduce",
+                                                   "gradient_as_bucket_view", "static_graph")
 
     def check_plan(self, params: Params, host: Capabilities, *, world_size: int, transport: str, nodes: int) -> None:
         if params.allreduce == "copy_engine":
@@ -64,9 +66,6 @@ class DDP(TrainingSuite):
         """The gradients' all-reduce: 2(n-1)/n of their bytes."""
         grad, n = run.median("grad_allreduce_bytes"), run.world_size
         return None if grad is None else grad * 2 * (n - 1) / n
-
-    def judged_figure(self, run: Run) -> tuple:
-        return "ddp_step_time_s", run.median("step_time_s"), None
 
 
 def _check_host_memory(params: Params, host: Capabilities, world_size: int, nodes: int) -> None:

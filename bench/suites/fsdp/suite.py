@@ -45,6 +45,7 @@ class FSDP(TrainingSuite):
     derive_prediction = staticmethod(derived.derive_prediction)
     identity_params = ("model", "sharding", "global_batch")
     moves_collective_data = True
+    recipe_params = TrainingSuite.recipe_params + ("sharding", "reduce_dtype")
 
     def check_placement(self, params: Params, *, nodes: int, ranks_per_node: "int | None") -> None:
         if params.sharding != "hybrid":
@@ -87,9 +88,6 @@ class FSDP(TrainingSuite):
         p = run.params
         return (self.name, p["model"], fsdp_recipe(p), p["sharding"], p.get("seq_len"), p["micro_batch"], p.get("global_batch"),
                 run.world_size)
-
-    def judged_figure(self, run: Run) -> tuple:
-        return "fsdp_step_time_s", run.median("step_time_s"), None
 
     def label(self, run: Run) -> str:
         p = run.params

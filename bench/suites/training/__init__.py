@@ -30,7 +30,7 @@ from bench.common.host import Capabilities
 from bench.common.run import Run
 from bench.common.transports import ranks_label
 from bench.models.shapes import TRANSFORMER_PRESETS, UNET_CONFIGS, UNET_EXTRA
-from bench.suites.base import HostResults, Suite
+from bench.suites.base import Figure, HostResults, Suite
 from bench.suites.params import PlanError, SampledParams, merged, resolved
 from bench.suites.training.derived import scaling_warnings
 
@@ -106,6 +106,9 @@ class TrainingSuite(Suite):
 
     headline_metric = "step_time_s"
     identity_params = ("model", "global_batch")
+    # The params a step's time hangs on: a figure's recipe, which an expected range holds for alike.
+    recipe_params: ClassVar[tuple] = ("model", "micro_batch", "seq_len", "grad_accum", "precision", "compile", "weights_dtype",
+                                      "activation_checkpointing", "optimizer")
     # Its 1-GPU run trains the plain model, unwrapped: what the family's suites that wrap even one GPU
     # scale against, and show beside their own strategies (of_plain_model).
     plain_model: ClassVar[bool] = False
@@ -136,6 +139,18 @@ class TrainingSuite(Suite):
         p = run.params
         return f"{p['model']} {training_recipe(p)}, batch {p.get('global_batch')}, {ranks_label(run.world_size, run.on_gpu)}"
 
+    def figures(self, run: Run) -> list:
+        """The step's time and, scaled against a 1-GPU run (derived), its scaling efficiency (whose
+        spread goes as one over the step's), by the run's recipe."""
+        recipe = {"params": {key: run.params[key] for key in self.recipe_params if key in run.params}}
+        step = Figure.median(run, "step_time_s", f"{self.name}_step_time_s", "s", False, **recipe)
+        scaling = run.derived.get("scaling_efficiency_fraction")
+        if run.world_size == 1 or scaling is None:
+            return [step]
+        low, high = step.spread
+        spread = (scaling * step.value / high, scaling * step.value / low) if step.value and low and high else None
+        return [step, Figure.of(run, f"{self.name}_scaling_efficiency_fraction", "of ideal", True, scaling, spread=spread, **recipe)]
+
     def baselines(self, runs: "list[Run]") -> dict:
         """id(run) -> the 1-GPU run it is scaled against, for every ok run of this suite among one host's
         runs that has one."""
@@ -159,7 +174,7 @@ class TrainingSuite(Suite):
         if run.world_size == 1:  # its own baseline (fsdp's: FSDP's own cost against the plain model, not a scaling)
             return []
         found = results.once(f"{self.name}.baselines", lambda: self.baselines(results.runs))
-        return scaling_warnings(run, found.get(id(run)), results.others_share)
+        return scaling_warnings(run, found.get(id(run)), results.busy_shares)
 
 
 def of_plain_model(run: Run) -> bool:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import statistics
 
 from bench import suites
-from bench.common import shared_machine
 from bench.common.run import Run
 from bench.common.stats import LEVEL, ratio_of_medians
 from bench.common.transports import setting_key
@@ -48,16 +47,17 @@ UNLIKE_BASELINE = ("the 1-rank baseline did not get the resources per rank the N
                    "or was not warmed up; or the machine was busy while it ran")
 
 
-def _unlike_baseline(run: Run, baseline: "Run | None", others_share: dict) -> str:
-    """The likely cause, with the CPU share other processes took during either run where recorded."""
-    busy = [f"{others_share[r.launch_id]:.0%} of the machine's CPU during the {r.world_size}-rank run"
-            for r in (baseline, run) if r is not None and shared_machine.busy(others_share.get(r.launch_id))]
+def _unlike_baseline(run: Run, baseline: "Run | None", busy_shares: dict) -> str:
+    """The likely cause, with the CPU share other processes took during either run where the machine was busy."""
+    busy = [f"{busy_shares[r.launch_id]:.0%} of the machine's CPU during the {r.world_size}-rank run"
+            for r in (baseline, run) if r is not None and r.launch_id in busy_shares]
     return UNLIKE_BASELINE + (f" (other processes took {' and '.join(busy)})" if busy else "")
 
 
-def scaling_warnings(run: Run, baseline: "Run | None", others_share: dict) -> list[dict]:
-    """A scaling efficiency whose interval lies above 100%, an exposed communication below zero."""
-    cause = _unlike_baseline(run, baseline, others_share)
+def scaling_warnings(run: Run, baseline: "Run | None", busy_shares: dict) -> list[dict]:
+    """A scaling efficiency whose interval lies above 100%, an exposed communication below zero
+    (busy_shares: HostResults.busy_shares)."""
+    cause = _unlike_baseline(run, baseline, busy_shares)
     found = []
     if baseline is not None:
         efficiency = ratio_of_medians(baseline.samples("per_sample_gpu_time_s"),

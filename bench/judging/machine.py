@@ -5,7 +5,7 @@ prints them and the report marks the run ⚠ with the likely cause."""
 
 from __future__ import annotations
 
-from bench.common.concerns import P2P_FIX, gate_finding, placement_splits
+from bench.judging.health import P2P_FIX, gate_finding, placement_splits
 from bench.common.run import Run
 from bench.suites.base import HostResults, Suite, warning
 

@@ -20,6 +20,22 @@ def busy(share: "float | None") -> bool:
     return share is not None and share > BUSY_ABOVE_FRACTION
 
 
+def busy_shares(launches: list) -> dict:
+    """launch id -> the CPU share other processes took while it ran, for the launches that ran on a busy machine."""
+    return {launch["id"]: launch["cpu_taken_by_others_fraction"] for launch in launches
+            if busy(launch.get("cpu_taken_by_others_fraction"))}
+
+
+def verdict_reason(shares: tuple) -> "str | None":
+    """Why verify cannot put a difference down to the machine where others used it during either run
+    (shares: the CPU share others took during the original's and the new run's launches)."""
+    sides = [f"{name} {share:.0%}" for name, share in zip(("original", "new"), shares) if busy(share)]
+    if not sides:
+        return None
+    return (f"other processes took {' and '.join(sides)} of the machine's CPU while it ran (above {BUSY_ABOVE_FRACTION:.0%}): "
+            f"the difference may be theirs; rerun on an otherwise idle machine to settle it")
+
+
 def taken(shares: list) -> str:
     """"62%" or "45% to 80%": the shares other processes took, as a sentence wants them."""
     low, high = min(shares), max(shares)

@@ -12,53 +12,22 @@ from a bundle's fingerprints.
 from __future__ import annotations
 
 from bench.common.cpulist import parse_cpulist
+from bench.common.links import nvlink_links, pcie_links
 from bench.common.units import human_bytes
+from bench.judging.counters import BENIGN_REASONS
 
 GIB = 1 << 30
 MIB = 1 << 20
-# Clock event reasons that are normal or harmless: idle, and GPUs of one board boosting together.
-BENIGN_REASONS = {"gpu_idle", "sync_boost"}
-# A clock this close to the GPU's maximum is not held back, whatever reason NVML raises: an H200
-# raised sw_power_cap at 1965-1980 of its 1980 MHz while drawing 122 W of 700 (held back for real,
-# under large matmuls: 1455-1530 MHz at 689 W).
-HELD_BACK_BELOW_MAX_FRACTION = 0.02
-
-
-def clock_held_back(sm_clock_mhz: "float | None", max_sm_clock_mhz: "float | None", reasons: "list[str] | None") -> bool:
-    """Whether an SM clock lies below the GPU's maximum by more than HELD_BACK_BELOW_MAX_FRACTION
-    while NVML names a reason other than idle or sync boost."""
-    if sm_clock_mhz is None or not max_sm_clock_mhz or reasons is None:
-        return False
-    return sm_clock_mhz < max_sm_clock_mhz * (1 - HELD_BACK_BELOW_MAX_FRACTION) and bool(set(reasons) - BENIGN_REASONS)
 # NCCL's troubleshooting guide asks a container for `--shm-size=1g`; Docker's default is 64 MiB.
 SHM_NEEDED_BYTES = 1 << 30
 # The ACS control bits that keep peer traffic from going straight across a bridge.
 ACS_P2P_REDIRECTING = ("ReqRedir", "CmpltRedir", "EgressCtrl")
 
 
-def pcie_links(fp: dict) -> list[dict]:
-    """Per GPU: {"index", "gen", "width"} of the link in use (under load where measured, else at
-    rest), "loaded" (whether it was measured under load) and "gen_max", "width_max"."""
-    loaded = ((fp.get("link_load") or {}).get("pcie_loaded")) or {}
-    links = []
-    for position, gpu in enumerate(fp.get("gpus") or []):
-        index, pcie = gpu.get("index", position), gpu["pcie"]
-        busy = loaded.get(str(index)) or {}
-        measured = busy.get("gen_loaded") is not None and busy.get("width_loaded") is not None
-        links.append({
-            "index": index,
-            "gen": busy["gen_loaded"] if measured else pcie.get("gen_current"),
-            "width": busy["width_loaded"] if measured else pcie.get("width_current"),
-            "loaded": measured,
-            "gen_max": pcie.get("gen_max"), "width_max": pcie.get("width_max"),
-        })
-    return links
-
-
-def narrow_links(fp: dict) -> list[str]:
+def _narrow_links(pcie: list) -> list[str]:
     """GPUs whose link, measured under load, runs below the generation or width its slot allows."""
     lines = []
-    for link in pcie_links(fp):
+    for link in pcie:
         if not link["loaded"] or link["gen_max"] is None or link["width_max"] is None:
             continue
         if link["gen"] < link["gen_max"] or link["width"] < link["width_max"]:
@@ -67,39 +36,11 @@ def narrow_links(fp: dict) -> list[str]:
     return lines
 
 
-def nvlink_links(fp: dict) -> list[dict]:
-    """Per GPU: {"index", "active_links", "link_speed_gbps"} of its NVLinks as in use (under load
-    where measured, else at rest), "loaded" (whether measured under load) and "active_links_rest".
-
-    The speed falls back to the one at rest: the 2x H200's NVML answers the link count under
-    load but not the speed field (NOT_SUPPORTED; nvidia-smi gives it at rest), and an NVLink
-    runs at its one rate or is down, which the count says."""
-    loaded = ((fp.get("link_load") or {}).get("nvlink_loaded")) or {}
-    links = []
-    for position, gpu in enumerate(fp.get("gpus") or []):
-        index, rest = gpu.get("index", position), gpu.get("nvlink") or {}
-        busy = loaded.get(str(index)) or {}
-        measured = busy.get("active_links_loaded") is not None
-        links.append({
-            "index": index,
-            "active_links": busy["active_links_loaded"] if measured else rest.get("active_links"),
-            "link_speed_gbps": (busy.get("link_speed_gbps_loaded") if measured else None) or rest.get("link_speed_gbps"),
-            "loaded": measured, "active_links_rest": rest.get("active_links"),
-        })
-    return links
-
-
-def idle_nvlinks(fp: dict) -> list[str]:
+def _idle_nvlinks(nvlinks: list) -> list[str]:
     """GPUs with fewer NVLinks active while copying to a peer than at rest."""
     return [f"GPU{link['index']}: {link['active_links']} of its {link['active_links_rest']} NVLinks active under load"
-            for link in nvlink_links(fp)
+            for link in nvlinks
             if link["loaded"] and link["active_links_rest"] and link["active_links"] < link["active_links_rest"]]
-
-
-def pairs_without_p2p(fp: dict) -> list[tuple[str, str]]:
-    """Ordered GPU pairs that CUDA says cannot access each other's memory."""
-    access = ((fp.get("link_load") or {}).get("p2p_access")) or {}
-    return sorted((a, b) for a, row in access.items() for b, ok in row.items() if not ok)
 
 
 def _health_lines(gpu: dict) -> list[str]:
@@ -126,10 +67,10 @@ def _health_lines(gpu: dict) -> list[str]:
     return lines
 
 
-def links_asleep_unmeasured(fp: dict) -> list[str]:
+def _links_asleep_unmeasured(pcie: list) -> list[str]:
     """One note for the GPUs whose link reads below its slot's at rest and was never read under load:
     idle GPUs train their links down, so that reading may be a sleeping link, not a narrow one."""
-    asleep = [link for link in pcie_links(fp)
+    asleep = [link for link in pcie
               if not link["loaded"] and None not in (link["gen"], link["width"], link["gen_max"], link["width_max"])
               and (link["gen"] < link["gen_max"] or link["width"] < link["width_max"])]
     if not asleep:
@@ -320,11 +261,16 @@ def machine_concerns(fp: dict) -> dict[str, list[str]]:
 
 def gpu_warnings(fp: dict) -> list[str]:
     """The GPUs' own concerns, one line each, GPU by GPU: health, narrow links, idle NVLinks."""
+    return _gpu_warnings(fp, pcie_links(fp), nvlink_links(fp))
+
+
+def _gpu_warnings(fp: dict, pcie: list, nvlinks: list) -> list[str]:
     lines = [line for gpu in ((fp.get("health") or {}).get("gpus") or []) for line in _health_lines(gpu)]
-    return lines + narrow_links(fp) + idle_nvlinks(fp)
+    return lines + _narrow_links(pcie) + _idle_nvlinks(nvlinks)
 
 
 def health_warnings(fp: dict) -> list[str]:
     """Every concern of a fingerprint, one line each; empty for a healthy machine."""
+    pcie, nvlinks = pcie_links(fp), nvlink_links(fp)
     machine = [line for lines in machine_concerns(fp).values() for line in lines]
-    return gpu_warnings(fp) + links_asleep_unmeasured(fp) + machine
+    return _gpu_warnings(fp, pcie, nvlinks) + _links_asleep_unmeasured(pcie) + machine

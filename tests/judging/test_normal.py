@@ -1,8 +1,9 @@
-"""Is my number normal? The expected ranges (bench/common/reference.py EXPECTED), every row sourced,
-and a fixture bundle's figures judged: the real 1x H200 copy run (within, and no reference where no
-range holds), the consumer box's slow copies (below, with the causes its bundle shows), a CPU host
-(no reference), in the report and in `ddpbench run`'s lines; and this project's own 2x H100 ranges,
-made from its bundles: busbw, DDP and FSDP steps and scaling."""
+"""Is my number normal? A fixture bundle's figures judged against the expected ranges (each suite's
+expected.json): the real 1x H200 copy run (within, and no reference where no range holds), the consumer
+box's slow copies (below, with the causes its bundle shows), a CPU host (no reference), in the report and
+in `ddpbench run`'s lines; this project's own 2x H100 ranges judge busbw, DDP and FSDP steps and scaling;
+and a figure is judged only against a range of its own key: never of another algorithm, node count,
+transport or dtype."""
 from __future__ import annotations
 
 import copy
@@ -11,34 +12,30 @@ import json
 
 import pytest
 
+from bench import suites
 from bench.agent import counters
 from bench.bundle import write_bundle
-from bench.common import reference
 from bench.common.run import Run
 from bench.common.stats import metric
+from bench.judging.host import Host
+from bench.judging.normal import NO_REFERENCE, judgements
+from bench.judging.summary import judge_host, summary_lines
+from bench.judging.ranges import expected
 from bench.report import write_report
-from bench.report.normal import summary_lines
-from bench.suites.judging.normal import NO_REFERENCE, judge, judge_host, judgements, measured_ranges, source_line
 from tests.conftest import REPO
 from tests.e2e.test_link_truth import H200, fixture_bundle, rtx_fingerprint
 
 MIB = 1 << 20
 
 
-@pytest.mark.parametrize("row", reference.EXPECTED, ids=lambda row: f"{row['gpu']} {row['link']} {row['figure']}")
-def test_every_expected_range_cites_sources_that_say_it(row):
-    assert row["sources"] and all(name in reference.SOURCES for name in row["sources"])
-    assert 0 < row["low"] < row["high"] and row["derivation"]
-    if row["basis"] == "measured":  # this project's measurement: a file of this repository holds it
-        paths = [reference.SOURCES[name]["path"] for name in row["sources"] if "path" in reference.SOURCES[name]]
-        assert paths and all((REPO / path).is_file() for path in paths)
-    else:  # a public figure: a link a reader can follow
-        assert all(reference.SOURCES[name].get("url", "").startswith("https://") for name in row["sources"])
+def judged(run: Run, fingerprint: dict) -> list:
+    """The run's figures, judged on the host of this fingerprint."""
+    return judgements(run, Host.of(fingerprint), suites.get(run.suite))
 
 
-def test_a_range_is_its_sources_figures_widened_by_the_band():
-    rtx_h2d = next(r for r in reference.EXPECTED if r["gpu"] == reference.GPU_4090 and r["figure"] == "h2d_copy_gbps")
-    assert (rtx_h2d["low"], rtx_h2d["high"]) == (pytest.approx(23.90 * 0.95), pytest.approx(26.38 * 1.05))  # nvbandwidth #15
+def judge(run: Run, fingerprint: dict):
+    """The run's first figure, judged."""
+    return judged(run, fingerprint)[0]
 
 
 def h200_copy_runs() -> list[dict]:
@@ -79,7 +76,7 @@ def slow_4090_copy(gbps: float, link_in_window: "tuple | None") -> dict:
 def test_a_slow_copy_on_the_consumer_box_is_below_with_the_causes_its_bundle_shows():
     fp = rtx_fingerprint()  # GPU1: 4.0 x8 under load in a x16 slot, power capped at 350 of 450 W
     found = judge(Run(slow_4090_copy(12.0, None)), fp)
-    assert found.verdict == "below" and found.row["gpu"] == reference.GPU_4090 and found.row["sources"] == ["nvbandwidth-15"]
+    assert found.verdict == "below" and found.row["gpu"] == "NVIDIA GeForce RTX 4090" and found.row["sources"] == ["nvbandwidth-15"]
     assert any("GPU1's link trains to 4.0 x8 under load in a 4.0 x16 slot: a riser" in cause for cause in found.causes)
     assert any("GPU1's power limit is 350 W, below its default 450 W: a power cap" in cause for cause in found.causes)
     asleep = judge(Run(slow_4090_copy(3.2, (1, 16))), fp)
@@ -89,7 +86,8 @@ def test_a_slow_copy_on_the_consumer_box_is_below_with_the_causes_its_bundle_sho
 
 def test_a_ddp_step_slower_than_its_range_is_below_and_a_faster_one_above():
     fp = json.loads((H200 / "fingerprint.json").read_text())
-    run = {"suite": "ddp", "params": {**reference.GPT2_LARGE_RECIPE, "global_batch": 8}, "world_size": 1, "status": "ok",
+    recipe = next(row["key"]["params"] for row in expected().rows if row["figure"] == "ddp_step_time_s" and "runs" not in row)
+    run = {"suite": "ddp", "params": {**recipe, "global_batch": 8}, "world_size": 1, "status": "ok",
            "launch_id": "00-ddp-default-ws1", "transport": h200_copy_runs()[0]["transport"],
            "metrics": {"step_time_s": metric([0.095, 0.096, 0.094])}}
     assert judge(Run(run), fp).verdict == "within"
@@ -145,41 +143,116 @@ def _bundle(path) -> dict:
     return json.loads(gzip.decompress(data) if path.endswith(".gz") else data)
 
 
-def test_this_projects_ranges_follow_from_its_bundles():
-    """The block benchmarks/expected_ranges.py writes is what the bundles make: a bundle edited, added or
-    removed without writing it again fails here."""
-    bundles = [(name, _bundle(entry[4])) for name, entry in reference.MEASURED_BUNDLES.items()]
-    made = measured_ranges(bundles)
-    recipes = {tuple(config.items()): name for name, config in reference.MEASURED_RECIPES.items()}
-    assert [(r["gpu"], r["link"], r["figure"], r["low"], r["high"], r["runs"], tuple(r["sources"]),
-             {("recipe" if k == "config" else k): recipes[v] if k == "config" else v for k, v in r["match"].items()})
-            for r in made] == list(reference.MEASURED_RANGES)
-    for name, (run_id, date, machine, plan, path) in reference.MEASURED_BUNDLES.items():
-        bundle = dict(bundles)[name]
-        assert (bundle["run_id"], bundle["started_at"][:10], bundle["plan"]["name"]) == (run_id, date, plan)
-        assert source_line(name).startswith(f"{name}: ddpbench bundle {run_id}, plan {plan} (bundle {run_id} of {date} on {machine}")
-
-
 def test_the_h100_box_answers_at_two_gpus_for_busbw_steps_and_scaling():
     """seed002 on 2x H100: every NCCL figure has a range; a step 20% slower is below its range, and so is
     its scaling; FSDP steps have ranges too."""
     bundle = _bundle("benchmarks/results/bundles/20261125T212254Z-56d161.bundle.json")
     host = bundle["hosts"][0]
-    judged = judge_host(host)
-    figures = {found.figure for _, found in judged if found.verdict == "within"}
+    every = judge_host(host)
+    figures = {found.figure.name for _, found in every if found.verdict == "within"}
     assert {"allreduce_busbw_gbps", "ddp_step_time_s", "ddp_scaling_efficiency_fraction"} <= figures
-    assert {found.why for _, found in judged if found.verdict == NO_REFERENCE} == {
+    assert {found.why for _, found in every if found.verdict == NO_REFERENCE} == {
         "no expected range of allreduce_busbw_gbps of NVIDIA H100 80GB HBM3 at 2 rank(s)"}  # gloo's: no NCCL link
     run = next(r for r in host["runs"] if r["suite"] == "ddp" and r["world_size"] == 2 and r["transport"]["preset"] == "default"
                and r["params"]["model"] == "gpt2-large")
     slower = copy.deepcopy(run)
     slower["metrics"]["step_time_s"] = metric([x * 1.2 for x in run["metrics"]["step_time_s"]["samples"]])
     slower["derived"]["scaling_efficiency_fraction"] /= 1.2
-    step, scaling = judgements(Run(slower), host["fingerprint"])
-    assert (step.figure, step.verdict, scaling.figure, scaling.verdict) == (
+    step, scaling = judged(Run(slower), host["fingerprint"])
+    assert (step.figure.name, step.verdict, scaling.figure.name, scaling.verdict) == (
         "ddp_step_time_s", "below", "ddp_scaling_efficiency_fraction", "below")
     assert scaling.expected().endswith("of ideal (NVIDIA H100 80GB HBM3, nvlink4; ddpbench-h100x2-56d161)")
     seed001 = _bundle("benchmarks/results/bundles/20261125T183210Z-4271cb.bundle.json.gz")["hosts"][0]
     fsdp = [found for run, found in judge_host(seed001) if run.suite == "fsdp"]
     assert fsdp and {found.verdict for found in fsdp} == {"within"}
-    assert {found.figure for found in fsdp} == {"fsdp_step_time_s", "fsdp_scaling_efficiency_fraction"}
+    assert {found.figure.name for found in fsdp} == {"fsdp_step_time_s", "fsdp_scaling_efficiency_fraction"}
+
+
+# --- A figure meets only a range of its own key ---------------------------------------------------
+
+FOUR_H200 = "benchmarks/results/bundles/20261126T145046Z-b6143d.bundle.json.gz"
+
+
+def _all_reduce_64mib(host: dict, algorithm: "str | None") -> Run:
+    return next(run for run in map(Run, host["runs"])
+                if run.suite == "collectives" and run.params["op"] == "all_reduce" and run.params["size_bytes"] == 64 << 20
+                and run.transport.get("algorithm") == algorithm and not run.transport.get("nodes"))
+
+
+def test_tree_and_ring_figures_are_never_judged_against_nccls_own_choice():
+    """4x H200 over NV18: the tree all-reduce's 183 GB/s at 64 MiB is no slot's or riser's doing, and the
+    range of NCCL's own choice (which ran ring or NVLS) does not hold it; nor the ring's."""
+    host = _bundle(FOUR_H200)["hosts"][0]
+    own = judged(_all_reduce_64mib(host, None), host["fingerprint"])[0]
+    assert own.verdict == "within"
+    for algorithm in ("tree", "ring"):
+        found = judged(_all_reduce_64mib(host, algorithm), host["fingerprint"])[0]
+        assert found.verdict == NO_REFERENCE and found.row is None, found
+        assert found.why == (f"no expected range of allreduce_busbw_gbps of NVIDIA H200 over nvlink at 4 rank(s) with NCCL's "
+                             f"{algorithm} algorithm: ranges hold NCCL's own algorithm")
+    assert not any(found.verdict in ("below", "above") and run.transport.get("algorithm") for run, found in judge_host(host))
+
+
+@pytest.mark.parametrize("field, other", [("algorithm", "tree"), ("nodes", 2), ("transport", "host_memory"), ("ranks", 2),
+                                          ("dtype", "bfloat16"), ("protocol", "LL128"), ("env", {"NCCL_BUFFSIZE": "1048576"})])
+def test_a_range_of_another_key_judges_nothing(monkeypatch, field, other):
+    """A range far below the figure, of its key: "above"; the same range for another algorithm, node
+    count, path, ranks, dtype, protocol or env: no reference, whichever way the figure lies."""
+    from bench.judging import normal
+    from bench.judging.ranges import Ranges
+
+    host = _bundle(FOUR_H200)["hosts"][0]
+    run = _all_reduce_64mib(host, None)
+    key = {"ranks": 4, "transport": "nvlink", "dtype": "float32", "size_bytes_min": 64 << 20}
+    row = {"suite": "collectives", "figure": "allreduce_busbw_gbps", "gpu": "NVIDIA H200", "link": "nvlink4", "low": 1.0,
+           "high": 2.0, "key": key, "basis": "measured", "sources": ["ddpbench-h200x2-nccl-tests"], "derivation": "a test's"}
+    monkeypatch.setattr(normal, "expected", lambda: Ranges((row,), {}))
+    assert judged(run, host["fingerprint"])[0].verdict == "above"
+    for low, high in ((1.0, 2.0), (1000.0, 2000.0)):  # far below the figure, and far above it
+        unlike = {**row, "low": low, "high": high, "key": {**key, field: other}}
+        monkeypatch.setattr(normal, "expected", lambda: Ranges((unlike,), {}))
+        found = judged(run, host["fingerprint"])[0]
+        assert found.verdict == NO_REFERENCE and found.row is None, (field, found)
+
+
+def test_a_two_node_figure_is_never_judged_against_a_one_node_range(monkeypatch):
+    """The emulated 2 nodes x 1 H200 over sockets, against a socket range of one box at 2 ranks: no reference."""
+    from bench.judging import normal
+    from bench.judging.ranges import Ranges
+
+    host = _bundle("benchmarks/results/bundles/20261126T162725Z-088b2d.bundle.json.gz")["hosts"][0]
+    runs = [run for run in map(Run, host["runs"]) if run.suite == "collectives" and run.ok]
+    row = {"suite": "collectives", "figure": "allreduce_busbw_gbps", "gpu": "NVIDIA H200", "link": "socket-loopback", "low": 1e-3,
+           "high": 2e-3, "key": {"ranks": 2, "transport": "net_socket", "dtype": "float32"},
+           "basis": "measured", "sources": ["ddpbench-h200x2-nccl-tests"], "derivation": "a test's"}
+    for run in runs:
+        one_box = {**row, "key": {**row["key"], "algorithm": run.transport["algorithm"]}}
+        monkeypatch.setattr(normal, "expected", lambda: Ranges((one_box,), {}))
+        found = judged(run, host["fingerprint"])[0]
+        assert run.transport["nodes"]["count"] == 2 and found.verdict == NO_REFERENCE, found
+        assert found.why.endswith("with 2 nodes: ranges hold one node")
+        monkeypatch.setattr(normal, "expected", lambda: Ranges(({**one_box, "key": {**one_box["key"], "nodes": 2}},), {}))
+        assert judged(run, host["fingerprint"])[0].verdict == "above"  # the range of its own nodes judges it
+
+
+def test_a_figure_below_its_range_names_only_the_causes_on_its_own_path(monkeypatch):
+    """A PCIe link trained down under load (GPU0 at 1.0 x4 in a 5.0 x16 slot) slows what crosses PCIe,
+    not an all-reduce over NVLink: there the figure is below with no cause this bundle shows; through
+    host memory, the trained-down link is its likely cause."""
+    from bench.judging import normal
+    from bench.judging.ranges import Ranges
+
+    host = _bundle(FOUR_H200)["hosts"][0]
+    host["fingerprint"]["link_load"]["pcie_loaded"]["0"] = {"gen_loaded": 1, "width_loaded": 4}
+    run = _all_reduce_64mib(host, None)
+    row = {"suite": "collectives", "figure": "allreduce_busbw_gbps", "gpu": "NVIDIA H200", "link": "nvlink4", "low": 1000.0,
+           "high": 2000.0, "key": {"ranks": 4, "transport": "nvlink", "dtype": "float32"}, "basis": "measured",
+           "sources": ["ddpbench-h200x2-nccl-tests"], "derivation": "a test's"}
+    monkeypatch.setattr(normal, "expected", lambda: Ranges((row,), {}))
+    over_nvlink = judged(run, host["fingerprint"])[0]
+    assert over_nvlink.verdict == "below" and over_nvlink.causes == (normal.USUAL_CAUSES,)
+    shm = Run({**run.record, "transport": {**run.transport, "nccl_used": ["SHM"]}})
+    through_host = {**row, "link": "pcie5-x16-host", "key": {**row["key"], "transport": "host_memory"}}
+    monkeypatch.setattr(normal, "expected", lambda: Ranges((through_host,), {}))
+    (cause,) = judged(shm, host["fingerprint"])[0].causes
+    assert cause.startswith("GPU0's link trains to 1.0 x4 under load in a 5.0 x16 slot: a riser")
