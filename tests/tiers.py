@@ -47,6 +47,7 @@ CHECK = (
     "tests/suites/test_ddp_cuda_graphs.py",
     "tests/suites/test_normal.py",
     "tests/suites/test_predict_topologies.py",
+    "tests/verify/test_compare_out.py",
 )
 
 FULL_ONLY = (
