@@ -6,7 +6,7 @@ and its first verdict line sit. Asserts nothing.
 
 Needs chromium (Debian's; tests/apt-packages.txt) and the checkout's bench on the path: run with
 another checkout's bench first on PYTHONPATH (its tests/support/browser.py too) to photograph that
-one. Each PNG is reduced to 64 colours (text and flat figures lose nothing a reader sees), a few
+one. Each PNG is reduced to 128 colours (text and flat figures lose nothing a reader sees), a few
 hundred KB at most.
 """
 
@@ -45,7 +45,7 @@ def first_screen(bundles: list[Path], folder: Path):
 def small_png(png: bytes) -> bytes:
     from PIL import Image
 
-    image = Image.open(io.BytesIO(png)).convert("RGB").quantize(colors=64, method=Image.Quantize.MEDIANCUT)
+    image = Image.open(io.BytesIO(png)).convert("RGB").quantize(colors=128, method=Image.Quantize.FASTOCTREE)
     out = io.BytesIO()
     image.save(out, format="PNG", optimize=True)
     return out.getvalue()

@@ -6,7 +6,6 @@ figure it is about (a negative exposed communication beside a positive one once 
 from __future__ import annotations
 
 import json
-import re
 
 import pytest
 
@@ -14,9 +13,8 @@ from bench.bundle import seal
 from bench.common.stats import metric
 from bench.report.answer import TITLE
 from tests.conftest import cli
-from tests.support.report_reading import axis_unit, close, figures, section, spread, table_with
-
-ANSWER_FIGURE = "answer-throughput-lost"
+from tests.support.report_reading import (ANSWER_FIGURE, check_answer_figure, check_per_sample_figures, check_scaling_bars, figures,
+                                          section, table_with)
 
 
 @pytest.fixture(scope="module")
@@ -33,16 +31,6 @@ def _answer_rows(md: str) -> list[dict]:
     return table_with(section(md, TITLE), "verdict: throughput lost")
 
 
-def _headline_rows(rows: list[dict]) -> list[dict]:
-    """The answer table's rows the figure draws: each machine, workload, ranks and link at its largest global batch."""
-    largest = {}
-    for row in rows:
-        key = (row["host · GPUs and link"], row["workload"], row["ranks"], row["link NCCL used"])
-        if row["scaling % [95% CI]"] != "-" and int(row["global batch"]) >= int(largest.get(key, {"global batch": 0})["global batch"]):
-            largest[key] = row
-    return list(largest.values())
-
-
 def test_the_answer_opens_with_its_figure_before_any_prose(md):
     answer = section(md, TITLE).splitlines()
     blocks = [line for line in answer[1:] if line.strip()]
@@ -51,57 +39,15 @@ def test_the_answer_opens_with_its_figure_before_any_prose(md):
 
 
 def test_the_answer_figure_draws_the_answer_tables_figures(md, drawn):
-    rows = _answer_rows(md)
-    points = [(panel["title"], value) for panel in drawn[ANSWER_FIGURE]["axes"] for value in panel["values"]]
-    expected = _headline_rows(rows)
-    assert len(points) == len(expected) >= 4  # the CPU host, rig-3090, and rig-4090 over two transports
-    for row in expected:
-        group = f"{row['workload']} · {row['ranks']} · global batch {row['global batch']}"
-        (value,) = [v for machine, v in points if machine == row["host · GPUs and link"] and v["label"] == row["link NCCL used"]
-                    and v["group"].removesuffix(" ⚠") == group]
-        scaling, low, high = spread(row["scaling % [95% CI]"])
-        # Lost = 100 - scaling, its interval the scaling's turned around, to the 0.1 the table prints.
-        assert value["value"] == pytest.approx(100 - scaling, abs=0.051)
-        assert value["low"] == pytest.approx(100 - high, abs=0.051) and value["high"] == pytest.approx(100 - low, abs=0.051)
-        said = row["verdict: throughput lost"]  # "noticeable: 6.2% lost [..]", or "none lost (1.8% above perfect scaling)"
-        above = re.search(r"none lost \(([\d.]+)% above perfect scaling\)", said)
-        lost = -float(above.group(1)) if above else float(re.search(r"([\d.]+)% lost", said).group(1))
-        assert value["value"] == pytest.approx(lost, abs=0.051)
-        assert value["group"].endswith(" ⚠") == ("⚠" in row["scaling % [95% CI]"])
-
-
-def _ddp_rows(md: str) -> list[dict]:
-    return table_with(section(md, "DDP training"), "per-sample time × GPUs")
+    assert check_answer_figure(md, drawn) >= 4  # the CPU host, rig-3090, and rig-4090 over two transports
 
 
 def test_each_per_sample_point_is_a_step_times_row(md, drawn):
-    rows = _ddp_rows(md)
-    shown = [name for name in drawn if name.startswith("per-sample-")]
-    assert shown
-    for name in shown:
-        (panel,) = drawn[name]["axes"]
-        unit = axis_unit(panel["ylabel"])
-        measured = [line for line in panel["lines"] if not line["label"].startswith("predicted")]
-        assert measured
-        for line in measured:
-            ranks = line["label"].rsplit(" · ", 1)[1].removesuffix(" (baseline)")  # "2 GPUs", "1 process"
-            for batch, median, low, high in line["points"]:
-                cells = [spread(row["per-sample time × GPUs"], seconds=True) for row in rows
-                         if row["global batch"] == f"{batch:g}" and row["GPUs or processes"] == ranks]
-                assert any(close(median * unit, m) and close(low * unit, lo) and close(high * unit, hi) for m, lo, hi in cells), \
-                    (name, line["label"], batch, median, cells)
+    assert check_per_sample_figures(md, drawn) >= 8
 
 
 def test_each_scaling_bar_is_its_rows_scaling(md, drawn):
-    rows = {(" · ".join([row["host"], row["GPUs and link"], row["transport"]]), row["global batch"], row["GPUs or processes"]): row
-            for row in _ddp_rows(md)}
-    bars = drawn["scaling-efficiency"]["axes"][0]["values"]
-    assert len(bars) == sum(1 for row in rows.values() if not row["transport"].endswith("(baseline)")) >= 4
-    for bar in bars:
-        batch, ranks = re.fullmatch(r"batch (\d+)\n(.+)", bar["group"]).groups()
-        row = rows[(bar["label"], batch, ranks)]
-        median, low, high = spread(row["scaling % [95% CI]"])
-        assert (bar["value"], bar["low"], bar["high"]) == pytest.approx((median, low, high), abs=0.051)
+    assert check_scaling_bars(md, drawn) >= 4
 
 
 def _flag_exposed(real_bundle: dict, exposed_s: float) -> dict:

@@ -15,7 +15,8 @@ from bench.common.transports import ranks_label
 from bench.report import CPU_ONLY
 from bench.report.answer import TITLE
 from tests.conftest import cli
-from tests.support.report_reading import axis_unit, close, figures, section, spread, table_with
+from tests.support.report_reading import (axis_unit, check_answer_figure, check_per_sample_figures, check_scaling_bars, close, figures,
+                                          section, spread, table_with)
 
 
 @pytest.fixture(scope="module")
@@ -82,6 +83,12 @@ def test_the_throughput_figures_draw_their_tables_samples_per_second_and_shade_n
                 # The DDP table writes "2 processes", FSDP's "2".
                 cells = [spread(row["samples/s"]) for row in rows if row["processes"] in (f"{x:g}", ranks_label(int(x), False))]
                 assert any(close(median, m) and close(ends[0], lo) and close(ends[1], hi) for m, lo, hi in cells), (name, label, x, cells)
+
+
+def test_the_answer_and_ddp_figures_draw_their_tables(report, md):
+    drawn = figures(report)
+    assert check_answer_figure(md, drawn) == 4  # DDP and FSDP, each on one node and over 2 nodes
+    assert check_per_sample_figures(md, drawn) >= 3 and check_scaling_bars(md, drawn) == 2
 
 
 def test_the_fsdp_figure_draws_its_step_table(report, md):
