@@ -3,10 +3,11 @@
 Each suite that trains (ddp, fsdp) says what its runs found through two optional
 functions of its report part: `findings(comparison) -> list[Finding]` and
 `answer_plots(comparison, plot, colours) -> list[Plot]` (ddp's per-sample time x #GPUs). This module
-turns the findings of every suite into one verdict line per machine and workload, a table of every
+turns the findings of every suite into one figure, the throughput lost per workload and link with a
+panel per machine (lost_figure.py), a verdict line per machine and workload, a table of every
 finding, and then those plots. A finding may be predicted rather than measured (a link the user
 does not have, from the predictor) and may carry notes (an expected range judged): both
-are shown as they come.
+are shown as they come; the figure draws the measured ones.
 """
 
 from __future__ import annotations
@@ -217,8 +218,9 @@ def _answer_figure(findings: list[Finding], comparison: Comparison, plot, concer
                f"efficiency), with its {LEVEL_LABEL}, a point per link at the largest global batch measured; a panel per "
                f"machine. Shaded: negligible under {NEGLIGIBLE_BELOW:.0%}, noticeable to {SEVERE_ABOVE:.0%}, severe past it. "
                "⚠: a flagged figure, or hosts that shared a machine; the lines below say which.")
-    return [plot(LF.lost_figure, (rows, (NEGLIGIBLE_BELOW * 100, SEVERE_ABOVE * 100), ranks.many), "answer-throughput-lost",
-                 "Throughput lost per workload and link", caption)]
+    bands = (NEGLIGIBLE_BELOW * 100, SEVERE_ABOVE * 100)
+    return [plot(LF.lost_figure, (rows, bands, ranks.many, LEVEL_LABEL), "answer-throughput-lost", "Throughput lost per workload and link",
+                 caption)]
 
 
 def section(comparison: Comparison, plot, colours: dict) -> list:

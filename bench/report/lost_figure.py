@@ -5,7 +5,10 @@ row per machine, workload, rank count and global batch, each with a value per li
 from __future__ import annotations
 
 import textwrap
+from collections import defaultdict
 from dataclasses import dataclass
+
+import numpy as np
 
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
@@ -51,10 +54,10 @@ def height_in(rows: list[Row]) -> float:
     return ROW_IN * len(rows) + 0.45 * machines + 1.0 + P.legend_height(links + 3)
 
 
-def lost_figure(rows: list[Row], bands: tuple, unit: str) -> Figure:
+def lost_figure(rows: list[Row], bands: tuple, unit: str, interval: str) -> Figure:
     """A panel per machine, a row per workload (its rank count and global batch), a point per link
     with its interval; bands = (negligible below, severe above) in percent, shaded behind; unit:
-    "GPUs" or "processes", for the axis."""
+    "GPUs" or "processes", and interval ("95% CI"), for the axis."""
     machines = list(dict.fromkeys(row.machine for row in rows))
     links = sorted({point.link for row in rows for point in row.points})
     styles = {link: {"color": P.PALETTE[i % len(P.PALETTE)], "marker": P.MARKERS[i % len(P.MARKERS)]} for i, link in enumerate(links)}
@@ -68,20 +71,23 @@ def lost_figure(rows: list[Row], bands: tuple, unit: str) -> Figure:
         mine = [row for row in rows if row.machine == machine]
         for colour, (start, end) in zip(BANDS, ((left - 100, negligible), (negligible, severe), (severe, 200))):
             ax.axvspan(start, end, color=colour, linewidth=0, zorder=0)
+        at = defaultdict(list)  # link -> [(y, point)]: one line of points a link, each row's links one above another
         for y, row in enumerate(mine):
             for k, point in enumerate(row.points):
-                at = y + (k - (len(row.points) - 1) / 2) * min(0.22, 0.8 / len(row.points))
-                low = point.low if point.low is not None else point.value
-                high = point.high if point.high is not None else point.value
-                ax.errorbar([point.value], [at], xerr=[[point.value - low], [high - point.value]], capsize=3, markersize=6,
-                            linestyle="none", linewidth=1.6, zorder=3, **styles[point.link])
+                at[point.link].append((y + (k - (len(row.points) - 1) / 2) * min(0.22, 0.8 / len(row.points)), point))
                 P.drawn_value(ax, point.link, row.label, point.value, point.low, point.high)
+        for link, placed in at.items():
+            values = np.array([point.value for _, point in placed])
+            lows = np.array([point.value if point.low is None else point.low for _, point in placed])
+            highs = np.array([point.value if point.high is None else point.high for _, point in placed])
+            ax.errorbar(values, [y for y, _ in placed], xerr=[values - lows, highs - values], capsize=3, markersize=6,
+                        linestyle="none", linewidth=1.6, zorder=3, **styles[link])
         ax.set_yticks(range(len(mine)), [row.tick for row in mine], fontsize=8)
         ax.set_ylim(len(mine) - 0.5, -0.5)  # the first row on top
         ax.set_xlim(left - 1, min(right * 1.08 + 1, 101))
         ax.set_title(machine, fontsize=9, loc="left")
         ax.grid(True, axis="x", alpha=0.4)
-    axes[-1].set_xlabel(f"training throughput lost (%) by N {unit} against N × one, with its 95% CI")
+    axes[-1].set_xlabel(f"training throughput lost (%) by N {unit} against N × one, with its {interval}")
     fig.suptitle("Training throughput lost per workload and link (lower is better)", fontsize=11)
     handles = [Line2D([], [], linestyle="none", markersize=6, **styles[link]) for link in links]
     names = (f"negligible: under {negligible:g}% lost", f"noticeable: {negligible:g}-{severe:g}%", f"severe: past {severe:g}%")
