@@ -342,7 +342,8 @@ def parser() -> argparse.ArgumentParser:
     compare = sub.add_parser("compare", help="judge bundle NEW against bundle ORIGINAL run by run, without rerunning")
     compare.add_argument("original", type=Path)
     compare.add_argument("new", type=Path)
-    compare.add_argument("--out", type=Path, help="folder for verdict.md and verdict.json (default: NEW's folder)")
+    compare.add_argument("--out", type=Path, default=Path("results"),
+                         help="folder for verdict.md and verdict.json (default: results); never the bundles' own folders, which compare only reads")
     _verdict_options(compare)
     compare.set_defaults(func=cmd_compare)
 

@@ -38,6 +38,7 @@ CHECK = (
     "tests/judging/test_ranges.py",
     "tests/models/test_llama.py",
     "tests/report/test_degenerate_bundles.py",
+    "tests/report/test_figures_agree.py",
     "tests/report/test_gzip_bundles.py",
     "tests/report/test_report_answer.py",
     "tests/report/test_report_merge.py",
@@ -51,6 +52,7 @@ CHECK = (
     "tests/suites/test_predict_topologies.py",
     "tests/suites/test_predicted_line.py",
     "tests/suites/test_suite_contract.py",
+    "tests/verify/test_compare_out.py",
 )
 
 FULL_ONLY = (
@@ -79,6 +81,7 @@ FULL_ONLY = (
     "tests/report/test_report_cli.py",
     "tests/report/test_report_many_bundles.py",
     "tests/report/test_report_readable.py",
+    "tests/report/test_report_reader.py",
     "tests/suites/test_a_new_suite.py",
     "tests/suites/test_collectives.py",
     "tests/suites/test_ddp.py",

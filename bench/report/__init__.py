@@ -26,6 +26,9 @@ from bench.report.document import Heading, Paragraph, Plot
 from bench.report.merge import MAX_HOST_SERIES, MISMATCH, Comparison, merge
 
 TITLE = "ddpbench report"
+CPU_ONLY = ("CPU only: every rank of these bundles is a process on a CPU, talking over gloo. This report shows ddpbench "
+            "working, not a link: none of its figures is about a link between accelerators; run the plan on a machine with "
+            "them to judge one.")
 
 
 class _Plots:
@@ -76,6 +79,7 @@ def _summary(comparison: Comparison, skipped: list[str]) -> list:
         machines += f" ({count(len(comparison.hosts), 'host entry', 'host entries')} of the bundles)"
     blocks = [Paragraph(f"{count(len(bundles), 'bundle')} ({ids}) from {machines}; ddpbench {versions}."
                         + (f" {failed} host(s) measured nothing: see What failed, at the end." if failed else ""))]
+    blocks += [Paragraph(line, warning=True) for line in dict.fromkeys(answer.shared_hosts(comparison).values())]
     if skipped:
         blocks.append(Paragraph(f"Skipped {len(skipped)} file(s) that are not valid bundles:\n" + "\n".join(skipped), warning=True))
     incomplete = [b["run_id"] for b in bundles if not b["complete"]]
@@ -120,13 +124,14 @@ def _suite_sections(comparison: Comparison, plot: _Plots, colours: dict) -> list
 def build(comparison: Comparison, out_dir: Path, skipped: list[str]) -> list:
     """The report's blocks; every plot is drawn into out_dir (as PNG and SVG) before this returns.
 
-    The answer comes first (answer.py), then the bundles and hosts that measured, each suite's part,
-    the counters; what failed last, in a section of its own."""
+    The answer comes first (answer.py: its figure, then its lines; on a CPU, after a line that says the
+    report is not about a GPU link), then the bundles and hosts that measured, each suite's part, the
+    counters; what failed last, in a section of its own."""
     plot = _Plots(out_dir)
     colours = P.palette([e.series for e in comparison.runs])
-    provenance, *summary = _summary(comparison, skipped)
-    blocks = [Heading(1, TITLE), provenance, *answer.section(comparison, plot, colours),
-              Heading(2, "Hosts"), *summary, T.hosts_table(comparison), *machine.concerns(comparison)]
+    cpu = [Paragraph(CPU_ONLY, strong=True)] if comparison.ranks.cpu and comparison.runs else []
+    blocks = [Heading(1, TITLE), *cpu, *answer.section(comparison, plot, colours),
+              Heading(2, "Hosts"), *_summary(comparison, skipped), T.hosts_table(comparison), *machine.concerns(comparison)]
     results = _suite_sections(comparison, plot, colours)
     results += normal.section(comparison) if results else []
     counters = machine.counters(comparison)

@@ -3,10 +3,11 @@
 Each suite that trains (ddp, fsdp) says what its runs found through two optional
 functions of its report part: `findings(comparison) -> list[Finding]` and
 `answer_plots(comparison, plot, colours) -> list[Plot]` (ddp's per-sample time x #GPUs). This module
-turns the findings of every suite into one verdict line per machine and workload, a table of every
+turns the findings of every suite into one figure, the throughput lost per workload and link with a
+panel per machine (lost_figure.py), a verdict line per machine and workload, a table of every
 finding, and then those plots. A finding may be predicted rather than measured (a link the user
 does not have, from the predictor) and may carry notes (an expected range judged): both
-are shown as they come.
+are shown as they come; the figure draws the measured ones.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from bench import suites
 from bench.common.stats import LEVEL_LABEL, Spread
 from bench.common.units import plain, time_unit
 from bench.judging import shared_machine
+from bench.report import lost_figure as LF
 from bench.report.document import Bullets, Heading, Paragraph, Table
 from bench.report.merge import Comparison, Ranks, Series
 from bench.suites.training import TrainingSuite
@@ -54,6 +56,8 @@ class Finding:
     flags: str = ""  # " ⚠ code, ...": the runs' implausible figures (the suite's warnings table says why)
     notes: tuple = ()  # lines another part adds to this finding (an expected range judged, say)
     predicted: bool = False  # a predicted figure (a link these bundles did not measure), not a measured one
+    baseline: str = ""  # the run it is scaled against, where that is not its own on one rank: "ddp's 1-GPU run"
+    hosts: frozenset = frozenset()  # (bundle run id, host name) of the runs it pools: what a bundle's warning concerns
 
     @property
     def lost(self) -> "float | None":
@@ -132,7 +136,7 @@ def _line(machine: str, workload: str, ranks: str, findings: list[Finding], othe
                 "1-rank run of the same shape to set it against; run world size 1 beside it.")
     head = _headline(scaled)
     text = (f"{machine} — {workload}, {ranks} over {_link(head)}: {busy}{judged(head)}, {_lost(head)} of the training "
-            f"throughput{head.flags}")
+            f"throughput{_against(head)}{head.flags}")
     if head.exposed_s is not None:
         text += f"; {_exposed(head)} per step is exposed communication"
     same = sorted((f for f in scaled if f.series == head.series and f.predicted == head.predicted and f is not head),
@@ -150,13 +154,17 @@ def _line(machine: str, workload: str, ranks: str, findings: list[Finding], othe
     return text + quiet
 
 
+def _against(finding: Finding) -> str:
+    return f" against {finding.baseline}" if finding.baseline else ""
+
+
 def _table(findings: list[Finding], ranks: Ranks) -> Table:
     rows = []
     for f in findings:
         scaled = f.efficiency is not None
         rows.append([f.series.machine, f.workload, f.ranks, _link(f), str(f.global_batch),
                      _interval(f.efficiency) + f.flags if scaled else "-",
-                     f"{judged(f)}: {_lost(f)}" if scaled else ("no link (1 rank)" if f.ranks.startswith("1 ") else "no baseline"),
+                     f"{judged(f)}: {_lost(f)}{_against(f)}" if scaled else ("no link (1 rank)" if f.ranks.startswith("1 ") else "no baseline"),
                      _exposed(f)])
     machine, link = ("host · hardware", "transport used") if ranks.cpu else ("host · GPUs and link", "link NCCL used")
     return Table([machine, "workload", "ranks", link, "global batch", f"scaling % [{LEVEL_LABEL}]",
@@ -170,14 +178,59 @@ def _parts(comparison: Comparison) -> list:
             if part is not None and hasattr(part, "findings")]
 
 
+def shared_hosts(comparison: Comparison) -> dict:
+    """(bundle run id, host name) -> the warning of its bundle that it and other hosts were one machine
+    (they ran at the same time: nothing they measured is that machine's alone)."""
+    said = {}
+    for bundle in comparison.bundles:
+        for names, line in zip(shared_machine.shared(bundle["hosts"]), shared_machine.warnings(bundle["hosts"])):
+            said.update({(bundle["run_id"], name): f"Bundle {bundle['run_id']}: {line}." for name in names})
+    return said
+
+
+def _figure_rows(findings: list[Finding], concerned) -> list[LF.Row]:
+    """A row per machine, workload, rank count and global batch, a point per link: each link measured
+    at its largest global batch (the one its line leads with)."""
+    largest = {}
+    for f in findings:
+        key = (f.series, f.workload, f.ranks)
+        if f.efficiency is not None and not f.predicted and (key not in largest or f.global_batch > largest[key].global_batch):
+            largest[key] = f
+    rows = defaultdict(list)
+    for f in sorted(largest.values(), key=_order):
+        rows[(f.series.machine, f.workload, f.ranks, f.global_batch)].append(f)
+    found = []
+    for (machine, workload, ranks, batch), mine in rows.items():
+        warned = any(f.flags or concerned(f) for f in mine)
+        points = tuple(LF.Lost(_link(f), 100 * (1 - f.efficiency.median),
+                               None if f.efficiency.high is None else 100 * (1 - f.efficiency.high),
+                               None if f.efficiency.low is None else 100 * (1 - f.efficiency.low)) for f in mine)
+        found.append(LF.Row(machine, workload, f"{ranks} · global batch {batch}", warned, points))
+    return found
+
+
+def _answer_figure(findings: list[Finding], comparison: Comparison, plot, concerned) -> list:
+    rows = _figure_rows(findings, concerned)
+    if not rows:
+        return []
+    ranks = comparison.ranks
+    caption = (f"Each point: the share of training throughput N {ranks.many} lose against N times one {ranks.one} (1 − scaling "
+               f"efficiency), with its {LEVEL_LABEL}, a point per link at the largest global batch measured; a panel per "
+               f"machine. Shaded: negligible under {NEGLIGIBLE_BELOW:.0%}, noticeable to {SEVERE_ABOVE:.0%}, severe past it. "
+               "⚠: a flagged figure, or hosts that shared a machine; the lines below say which.")
+    bands = (NEGLIGIBLE_BELOW * 100, SEVERE_ABOVE * 100)
+    return [plot(LF.lost_figure, (rows, bands, ranks.many, LEVEL_LABEL), "answer-throughput-lost", "Throughput lost per workload and link",
+                 caption)]
+
+
 def section(comparison: Comparison, plot, colours: dict) -> list:
-    """The answer: a verdict line per machine, workload and rank count, every finding in a table,
-    then the figures that show it (the per-sample time x #GPUs per workload)."""
+    """The answer: its figure (the throughput lost per workload and link, a panel per machine) first,
+    then a verdict line per machine, workload and rank count, every finding in a table, then the
+    figures that show it (the throughput and the per-sample time x #GPUs per workload). A warning of
+    one bundle (its hosts shared a machine) stands in the lines of the findings it concerns."""
     parts = _parts(comparison)
     findings = [finding for part in parts for finding in part.findings(comparison)]
-    # Hosts of one bundle that are one machine ran at the same time: nothing below is that machine's alone.
-    blocks = [Heading(2, TITLE), *(Paragraph(f"Bundle {bundle['run_id']}: {line}.", warning=True)
-                                   for bundle in comparison.bundles for line in shared_machine.warnings(bundle["hosts"]))]
+    blocks = [Heading(2, TITLE)]
     busy = {entry.series for entry in comparison.runs if entry.series.busy}
     apart = [Paragraph(busy_apart(comparison.ranks), warning=True)] if busy else []
     if not findings:
@@ -186,12 +239,19 @@ def section(comparison: Comparison, plot, colours: dict) -> list:
             f"No training run in these bundles (suites {', '.join(training)}): nothing says how much the link costs "
             "training. Run a plan that trains (quick, seed000, seed001, seed001-sharded or seed002); the sections below "
             "show what the links themselves do.", warning=True)] + apart
+    shared = shared_hosts(comparison)
+
+    def concerned(finding: Finding) -> list[str]:
+        return sorted({shared[host] for host in finding.hosts if host in shared})
+
     groups = defaultdict(list)
     for f in findings:
         groups[(f.series.machine, f.workload, f.ranks)].append(f)
     lines = [_line(machine, workload, ranks, mine, _others(comparison, {f.series for f in mine} & busy))
+             + "".join(f" ⚠ {said}" for said in sorted({said for f in mine for said in concerned(f)}))
              for (machine, workload, ranks), mine in sorted(groups.items())]
-    blocks += [Paragraph(thresholds(comparison.ranks)), Bullets(lines), _table(sorted(findings, key=_order), comparison.ranks), *apart]
+    blocks += [*_answer_figure(findings, comparison, plot, concerned), Paragraph(thresholds(comparison.ranks)), Bullets(lines),
+               _table(sorted(findings, key=_order), comparison.ranks), *apart]
     for part in parts:
         if hasattr(part, "answer_plots"):
             blocks += part.answer_plots(comparison, plot, colours)

@@ -38,3 +38,8 @@ class Plot:
     caption: str
     png: Path
     svg: Path
+
+    @property
+    def data(self) -> Path:
+        """The values the plot drew (bench.report.plots.drawn), beside its PNG and SVG."""
+        return self.png.with_suffix(".json")

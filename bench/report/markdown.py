@@ -40,7 +40,7 @@ def render(blocks: list) -> str:
                 + ["| " + " | ".join(_cell(c) for c in row) + " |" for row in block.rows]
             ))
         elif isinstance(block, Plot):
-            out.append(f"![{_text(block.title)}]({block.png.name})\n\n*{_text(block.caption)}* (Also as [SVG]({block.svg.name}).)")
+            out.append(f"![{_text(block.title)}]({block.png.name})\n\n*{_text(block.caption)}* (Also as [SVG]({block.svg.name}); the values drawn: [JSON]({block.data.name}).)")
         else:
             raise TypeError(f"not a report block: {block!r}")
     return "\n\n".join(out) + "\n"

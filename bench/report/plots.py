@@ -1,4 +1,5 @@
-"""The report's plots, each built as a matplotlib Figure (no pyplot, no display) and saved as PNG and SVG.
+"""The report's plots, each built as a matplotlib Figure (no pyplot, no display) and saved as PNG and
+SVG, with the values it drew beside them (NAME.json: see drawn()).
 
 Sized for a blog column: 8 inches wide, shown at about 800 px, where 10 pt text is about 14 px.
 A series keeps its colour in every plot of a report; the legend sits under the axes, where it
@@ -7,6 +8,7 @@ cannot hide data.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import textwrap
@@ -141,6 +143,30 @@ MARKERS = ["o", "^", "v", "D", "P", "X", "*", "<", ">", "h"]
 BASELINE_MARKER = "s"  # no series' marker: a baseline is never taken for a series
 
 
+def drawn(ax) -> dict:
+    """What an axes drew, as numbers in the units of its axes: "lines" ({label, points: [[x, y, low,
+    high]]}), "values" (a bar's or a point's of a category: {label, group, value, low, high}) and
+    "shaded" ({from, to, label}) spans. Each drawing helper adds what it draws as it draws it; save()
+    writes every axes' record beside the PNG and SVG (NAME.json), so that a figure can be read back
+    and set against its table."""
+    return ax.__dict__.setdefault("_ddpbench_drawn", {"lines": [], "values": [], "shaded": []})
+
+
+def _number(value) -> "float | None":
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def drawn_line(ax, label: str, points) -> None:
+    """A line's points, [(x, y)] or [(x, y, low, high)], into drawn(ax)."""
+    drawn(ax)["lines"].append({"label": label, "points": [[_number(v) if v is not None else None for v in point] for point in points]})
+
+
+def drawn_value(ax, label: str, group: str, value: float, low: "float | None" = None, high: "float | None" = None) -> None:
+    drawn(ax)["values"].append({"label": label, "group": group, "value": _number(value),
+                              "low": None if low is None else _number(low), "high": None if high is None else _number(high)})
+
+
 def errorbar(ax, line: Line, factor: float, style: dict, in_legend: bool = True) -> None:
     """Median with p5-p95 bars, each point on its own x tick; lines at one x are told apart by
     marker and line style, their bars drawn light so that one does not hide another."""
@@ -148,6 +174,7 @@ def errorbar(ax, line: Line, factor: float, style: dict, in_legend: bool = True)
     med = np.array([s.median for _, s in line.points]) * factor
     low = np.array([s.low if s.low is not None else s.median for _, s in line.points]) * factor
     high = np.array([s.high if s.high is not None else s.median for _, s in line.points]) * factor
+    drawn_line(ax, line.label, zip(xs, med, low, high))
     style = {"markersize": 5, "linewidth": 1.6, **style}
     _, _, bars = ax.errorbar(xs, med, yerr=[med - low, high - med], capsize=3, **style)
     for bar in bars:
@@ -194,8 +221,18 @@ def plot_text(text: str) -> str:
     return visible(text).replace("$", r"\$")
 
 
+def figure_data(fig: Figure) -> dict:
+    """The figure's drawn values (drawn()), an entry per axes that drew any, with its title and axis labels."""
+    panels = []
+    for ax in fig.axes:
+        record = drawn(ax)
+        if any(record.values()):
+            panels.append({"title": ax.get_title() or ax.get_title(loc="left"), "xlabel": ax.get_xlabel(), "ylabel": ax.get_ylabel(), **record})
+    return {"title": fig.get_suptitle(), "axes": panels}
+
+
 def save(fig: Figure, png: Path, svg: Path) -> None:
-    """Write the PNG and the SVG from one layout.
+    """Write the PNG and the SVG from one layout, and the values drawn beside them (the PNG's stem + .json).
 
     One Agg draw lays the figure out and rasterizes it; the PNG is that buffer. The SVG then keeps
     those positions (no layout engine, so no second layout and no throw-away pre-draw) and its text
@@ -220,3 +257,5 @@ def save(fig: Figure, png: Path, svg: Path) -> None:
         fig.set_layout_engine(None)
         with open_anew(svg, "wb") as out:
             fig.savefig(out, format="svg", metadata={"Date": None})
+    with open_anew(png.with_suffix(".json")) as out:
+        json.dump(figure_data(fig), out, indent=1, allow_nan=False)

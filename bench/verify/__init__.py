@@ -1,5 +1,7 @@
 """Verify a published bundle: rerun its plan (`verify`) or compare two bundles (`compare`), run by
-run, and write the verdict (verdict.md, verdict.json) beside the new bundle."""
+run, and write the verdict (verdict.md, verdict.json) into the folder --out names: verify's beside
+the new bundle it wrote there, compare's into that folder itself. Neither writes where a bundle it
+only reads lies (a published folder, a read-only one)."""
 
 from __future__ import annotations
 
@@ -49,11 +51,11 @@ def judge(original: dict, original_signature: Signature, new: dict, new_signatur
 
 
 def compare_files(original_path: Path, new_path: Path, *, tolerances: dict, host_map: dict,
-                  allowed_signers: "Path | None", require_signature: bool, out_dir: "Path | None") -> tuple[str, str, tuple[Path, Path]]:
+                  allowed_signers: "Path | None", require_signature: bool, out_dir: Path) -> tuple[str, str, tuple[Path, Path]]:
     """`ddpbench compare A B`: both bundles checked (sha256, schema, signatures: each one's signer
-    against the allowed signers, where given), no rerun."""
+    against the allowed signers, where given), no rerun; the verdict goes into out_dir."""
     original = read_bundle(original_path)
     original_signature = check_signature(original_path, allowed_signers, require_signature)
     new = read_bundle(new_path)
     new_signature = check_signature(new_path, allowed_signers, False)
-    return judge(original, original_signature, new, new_signature, tolerances, host_map, out_dir or new_path.parent)
+    return judge(original, original_signature, new, new_signature, tolerances, host_map, out_dir)

@@ -601,16 +601,19 @@ def test_planted_links_in_out_are_never_followed(planted, tiny_bundle, tmp_path,
     assert not victim.exists()
 
 
-def test_compare_into_a_strangers_folder_with_a_planted_link(tiny_bundle, tmp_path, sandbox):
-    """Without --out the verdict goes beside the new bundle: a downloaded folder."""
+def test_compare_leaves_a_strangers_folder_with_a_planted_link_alone(tiny_bundle, tmp_path, sandbox):
+    """compare only reads a downloaded bundle's folder: its verdict goes to --out (default results/),
+    so a link planted beside the bundle is never followed."""
     folder = tmp_path / "download"
     folder.mkdir()
     new = folder / "bundle.json"
     new.write_text(tiny_bundle.read_text())
     victim = tmp_path / "victim"
     (folder / "verdict.md").symlink_to(victim)
-    refused(run_cli("compare", str(tiny_bundle), str(new), cwd=sandbox[0]), sandbox, "a symbolic link")
-    assert not victim.exists()
+    done = run_cli("compare", str(tiny_bundle), str(new), cwd=sandbox[0])
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert not victim.exists() and sorted(p.name for p in folder.iterdir()) == ["bundle.json", "verdict.md"]
+    assert (sandbox[0] / "results" / "verdict.md").is_file()
 
 
 def test_out_under_a_file(tiny_bundle, tmp_path, sandbox):

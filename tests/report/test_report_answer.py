@@ -131,7 +131,7 @@ def test_failed_bundles_stand_apart_from_the_results(fleet, real_bundle, tmp_pat
     bad = write(tmp_path / "failed.json", seal({k: v for k, v in failed.items() if k != "sha256"}))
     assert main(["report", str(fleet["rig-3090"]), str(bad), "--out", str(tmp_path / "out")]) == 0
     md = (tmp_path / "out" / "report.md").read_text()
-    assert "1 host(s) measured nothing: see What failed, at the end." in md.split("\n## ", 1)[0]
+    assert "1 host(s) measured nothing: see What failed, at the end." in md.split("\n## Hosts\n", 1)[1].split("\n## ", 1)[0]
     assert "refused" not in _section(md, "Hosts")
     assert (f"- refused (bundle {failed['run_id']}): failed: collectives: begin_bytes 8192 is larger than end_bytes 4096; "
             "lower begin_bytes") in _section(md, "What failed")

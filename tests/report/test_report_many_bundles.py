@@ -105,14 +105,16 @@ def nine_figures(nine, tmp_path_factory) -> tuple[list, list]:
     return blocks, drawn
 
 
-def test_no_two_lines_of_a_figure_share_colour_and_marker(nine_figures):
+def test_no_two_lines_of_a_plot_share_colour_and_marker(nine_figures):
+    """Within one plot (an axes): a figure of several panels draws a series alike in each, as its legend's one entry says."""
     _, drawn = nine_figures
     assert any(stem.startswith("busbw") for stem, _ in drawn)
     for stem, fig in drawn:
-        styles = [(to_hex(line.get_color()), line.get_marker()) for ax in fig.axes for line in ax.get_lines()
-                  if len(line.get_xdata()) and line.get_marker() in (*P.MARKERS, P.BASELINE_MARKER, ".")]
-        alike = {style for style in styles if styles.count(style) > 1}
-        assert not alike, f"{stem}: lines alike in colour and marker: {alike}"
+        for ax in fig.axes:
+            styles = [(to_hex(line.get_color()), line.get_marker()) for line in ax.get_lines()
+                      if len(line.get_xdata()) and line.get_marker() in (*P.MARKERS, P.BASELINE_MARKER, ".")]
+            alike = {style for style in styles if styles.count(style) > 1}
+            assert not alike, f"{stem}: lines alike in colour and marker: {alike}"
 
 
 def test_a_crowded_figure_is_split_by_op_then_dtype(nine_figures):
@@ -159,8 +161,11 @@ def test_times_print_in_readable_units(nine, tmp_path):
 
 def test_hosts_are_counted_as_machines(nine, real_bundle, tmp_path, monkeypatch):
     monkeypatch.setattr(P, "save", lambda fig, png, svg: None)  # the summary is what this test reads
+    def provenance(blocks: list) -> str:  # under Hosts: where the bundles came from
+        return next(block.text for block in blocks if getattr(block, "text", "").startswith("3 bundles ("))
+
     blocks = bench.report.build(merge(nine[:3]), tmp_path / "three", [])
-    assert blocks[1].text.startswith("3 bundles (") and " from 3 machines; " in blocks[1].text
+    assert provenance(blocks).startswith("3 bundles (") and " from 3 machines; " in provenance(blocks)
     same = [make_variant(real_bundle, "local", run_id=f"20260101T00000{i}Z-cccccc") for i in range(3)]
     blocks = bench.report.build(merge(same), tmp_path / "one", [])
-    assert " from 1 machine (3 host entries of the bundles); " in blocks[1].text, blocks[1].text
+    assert " from 1 machine (3 host entries of the bundles); " in provenance(blocks), provenance(blocks)

@@ -6,6 +6,7 @@ real CPU run of the shipped scaling plan."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import gzip
 import json
 import re
@@ -132,7 +133,7 @@ def test_the_figure_draws_each_line_the_ideal_and_the_node_boundary(gpu_bundle, 
     legend = [t.get_text() for t in fig.legends[0].get_texts()]
     assert all(any(text.startswith(line.label) for text in legend) for line in figure.lines)
     assert "ideal: the 1-GPU throughput × GPUs" in legend
-    assert "node boundary: 2 nodes of 2 GPUs each to its right" in legend
+    assert "node boundary of the lines over 2 nodes: 2 GPUs a node" in legend
     (ideal,) = [line for line in ax.lines if line.get_label().startswith("ideal")]
     assert list(ideal.get_xdata()) == [1, 2, 4]
     assert list(ideal.get_ydata()) == pytest.approx([figure.ideal * x for x in (1, 2, 4)])
@@ -140,6 +141,23 @@ def test_the_figure_draws_each_line_the_ideal_and_the_node_boundary(gpu_bundle, 
     assert list(boundary.get_xdata()) == [3, 3]  # between 2 GPUs (one node) and 4 (two)
     P.save(fig, tmp_path / "f.png", tmp_path / "f.svg")  # the GPU's $...$ stays text, not math
     assert "H100 $80GB$" in (tmp_path / "f.svg").read_text()
+    # 4 GPUs on one node stand right of it beside the 2 nodes: that side is not shaded as "2 nodes".
+    (drawn,) = json.loads((tmp_path / "f.json").read_text())["axes"]
+    assert drawn["shaded"] == [] and not any(text.get_text().strip() == "2 nodes →" for text in ax.texts)
+    assert {line["label"]: [point[0] for point in line["points"]] for line in drawn["lines"]} == {
+        "ideal: the 1-GPU throughput × GPUs": [1, 2, 4], **{line.label: [x for x, _ in line.points] for line in figure.lines}}
+
+
+def test_only_a_side_where_every_run_crossed_nodes_is_shaded_as_nodes(gpu_bundle, tmp_path):
+    (figure, *_) = scaling_figures(merge([gpu_bundle]), "ddp", workload)
+    # The figure as a plan that ran 4 GPUs only as 2 nodes of 2 would draw it.
+    single_node_below_4 = [dataclasses.replace(line, points=[p for p in line.points if p[0] < 4]) if line.detail == (1,) else line
+                           for line in figure.lines]
+    fig = scaling_figure(dataclasses.replace(figure, lines=single_node_below_4))
+    P.save(fig, tmp_path / "f.png", tmp_path / "f.svg")
+    (drawn,) = json.loads((tmp_path / "f.json").read_text())["axes"]
+    assert drawn["shaded"] == [{"from": 3, "to": 4.5, "label": "2 nodes"}]
+    assert any(text.get_text() == " 2 nodes →" for text in fig.axes[0].texts)
 
 
 def test_sharded_training_is_drawn_against_the_plain_model_on_one_gpu(gpu_bundle):
@@ -166,17 +184,3 @@ def test_the_report_puts_the_figure_in_its_answer(gpu_bundle, tmp_path):
     pictures = re.findall(r"!\[Throughput against GPUs, [^]]*\]\((throughput-[^)]+\.png)\)", answer)
     assert len(pictures) >= 2 and all((tmp_path / "report" / p).is_file() for p in pictures)
     assert "At 4 GPUs, measured ÷ ideal: default via P2P" in answer
-
-
-@pytest.mark.slow
-def test_the_scaling_plans_cpu_form_draws_its_processes_and_its_two_nodes(tmp_path):
-    done = cli("run", "--plan", "scaling", "--out", tmp_path)
-    assert done.returncode == 0, done.stdout + done.stderr
-    text = (next(tmp_path.glob("*/report.md"))).read_text()
-    answer = text.split("\n## ")[1]
-    captions = [line for line in answer.splitlines() if "measured ÷ ideal" in line]
-    assert len(captions) == 2, answer  # the plain model's training and the sharded one
-    for caption in captions:
-        assert re.search(r"At 2 processes, measured ÷ ideal: default \(gloo\) \d+%, default \(gloo\), 2 emulated nodes \d+%",
-                         caption), caption
-        assert "dotted: where a run's ranks outgrow one node" in caption

@@ -25,7 +25,7 @@ TIMEOUT_S = 120  # a cold start on a busy 2-core CI machine takes seconds, not m
 
 # Every block's box, in CSS pixels from the top left of the first screen.
 MEASURE = """JSON.stringify({width: window.innerWidth, height: window.innerHeight,
-  boxes: Array.from(document.body.querySelectorAll("h1, h2, h3, p, li, table, tr, figure"), el => {
+  boxes: Array.from(document.body.querySelectorAll("h1, h2, h3, p, li, table, tr, figure, img"), el => {
     const r = el.getBoundingClientRect();
     return {tag: el.tagName.toLowerCase(), text: el.innerText.slice(0, 300), top: r.top, bottom: r.bottom,
             left: r.left, right: r.right};

@@ -6,6 +6,7 @@ import copy
 import json
 import math
 import os
+import shutil
 import sys
 import subprocess
 from pathlib import Path
@@ -36,6 +37,9 @@ HOSTS_FILES = [REPO / "hosts" / "local.yaml"]
 
 
 def ddpbench(*args, check_rc: "int | None" = None) -> subprocess.CompletedProcess:
+    if args[0] == "compare" and "--out" not in args and len(args) > 2:
+        # These tests read a comparison's verdict from the folder of the bundle it judged (each their own).
+        args = (*args, "--out", Path(args[2]).parent)
     done = cli(*args)
     if check_rc is not None:
         assert done.returncode == check_rc, done.stdout + done.stderr
@@ -101,10 +105,19 @@ def one_line_error(done: subprocess.CompletedProcess, *needles: str) -> None:
 
 
 def test_honest_rerun_reproduces(original, hosts_file, tmp_path):
-    """The same plan, sampled as the original was, within a bound the estimate fits (the next test refuses it under a tighter one)."""
-    done = ddpbench("verify", original, "--hosts", hosts_file, "--out", tmp_path, "--tolerance", HONEST_TOLERANCE,
-                    "--max-hours", "1", check_rc=0)
-    (new_path,) = tmp_path.glob("*/bundle.json")
+    """The same plan, sampled as the original was, within a bound the estimate fits (the next test refuses it under a
+    tighter one). The original is read from a read-only folder, where nothing is written: the rerun and its verdict go to --out."""
+    held = tmp_path / "published"
+    held.mkdir()
+    shutil.copy(original, held / "bundle.json")
+    held.chmod(0o555)
+    try:
+        done = ddpbench("verify", held / "bundle.json", "--hosts", hosts_file, "--out", tmp_path / "out", "--tolerance",
+                        HONEST_TOLERANCE, "--max-hours", "1", check_rc=0)
+        assert [p.name for p in held.iterdir()] == ["bundle.json"]  # root ignores the mode: the listing shows it
+    finally:
+        held.chmod(0o755)
+    (new_path,) = (tmp_path / "out").glob("*/bundle.json")
     new = load(new_path)
     assert new["verification"]["of_sha256"] == load(original)["sha256"]
     assert new["plan"] == load(original)["plan"] and new["verification"]["left_out"] == []

@@ -130,6 +130,8 @@ def copy_bars_figure(bars: list[CopyBar]):
         med = np.array([bar.value.median for bar in mine])
         low, high = np.array([bar.value.low for bar in mine]), np.array([bar.value.high for bar in mine])
         ax.bar(xs, med, width * 0.92, yerr=[med - low, high - med], capsize=3, color=P.PALETTE[i % len(P.PALETTE)], label=label)
+        for bar in mine:
+            P.drawn_value(ax, label, bar.gpu, bar.value.median, bar.value.low, bar.value.high)
     for g, gpu in enumerate(gpus):
         peak = next((bar.peak_gbps for bar in bars if bar.gpu == gpu and bar.peak_gbps), None)
         if peak:

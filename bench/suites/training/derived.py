@@ -8,7 +8,7 @@ import statistics
 
 from bench import suites
 from bench.common.run import Run
-from bench.common.stats import LEVEL, ratio_of_medians
+from bench.common.stats import LEVEL, Spread, ratio_of_medians
 from bench.common.transports import setting_key
 from bench.suites.base import warning
 
@@ -54,24 +54,39 @@ def _unlike_baseline(run: Run, baseline: "Run | None", busy_shares: dict) -> str
     return UNLIKE_BASELINE + (f" (other processes took {' and '.join(busy)})" if busy else "")
 
 
+ABOVE_PERFECT, NEGATIVE_EXPOSED = "scaling_above_perfect", "negative_exposed_comm"
+
+
+def implausible(efficiency: "Spread | None", exposed_s: "float | None") -> list[str]:
+    """The codes of the scaling figures no correct measurement gives: an efficiency whose interval
+    lies above 100%, an exposed communication below zero. One run's (scaling_warnings) or the
+    figures a report pools from several runs: each is judged by what it shows."""
+    found = []
+    if efficiency is not None and efficiency.low is not None and efficiency.low > 1:
+        found.append(ABOVE_PERFECT)
+    if exposed_s is not None and exposed_s < 0:
+        found.append(NEGATIVE_EXPOSED)
+    return found
+
+
 def scaling_warnings(run: Run, baseline: "Run | None", busy_shares: dict) -> list[dict]:
     """A scaling efficiency whose interval lies above 100%, an exposed communication below zero
     (busy_shares: HostResults.busy_shares)."""
     cause = _unlike_baseline(run, baseline, busy_shares)
     found = []
-    if baseline is not None:
-        efficiency = ratio_of_medians(baseline.samples("per_sample_gpu_time_s"),
-                                      run.samples("per_sample_gpu_time_s"))
-        if efficiency is not None and efficiency.low is not None and efficiency.low > 1:
-            found.append(warning(
-                "scaling_above_perfect",
-                f"scaling efficiency {efficiency.median:.0%} (its {LEVEL:.0%} interval [{efficiency.low:.0%}, {efficiency.high:.0%}] "
-                f"lies above 100%): {run.world_size} ranks did more than {run.world_size} times the work of one", cause))
+    efficiency = None if baseline is None else ratio_of_medians(baseline.samples("per_sample_gpu_time_s"),
+                                                                 run.samples("per_sample_gpu_time_s"))
     exposed = run.derived.get("exposed_comm_s")
-    if exposed is not None and exposed < 0:
+    codes = implausible(efficiency, exposed)
+    if ABOVE_PERFECT in codes:
+        found.append(warning(
+            ABOVE_PERFECT,
+            f"scaling efficiency {efficiency.median:.0%} (its {LEVEL:.0%} interval [{efficiency.low:.0%}, {efficiency.high:.0%}] "
+            f"lies above 100%): {run.world_size} ranks did more than {run.world_size} times the work of one", cause))
+    if NEGATIVE_EXPOSED in codes:
         step = run.median("step_time_s")
         found.append(warning(
-            "negative_exposed_comm",
+            NEGATIVE_EXPOSED,
             f"exposed communication {exposed * 1e3:.4g} ms is negative: the 1-rank step for the same work per rank "
             f"({(step - exposed) * 1e3:.4g} ms) is slower than this {run.world_size}-rank step ({step * 1e3:.4g} ms)", cause))
     return found

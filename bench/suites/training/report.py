@@ -21,6 +21,7 @@ from bench.report.answer import Finding
 from bench.report.merge import MISMATCH, Comparison, RunEntry, Series
 from bench.report.series import Line, pooled
 from bench.suites.training import training_recipe
+from bench.suites.training.derived import ABOVE_PERFECT, NEGATIVE_EXPOSED, implausible
 
 
 @dataclass(frozen=True, order=True)
@@ -62,10 +63,31 @@ def _samples(runs: "list[Run]", metric: str) -> list:
     return [s for run in runs for s in run.samples(metric)]
 
 
+def _hosts(entries: list[RunEntry]) -> frozenset:
+    return frozenset((e.host.run_id, e.host.host["name"]) for e in entries)
+
+
+def _flags(entries: list[RunEntry], efficiency: "Spread | None", exposed: "float | None") -> str:
+    """" ⚠ code, ...": the runs' warnings but for those of their scaling figures, which are judged again
+    on the pooled figures the finding shows (one launch's negative exposed communication does not
+    flag a pooled figure that is positive)."""
+    scaling = {ABOVE_PERFECT, NEGATIVE_EXPOSED}
+    codes = {w["code"] for e in entries for w in e.run.warnings if w["code"] not in scaling} | set(implausible(efficiency, exposed))
+    return f" ⚠ {', '.join(sorted(codes))}" if codes else ""
+
+
+def _against(entries: list[RunEntry], bases: "list[Run]") -> str:
+    """The baseline named where it is another strategy's run (fsdp's against the plain model's): "ddp's
+    1-GPU run"; "" where it is the runs' own strategy on one rank."""
+    own = {suites.get(e.run.suite).strategy(e.params) for e in entries}
+    others = sorted({suites.get(run.suite).strategy(run.params) for run in bases} - own)
+    return " and ".join(f"{name}'s 1-{_rank_words(entries[0].run.on_gpu)[0]} run" for name in others)
+
+
 def _finding(name: str, ranks: str, batch: int, entries: list[RunEntry]) -> Finding:
     step = statistics.median(pooled(entries, "step_time_s"))
     if entries[0].run.world_size == 1:  # its own baseline: no link crossed, nothing to scale
-        return Finding(entries[0].series, name, ranks, batch, step, flags=T.flags(entries))
+        return Finding(entries[0].series, name, ranks, batch, step, flags=T.flags(entries), hosts=_hosts(entries))
     bases = _baseline_runs(entries)
     base_per_sample, base_step = _samples(bases, "per_sample_gpu_time_s"), _samples(bases, "step_time_s")
     mine = pooled(entries, "per_sample_gpu_time_s")
@@ -75,7 +97,8 @@ def _finding(name: str, ranks: str, batch: int, entries: list[RunEntry]) -> Find
         # The 1-GPU step for the same work per GPU: its step time x (this run's batch per GPU / its batch).
         per_gpu = batch / entries[0].run.world_size
         exposed = step - statistics.median(base_step) * per_gpu / bases[0].params["global_batch"]
-    return Finding(entries[0].series, name, ranks, batch, step, efficiency, exposed, flags=T.flags(entries))
+    return Finding(entries[0].series, name, ranks, batch, step, efficiency, exposed, flags=_flags(entries, efficiency, exposed),
+                   baseline=_against(entries, bases), hosts=_hosts(entries))
 
 
 def training_findings(comparison: Comparison, suite: str, workload_of) -> list[Finding]:
@@ -139,7 +162,7 @@ class ScalingFigure:
 
     title: str
     on_gpu: bool
-    lines: list  # [Line]: points (ranks, Spread of samples/s)
+    lines: list  # [Line]: points (ranks, Spread of samples/s); detail (nodes,): the nodes its runs were split into
     ideal: float  # the baseline's median samples/s on one rank (positive: a figure without one is not drawn)
     boundaries: list  # [(nodes, ranks a node)] of the multi-node lines: where a run crosses nodes
     baseline: str  # whose: "" (the suite's own runs), or the strategy of another suite's ("ddp ")
@@ -165,10 +188,10 @@ def scaling_figures(comparison: Comparison, suite: str, workload_of) -> list[Sca
     groups = defaultdict(list)
     for e in comparison.runs:
         if e.run.suite == suite and e.samples("samples_per_s"):
-            machine = (e.series.host, e.series.hardware)
+            machine = (e.series.host, e.series.hardware, e.series.busy)  # a busy machine's runs apart from its quiet ones
             groups[(machine, workload_of(e), e.params["global_batch"], e.run.on_gpu)].append(e)
     figures = {}
-    for ((host, hardware), w, batch, gpus), entries in sorted(groups.items()):  # the largest batch last: it stays
+    for ((host, hardware, busy), w, batch, gpus), entries in sorted(groups.items()):  # the largest batch last: it stays
         base = _samples_per_s(_baseline_runs(entries))
         several_nodes = any(topology(e.run).nodes > 1 for e in entries)
         counts = {1} | {e.run.world_size for e in entries}
@@ -183,13 +206,14 @@ def scaling_figures(comparison: Comparison, suite: str, workload_of) -> list[Sca
             for e in mine:
                 by_ranks[e.run.world_size] += e.samples("samples_per_s")
             label = _topology_label(top, mine)
-            lines.append(Line(Series(host, hardware, label, False), label, [(n, Spread.of(s)) for n, s in sorted(by_ranks.items())]))
+            lines.append(Line(Series(host, hardware, label, False, busy), label, [(n, Spread.of(s)) for n, s in sorted(by_ranks.items())],
+                              detail=(top.nodes,)))
         boundaries = sorted({(nodes["count"], nodes["ranks_per_node"]) for e in entries
                              if (nodes := e.run.transport.get("nodes") or {}).get("count", 1) > 1})
-        machine = Series(host, hardware, "", False).machine
+        machine = Series(host, hardware, "", False, busy).machine
         title = f"{machine} — {w.title}, global batch {batch}"
         other = {suites.get(run.suite).strategy(run.params) for run in _baseline_runs(entries) if run.suite != suite}
-        figures[(host, hardware), w, gpus] = ScalingFigure(title, gpus, lines, statistics.median(base), boundaries,
+        figures[(host, hardware, busy), w, gpus] = ScalingFigure(title, gpus, lines, statistics.median(base), boundaries,
                                                            "".join(f"{name} " for name in sorted(other)))
     return list(figures.values())
 
@@ -198,9 +222,15 @@ def _rank_words(on_gpu: bool) -> tuple:
     return ("GPU", "GPUs") if on_gpu else ("process", "processes")
 
 
+def _across_nodes(found: ScalingFigure, right_of: float) -> bool:
+    """Whether every point right of a node boundary is a run over several nodes: only then is that
+    side of the figure "N nodes" (a single-node run at the same rank count is not)."""
+    return all(line.detail[0] > 1 for line in found.lines for x, _ in line.points if x > right_of)
+
+
 def scaling_caption(found: ScalingFigure) -> str:
     rank, ranks = _rank_words(found.on_gpu)
-    boundary = "; dotted: where a run's ranks outgrow one node" if found.boundaries else ""
+    boundary = "; dotted: where the multi-node lines' ranks outgrow one node" if found.boundaries else ""
     efficiencies = ", ".join(f"{label} {value:.0%}" for label, value in found.efficiencies())
     return SCALING_CAPTION.format(ranks=ranks, rank=f"{found.baseline}1-{rank}", boundary=boundary, largest=ranks_label(found.largest, found.on_gpu),
                                   efficiencies=efficiencies)
@@ -215,18 +245,22 @@ def scaling_figure(found: ScalingFigure) -> Figure:
     fig = P.figure(4.6 + P.legend_height(len(labels) + 1 + len(found.boundaries), labels))
     ax = fig.add_subplot()
     xs = sorted({1} | {x for line in found.lines for x, _ in line.points})
-    ax.plot(xs, [found.ideal * x for x in xs], color=P.BASELINE_COLOUR, linestyle="--", linewidth=1.2,
-            label=f"ideal: the {found.baseline}1-{rank} throughput × {unit}")
+    ideal = f"ideal: the {found.baseline}1-{rank} throughput × {unit}"
+    ax.plot(xs, [found.ideal * x for x in xs], color=P.BASELINE_COLOUR, linestyle="--", linewidth=1.2, label=ideal)
+    P.drawn_line(ax, ideal, [(x, found.ideal * x) for x in xs])
     for line in found.lines:
         P.errorbar(ax, line, 1.0, colours.style(line.series))
-    for i, (count, per_node) in enumerate(found.boundaries):
+    shaded = False
+    for count, per_node in found.boundaries:
         # Between one node's rank count and the next measured one: the points left of it fit in a node.
         at = (per_node + min((x for x in xs if x > per_node), default=per_node + 1)) / 2
         ax.axvline(at, color="black", linestyle=":", linewidth=1.2,
-                   label=f"node boundary: {count} nodes of {per_node} {unit if per_node > 1 else rank} each to its right")
-        if i == 0:
+                   label=f"node boundary of the lines over {count} nodes: {per_node} {unit if per_node > 1 else rank} a node")
+        if not shaded and _across_nodes(found, at):  # shaded and named only where every run there crossed nodes
+            shaded = True
             ax.axvspan(at, xs[-1] + 0.5, color="grey", alpha=0.08, linewidth=0)
-        ax.text(at, 1.0, f" {count} nodes →", transform=ax.get_xaxis_transform(), fontsize=8, va="top", ha="left")
+            P.drawn(ax)["shaded"].append({"from": at, "to": xs[-1] + 0.5, "label": f"{count} nodes"})
+            ax.text(at, 1.0, f" {count} nodes →", transform=ax.get_xaxis_transform(), fontsize=8, va="top", ha="left")
     ax.set_xticks(xs, [str(x) for x in xs])
     ax.set_xlim(0.5, xs[-1] + 0.5)
     ax.set_ylim(bottom=0)

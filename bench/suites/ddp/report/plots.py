@@ -53,6 +53,7 @@ def per_sample_figure(workload: Workload, lines: list[Line], colours: dict, pred
         xs, ys = zip(*sorted(points))
         ax.plot(xs, [y * factor for y in ys], color=P.PALETTE[-1 - i % len(P.PALETTE)], linestyle=PREDICTED_STYLES[i % len(PREDICTED_STYLES)],
                 linewidth=1.1, alpha=0.8, marker="." if len(xs) == 1 else None, label=label)
+        P.drawn_line(ax, label, [(x, y * factor) for x, y in zip(xs, ys)])
     distinct = P.Distinct()
     for line in lines:
         if line.baseline:
@@ -116,6 +117,7 @@ def _efficiency_panel(ax, bars: list[Bar], series: list, colours: dict, top: flo
             low, high = (v.low, v.high) if v.low is not None and v.high is not None else (v.median, v.median)
             ax.bar(at, v.median * 100, width * 0.92, yerr=[[(v.median - low) * 100], [(high - v.median) * 100]], capsize=3,
                    color=colours[bar.series], hatch=_hatch(bar.series, colours), edgecolor="white", label=bar.series.label)
+            P.drawn_value(ax, bar.series.label, group, v.median * 100, low * 100, high * 100)
             if labelled:  # at the foot of the bar, clear of the error bar
                 ax.text(at, 2, f"{v.median * 100:.0f}%", ha="center", va="bottom", fontsize=8, fontweight="bold",
                         bbox={"boxstyle": "round,pad=0.2", "facecolor": "white", "edgecolor": "none", "alpha": 0.85})
@@ -153,6 +155,10 @@ def prediction_figure(predictions: list[Prediction], ranks: Ranks = GPU_RANKS) -
             ax.text(end * factor + right * 0.01, y, f"{total * factor:.3g} {unit}", va="center", fontsize=8)
         ticks += [(y, name) for y in ys]
     spreads = [p.measured.scaled(factor) for p in predictions]
+    for p, spread in zip(predictions, spreads):
+        row = f"{p.series.label} — {p.group.replace(chr(10), ', ')}"
+        P.drawn_value(ax, "predicted", row, p.predicted * factor)
+        P.drawn_value(ax, "measured", row, spread.median, spread.low, spread.high)
     medians = np.array([spread.median for spread in spreads])
     ax.errorbar(medians, rows - 1.55, xerr=[medians - [spread.low for spread in spreads], [spread.high for spread in spreads] - medians],
                 fmt="none", color="black", capsize=3, linewidth=1.2, label="p5-p95 of the measured step times")

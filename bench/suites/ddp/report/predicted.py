@@ -128,7 +128,7 @@ def against_table(found: list[HostPrediction]) -> "Table | None":
             p = a.run.params
             rows.append([
                 host.host, p["model"], str(p["global_batch"]), str(a.run.world_size), _in_ranks(a.shape, ranks),
-                a.run.preset, _algorithm(a.algorithm or CHOSEN, ranks), a.link,
+                a.run.preset, _algorithm(a.algorithm or CHOSEN, ranks), _in_ranks(a.link, ranks),
                 _measured_cell(a),
                 f"{_ms(a.from_one_gpu)} ({relative(a.error(a.from_one_gpu))})",
                 f"{_ms(a.from_own_steps)} ({relative(a.error(a.from_own_steps))})",
@@ -157,7 +157,7 @@ def errors_table(rows: list[ErrorRow], ranks: Ranks) -> "Table | None":
         return None
     return Table(["host", ranks.many, "topology", "link replayed", "algorithm", "launches", "runs", f"from the 1-{ranks.one} timeline",
                   "from its own steps without all-reduce", "compute + exposed communication model"],
-                 [[r.host, str(r.gpus), _in_ranks(r.shape, ranks), r.link, _algorithm(r.algorithm, ranks), str(r.launches), str(r.runs),
+                 [[r.host, str(r.gpus), _in_ranks(r.shape, ranks), _in_ranks(r.link, ranks), _algorithm(r.algorithm, ranks), str(r.launches), str(r.runs),
                    _signed(r.from_one_gpu), _signed(r.from_own_steps), _signed(r.exposed_model)] for r in rows])
 
 

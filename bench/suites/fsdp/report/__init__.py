@@ -12,42 +12,44 @@ from bench.common.units import human_bytes
 from bench.report import plots as P
 from bench.report import tables as T
 from bench.report.document import Heading, Paragraph, Table
-from bench.report.merge import Comparison, RunEntry
+from bench.common.transports import ranks_label
+from bench.report.merge import Comparison, Ranks, RunEntry
 from bench.suites.fsdp.report import plots as FP
 from bench.suites.fsdp.report.answer import answer_plots, findings  # noqa: F401 (the answer's hooks: bench/report/answer.py)
 from bench.suites.fsdp.report import series as FS
 
-SENSITIVITY_CAPTION = (
-    "Link sensitivity: the scaling efficiency under a transport / the scaling efficiency under default, for the same "
-    f"machine, model, strategy, global batch and #GPUs, with its {LEVEL_LABEL} (a bootstrap of the ratio of median "
-    "per-sample times). 100% means the link made no difference; where fsdp's ratio lies below DDP's, ZeRO-style sharding "
-    "loses more on that link than DDP does. Scaling is against the plain model on one GPU.")
+def sensitivity_caption(ranks: Ranks) -> str:
+    return ("Link sensitivity: the scaling efficiency under a transport / the scaling efficiency under default, for the same "
+            f"machine, model, strategy, global batch and #{ranks.many}, with its {LEVEL_LABEL} (a bootstrap of the ratio of "
+            "median per-sample times). 100% means the link made no difference; where fsdp's ratio lies below DDP's, ZeRO-style "
+            f"sharding loses more on that link than DDP does. Scaling is against the plain model on one {ranks.one}.")
 
 
 def section(comparison: Comparison, plot, colours: dict) -> list:
     entries = FS.training_entries(comparison)
     if not any(e.run.suite == "fsdp" for e in entries):
         return []
-    blocks = [Heading(2, "Sharded data parallelism (FSDP) beside DDP"), Heading(3, "Per-sample time × #GPUs by strategy")]
+    ranks = comparison.ranks
+    blocks = [Heading(2, "Sharded data parallelism (FSDP) beside DDP"), Heading(3, f"Per-sample time × #{ranks.many} by strategy")]
     for model, lines in FS.per_sample_lines(entries).items():
-        blocks.append(plot(FP.per_model_figure, (model, lines, colours), f"fsdp-per-sample-{P.slug(model.stem)}",
-                           f"Per-sample time x #GPUs by strategy, {model.title}", FP.CAPTION))
+        blocks.append(plot(FP.per_model_figure, (model, lines, colours, ranks), f"fsdp-per-sample-{P.slug(model.stem)}",
+                           f"Per-sample time × #{ranks.many} by strategy, {model.title}", FP.caption(ranks)))
     blocks.append(Heading(3, "Link sensitivity"))
-    table = sensitivity_table(FS.sensitivities(entries))
-    blocks += [Paragraph(SENSITIVITY_CAPTION), table] if table else [Paragraph(
-        "No strategy was measured on 2 or more GPUs under default and another transport: no link sensitivity to show.")]
-    blocks += [Heading(3, "Step times and what a step moves"), step_table(entries), *T.warnings_blocks(comparison, "fsdp")]
+    table = sensitivity_table(FS.sensitivities(entries), ranks)
+    blocks += [Paragraph(sensitivity_caption(ranks)), table] if table else [Paragraph(
+        f"No strategy was measured on 2 or more {ranks.many} under default and another transport: no link sensitivity to show.")]
+    blocks += [Heading(3, "Step times and what a step moves"), step_table(entries, ranks), *T.warnings_blocks(comparison, "fsdp")]
     return blocks
 
 
-def sensitivity_table(found: list) -> "Table | None":
+def sensitivity_table(found: list, ranks: Ranks) -> "Table | None":
     if not found:
         return None
     presets = sorted({preset for row in found for preset in row.ratios})
     rows = [[row.machine.machine, row.model.model, str(row.global_batch), str(row.world_size), row.strategy,
              T.percent_spread(row.scaling) if row.scaling else "-",
              *(T.percent_spread(row.ratios[p]) if p in row.ratios else "-" for p in presets)] for row in found]
-    return Table(["machine", "model", "global batch", "GPUs", "strategy", f"scaling under default [{LEVEL_LABEL}]",
+    return Table(["machine", "model", "global batch", ranks.many, "strategy", f"scaling under default [{LEVEL_LABEL}]",
                   *(f"{p} ÷ default [{LEVEL_LABEL}]" for p in presets)], rows)
 
 
@@ -70,7 +72,7 @@ def _per_rank_bytes(group: list[RunEntry]) -> str:
     return ", ".join(parts) or "-"
 
 
-def step_table(entries: list[RunEntry]) -> Table:
+def step_table(entries: list[RunEntry], ranks: Ranks) -> Table:
     groups = defaultdict(list)
     for entry in entries:
         ws = entry.run.world_size
@@ -85,7 +87,7 @@ def step_table(entries: list[RunEntry]) -> Table:
         mfu = T.pooled_spread(group, "mfu_fraction")
         exposed = T.pooled_spread(group, "gpu_comm_exposed_s")
         rows.append([
-            series.machine, series.transport_label if ws > 1 else "1 GPU", model.model, strategy, str(ws), str(batch),
+            series.machine, series.transport_label if ws > 1 else ranks_label(1, group[0].run.on_gpu), model.model, strategy, str(ws), str(batch),
             T.time_spread(T.pooled_spread(group, "step_time_s")),
             T.time_spread(T.pooled_spread(group, "per_sample_gpu_time_s")),
             T.spread(T.pooled_spread(group, "samples_per_s"), 1, 4),
@@ -97,6 +99,6 @@ def step_table(entries: list[RunEntry]) -> Table:
             T.time_spread(exposed, 3) if exposed else "-",
             T.bundles_cell(group),
         ])
-    return Table(["machine", "transport", "model", "strategy", "GPUs", "global batch", "step time median [p5, p95]",
-                  "per-sample time × GPUs", "samples/s", "scaling", "predicted step", "MFU %", "peak memory",
+    return Table(["machine", "transport", "model", "strategy", ranks.many, "global batch", "step time median [p5, p95]",
+                  f"per-sample time × {ranks.many}", "samples/s", "scaling", "predicted step", "MFU %", "peak memory",
                   "a rank's bytes per step", "exposed comm (profiled)", "bundles"], rows)

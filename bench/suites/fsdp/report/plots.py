@@ -7,18 +7,24 @@ from matplotlib.figure import Figure
 
 from bench.common.units import time_unit
 from bench.report import plots as P
+from bench.report.merge import GPU_RANKS, Ranks
 from bench.report.series import Line
 from bench.suites.fsdp.report.series import Model, strategy_order
 
-CAPTION = ("Per-sample time x #GPUs per strategy (step time / global batch x #GPUs); lower is better, and on the grey dashed line "
-           "of the plain model on one GPU (squares) is perfect scaling. Colour: the machine and transport (grey: one GPU); "
-           "marker and dash: the strategy (DDP; fsdp grad_op = ZeRO-2-like, fsdp full = ZeRO-3). " + P.SPREAD_CAPTION)
+
+def caption(ranks: Ranks) -> str:
+    return (f"Per-sample time × #{ranks.many} per strategy (step time / global batch × #{ranks.many}); lower is better, and on "
+            f"the grey dashed line of the plain model on one {ranks.one} (squares) is perfect scaling. Colour: the machine "
+            f"and transport (grey: one {ranks.one}); marker and dash: the strategy (DDP; fsdp grad_op = ZeRO-2-like, fsdp "
+            "full = ZeRO-3). " + P.SPREAD_CAPTION)
+
+
 # Per strategy, in order; the baseline's square and "--" stay its own.
 STRATEGY_MARKERS = ["o", "^", "D", "v", "P", "X"]
 STRATEGY_DASHES = ["-", ":", "-.", (0, (1, 1)), (0, (3, 1, 1, 1)), (0, (5, 1))]
 
 
-def per_model_figure(model: Model, lines: list[Line], colours: dict) -> Figure:
+def per_model_figure(model: Model, lines: list[Line], colours: dict, ranks: Ranks = GPU_RANKS) -> Figure:
     strategies = sorted({line.detail[0] for line in lines if not line.baseline}, key=strategy_order)
     fig = P.figure(4.6 + P.legend_height(len(lines)))
     ax = fig.add_subplot()
@@ -38,8 +44,8 @@ def per_model_figure(model: Model, lines: list[Line], colours: dict) -> Figure:
     P.log2_ticks(ax, [x for line in lines for x, _ in line.points], lambda b: f"{b:g}")
     ax.set_ylim(bottom=0)
     ax.set_xlabel("global batch size (samples per optimizer step, log scale)")
-    ax.set_ylabel(f"per-sample time × #GPUs ({unit})")
-    ax.set_title(f"DDP and FSDP: time per sample × #GPUs (lower is better)\n{model.title}", fontsize=11)
+    ax.set_ylabel(f"per-sample time × #{ranks.many} ({unit})")
+    ax.set_title(f"DDP and FSDP: time per sample × #{ranks.many} (lower is better)\n{model.title}", fontsize=11)
     ax.grid(True, alpha=0.3)
     P.legend(fig, ax)
     return fig

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 
 from bench import suites
 from bench.common.stats import Spread, ratio_of_pooled_medians
+from bench.common.transports import ranks_label
 from bench.report import series as S
 from bench.report.merge import Comparison, RunEntry, Series
 from bench.report.series import Line
@@ -78,14 +79,14 @@ def per_sample_lines(entries: list[RunEntry]) -> dict[Model, list[Line]]:
         ws, name = entry.run.world_size, strategy(entry)
         series = machine(entry.series) if ws == 1 else entry.series
         baseline = of_plain_model(entry.run) and ws == 1
-        groups[model_of(entry)][(baseline, series, strategy_order(name), ws)][entry.params["global_batch"]] += \
+        groups[model_of(entry)][(baseline, series, strategy_order(name), ws, entry.run.on_gpu)][entry.params["global_batch"]] += \
             entry.samples("per_sample_gpu_time_s")
 
     def line(key, points):
-        baseline, series, (_, name), ws = key
+        baseline, series, (_, name), ws, gpus = key
         if baseline:
-            return Line(series, f"{series.machine} · 1 GPU, plain model (baseline)", points, baseline=True)
-        where = f"{series.machine} · 1 GPU" if ws == 1 else f"{series.label} · {ws} GPUs"
+            return Line(series, f"{series.machine} · {ranks_label(1, gpus)}, plain model (baseline)", points, baseline=True)
+        where = f"{series.machine} · {ranks_label(1, gpus)}" if ws == 1 else f"{series.label} · {ranks_label(ws, gpus)}"
         return Line(series, f"{name} · {where}", points, detail=(name,))
 
     return {m: S.lines_of(g, line) for m, g in sorted(groups.items())}
