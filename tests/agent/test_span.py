@@ -1,7 +1,8 @@
 """An entry's span on a multi-node job (a hosts file's group, a slurm job of several nodes): all_nodes,
 one job over every node; first_node, the first node alone, after the job's own launches, the other
 nodes recording it skipped. And the shipped two-nodes plan that uses it: valid, planned on both
-nodes of a group with and without a GPU, and lean on GPU time."""
+nodes of a group with and without a GPU, and lean on GPU time; and the hosts file of two boxes it is
+run with."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 from bench.agent.runner import plan_launches
 from bench.common.host import Capabilities
 from bench.common.protocol import Placement
+from bench.controller.hosts import load_hosts
 from bench.controller.inventory import Group, Host, Inventory
 from bench.controller.plans import check, load_plan, with_defaults
 from bench.controller.run import _check_placements
@@ -94,3 +96,10 @@ def test_the_two_nodes_plan_is_lean_on_gpu_time():
     """About two minutes of a 2-GPU node's time by the cost model: it runs on lent GPUs."""
     seconds, launches, _ = plan_durations.plan_seconds(load_plan(str(TWO_NODES)), plan_durations.MACHINES["2x H200 (NV18)"], nodes=2)
     assert launches == 6 and seconds <= 150
+
+
+def test_the_two_boxes_hosts_file_is_one_group_reached_directly():
+    two_boxes = load_hosts(REPO / "hosts" / "two-boxes.yaml")
+    (pair,) = two_boxes.groups
+    assert pair.hosts == ("box-a", "box-b") and pair.rendezvous_address and pair.socket_ifname
+    assert {(h.runtime, h.accept_new_host_key) for h in two_boxes.hosts} == {("native", True)}
