@@ -1,13 +1,16 @@
 """Each shipped plan's estimated duration (each suite's cost model) on the machines its
 description names: 2x H200 (NVLink NV18, PCIe 5), 4x H100 (NV18) and 2x RTX 3090 (no NVLink,
 PCIe 4), plus this machine when it has a GPU or not. Start-up of the controller and the report (a few
-seconds) are not in it.
+seconds) are not in it. A plan for a hosts file's group (two-nodes) is estimated on its first host
+with --nodes: each machine then one node of that many, which runs every launch (its span:
+first_node ones too).
 
-    python benchmarks/plan_durations.py [PLAN ...]
+    python benchmarks/plan_durations.py [--nodes N] [PLAN or plan file ...]
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -15,6 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.agent.runner import modelled, plan_launches  # noqa: E402
 from bench.common.host import Capabilities  # noqa: E402
+from bench.common.protocol import Placement  # noqa: E402
 from bench.controller.plans import load_plan, plan_names  # noqa: E402
 from bench.controller.progress import describe_s  # noqa: E402
 
@@ -35,11 +39,12 @@ MACHINES = {
 }
 
 
-def plan_seconds(plan: dict, fingerprint: dict) -> tuple[float, int, int]:
-    """(estimated seconds, launches run, configurations) of the plan on that machine."""
+def plan_seconds(plan: dict, fingerprint: dict, nodes: int = 1) -> tuple[float, int, int]:
+    """(estimated seconds, launches run, configurations) of the plan on that machine, the first of
+    `nodes` nodes of a group."""
     host = Capabilities.of(fingerprint)
     total, launches, points = 0.0, 0, 0
-    for launch in plan_launches(plan, host):
+    for launch in plan_launches(plan, host, Placement(nnodes=nodes)):
         if launch.skipped_reason:
             continue
         seconds, _, configurations = modelled(launch, host)
@@ -49,14 +54,19 @@ def plan_seconds(plan: dict, fingerprint: dict) -> tuple[float, int, int]:
     return total, launches, points
 
 
-def main(names: list[str]) -> None:
-    print("| plan | timeout_s | " + " | ".join(MACHINES) + " |")
+def main(args: list[str]) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=1, help="each machine one node of a group of this many")
+    parser.add_argument("plans", nargs="*", help="shipped plan names or plan files (default: every shipped plan)")
+    options = parser.parse_args(args)
+    each = f" a node of {options.nodes}" if options.nodes > 1 else ""
+    print("| plan | timeout_s | " + " | ".join(f"{name}{each}" for name in MACHINES) + " |")
     print("|---|---|" + "---|" * len(MACHINES))
-    for name in names or plan_names():
+    for name in options.plans or plan_names():
         plan = load_plan(name)
         cells = []
         for fingerprint in MACHINES.values():
-            seconds, launches, points = plan_seconds(plan, fingerprint)
+            seconds, launches, points = plan_seconds(plan, fingerprint, options.nodes)
             cells.append(f"{describe_s(seconds)} ({launches} launch{'' if launches == 1 else 'es'}, {points} configurations)")
         print(f"| {name} | {plan['timeout_s']:g} | " + " | ".join(cells) + " |")
 

@@ -112,9 +112,12 @@ def _threads_per_rank(plan: dict, hw: Capabilities) -> int:
 
 
 def plan_launches(plan: dict, hw: Capabilities, nodes: protocol.Placement = protocol.Placement(), host_env: "dict | None" = None) -> list[Launch]:
-    """Every launch the plan asks of this host, or a PlanError naming the first problem."""
+    """Every launch the plan asks of this host, or a PlanError naming the first problem. In a job of
+    several nodes, the launches of the first node alone (span: first_node) come last: the other nodes
+    have ended by then, rather than wait at the next launch's rendezvous while its timeout runs."""
     planner = _Planner(hw, nodes, host_env or {}, plan["timeout_s"], _threads_per_rank(plan, hw))
-    return [launch for index, entry in enumerate(plan["suites"]) for launch in planner.entry_launches(index, entry)]
+    launches = [launch for index, entry in enumerate(plan["suites"]) for launch in planner.entry_launches(index, entry)]
+    return sorted(launches, key=lambda launch: launch.nodes.nnodes < nodes.nnodes)
 
 
 @dataclass
@@ -143,6 +146,7 @@ class _Planner:
         if found:
             raise PlanError(f"{entry['suite']}: {found}")
         worlds = [2] if side.pairs else _resolve_world_sizes(entry["world_sizes"], self.hw, side.gpus)
+        nnodes = self._placement(side).nnodes
         launches = []
         for preset_name in side.transports:
             self._check_transport(entry["suite"], preset_name)
@@ -153,14 +157,18 @@ class _Planner:
                     for algorithm in side.algorithms:
                         for protocol_name in side.protocols:
                             self._check_algorithm(suite, typed, side, preset_name, per_node, algorithm, protocol_name)
-                            suite.check_plan(typed, self.hw, world_size=per_node * self.nodes.nnodes, transport=preset_name,
-                                             nodes=self.nodes.nnodes * side.nodes)
+                            suite.check_plan(typed, self.hw, world_size=per_node * nnodes, transport=preset_name,
+                                             nodes=nnodes * side.nodes)
                             launches.append(self._launch(index, entry, side, preset_name, per_node, gpus, algorithm, protocol_name))
         # The entry's launches in turn, not each one k times over: a machine that drifts
         # with time then shows it as spread between repeats, not as a difference between launches.
         again = [launch for launch in launches if not launch.skipped_reason]
         return launches + [replace(launch, id=_launch_id(index, launch, repeat), repeat=repeat)
                            for repeat in range(2, side.launch_repeats + 1) for launch in again]
+
+    def _placement(self, side: Side) -> protocol.Placement:
+        """Where the entry's launches sit: this host's place in its job, or one node alone (span: first_node)."""
+        return self.nodes if side.job_nodes(self.nodes.nnodes) == self.nodes.nnodes else protocol.Placement()
 
     def _check_transport(self, suite: str, preset_name: str) -> None:
         preset = PRESETS[preset_name]
@@ -218,11 +226,14 @@ class _Planner:
 
     def _launch(self, index: int, entry: dict, side: Side, preset_name: str, per_node: int, gpus: "tuple | None",
                 algorithm: str, protocol_name: str) -> Launch:
-        suite, world_size = entry["suite"], per_node * self.nodes.nnodes
+        nodes = self._placement(side)
+        suite, world_size = entry["suite"], per_node * nodes.nnodes
         backend = backend_for(preset_name, self.cuda)
         first = (side.transports[0], side.algorithms[0], side.protocols[0])
         skipped = ""
-        if self.cuda and per_node > self.hw.gpu_count:
+        if nodes.nnodes < self.nodes.nnodes and self.nodes.node_rank != 0:
+            skipped = f"span: {side.span} runs it on the job's first node alone"
+        elif self.cuda and per_node > self.hw.gpu_count:
             skipped = f"needs {per_node} GPUs per node, this host has {self.hw.gpu_count}"
         elif gpus is not None and len(gpus) < per_node:
             skipped = f"needs {per_node} GPUs per node, the entry's gpus names {len(gpus)}"
@@ -240,7 +251,7 @@ class _Planner:
         typed = suites.get(suite).params(side.params)
         functions = [function for _, function in suites.get(suite).nccl_collectives(typed) if function]
         entry_env = dict(entry.get("env", {}))
-        env = {**(BASE_NCCL_ENV if backend == "nccl" else {}), **PRESETS[preset_name].env_for(self.nodes.nnodes * side.nodes),
+        env = {**(BASE_NCCL_ENV if backend == "nccl" else {}), **PRESETS[preset_name].env_for(nodes.nnodes * side.nodes),
                **(algorithms.env_for(functions, algorithm, protocol_name) if backend == "nccl" else {}), **entry_env,
                # nvidia-smi's order, which gpus: and the fingerprint's topology name
                **({"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": ",".join(map(str, gpus))} if gpus is not None else {}),
@@ -249,11 +260,11 @@ class _Planner:
             env.setdefault("OMP_NUM_THREADS", str(self.threads_per_rank))
         # Overrides may map two entries onto one configuration (the CPU's tiny model for
         # gpt2 and gpt2-large): it runs once, or its baseline would be counted twice.
-        configuration = json.dumps([suite, preset_name, per_node, side.nodes, side.params, env], sort_keys=True)
+        configuration = json.dumps([suite, preset_name, per_node, nodes.nnodes, side.nodes, side.params, env], sort_keys=True)
         if not skipped and configuration in self.first_of:
             skipped = f"the same configuration as launch {self.first_of[configuration]}, which runs it once"
         launch = Launch(
-            id="", suite=suite, preset=preset_name, backend=backend, nproc_per_node=per_node, nodes=self.nodes,
+            id="", suite=suite, preset=preset_name, backend=backend, nproc_per_node=per_node, nodes=nodes,
             params=side.params, timeout_s=self.timeout_s, skipped_reason=skipped, env=env,
             threads_per_rank=None if self.cuda else int(env["OMP_NUM_THREADS"]),
             algorithm=algorithm, protocol=protocol_name, emulated_nodes=side.nodes, gpus=gpus, entry_env=entry_env,

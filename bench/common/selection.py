@@ -1,5 +1,6 @@
 """A plan entry's axes beside its parameters, as one host reads them: transports, NCCL's algorithms
-and protocols, the nodes its ranks are split into, the GPUs it uses (or every pair of them), and
+and protocols, the nodes its ranks are split into, the nodes of a multi-node job it spans, the GPUs it
+uses (or every pair of them), and
 how each launch of the entry says which of them it ran (its id's variant: "tree", "ll128", "n2",
 "g0.2"). The entry's gpu: or cpu: override may set any of them for hosts with or without a GPU.
 Standard library only: the agent plans with it, the controller reads launch ids with it.
@@ -12,7 +13,8 @@ from dataclasses import dataclass
 from bench.common.algorithms import DEFAULT
 
 # What an entry's gpu: or cpu: block may hold beside the suite's parameters.
-ENTRY_AXES = ("transports", "launch_repeats", "algorithms", "protocols", "nodes", "gpus", "pairs", "ranks_per_core")
+ENTRY_AXES = ("transports", "launch_repeats", "algorithms", "protocols", "nodes", "span", "gpus", "pairs", "ranks_per_core")
+ALL_NODES, FIRST_NODE = "all_nodes", "first_node"  # span: one job over every node of a group, or its first node alone
 
 
 @dataclass(frozen=True)
@@ -24,6 +26,7 @@ class Side:
     algorithms: list
     protocols: list
     nodes: int  # emulated nodes on this host: its ranks split into this many, each with its own NCCL host id
+    span: str  # ALL_NODES or FIRST_NODE: the nodes of a multi-node job (a group, a slurm job) each launch runs on
     gpus: "tuple | None"  # the GPUs its ranks use, by nvidia-smi index; None: the first ones
     pairs: bool  # a 2-GPU launch on every pair of GPUs
     ranks_per_core: int  # on a host without a GPU: the ranks a core may hold
@@ -33,6 +36,10 @@ class Side:
     def selects_gpus(self) -> bool:
         return self.gpus is not None or self.pairs
 
+    def job_nodes(self, nodes: int) -> int:
+        """The nodes each launch spans where this host is one of a job's `nodes`."""
+        return 1 if self.span == FIRST_NODE else nodes
+
 
 def side_of(entry: dict, cuda: bool) -> Side:
     override = dict(entry.get("gpu" if cuda else "cpu", {}))
@@ -40,6 +47,7 @@ def side_of(entry: dict, cuda: bool) -> Side:
     return Side(
         transports=axes["transports"], launch_repeats=axes["launch_repeats"],
         algorithms=axes["algorithms"] or [DEFAULT], protocols=axes["protocols"] or [DEFAULT], nodes=axes["nodes"] or 1,
+        span=axes["span"] or ALL_NODES,
         gpus=tuple(axes["gpus"]) if axes["gpus"] is not None else None, pairs=axes["pairs"] == "all",
         ranks_per_core=axes["ranks_per_core"] or 1, params={**entry["params"], **override},
     )

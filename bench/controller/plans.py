@@ -77,7 +77,7 @@ def describe(plan: dict) -> list[str]:
         repeats = f", each launch run {', '.join(counts)}" if counts != ["1x"] else ""
         axes = "".join(f", {where}{name} {', '.join(map(str, part[name])) if isinstance(part[name], list) else part[name]}"
                        for where, part in (("", entry), *((f"{side} ", entry[side]) for side in ("gpu", "cpu") if side in entry))
-                       for name in ("algorithms", "protocols", "nodes", "gpus", "pairs") if name in part)
+                       for name in ("algorithms", "protocols", "nodes", "span", "gpus", "pairs") if name in part)
         lines.append(f"  suites[{index}]: {entry['suite']}, transports {', '.join(entry['transports'])}, "
                      f"world sizes {worlds}{axes}{repeats}; env: {env}")
     return lines

@@ -119,8 +119,8 @@ def _checked_runtimes(inventory: Inventory, plan: dict) -> dict:
 
 def _check_placements(inventory: Inventory, plan: dict) -> None:
     """Each suite's judgement of where its entries would run (the nodes of a host's launches: its
-    group's hosts, or a slurm job's nodes), before any host is touched. The host's kind is not known
-    yet, so an entry is judged with its gpu: and with its cpu: override."""
+    group's hosts, or a slurm job's nodes, or its first alone: the entry's span), before any host is
+    touched. The host's kind is not known yet, so an entry is judged with its gpu: and with its cpu: override."""
     for host in inventory.hosts:
         group = inventory.group_of(host.name)
         nodes = len(group.hosts) if group else host.slurm.get("nodes", 1)
@@ -131,7 +131,7 @@ def _check_placements(inventory: Inventory, plan: dict) -> None:
                 params = suite.params(side.params)
                 for ranks in entry["world_sizes"]:
                     try:
-                        suite.check_placement(params, nodes=nodes * side.nodes,
+                        suite.check_placement(params, nodes=side.job_nodes(nodes) * side.nodes,
                                               ranks_per_node=None if ranks == "all" else int(ranks) // side.nodes)
                     except PlanError as err:
                         raise UserError(f"host {host.name!r}: the plan's suites[{index}]: {err}") from None
