@@ -23,6 +23,7 @@ CHECK = (
     "tests/agent/test_placement.py",
     "tests/agent/test_sampling.py",
     "tests/agent/test_transports.py",
+    "tests/common/test_launch_floor.py",
     "tests/common/test_nccl_log.py",
     "tests/common/test_reference.py",
     "tests/common/test_replay.py",
@@ -47,6 +48,7 @@ CHECK = (
     "tests/suites/test_ddp_cuda_graphs.py",
     "tests/suites/test_normal.py",
     "tests/suites/test_predict_topologies.py",
+    "tests/verify/test_noise_model.py",
 )
 
 FULL_ONLY = (

@@ -32,7 +32,8 @@ def plan_path(name_or_path: str) -> Path:
 def with_defaults(plan: dict) -> dict:
     """The plan with every default from the schemas written out, so a bundle's plan is complete: each
     entry's (its suite's own where its params.schema.json's $defs/entry gives one, else the plan
-    schema's) and each parameter's."""
+    schema's), each parameter's and its precision's; where it asks for precision, each entry's
+    launch_repeats raised to its least launches."""
     plan = copy.deepcopy(plan)
     entry_schema = schemas.schema("plan")["$defs"]["suite_entry"]["properties"]
     for entry in plan["suites"]:
@@ -46,6 +47,13 @@ def with_defaults(plan: dict) -> dict:
             default = own.get(key, {}).get("default", entry_schema[key].get("default"))
             entry.setdefault(key, copy.deepcopy(default))
     plan.setdefault("timeout_s", schemas.schema("plan")["properties"]["timeout_s"]["default"])
+    if "precision" in plan:
+        precision = plan["precision"]
+        for key, spec in schemas.schema("plan")["$defs"]["precision"]["properties"].items():
+            precision.setdefault(key, spec["default"])
+        for entry in plan["suites"]:  # every configuration in at least `launches` launches, as the bundle's plan says
+            for part in [entry, *(entry[side] for side in ("gpu", "cpu") if "launch_repeats" in entry.get(side, {}))]:
+                part["launch_repeats"] = max(part["launch_repeats"], precision["launches"])
     return plan
 
 

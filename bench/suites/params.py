@@ -21,12 +21,18 @@ class SampledParams:
     (bench/controller/plans.py writes every default out; none is repeated here). A field with
     a default here is one the schema leaves optional: None stands for absent.
 
-    Every suite samples the same way: past the first batch, more batches of the same size while
-    the samples' CV is above cv_target (None: never) and sampling_cap_s has not passed, as
-    Phoronix repeats a test until its standard deviation is low enough."""
+    Every suite samples the same way (bench/agent/harness.py sample_until_steady): past the first
+    batch, more batches of the same size while the median's interval is wider than the plan's
+    precision target or the samples' CV is above cv_target (None: never), for at most sampling_cap_s
+    past the first batch."""
 
     cv_target: "float | None"
     sampling_cap_s: float
+
+    @property
+    def minimum_samples(self) -> int:
+        """The samples a run takes at least (its repetitions or steps): what the cost model prices its minimum by."""
+        raise NotImplementedError
 
     @classmethod
     def of(cls: "type[P]", entry: dict) -> P:
@@ -45,6 +51,10 @@ class RepeatedParams(SampledParams):
     warmup_iters: int
     iters: int
     repetitions: int
+
+    @property
+    def minimum_samples(self) -> int:
+        return self.repetitions
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from bench.bundle import read_bundle, seal
-from bench.common.stats import Spread, ratio_of_medians, summarize
+from bench.common.stats import Floor, Launches, Spread, ratio_interval, summarize
 from bench.controller.inventory import Host, Inventory
 from bench.errors import UserError
 from bench.verify.compare import verdict_of
@@ -205,9 +205,11 @@ def test_direction_of_time_and_bandwidth(ratio, metric, verdict):
     (1.06, 0.05, "inconclusive"),  # ratio just outside the band, interval straddling its edge
 ])
 def test_verdict_uses_the_interval_of_constructed_samples(shift, noise, verdict):
+    """One launch a side, its launches taken to move by 1% (a GPU's floor)."""
     original = [1.0 + noise * ((7 * i) % 10 - 4.5) / 4.5 for i in range(10)]
     new = [x * shift for x in original[3:] + original[:3]]
-    ratio = ratio_of_medians(new, original)
+    floor = Floor(0.01, 8, "1%, a GPU's")
+    ratio = ratio_interval(Launches.of([new], floor), Launches.of([original], floor))
     assert verdict_of(ratio, 0.05, "step_time_s") == verdict, ratio
 
 

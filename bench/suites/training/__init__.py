@@ -58,6 +58,10 @@ class TrainingParams(SampledParams):
     seq_len: "int | None" = None
     global_batches: "list | None" = None
 
+    @property
+    def minimum_samples(self) -> int:
+        return self.steps
+
     def batches(self, world_size: int) -> list:
         """The global batches a launch trains: the sweep, or one of micro_batch x grad_accum per rank."""
         return self.global_batches or [self.micro_batch * self.grad_accum * world_size]

@@ -7,9 +7,9 @@ from __future__ import annotations
 import statistics
 
 from bench import suites
-from bench.common import shared_machine
+from bench.common import launch_floor, shared_machine
 from bench.common.run import Run
-from bench.common.stats import LEVEL, ratio_of_medians
+from bench.common.stats import LEVEL, Launches, ratio_interval
 from bench.common.transports import setting_key
 from bench.suites.base import warning
 
@@ -55,13 +55,18 @@ def _unlike_baseline(run: Run, baseline: "Run | None", others_share: dict) -> st
     return UNLIKE_BASELINE + (f" (other processes took {' and '.join(busy)})" if busy else "")
 
 
+def per_sample_launches(runs: "list[Run]") -> Launches:
+    """The per-sample time x GPUs of each run (a launch each), with the floor of its step time's kind: the
+    sides of a scaling efficiency."""
+    return launch_floor.launches(runs, "per_sample_gpu_time_s", suites.get(runs[0].suite).headline_metric)
+
+
 def scaling_warnings(run: Run, baseline: "Run | None", others_share: dict) -> list[dict]:
     """A scaling efficiency whose interval lies above 100%, an exposed communication below zero."""
     cause = _unlike_baseline(run, baseline, others_share)
     found = []
     if baseline is not None:
-        efficiency = ratio_of_medians(baseline.samples("per_sample_gpu_time_s"),
-                                      run.samples("per_sample_gpu_time_s"))
+        efficiency = ratio_interval(per_sample_launches([baseline]), per_sample_launches([run]))
         if efficiency is not None and efficiency.low is not None and efficiency.low > 1:
             found.append(warning(
                 "scaling_above_perfect",

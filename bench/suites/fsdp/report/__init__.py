@@ -19,8 +19,8 @@ from bench.suites.fsdp.report import series as FS
 
 SENSITIVITY_CAPTION = (
     "Link sensitivity: the scaling efficiency under a transport / the scaling efficiency under default, for the same "
-    f"machine, model, strategy, global batch and #GPUs, with its {LEVEL_LABEL} (a bootstrap of the ratio of median "
-    "per-sample times). 100% means the link made no difference; where fsdp's ratio lies below DDP's, ZeRO-style sharding "
+    f"machine, model, strategy, global batch and #GPUs, with its {LEVEL_LABEL} (over launches, then samples within them; "
+    "docs/metrics.md). 100% means the link made no difference; where fsdp's ratio lies below DDP's, ZeRO-style sharding "
     "loses more on that link than DDP does. Scaling is against the plain model on one GPU.")
 
 
