@@ -120,7 +120,7 @@ def precision(finding: Finding, target: float) -> str:
         return said + " (no precision asked of these runs)"
     if finding.sampled == "met":
         return said + ": each run met its own target, so its launches differ: more launches narrow it"
-    return said + f": sampling {finding.sampled}"
+    return said + f": its runs stopped sampling short of their target ({finding.sampled.removeprefix('not met: ')})"
 
 
 def _exposed(finding: Finding) -> str:
