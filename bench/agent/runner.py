@@ -555,9 +555,12 @@ def modelled(launch: Launch, host: Capabilities) -> tuple[float, float, int]:
     sampling = 0.0 if params.cv_target is None else min(SAMPLING_ROUNDS * measuring, configurations * params.sampling_cap_s)
     if launch.precision is not None:
         target = launch.precision.target(launch.timeout_s, configurations)
+        least = params.minimum_samples
+        # What the minimum's samples cost, every other cost of the launch apart: the launch with twice as many, less it.
+        timed = suite.launch_seconds(params.with_minimum_samples(2 * least), launch.preset, launch.world_size, host) - measuring
         sampling += configurations * expected_sampling_s(
-            target.scaled_halfwidth_fraction, params.minimum_samples, measuring / max(configurations, 1),
-            min(target.budget_s, params.sampling_cap_s), TYPICAL_CV[host.kind])
+            target.scaled_halfwidth_fraction, least, timed / max(configurations, 1), min(target.budget_s, params.sampling_cap_s),
+            TYPICAL_CV[host.kind])
     return LAUNCH_START_S[host.kind] + measuring + sampling, sampling, configurations
 
 

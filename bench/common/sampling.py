@@ -25,10 +25,10 @@ from bench.common.stats import LEVEL, MEDIAN_VARIANCE_FACTOR
 
 STOPPED_BY = ("target", "budget share", "sample cap", "launch deadline")
 LEAST_SAMPLES = 5  # fewer samples' MAD says too little of their spread to stop on
-# A sample's expected coefficient of variation where the cost model has no measurement of its own:
-# the noisiest medians of quick's figures on each side (2x H200: the 1 MiB all-reduce, 5.45% within
-# a launch; the shared 2-core CPU: small gloo all-reduces and the tiny DDP step, 10-30%).
-TYPICAL_CV = {"gpu": 0.05, "cpu": 0.2}
+# A sample's expected coefficient of variation, what the cost model prices sampling by: quick's
+# figures within a launch on 2x H200 (0.1-0.8% for all-reduces of 4 MiB and up, 0.8-3.2% for the DDP
+# step, 5.45% at 1 MiB) and on the shared 2-core CPU (small gloo all-reduces and the tiny DDP step, 10-30%).
+TYPICAL_CV = {"gpu": 0.02, "cpu": 0.2}
 
 
 @dataclass(frozen=True)

@@ -72,11 +72,21 @@ def load_plan(name_or_path: str) -> dict:
     return check(load_yaml(path, "plan"), str(path))
 
 
+def _precision(plan: dict) -> str:
+    """"; each figure sampled until its median is known to +-2% ...": what the plan's precision asks, in words."""
+    p = plan.get("precision")
+    if not p:
+        return ""
+    return (f"; each figure sampled until its median is known to +-{p['halfwidth_fraction']:.0%} (a scaling's lost interval "
+            f"to {p['lost_width_fraction'] * 100:g} points), within {p['budget_fraction']:.0%} of a launch's time, every "
+            f"configuration in {p['launches']} launch{'es' if p['launches'] > 1 else ''} at least")
+
+
 def describe(plan: dict) -> list[str]:
     """What a (checked) plan will run, one line per suite entry with its environment: what
     `verify` shows before it runs a stranger's plan."""
     lines = [f"plan {plan['name']}: {len(plan['suites'])} suite entr{'y' if len(plan['suites']) == 1 else 'ies'}, "
-             f"at most {plan['timeout_s']:g} s a launch"]
+             f"at most {plan['timeout_s']:g} s a launch{_precision(plan)}"]
     for index, entry in enumerate(plan["suites"]):
         env = " ".join(f"{name}={value}" for name, value in sorted(entry.get("env", {}).items())) or "none"
         worlds = ", ".join(str(w) for w in entry["world_sizes"])

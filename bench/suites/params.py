@@ -4,7 +4,7 @@ what a host cannot do. Plain Python: the controller types and checks plans with 
 
 from __future__ import annotations
 
-from dataclasses import MISSING, dataclass, fields
+from dataclasses import MISSING, dataclass, fields, replace
 from typing import TypeVar
 
 
@@ -31,7 +31,11 @@ class SampledParams:
 
     @property
     def minimum_samples(self) -> int:
-        """The samples a run takes at least (its repetitions or steps): what the cost model prices its minimum by."""
+        """The samples a run takes at least (its repetitions or steps)."""
+        raise NotImplementedError
+
+    def with_minimum_samples(self: P, count: int) -> P:
+        """The same parameters taking `count` samples at least: what the cost model prices a sample by."""
         raise NotImplementedError
 
     @classmethod
@@ -55,6 +59,9 @@ class RepeatedParams(SampledParams):
     @property
     def minimum_samples(self) -> int:
         return self.repetitions
+
+    def with_minimum_samples(self, count: int) -> "RepeatedParams":
+        return replace(self, repetitions=count)
 
 
 @dataclass(frozen=True)
