@@ -23,7 +23,6 @@ from dataclasses import asdict, dataclass
 from bench.common.run import Run
 from bench.common.stats import LEVEL, MEDIAN_VARIANCE_FACTOR
 
-STOPPED_BY = ("target", "budget share", "sample cap", "launch deadline")
 LEAST_SAMPLES = 5  # fewer samples' MAD says too little of their spread to stop on
 # A sample's expected coefficient of variation, what the cost model prices sampling by: quick's
 # figures within a launch on 2x H200 (0.1-0.8% for all-reduces of 4 MiB and up, 0.8-3.2% for the DDP
@@ -44,7 +43,7 @@ class Precision:
     def of(cls, plan: dict) -> "Precision | None":
         """The plan's precision; None where the plan asks for none (each run takes its minimum, once)."""
         block = plan.get("precision")
-        return cls(**block) if block else None
+        return None if block is None else cls(**block)
 
     def target(self, timeout_s: float, configurations: int) -> "Target":
         """What the ranks of a launch of `configurations` runs sample toward."""

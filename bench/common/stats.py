@@ -235,9 +235,6 @@ class Ratio(Spread):
     df: "float | None" = None
     level: float = LEVEL
 
-    def variance(self) -> float:
-        return self.numerator.variance() + self.denominator.variance()
-
 
 def combined_df(parts: "list[tuple[float, float]]") -> float:
     """Welch-Satterthwaite: the degrees of freedom of a sum of variances, each given as (variance, df)."""
