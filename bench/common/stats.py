@@ -41,6 +41,7 @@ LEVEL_LABEL = f"{LEVEL:.0%} CI"
 PRIOR_DF_MAX = 8
 MAD_TO_SIGMA = 1.4826  # a normal's standard deviation over its median absolute deviation
 MEDIAN_VARIANCE_FACTOR = math.pi / 2  # a median's variance over the mean's, for normal samples
+LOG_FLOAT_MAX = math.log(1e300)  # a ratio or an interval's end past e^this is no number to print
 METHOD = (f"{LEVEL:.0%} interval from a random-effects model on the log scale: each launch's median, its "
           "spread within the launch from the samples, the spread between launches from the launches or, where a "
           "side has one launch, from the launch-to-launch floor measured for that kind of run; Student's t")
@@ -219,11 +220,9 @@ class Side:
     def centre(self) -> float:
         return math.exp(self.log_centre)
 
-    def variance(self, launches: "int | None" = None, sample_factor: float = 1.0) -> float:
-        """The variance of the side's log estimate; with `launches` launches instead of its own, and
-        `sample_factor` times its samples in each."""
-        k = launches or self.launches
-        return (self.between ** 2 + self.within ** 2 / sample_factor) / k
+    def variance(self, launches: "int | None" = None) -> float:
+        """The variance of the side's log estimate; with `launches` launches instead of its own, as spread."""
+        return (self.between ** 2 + self.within ** 2) / (launches or self.launches)
 
 
 @dataclass(frozen=True)
@@ -266,8 +265,6 @@ def ratio_interval(numerator: Launches, denominator: Launches, level: float = LE
         return Ratio(math.exp(log_value), None, None, n, top, bottom, df, level)
     return Ratio(math.exp(log_value), math.exp(log_value - reach), math.exp(log_value + reach), n, top, bottom, df, level)
 
-
-LOG_FLOAT_MAX = math.log(1e300)
 
 
 # --- quantiles ----------------------------------------------------------------------------------

@@ -164,9 +164,9 @@ def _parts(ratio: Ratio) -> tuple[float, float]:
     return sum(s.between ** 2 / s.launches for s in sides), sum(s.within ** 2 / s.launches for s in sides)
 
 
-def _reach(ratio: Ratio, launches: "int | None" = None, sample_factor: float = 1.0) -> float:
-    """Half the interval's width on the log scale, with `launches` a side and `sample_factor` times the samples."""
-    sides = [(s.variance(launches, sample_factor), s.df - s.launches + (launches or s.launches)) for s in (ratio.numerator, ratio.denominator)]
+def _reach(ratio: Ratio, launches: "int | None" = None) -> float:
+    """Half the interval's width on the log scale; with `launches` a side, as spread as its own."""
+    sides = [(s.variance(launches), s.df - s.launches + (launches or s.launches)) for s in (ratio.numerator, ratio.denominator)]
     return t_quantile(1 - (1 - ratio.level) / 2, combined_df(sides)) * math.sqrt(sum(v for v, _ in sides))
 
 
