@@ -24,6 +24,7 @@ CHECK = (
     "tests/agent/test_sampling.py",
     "tests/agent/test_span.py",
     "tests/agent/test_transports.py",
+    "tests/common/test_launch_floor.py",
     "tests/common/test_nccl_log.py",
     "tests/common/test_reference.py",
     "tests/common/test_replay.py",
@@ -54,6 +55,7 @@ CHECK = (
     "tests/suites/test_predicted_line.py",
     "tests/suites/test_suite_contract.py",
     "tests/verify/test_compare_out.py",
+    "tests/verify/test_noise_model.py",
 )
 
 FULL_ONLY = (

@@ -1,5 +1,6 @@
-"""The one harness every suite's ranks share: warm-up, timing, repetitions, sampling to a CV,
-rank reduction, and the run record (the typed parameters it samples by: bench/suites/params.py).
+"""The one harness every suite's ranks share: warm-up, timing, repetitions, sampling until the
+figure is clear (the plan's precision, bench/common/sampling.py) or to a CV, rank reduction, and the
+run record (the typed parameters it samples by: bench/suites/params.py).
 
 On the GPU a repetition is timed with a CUDA event pair around `iters` calls (optionally
 replayed from a CUDA graph, so that Python's launch cost does not hide a fast link); on
@@ -17,6 +18,8 @@ import torch
 import torch.distributed as dist
 
 from bench.common.protocol import Phase
+from bench.common.sampling import LEAST_SAMPLES, Target
+from bench.common.stats import median_halfwidth
 from bench.suites.params import RepeatedParams, SampledParams
 
 
@@ -40,6 +43,22 @@ class MeasuredWindow:
         return window
 
 
+class Sampled:
+    """How a rank's sampling toward the plan's precision target ended since its last run record
+    (schema/bundle.schema.json's run.sampling); a run sampled in several parts keeps the worst."""
+
+    def __init__(self):
+        self.record: "dict | None" = None
+
+    def add(self, record: dict) -> None:
+        if self.record is None or (self.record["met"] and not record["met"]):
+            self.record = record
+
+    def take(self) -> "dict | None":
+        record, self.record = self.record, None
+        return record
+
+
 @dataclass
 class Context:
     """What a suite needs to know about the process it runs in; `measured` collects the timed
@@ -54,6 +73,8 @@ class Context:
     backend: str
     measured: MeasuredWindow = field(default_factory=MeasuredWindow, repr=False, compare=False)
     deadline: "float | None" = None
+    target: "Target | None" = None  # the plan's precision for this launch; None: each run takes its minimum
+    sampled: Sampled = field(default_factory=Sampled, repr=False, compare=False)
     notes: list = field(default_factory=list, repr=False, compare=False)
     ranks_per_node: "int | None" = None  # ranks of its node (an emulated node's, where one host is split); None: unknown
     phase_path: "str | None" = None  # where rank 0 says what it is doing (bench.common.protocol.Phase)
@@ -127,42 +148,77 @@ def capture_graph(ctx: Context, fn: Callable[[], None], iters: int) -> "torch.cu
     return graph
 
 
-MAX_SAMPLES = 10000  # a metric's most samples in a bundle (schema/bundle.schema.json): sampling toward a CV stops there
+MAX_SAMPLES = 10000  # a metric's most samples in a bundle (schema/bundle.schema.json): sampling stops there
 
 
 def sample_until_steady(ctx: Context, take: Callable[[int], list[float]], count: int, sampling: SampledParams,
-                        calls_per_sample: int = 1) -> list[float]:
-    """This rank's samples, `take(count)` at a time until steady; every rank takes as many batches.
-    The timed span goes to ctx.measured, as calls_per_sample calls per sample."""
+                        calls_per_sample: int = 1, scaled: bool = False) -> list[float]:
+    """This rank's samples, `take(count)` at a time: the minimum, then more batches while the median's
+    interval is wider than the plan's target (ctx.target; `scaled`: the run is scaled against a 1-rank
+    baseline, whose target is tighter) or the CV is above cv_target, on any rank, until the budget
+    (sampling_cap_s, and the target's budget_s) past the minimum is spent, the most samples a bundle
+    keeps, or the launch's deadline. Every rank takes as many batches. The timed span goes to
+    ctx.measured, as calls_per_sample calls per sample; how it ended, to ctx.sampled."""
+    target = ctx.target.halfwidth(scaled) if ctx.target is not None else None
+    budget_s = min(sampling.sampling_cap_s, ctx.target.budget_s) if ctx.target is not None else sampling.sampling_cap_s
     began = time.monotonic()
     samples = take(count)
-    batch_s = time.monotonic() - began
-    while sampling.cv_target is not None and _go_on(ctx, samples, sampling, time.monotonic() - began, batch_s):
+    minimum_end = time.monotonic()
+    batch_s = minimum_end - began
+    stopped, widest = "target", 0.0
+    while target is not None or sampling.cv_target is not None:
+        mine = _halfwidth(samples) if target is not None else 0.0
+        short, over, widest = max_over_ranks(ctx, [float(_short(samples, mine, target, sampling.cv_target)),
+                                                   float(time.monotonic() - minimum_end >= budget_s), mine])
+        if not short:
+            break
+        lacking = _short_words(samples, widest, target, sampling.cv_target)
+        if over:
+            stopped = "budget share"
+            break
         if len(samples) + count > MAX_SAMPLES:  # one length on every rank: they all stop here
+            stopped = "sample cap"
             ctx.notes.append(f"sampling stopped at {len(samples)} samples, the most a bundle keeps of a metric "
-                             f"({MAX_SAMPLES}), with CV {_cv(samples):.1%} above cv_target {sampling.cv_target:.1%}: "
+                             f"({MAX_SAMPLES}), with {lacking}: what was measured is kept")
+            break
+        if not ctx.time_for(2 * batch_s):
+            stopped = "launch deadline"
+            ctx.notes.append(f"sampling stopped at the launch's timeout_s with {len(samples)} samples, {lacking}: "
                              "what was measured is kept")
             break
         samples += take(count)
     ctx.measured.add(began, time.monotonic(), len(samples) * calls_per_sample)
+    if target is not None:
+        ctx.sampled.add({"target_halfwidth_fraction": target, "halfwidth_fraction": widest, "met": stopped == "target",
+                         "stopped_by": stopped, "budget_s": budget_s, "past_minimum_s": time.monotonic() - minimum_end,
+                         "samples": len(samples)})
     return samples
+
+
+def _halfwidth(samples: list[float]) -> float:
+    """The 95% half-width of the median, a fraction; past any target below LEAST_SAMPLES samples."""
+    return median_halfwidth(samples) if len(samples) >= LEAST_SAMPLES else 1.0
+
+
+def _short(samples: list[float], halfwidth: float, target: "float | None", cv_target: "float | None") -> bool:
+    """Whether this rank's samples fall short of the precision target or the CV target."""
+    return (target is not None and halfwidth > target) or (cv_target is not None and _cv(samples) > cv_target)
+
+
+def _short_words(samples: list[float], halfwidth: float, target: "float | None", cv_target: "float | None") -> str:
+    """What the samples lack: "the median's interval +-3.1% wider than the target +-2.0%", "CV 9.0% above cv_target 5.0%"."""
+    said = []
+    if target is not None and halfwidth > target:
+        said.append(f"the median's interval +-{halfwidth:.1%} wider than the target +-{target:.1%}")
+    if cv_target is not None and _cv(samples) > cv_target:
+        said.append(f"CV {_cv(samples):.1%} above cv_target {cv_target:.1%}")
+    return " and ".join(said) or "its targets met on this rank"
 
 
 def _cv(samples: list[float]) -> float:
     mean = sum(samples) / len(samples)
     variance = sum((x - mean) ** 2 for x in samples) / (len(samples) - 1) if len(samples) > 1 else 0.0
     return variance ** 0.5 / mean if mean > 0 else 0.0
-
-
-def _go_on(ctx: Context, samples: list[float], sampling: SampledParams, elapsed_s: float, batch_s: float) -> bool:
-    """Another batch while the CV is above target within sampling_cap_s, and two batches' time is left
-    before the launch's deadline (the ranks' sample lists must stay one length: every rank agrees)."""
-    wants_more = any_rank(ctx, elapsed_s < sampling.sampling_cap_s and _cv(samples) > sampling.cv_target)
-    if wants_more and not ctx.time_for(2 * batch_s):
-        ctx.notes.append(f"sampling stopped at the launch's timeout_s with {len(samples)} samples, CV {_cv(samples):.1%} "
-                         f"above cv_target {sampling.cv_target:.1%}: what was measured is kept")
-        return False
-    return wants_more
 
 
 def warm_up(ctx: Context, fn: Callable[[], None], calls: int, least_s: float = 0.0) -> None:
@@ -259,6 +315,9 @@ def run_record(ctx: Context, params: dict, metrics: dict, *, status: str = "ok",
         record["error"] = error
     record["metrics"] = metrics
     record["measured_window"] = ctx.measured.take()
+    sampled = ctx.sampled.take()
+    if sampled is not None:
+        record["sampling"] = sampled
     if ctx.notes:
         record["notes"], ctx.notes = ctx.notes, []
     return record

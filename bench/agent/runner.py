@@ -36,6 +36,7 @@ from bench.common.timestamps import utc_timestamp
 from bench.common.run import Run
 from bench.common.transports import BASE_NCCL_ENV, PRESETS, Nodes, backend_for, mismatch, run_transport, transport_record
 from bench.common.cost import LAUNCH_START_S
+from bench.common.sampling import TYPICAL_CV, Precision, expected_sampling_s
 from bench.suites.params import PlanError
 
 CPU_WORLD_SIZE = 2  # "all" on a machine without a GPU: two processes, gloo
@@ -86,6 +87,7 @@ class Launch:
     emulated_nodes: int = 1  # this host's ranks split into this many nodes, each with its own NCCL host id
     gpus: "tuple | None" = None  # the GPUs the ranks use (nvidia-smi index), where the entry names them
     entry_env: dict = field(default_factory=dict)  # the plan entry's own env: part of its runs' identity
+    precision: "Precision | None" = None  # the plan's: what its runs sample toward, within what budget
 
     @property
     def world_size(self) -> int:
@@ -115,7 +117,7 @@ def plan_launches(plan: dict, hw: Capabilities, nodes: protocol.Placement = prot
     """Every launch the plan asks of this host, or a PlanError naming the first problem. In a job of
     several nodes, the launches of the first node alone (span: first_node) come last: the other nodes
     have ended by then, rather than wait at the next launch's rendezvous while its timeout runs."""
-    planner = _Planner(hw, nodes, host_env or {}, plan["timeout_s"], _threads_per_rank(plan, hw))
+    planner = _Planner(hw, nodes, host_env or {}, plan["timeout_s"], _threads_per_rank(plan, hw), Precision.of(plan))
     launches = [launch for index, entry in enumerate(plan["suites"]) for launch in planner.entry_launches(index, entry)]
     return sorted(launches, key=lambda launch: launch.nodes.nnodes < nodes.nnodes)
 
@@ -129,6 +131,7 @@ class _Planner:
     host_env: dict
     timeout_s: float
     threads_per_rank: int  # on the CPU
+    precision: "Precision | None" = None
     first_of: dict = field(default_factory=dict)  # configuration -> the launch that runs it
 
     @property
@@ -268,6 +271,7 @@ class _Planner:
             params=side.params, timeout_s=self.timeout_s, skipped_reason=skipped, env=env,
             threads_per_rank=None if self.cuda else int(env["OMP_NUM_THREADS"]),
             algorithm=algorithm, protocol=protocol_name, emulated_nodes=side.nodes, gpus=gpus, entry_env=entry_env,
+            precision=self.precision,
         )
         launch.id = _launch_id(index, launch)
         self.first_of.setdefault(configuration, launch.id)
@@ -442,9 +446,10 @@ def _write_spec(launch: Launch, spec_path: Path, result_path: Path, placement_pa
     """The worker's instructions; returns the resources each local rank gets, for the launch record."""
     cpus = cpus_of_local_ranks(os.sched_getaffinity(0), launch.threads_per_rank, launch.nproc_per_node)
     deadline_s = time.monotonic() + launch.timeout_s - deadline_reserve_s(launch.timeout_s)
+    target = launch.precision.target(launch.timeout_s, launch.configurations) if launch.precision else None
     protocol.LaunchSpec(launch.suite, launch.params, launch.backend, launch.timeout_s, str(result_path),
                         launch.threads_per_rank, cpus, deadline_s, str(placement_path), launch.emulated_nodes,
-                        str(phase_path)).write(spec_path)
+                        str(phase_path), target.to_json() if target else None).write(spec_path)
     return {"threads_per_rank": launch.threads_per_rank, "cpus_of_local_ranks": cpus}
 
 
@@ -551,13 +556,22 @@ def run_plan(
 
 
 def modelled(launch: Launch, host: Capabilities) -> tuple[float, float, int]:
-    """(seconds, of them sampling toward cv_target, configurations) of a launch by its suite's cost
-    model, start-up included."""
+    """(seconds, of them sampling past the minimums, configurations) of a launch by its suite's cost
+    model, start-up included: toward cv_target, and toward the plan's precision target (as its runs
+    scaled against a baseline aim, the tighter; each run's expected samples at a typical spread)."""
     suite = suites.get(launch.suite)
     params = suite.params(launch.params)
     measuring = suite.launch_seconds(params, launch.preset, launch.world_size, host)
     configurations = suite.configurations(params, launch.world_size, host)
     sampling = 0.0 if params.cv_target is None else min(SAMPLING_ROUNDS * measuring, configurations * params.sampling_cap_s)
+    if launch.precision is not None:
+        target = launch.precision.target(launch.timeout_s, configurations)
+        least = params.minimum_samples
+        # What the minimum's samples cost, every other cost of the launch apart: the launch with twice as many, less it.
+        timed = suite.launch_seconds(params.with_minimum_samples(2 * least), launch.preset, launch.world_size, host) - measuring
+        sampling += configurations * expected_sampling_s(
+            target.scaled_halfwidth_fraction, least, timed / max(configurations, 1), min(target.budget_s, params.sampling_cap_s),
+            TYPICAL_CV[host.kind])
     return LAUNCH_START_S[host.kind] + measuring + sampling, sampling, configurations
 
 

@@ -200,7 +200,8 @@ def run_config(ctx: Context, params: TrainingParams, point: dict, training: Trai
     if training.recorder is not None:
         training.recorder.recording = True
     ctx.say("step", f"timing {steps} steps of global batch {global_batch}", last_s or None)
-    local = sample_until_steady(ctx, lambda n: time_each_call(ctx, training.step, n), steps, params)
+    # A multi-rank step is scaled against its 1-rank baseline: both aim at the tighter target.
+    local = sample_until_steady(ctx, lambda n: time_each_call(ctx, training.step, n), steps, params, scaled=True)
     if training.recorder is not None:
         training.recorder.recording = False
     _, step_s = reduce_over_ranks(ctx, local)  # a step ends when its slowest rank does

@@ -22,6 +22,7 @@ from bench import suites
 from bench.agent import placement, wake
 from bench.agent.harness import Context
 from bench.common.protocol import LaunchSpec
+from bench.common.sampling import Target
 
 
 def pin_cpu_rank(spec: LaunchSpec, local_rank: int) -> None:
@@ -79,7 +80,7 @@ def main(spec_path: str) -> None:
     )
     ctx = Context(rank=rank, local_rank=local_rank, world_size=world_size, device=device, backend=spec.backend,
                   deadline=spec.deadline_s, ranks_per_node=ranks_per_node,
-                  phase_path=spec.phase_path)
+                  phase_path=spec.phase_path, target=Target(**spec.sampling) if spec.sampling else None)
 
     def emit(record: dict) -> None:
         if rank == 0:  # every record of the launch is its suite's: the ranks need not name it

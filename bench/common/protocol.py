@@ -280,6 +280,7 @@ class LaunchSpec:
     placement_path: "str | None" = None  # each local rank appends where it runs (bench/agent/placement.py)
     emulated_nodes: int = 1  # the nodes this host's ranks are split into, each with its own NCCL host id
     phase_path: "str | None" = None  # rank 0 says there what it is doing (Phase), for the runner to name if timeout_s passes
+    sampling: "dict | None" = None  # the plan's precision for this launch (bench.common.sampling.Target); None: minimums only
 
     def write(self, path) -> None:
         with open_anew(path) as out:

@@ -112,6 +112,12 @@ class Run:
         return found["samples"] if found else []
 
     @property
+    def sampling(self) -> "dict | None":
+        """How its sampling toward the plan's precision target ended: the target, the half-width reached,
+        whether it was met and what stopped it (bundle schema: run.sampling); None where none was asked."""
+        return self.record.get("sampling")
+
+    @property
     def gpu_counters(self) -> "dict | None":
         return self.record.get("gpu_counters")
 

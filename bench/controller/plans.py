@@ -32,7 +32,8 @@ def plan_path(name_or_path: str) -> Path:
 def with_defaults(plan: dict) -> dict:
     """The plan with every default from the schemas written out, so a bundle's plan is complete: each
     entry's (its suite's own where its params.schema.json's $defs/entry gives one, else the plan
-    schema's) and each parameter's."""
+    schema's), each parameter's and its precision's; where it asks for precision, each entry's
+    launch_repeats raised to its least launches."""
     plan = copy.deepcopy(plan)
     entry_schema = schemas.schema("plan")["$defs"]["suite_entry"]["properties"]
     for entry in plan["suites"]:
@@ -46,6 +47,13 @@ def with_defaults(plan: dict) -> dict:
             default = own.get(key, {}).get("default", entry_schema[key].get("default"))
             entry.setdefault(key, copy.deepcopy(default))
     plan.setdefault("timeout_s", schemas.schema("plan")["properties"]["timeout_s"]["default"])
+    if "precision" in plan:
+        precision = plan["precision"]
+        for key, spec in schemas.schema("plan")["$defs"]["precision"]["properties"].items():
+            precision.setdefault(key, spec["default"])
+        for entry in plan["suites"]:  # every configuration in at least `launches` launches, as the bundle's plan says
+            for part in [entry, *(entry[side] for side in ("gpu", "cpu") if "launch_repeats" in entry.get(side, {}))]:
+                part["launch_repeats"] = max(part["launch_repeats"], precision["launches"])
     return plan
 
 
@@ -64,11 +72,21 @@ def load_plan(name_or_path: str) -> dict:
     return check(load_yaml(path, "plan"), str(path))
 
 
+def _precision(plan: dict) -> str:
+    """"; each figure sampled until its median is known to +-2% ...": what the plan's precision asks, in words."""
+    p = plan.get("precision")
+    if not p:
+        return ""
+    return (f"; each figure sampled until its median is known to +-{p['halfwidth_fraction']:.0%} (a scaling's lost interval "
+            f"to {p['lost_width_fraction'] * 100:g} points), within {p['budget_fraction']:.0%} of a launch's time, every "
+            f"configuration in {p['launches']} launch{'es' if p['launches'] > 1 else ''} at least")
+
+
 def describe(plan: dict) -> list[str]:
     """What a (checked) plan will run, one line per suite entry with its environment: what
     `verify` shows before it runs a stranger's plan."""
     lines = [f"plan {plan['name']}: {len(plan['suites'])} suite entr{'y' if len(plan['suites']) == 1 else 'ies'}, "
-             f"at most {plan['timeout_s']:g} s a launch"]
+             f"at most {plan['timeout_s']:g} s a launch{_precision(plan)}"]
     for index, entry in enumerate(plan["suites"]):
         env = " ".join(f"{name}={value}" for name, value in sorted(entry.get("env", {}).items())) or "none"
         worlds = ", ".join(str(w) for w in entry["world_sizes"])

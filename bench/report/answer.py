@@ -16,6 +16,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from bench import suites
+from bench import schemas
+from bench.common.sampling import Precision
 from bench.common.stats import LEVEL_LABEL, Spread
 from bench.common.units import plain, time_unit
 from bench.judging import shared_machine
@@ -58,6 +60,7 @@ class Finding:
     predicted: bool = False  # a predicted figure (a link these bundles did not measure), not a measured one
     baseline: str = ""  # the run it is scaled against, where that is not its own on one rank: "ddp's 1-GPU run"
     hosts: frozenset = frozenset()  # (bundle run id, host name) of the runs it pools: what a bundle's warning concerns
+    sampled: "str | None" = None  # how its runs' sampling toward the plan's precision ended (sampling_outcome)
 
     @property
     def lost(self) -> "float | None":
@@ -101,6 +104,29 @@ def _lost(finding: Finding) -> str:
     return f"{_percent(finding.lost)} lost [{max(0.0, 1 - spread.high) * 100:.1f}, {(1 - spread.low) * 100:.1f}]"
 
 
+def lost_target(comparison: Comparison) -> float:
+    """The widest "lost" interval the bundles' plans asked for (their precision); the default where none asked."""
+    asked = [p.lost_width_fraction for p in map(Precision.of, (b["plan"] for b in comparison.bundles)) if p is not None]
+    return max(asked, default=schemas.schema("plan")["$defs"]["precision"]["properties"]["lost_width_fraction"]["default"])
+
+
+def precision(finding: Finding, target: float) -> str:
+    """"4.1 points wide, within the 5-point target": the lost interval against the plans' target, and where it
+    is wider, what stopped its runs' sampling (more launches narrow what sampling cannot)."""
+    spread = finding.efficiency
+    if spread is None or spread.low is None or finding.predicted:
+        return "-"
+    width = (spread.high - spread.low) * 100
+    said = f"{width:.1f} points wide, {'within' if width <= target * 100 else 'wider than'} the {target * 100:g}-point target"
+    if width <= target * 100:
+        return said
+    if finding.sampled is None:
+        return said + " (no precision asked of these runs)"
+    if finding.sampled == "met":
+        return said + ": each run met its own target, so its launches differ: more launches narrow it"
+    return said + f": its runs stopped sampling short of their target ({finding.sampled.removeprefix('not met: ')})"
+
+
 def _exposed(finding: Finding) -> str:
     if finding.exposed_s is None:
         return "-"
@@ -122,7 +148,7 @@ def _busy(others: list) -> str:
     return f"measured on a busy machine ({'; '.join(others)}), " if others else ""
 
 
-def _line(machine: str, workload: str, ranks: str, findings: list[Finding], others: list) -> str:
+def _line(machine: str, workload: str, ranks: str, findings: list[Finding], others: list, target: float) -> str:
     """One verdict line; `others`: what other processes took while a busy machine measured these findings."""
     scaled = [f for f in findings if f.efficiency is not None]
     busy = _busy(others)
@@ -137,6 +163,8 @@ def _line(machine: str, workload: str, ranks: str, findings: list[Finding], othe
     head = _headline(scaled)
     text = (f"{machine} — {workload}, {ranks} over {_link(head)}: {busy}{judged(head)}, {_lost(head)} of the training "
             f"throughput{_against(head)}{head.flags}")
+    if precision(head, target) != "-":
+        text += f" (its interval {precision(head, target)})"
     if head.exposed_s is not None:
         text += f"; {_exposed(head)} per step is exposed communication"
     same = sorted((f for f in scaled if f.series == head.series and f.predicted == head.predicted and f is not head),
@@ -158,17 +186,17 @@ def _against(finding: Finding) -> str:
     return f" against {finding.baseline}" if finding.baseline else ""
 
 
-def _table(findings: list[Finding], ranks: Ranks) -> Table:
+def _table(findings: list[Finding], ranks: Ranks, target: float) -> Table:
     rows = []
     for f in findings:
         scaled = f.efficiency is not None
         rows.append([f.series.machine, f.workload, f.ranks, _link(f), str(f.global_batch),
                      _interval(f.efficiency) + f.flags if scaled else "-",
                      f"{judged(f)}: {_lost(f)}{_against(f)}" if scaled else ("no link (1 rank)" if f.ranks.startswith("1 ") else "no baseline"),
-                     _exposed(f)])
+                     precision(f, target), _exposed(f)])
     machine, link = ("host · hardware", "transport used") if ranks.cpu else ("host · GPUs and link", "link NCCL used")
     return Table([machine, "workload", "ranks", link, "global batch", f"scaling % [{LEVEL_LABEL}]",
-                  "verdict: throughput lost", "exposed communication of step"], rows)
+                  "verdict: throughput lost", "its interval against the precision target", "exposed communication of step"], rows)
 
 
 def _parts(comparison: Comparison) -> list:
@@ -247,11 +275,12 @@ def section(comparison: Comparison, plot, colours: dict) -> list:
     groups = defaultdict(list)
     for f in findings:
         groups[(f.series.machine, f.workload, f.ranks)].append(f)
-    lines = [_line(machine, workload, ranks, mine, _others(comparison, {f.series for f in mine} & busy))
+    target = lost_target(comparison)
+    lines = [_line(machine, workload, ranks, mine, _others(comparison, {f.series for f in mine} & busy), target)
              + "".join(f" ⚠ {said}" for said in sorted({said for f in mine for said in concerned(f)}))
              for (machine, workload, ranks), mine in sorted(groups.items())]
     blocks += [*_answer_figure(findings, comparison, plot, concerned), Paragraph(thresholds(comparison.ranks)), Bullets(lines),
-               _table(sorted(findings, key=_order), comparison.ranks), *apart]
+               _table(sorted(findings, key=_order), comparison.ranks, target), *apart]
     for part in parts:
         if hasattr(part, "answer_plots"):
             blocks += part.answer_plots(comparison, plot, colours)

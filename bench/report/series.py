@@ -1,8 +1,9 @@
 """What each plot and table shows, computed from the samples of the merged runs.
 
 Spread is always taken from the raw samples (pooled over the runs of one series), never from a
-single number: p5-p95 of the samples for measured quantities; a bootstrap confidence interval of
-the ratio of medians for scaling efficiency, a figure computed from two sets of samples.
+single number: p5-p95 of the samples for measured quantities; for scaling efficiency, a figure
+computed from two sets of runs, the confidence interval of bench/common/stats.py's model of
+launches and the samples within them.
 """
 
 from __future__ import annotations

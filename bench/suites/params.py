@@ -8,7 +8,7 @@ from __future__ import annotations
 import copy
 import functools
 import json
-from dataclasses import MISSING, dataclass, fields
+from dataclasses import MISSING, dataclass, fields, replace
 from pathlib import Path
 from typing import TypeVar
 
@@ -31,12 +31,22 @@ class SampledParams:
     (bench/controller/plans.py writes every default out; none is repeated here). A field with
     a default here is one the schema leaves optional: None stands for absent.
 
-    Every suite samples the same way: past the first batch, more batches of the same size while
-    the samples' CV is above cv_target (None: never) and sampling_cap_s has not passed, as
-    Phoronix repeats a test until its standard deviation is low enough."""
+    Every suite samples the same way (bench/agent/harness.py sample_until_steady): past the first
+    batch, more batches of the same size while the median's interval is wider than the plan's
+    precision target or the samples' CV is above cv_target (None: never), for at most sampling_cap_s
+    past the first batch."""
 
     cv_target: "float | None"
     sampling_cap_s: float
+
+    @property
+    def minimum_samples(self) -> int:
+        """The samples a run takes at least (its repetitions or steps)."""
+        raise NotImplementedError
+
+    def with_minimum_samples(self: P, count: int) -> P:
+        """The same parameters taking `count` samples at least: what the cost model prices a sample by."""
+        raise NotImplementedError
 
     @classmethod
     def of(cls: "type[P]", entry: dict) -> P:
@@ -55,6 +65,13 @@ class RepeatedParams(SampledParams):
     warmup_iters: int
     iters: int
     repetitions: int
+
+    @property
+    def minimum_samples(self) -> int:
+        return self.repetitions
+
+    def with_minimum_samples(self, count: int) -> "RepeatedParams":
+        return replace(self, repetitions=count)
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ with the first new one, ...); explicit pairs (--host-map orig=new) come first.
 
 from __future__ import annotations
 
+import bisect
 import json
 import math
 import statistics
@@ -17,7 +18,9 @@ from dataclasses import asdict, dataclass, field, replace
 from bench import suites
 from bench.common.protocol import parse_launch_id
 from bench.common.run import Run
-from bench.common.stats import Spread, cv, family_level, percent, ratio_of_pooled_medians
+from bench.common import launch_floor
+from bench.common.sampling import sampling_outcome
+from bench.common.stats import Launches, Ratio, Side, Spread, combined_df, cv, family_level, percent, ratio_interval, t_quantile
 from bench.common.transports import nccl_algorithms, setting_key, with_setting
 from bench.errors import UserError
 from bench.judging import shared_machine
@@ -118,6 +121,8 @@ class RunVerdict:
     reason: "str | None" = None
     inconclusive_because: "str | None" = None  # one of INCONCLUSIVE_BECAUSE
     noise_floor: "float | None" = None  # where inconclusive: the tolerance an identical rerun could be judged to
+    between_launches: "dict | None" = None  # per side: the spread between launches its interval took (between_launches)
+    sampled: "dict | None" = None  # per side: whether its sampling met the plan's precision target (sampling_outcome)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -144,80 +149,94 @@ def verdict_of(ratio: Spread, tolerance: float, metric: str) -> str:
 # Why an interval straddles the band, in the order they are looked for: what the reader can do
 # differs for each (rerun on a quiet machine, more launches, a wider tolerance, more samples).
 INCONCLUSIVE_BECAUSE = ("busy machine", "launches differ", "noise floor", "too few samples", "no interval")
-# Launches dominate where drawing launches widens the interval by more than this over the samples pooled.
-LAUNCHES_DOMINATE = 1.5
+MOST_LAUNCHES = 20  # a plan entry's launch_repeats at most (schema/plan.schema.json)
 
 
-def _spread(launches: "list[list]") -> str:
+def _spread(launches: "tuple") -> str:
     pooled = [x for launch in launches for x in launch]
     over = f" over {len(launches)} launches" if len(launches) > 1 else ""
     return f"{cv(pooled):.1%} n={len(pooled)}{over}"
 
 
-def _log_width(spread: Spread) -> float:
-    return math.log(spread.high / spread.low) if spread.low and spread.high else math.inf
+def _parts(ratio: Ratio) -> tuple[float, float]:
+    """The ratio's log variance split: (between launches, within them)."""
+    sides = (ratio.numerator, ratio.denominator)
+    return sum(s.between ** 2 / s.launches for s in sides), sum(s.within ** 2 / s.launches for s in sides)
 
 
-def noise_floor(samples: "list[list]", level: float) -> "float | None":
-    """The tolerance a rerun identical to these samples (as many, as spread, in as many launches)
-    could be judged to: the far end of the interval of their ratio with themselves."""
-    self_ratio = ratio_of_pooled_medians(samples, samples, level)
-    if self_ratio is None or not self_ratio.low:
-        return None
-    return max(self_ratio.high - 1, 1 / self_ratio.low - 1)
+def _reach(ratio: Ratio, launches: "int | None" = None) -> float:
+    """Half the interval's width on the log scale; with `launches` a side, as spread as its own."""
+    sides = [(s.variance(launches), s.df - s.launches + (launches or s.launches)) for s in (ratio.numerator, ratio.denominator)]
+    return t_quantile(1 - (1 - ratio.level) / 2, combined_df(sides)) * math.sqrt(sum(v for v, _ in sides))
 
 
-def _aligned(launches: "list[list]") -> list:
-    """Every launch's samples moved to one median (each over its own): the spread within launches alone."""
-    middle = statistics.median([x for launch in launches for x in launch])
-    return [x * middle / statistics.median(launch) for launch in launches for x in launch if statistics.median(launch)]
+def judged_to(original: Side, level: float) -> float:
+    """The tolerance a rerun identical to the original (as many launches and samples, as spread) could be
+    judged to: the far end of the interval of their ratio."""
+    same = Ratio(1.0, None, None, original.samples, original, original, None, level)
+    return math.exp(_reach(same)) - 1
 
 
-def _launch_medians(launches: "list[list]") -> str:
-    return ", ".join(f"{statistics.median(launch):.4g}" for launch in launches)
+def _launches_to_fit(ratio: Ratio, room: float) -> "int | None":
+    """The fewest launches a side (at most MOST_LAUNCHES) whose interval would fit `room` on the log scale."""
+    counts = range(2, MOST_LAUNCHES + 1)
+    first = bisect.bisect_left(counts, True, key=lambda k: _reach(ratio, k) <= room)  # the reach narrows as launches grow
+    return counts[first] if first < len(counts) else None
 
 
-def why_inconclusive(ratio: Spread, tolerance: float, level: float, original: "list[list]", new: "list[list]",
+def why_inconclusive(ratio: Ratio, tolerance: float, original: Launches, new: Launches,
                      shares: tuple = (None, None)) -> "tuple[str, str, float | None]":
-    """(one of INCONCLUSIVE_BECAUSE, what it means and what would settle it, the noise floor)."""
-    floor = noise_floor(original, level)
+    """(one of INCONCLUSIVE_BECAUSE, what it means and what would settle it, the tolerance this machine
+    could judge the run to)."""
     if ratio.low is None:
-        if min(x for launch in original for x in launch) <= 0:
-            return "no interval", "the original's samples hold a non-positive value: no interval", floor
-        return "no interval", "the resampled ratios reach 0 or a float's range (samples of 0, or near it): no interval", floor
-    straddles = f"the {percent(level)} interval straddles the band +-{tolerance:.3g}"
+        return "no interval", "the new median is 0, or the interval reaches past a float's range: no interval", None
+    floor = judged_to(ratio.denominator, ratio.level)
+    straddles = f"the {percent(ratio.level)} interval straddles the band +-{tolerance:.3g}"
     busy = shared_machine.verdict_reason(shares)
     if busy:
         return "busy machine", f"a busy machine: {straddles}, and {busy}", floor
-    several = max(len(original), len(new)) > 1
-    aligned = ratio_of_pooled_medians([_aligned(new)], [_aligned(original)], level) if several else None
-    band_width = 2 * math.log(1 + tolerance)
-    if aligned is not None and aligned.low and _log_width(ratio) > LAUNCHES_DOMINATE * _log_width(aligned):
+    room = math.log(1 + tolerance) - abs(math.log(ratio.median))
+    between, within = _parts(ratio)
+    if between > within:
+        launches = _launches_to_fit(ratio, room) if room > 0 else None
+        settle = (f"about {launches} launches a side would narrow it to fit the band (the entry's launch_repeats, or the "
+                  f"plan's precision: launches)" if launches else
+                  f"the ratio {ratio.median:.3f} lies at the band's edge: more launches tell on which side" if room <= 0 else
+                  f"more than {MOST_LAUNCHES} launches a side would be needed: judge it with --tolerance {math.ceil(floor * 100)}%")
         return "launches differ", (
-            f"launches differ more than samples do: {straddles}, {ratio.low:.3f} to {ratio.high:.3f} with launches drawn "
-            f"against {aligned.low:.3f} to {aligned.high:.3f} from the samples alone (launch medians: original "
-            f"{_launch_medians(original)}; new {_launch_medians(new)}); more samples do not settle it: more launches "
-            f"(launch_repeats) or a wider tolerance do"), floor
-    if not several and _log_width(ratio) < band_width / 2:
-        return "launches differ", (
-            f"launches differ more than samples do: {straddles}, yet the samples within each launch agree "
-            f"(CV original {_spread(original)}, new {_spread(new)}) and the two launches' medians differ by "
-            f"{abs(ratio.median - 1):.1%}: one launch a side cannot tell a change from this machine's spread between "
-            f"launches; rerun both with launch_repeats of 3 or more"), floor
-    if floor is not None and floor > tolerance:
+            f"launches differ more than samples do: {straddles}, and the spread between launches makes "
+            f"{between / (between + within):.0%} of its width ({between_words(ratio)}); more samples do not settle it: "
+            f"{settle}"), floor
+    if floor > tolerance:
         return "noise floor", (
-            f"noise floor above the tolerance: a rerun identical to the original (CV {_spread(original)}) would get an "
-            f"interval reaching +-{floor:.1%}, so at this sample count this machine judges this run to about "
-            f"{floor:.0%}, not to {tolerance:.0%} (new: CV {_spread(new)}); judge it with --tolerance {math.ceil(floor * 100)}%, "
-            f"or raise the entry's repetitions or steps"), floor
-    room = math.log(1 + tolerance) - abs(math.log(ratio.median)) if ratio.median > 0 else 0.0
-    half = _log_width(ratio) / 2
-    count = min(len([x for launch in new for x in launch]), len([x for launch in original for x in launch]))
-    needed = math.ceil(count * (half / room) ** 2) if room > 0 else None
-    settle = (f"about {needed} samples a side (now {count}) would narrow it to fit the band" if needed
+            f"noise floor above the tolerance: a rerun identical to the original (CV {_spread(original.samples)}) would get an "
+            f"interval reaching +-{floor:.1%}, so this machine judges this run to about {floor:.0%}, not to {tolerance:.0%} "
+            f"(new: CV {_spread(new.samples)}); judge it with --tolerance {math.ceil(floor * 100)}%, or raise the entry's "
+            f"repetitions or steps, or the plan's precision target"), floor
+    count = min(ratio.numerator.samples, ratio.denominator.samples)
+    t_room = room / t_quantile(1 - (1 - ratio.level) / 2, ratio.df) if room > 0 else 0.0
+    factor = within / (t_room ** 2 - between) if t_room ** 2 > between else None
+    settle = (f"about {math.ceil(count * factor)} samples a side (now {count}) would narrow it to fit the band" if factor
               else f"the ratio {ratio.median:.3f} lies at the band's edge: more samples tell on which side")
-    return "too few samples", (f"too few samples: {straddles} (CV original {_spread(original)}, new {_spread(new)}); "
-                               f"{settle}: raise the entry's repetitions or steps"), floor
+    return "too few samples", (f"too few samples: {straddles} (CV original {_spread(original.samples)}, new {_spread(new.samples)}); "
+                               f"{settle}: raise the entry's repetitions or steps, or the plan's precision target"), floor
+
+
+def side_words(side: Side) -> str:
+    """"3 launches 1.2% apart" or "one launch: the floor 2.2%": the spread between launches a side took."""
+    if side.measured_between is None:
+        return f"one launch: the floor {side.floor.fraction:.1%}" + ("" if side.floor.measured else " (a default)")
+    return f"{side.launches} launches {side.measured_between:.1%} apart beyond their samples"
+
+
+def between_words(ratio: Ratio) -> str:
+    return f"original {side_words(ratio.denominator)}; new {side_words(ratio.numerator)}"
+
+
+def between_launches(side: Side) -> dict:
+    """What a side's interval took for the spread between launches (verdict.json)."""
+    return {"launches": side.launches, "measured_fraction": side.measured_between, "taken_fraction": side.between,
+            "floor_fraction": side.floor.fraction, "floor_measured": side.floor.measured, "floor": side.floor.source}
 
 
 def _why_not_positive(base: RunVerdict) -> str:
@@ -236,9 +255,10 @@ class Measured:
     """A configuration both bundles measured: its verdict waits for the level of the whole comparison."""
 
     base: RunVerdict
-    samples: list  # the original's, one list per repeat of its launch
-    new_samples: list
+    original: Launches  # the original's samples, one tuple per launch that measured it, with their floor
+    new: Launches
     shares: tuple  # the CPU share other processes took: (original, new)
+    sampled: tuple  # how each side's sampling ended: (original, new), sampling_outcome's
 
 
 def _compare_configuration(base: RunVerdict, runs: "list[Run]", new_runs: "list[Run]", machine_differs: list,
@@ -250,8 +270,7 @@ def _compare_configuration(base: RunVerdict, runs: "list[Run]", new_runs: "list[
     runs = _with_metric(runs, base.metric)
     if not runs:
         return replace(base, verdict="not comparable", reason=f"the original run has no {base.metric}")
-    samples = [r.metrics[base.metric]["samples"] for r in runs]
-    base = replace(base, original_median=statistics.median([x for launch in samples for x in launch]))
+    base = replace(base, original_median=statistics.median([x for run in runs for x in run.samples(base.metric)]))
     if machine_differs:
         return replace(base, verdict="not comparable", differs=machine_differs)
     if base.original_median <= 0:  # nothing to compare with, whatever the rerun did (or skipped: one-rank busbw)
@@ -269,17 +288,20 @@ def _compare_configuration(base: RunVerdict, runs: "list[Run]", new_runs: "list[
     ran = (nccl_algorithms(runs[0].transport), nccl_algorithms(new_runs[0].transport))
     if None not in ran and ran[0] != ran[1]:  # NCCL's own choice moved (another version, a tuner): another measurement
         return replace(base, verdict="not comparable", differs=[{"field": "nccl_algorithm", "original": ran[0], "new": ran[1]}])
-    return Measured(base, samples, [r.metrics[base.metric]["samples"] for r in new_runs], shares)
+    return Measured(base, launch_floor.launches(runs, base.metric), launch_floor.launches(new_runs, base.metric), shares,
+                    (sampling_outcome(runs), sampling_outcome(new_runs)))
 
 
 def judge(measured: Measured, tolerances: dict, level: float) -> RunVerdict:
     """The verdict of a configuration both bundles measured: its ratio's interval, at `level`, against the band."""
-    base, samples, new_samples = measured.base, measured.samples, measured.new_samples
-    ratio = ratio_of_pooled_medians(new_samples, samples, level)
-    new_median = statistics.median([x for launch in new_samples for x in launch])
-    if ratio is None:  # the original's median is positive: only a quotient past a float's range
-        return replace(base, new_median=new_median, verdict="inconclusive", inconclusive_because="no interval",
-                       reason="the ratio of the medians is past a float's range: no number to judge")
+    base = replace(measured.base, sampled={"original": measured.sampled[0], "new": measured.sampled[1]})
+    ratio = ratio_interval(measured.new, measured.original, level)
+    if ratio is None or ratio.numerator is None:  # a launch median not positive, or a quotient past a float's range
+        return replace(base, new_median=statistics.median(measured.new.pooled), verdict="inconclusive",
+                       inconclusive_because="no interval",
+                       reason="a launch's median is 0, or the ratio is past a float's range: no interval to judge")
+    base = replace(base, original_median=ratio.denominator.centre, new_median=ratio.numerator.centre,
+                   between_launches={"original": between_launches(ratio.denominator), "new": between_launches(ratio.numerator)})
     tolerance = tolerances[base.metric]
     verdict = verdict_of(ratio, tolerance, base.metric)
     because = reason = floor = None
@@ -287,9 +309,9 @@ def judge(measured: Measured, tolerances: dict, level: float) -> RunVerdict:
     if verdict in ("slower", "faster") and busy:
         verdict, because, reason = "inconclusive", "busy machine", f"a busy machine: {verdict} beyond its interval, but {busy}"
     elif verdict == "inconclusive":
-        because, reason, floor = why_inconclusive(ratio, tolerance, level, samples, new_samples, measured.shares)
+        because, reason, floor = why_inconclusive(ratio, tolerance, measured.original, measured.new, measured.shares)
     return replace(
-        base, new_median=new_median, ratio=ratio.median, ci_low=ratio.low, ci_high=ratio.high, tolerance=tolerance,
+        base, ratio=ratio.median, ci_low=ratio.low, ci_high=ratio.high, tolerance=tolerance,
         level=level, verdict=verdict, reason=reason, inconclusive_because=because, noise_floor=floor,
     )
 
@@ -358,9 +380,9 @@ def _configurations_of(original: dict, new: dict, pairs: "list[tuple]", ignore: 
 
 
 def plan_differences(original: dict, new: dict, left_out: "frozenset[int]" = frozenset()) -> list[str]:
-    """What differs between two bundles' plans, beyond name, description and sampling; [] when they
-    are one plan. `left_out`: the original's entries a rerun left out (the new plan lacks them)."""
-    ignored = ("name", "description")
+    """What differs between two bundles' plans, beyond name, description and sampling (precision, launch
+    repeats); [] when they are one plan. `left_out`: the original's entries a rerun left out (the new plan lacks them)."""
+    ignored = ("name", "description", "precision")
     a = {k: v for k, v in original["plan"].items() if k not in ignored}
     b = {k: v for k, v in new["plan"].items() if k not in ignored}
     differ = [k for k in sorted({*a, *b}) if k != "suites" and a.get(k) != b.get(k)]

@@ -54,16 +54,48 @@ def _verdict(v: RunVerdict) -> str:
     return v.verdict + (f": {v.reason}" if v.reason else "")
 
 
+def _between(side: dict) -> str:
+    """"3 launches: 1.2%" (measured), "1 launch: floor 2.2%", "1 launch: default 5%": the spread between
+    launches a side's interval took."""
+    if side["measured_fraction"] is not None:
+        return f"{side['launches']} launches: {side['measured_fraction']:.1%}"
+    return f"1 launch: {'floor' if side['floor_measured'] else 'default'} {side['floor_fraction']:.1%}"
+
+
+def _between_cell(v: RunVerdict) -> str:
+    if v.between_launches is None:
+        return "-"
+    return f"original {_between(v.between_launches['original'])}; new {_between(v.between_launches['new'])}"
+
+
+def _sampled_cell(v: RunVerdict) -> str:
+    """Whether each side's sampling met the plan's precision target: "met / not met: budget share"."""
+    if v.sampled is None or v.sampled == {"original": None, "new": None}:
+        return "-"
+    return " / ".join(v.sampled[side] or "none asked" for side in ("original", "new"))
+
+
 def table(verdicts: "list[RunVerdict]") -> Table:
     levels = {v.level for v in verdicts if v.level is not None}
     label = f"ratio [{percent(levels.pop())} CI]" if len(levels) == 1 else "ratio [CI]"
-    header = ["host", "suite", "params", "transport", "ranks", "metric", "original", "new", label, "verdict"]
+    header = ["host", "suite", "params", "transport", "ranks", "metric", "original", "new", label, "between launches",
+              "precision target met (original / new)", "verdict"]
     rows = []
     for v, params in zip(verdicts, params_labels(verdicts)):
         host = v.host if v.new_host in (v.host, None) else f"{v.host} -> {v.new_host}"
         rows.append([host, v.suite, params, v.transport, str(v.world_size), v.metric,
-                     _num(v.original_median), _num(v.new_median), _ratio(v), _verdict(v)])
+                     _num(v.original_median), _num(v.new_median), _ratio(v), _between_cell(v), _sampled_cell(v), _verdict(v)])
     return Table(header, rows)
+
+
+def floors_taken(verdicts: "list[RunVerdict]") -> list[str]:
+    """Each launch-to-launch floor a one-launch side took, once, with its source."""
+    said = []
+    for v in verdicts:
+        for side in (v.between_launches or {}).values():
+            if side["measured_fraction"] is None and side["floor"] not in said:
+                said.append(side["floor"])
+    return said
 
 
 # How the summary names each reason an interval was too wide (compare.INCONCLUSIVE_BECAUSE).
@@ -153,6 +185,7 @@ def markdown(doc: dict, verdicts: "list[RunVerdict]") -> str:
     ]
     items += [f"deviation: {d['field']}{' on ' + d['host'] if d.get('host') else ''}: {d['original']} -> {d['used']} ({d['note']})" for d in doc["deviations"]]
     items += [f"left out of the rerun: {left_out_name(item)}: {item['reason']}" for item in doc.get("left_out", [])]
+    items += [f"launch-to-launch floor (a side of one launch cannot show its own): {floor}" for floor in floors_taken(verdicts)]
     items += [
         f"method: {doc['method']}",
         f"tolerance: reproduced when the ratio's whole interval lies within a factor 1 + tolerance either way, "

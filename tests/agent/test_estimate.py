@@ -6,6 +6,7 @@ before anything runs, and the shipped plans' budgets."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import pytest
 import yaml
@@ -112,13 +113,30 @@ def test_an_earlier_run_of_the_plan_here_gives_the_estimate(tmp_path):
         assert re.search(re.escape(launch) + r" \(\d+ configurations?, ~" + seconds_said + r", as measured before\)", announced)
 
 
+def test_the_estimate_counts_the_sampling_the_plans_precision_asks_for():
+    """Each run of a plan with precision is priced its expected sampling past its minimum, never past its budget:
+    on a shared CPU, where nothing clears +-2%, all of it."""
+    from bench.agent.runner import modelled, plan_launches
+
+    cpu = Capabilities(gpu_count=0, logical_cpus=2)
+    plan = load_plan("quick")
+    plain = {key: value for key, value in plan.items() if key != "precision"}
+    for launch in (l for l in plan_launches(plan, cpu) if not l.skipped_reason):
+        (base, _, configurations), (seconds, sampling, _) = modelled(replace(launch, precision=None), cpu), modelled(launch, cpu)
+        cap = suites.get(launch.suite).params(launch.params).sampling_cap_s
+        assert seconds == pytest.approx(base + sampling) and sampling == pytest.approx(configurations * cap)
+    assert plan_launches(plain, cpu)[0].precision is None
+
+
 def test_the_estimate_counts_the_sampling_a_cv_target_asks_for():
     """An entry with a cv_target samples until that steady: its estimate must count it (1 min 01 s
     said, 2 min 45 s taken on this CPU machine by a quick whose entries all had one)."""
     from bench.agent.runner import SAMPLING_ROUNDS, modelled, plan_launches
 
     cpu = Capabilities(gpu_count=0, logical_cpus=2)
-    plan = load_plan("quick")
+    # A cv_target's sampling alone, within the schema's sampling_cap_s (quick's CPU form lowers it for its precision).
+    plan = {key: value for key, value in load_plan("quick").items() if key != "precision"}
+    plan["suites"] = [{**e, "cpu": {k: v for k, v in e["cpu"].items() if k != "sampling_cap_s"}} for e in plan["suites"]]
     sampled = {**plan, "suites": [{**entry, "params": {**entry["params"], "cv_target": 0.01}} for entry in plan["suites"]]}
     plain = {l.id: l for l in plan_launches(plan, cpu)}
     totals = [0.0, 0.0]

@@ -1,13 +1,18 @@
-"""Sampling toward a CV target (bench/agent/harness.py sample_until_steady) ends by saying why it
-ended where the target was not reached: here, at the most samples a bundle keeps of a metric."""
+"""Sampling (bench/agent/harness.py sample_until_steady): toward a CV target, ending by saying why it
+ended where the target was not reached (here, at the most samples a bundle keeps of a metric); and
+toward the plan's precision, until the median is clear or the run's budget is spent, recording which."""
 
 from __future__ import annotations
 
 import itertools
+import random
+import time
 
 import torch
 
 from bench.agent.harness import MAX_SAMPLES, Context, sample_until_steady
+from bench.common.sampling import LEAST_SAMPLES, Target
+from bench.common.stats import median_halfwidth
 from bench.suites.params import SampledParams
 
 
@@ -28,3 +33,59 @@ def test_sampling_that_reaches_its_target_says_nothing():
     ctx = one_rank()
     samples = sample_until_steady(ctx, lambda n: [2.0] * n, 1500, SampledParams(0.01, 86400.0))
     assert len(samples) == 1500 and ctx.notes == []
+
+
+# --- Sampling until the figure is clear (the plan's precision) -------------------------------------
+
+def with_target(halfwidth: float, budget_s: float) -> Context:
+    ctx = one_rank()
+    ctx.target = Target(halfwidth, halfwidth / 2, budget_s)
+    return ctx
+
+
+def test_samples_that_are_already_clear_stop_at_their_minimum_and_say_the_target_was_met():
+    ctx = with_target(0.02, 60.0)
+    steady = itertools.cycle([1.00, 1.01, 0.99, 1.005, 0.995])
+    samples = sample_until_steady(ctx, lambda n: [next(steady) for _ in range(n)], 10, SampledParams(None, 60.0))
+    assert len(samples) == 10
+    record = ctx.sampled.take()
+    assert record["met"] and record["stopped_by"] == "target" and record["samples"] == 10
+    assert 0 < record["halfwidth_fraction"] <= 0.02 and record["target_halfwidth_fraction"] == 0.02
+
+
+def test_noisy_samples_sample_on_until_their_median_is_clear():
+    """+-10% samples: ten give the median to about +-5%; the target +-2% needs about six times as many."""
+    ctx, rng = with_target(0.02, 60.0), random.Random(1)
+    samples = sample_until_steady(ctx, lambda n: [rng.uniform(0.9, 1.1) for _ in range(n)], 10, SampledParams(None, 60.0))
+    record = ctx.sampled.take()
+    assert record["met"] and 30 <= len(samples) <= 150 and len(samples) % 10 == 0
+    assert median_halfwidth(samples) <= 0.02 < median_halfwidth(samples[:-10])
+
+
+def test_a_run_whose_budget_is_spent_keeps_what_it_measured_and_says_what_stopped_it():
+    ctx, rng = with_target(0.001, 0.05), random.Random(2)
+
+    def slow(n: int) -> list:
+        time.sleep(0.02)
+        return [rng.uniform(0.5, 1.5) for _ in range(n)]
+
+    samples = sample_until_steady(ctx, slow, 5, SampledParams(None, 60.0))
+    record = ctx.sampled.take()
+    assert not record["met"] and record["stopped_by"] == "budget share" and record["samples"] == len(samples) > 5
+    assert record["budget_s"] == 0.05 and record["past_minimum_s"] >= 0.05
+    # The entry's sampling_cap_s bounds a run too, below the plan's share.
+    ctx = with_target(0.001, 60.0)
+    sample_until_steady(ctx, slow, 5, SampledParams(None, 0.05))
+    assert ctx.sampled.take()["budget_s"] == 0.05
+
+
+def test_fewer_samples_than_a_mad_can_judge_are_never_clear():
+    ctx = with_target(0.5, 60.0)
+    samples = sample_until_steady(ctx, lambda n: [1.0] * n, 2, SampledParams(None, 60.0))
+    assert len(samples) == LEAST_SAMPLES + 1  # 2, 4, then 6: the first count a MAD may judge
+
+
+def test_without_a_target_a_run_takes_exactly_its_minimum_and_records_nothing():
+    ctx, rng = one_rank(), random.Random(3)
+    samples = sample_until_steady(ctx, lambda n: [rng.uniform(0.5, 1.5) for _ in range(n)], 7, SampledParams(None, 60.0))
+    assert len(samples) == 7 and ctx.sampled.take() is None and ctx.notes == []

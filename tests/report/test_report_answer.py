@@ -11,7 +11,9 @@ import pytest
 
 from bench.bundle import seal
 from bench.cli import main
-from bench.common.stats import ratio_of_medians
+from bench.common.launch_floor import launches
+from bench.common.run import Run
+from bench.common.stats import ratio_interval
 from bench.report.answer import TITLE, verdict
 from tests.support.report_variants import make_variant, write
 
@@ -42,7 +44,8 @@ def _expected(doc: dict, run: dict) -> dict:
     """What the answer must say of one multi-rank run, from the bundle's samples and derived figures."""
     base = next(r for r in _ddp(doc) if r["world_size"] == 1 and r["params"]["global_batch"] == run["params"]["global_batch"])
     samples = lambda r, m: r["metrics"][m]["samples"]  # noqa: E731
-    efficiency = ratio_of_medians(samples(base, "per_sample_gpu_time_s"), samples(run, "per_sample_gpu_time_s"))
+    # One launch a side: the interval takes the launch-to-launch floor of the step time's kind.
+    efficiency = ratio_interval(*(launches([Run(r)], "per_sample_gpu_time_s", "step_time_s") for r in (base, run)))
     assert efficiency.median == pytest.approx(run["derived"]["scaling_efficiency_fraction"])
     step = statistics.median(samples(run, "step_time_s"))
     exposed = step - statistics.median(samples(base, "step_time_s")) / run["world_size"]
@@ -76,7 +79,9 @@ def test_each_line_of_the_answer_is_the_bundles_figures(fleet, fleet_report, nam
         assert row[6].startswith(f"{expected_verdict}")
         assert row[6].endswith(f": {want['lost'] * 100:.1f}% lost [{max(0, 1 - e.high) * 100:.1f}, {(1 - e.low) * 100:.1f}]")
         assert verdict(want["lost"]) == expected_verdict
-        assert row[7] == f"{want['exposed'] * 1e3:.3g} of {want['step'] * 1e3:.3g} ms"
+        width = (e.high - e.low) * 100
+        assert row[7].startswith(f"{width:.1f} points wide, {'within' if width <= 5 else 'wider than'} the 5-point target")
+        assert row[8] == f"{want['exposed'] * 1e3:.3g} of {want['step'] * 1e3:.3g} ms"
     # The machine's line leads with NCCL's own choice (preset default) at the largest global batch.
     machine = "rig-4090 · 2x RTX 4090, PCIe 4.0 x4" if name.startswith("rig-4090") else "rig-3090 · 2x RTX 3090, NVLink NV4"
     (line,) = [line for line in answer.splitlines() if line.startswith(f"- {machine} — ")]
@@ -100,7 +105,7 @@ def test_the_real_cpu_run_is_answered_in_processes_with_its_own_derived_figures(
         assert row[2:4] == ["2 processes", "default (gloo)"]
         derived = run["derived"]
         assert row[5].startswith(f"{derived['scaling_efficiency_fraction'] * 100:.1f}% [")
-        assert row[7].startswith(f"{derived['exposed_comm_s'] * 1e3:.3g} of ")
+        assert row[8].startswith(f"{derived['exposed_comm_s'] * 1e3:.3g} of ")
     assert re.search(r"^- local · CPU only — tiny fp32, 2 processes over default \(gloo\): ", answer, re.M)
 
 

@@ -52,7 +52,7 @@ def test_every_plot_is_written_as_png_and_svg_and_embedded(report):
         assert b"<svg" in (report / name).with_suffix(".svg").read_bytes()[:2000]
         assert f"[SVG]({Path(name).stem}.svg)" in md
     assert "Error bars: p5-p95 of the samples" in md
-    assert "95% interval from a bootstrap of the ratio of medians" in md
+    assert "95% interval from a random-effects model on the log scale" in md
 
 
 def test_html_is_self_contained(report):

@@ -22,7 +22,6 @@ from bench.bundle import read_bundle
 from bench.common.host import Capabilities
 from bench.common.protocol import Placement
 from bench.common.run import Run
-from bench.common.stats import Spread
 from bench.controller.inventory import Group, Host, Inventory
 from bench.controller.plans import check, load_plan, with_defaults
 from bench.controller.run import _check_placements
@@ -383,5 +382,7 @@ def test_link_sensitivity_is_each_transports_scaling_over_defaults():
                fake_entry("full", "default", 2, [2.0] * 5, one_gpu), fake_entry("full", "socket", 2, [8.0] * 5, one_gpu)]
     found = {row.strategy: row for row in sensitivities(entries)}
     assert found["ddp"].scaling.median == pytest.approx(0.8) and found["fsdp full"].scaling.median == pytest.approx(0.5)
-    assert found["ddp"].ratios == {"p2p_off": Spread(0.5, 0.5, 0.5, 5)}  # 40% scaling against 80%
+    (ratio,) = found["ddp"].ratios.values()  # 40% scaling against 80%
+    assert list(found["ddp"].ratios) == ["p2p_off"] and (ratio.median, ratio.n) == (pytest.approx(0.5), 5)
+    assert ratio.low < 0.5 < ratio.high  # one launch a side, however steady: the launch-to-launch floor widens it
     assert found["fsdp full"].ratios["socket"].median == pytest.approx(0.25)

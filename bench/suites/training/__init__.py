@@ -21,7 +21,7 @@ import functools
 import importlib.util
 import json
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import ClassVar
 
@@ -57,6 +57,13 @@ class TrainingParams(SampledParams):
     seed: int
     seq_len: "int | None" = None
     global_batches: "list | None" = None
+
+    @property
+    def minimum_samples(self) -> int:
+        return self.steps
+
+    def with_minimum_samples(self, count: int) -> "TrainingParams":
+        return replace(self, steps=count)
 
     def batches(self, world_size: int) -> list:
         """The global batches a launch trains: the sweep, or one of micro_batch x grad_accum per rank."""

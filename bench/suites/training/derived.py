@@ -7,8 +7,9 @@ from __future__ import annotations
 import statistics
 
 from bench import suites
+from bench.common import launch_floor
 from bench.common.run import Run
-from bench.common.stats import LEVEL, Spread, ratio_of_medians
+from bench.common.stats import LEVEL, Launches, Spread, ratio_interval
 from bench.common.transports import setting_key
 from bench.suites.base import warning
 
@@ -57,6 +58,12 @@ def _unlike_baseline(run: Run, baseline: "Run | None", busy_shares: dict) -> str
 ABOVE_PERFECT, NEGATIVE_EXPOSED = "scaling_above_perfect", "negative_exposed_comm"
 
 
+def per_sample_launches(runs: "list[Run]") -> Launches:
+    """The per-sample time x GPUs of each run (a launch each), with the floor of its step time's kind: the
+    sides of a scaling efficiency."""
+    return launch_floor.launches(runs, "per_sample_gpu_time_s", suites.get(runs[0].suite).headline_metric)
+
+
 def implausible(efficiency: "Spread | None", exposed_s: "float | None") -> list[str]:
     """The codes of the scaling figures no correct measurement gives: an efficiency whose interval
     lies above 100%, an exposed communication below zero. One run's (scaling_warnings) or the
@@ -74,8 +81,7 @@ def scaling_warnings(run: Run, baseline: "Run | None", busy_shares: dict) -> lis
     (busy_shares: HostResults.busy_shares)."""
     cause = _unlike_baseline(run, baseline, busy_shares)
     found = []
-    efficiency = None if baseline is None else ratio_of_medians(baseline.samples("per_sample_gpu_time_s"),
-                                                                 run.samples("per_sample_gpu_time_s"))
+    efficiency = None if baseline is None else ratio_interval(per_sample_launches([baseline]), per_sample_launches([run]))
     exposed = run.derived.get("exposed_comm_s")
     codes = implausible(efficiency, exposed)
     if ABOVE_PERFECT in codes:

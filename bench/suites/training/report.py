@@ -13,7 +13,8 @@ from matplotlib.figure import Figure
 
 from bench import suites
 from bench.common.run import Run
-from bench.common.stats import Spread, ratio_of_medians
+from bench.common.sampling import sampling_outcome
+from bench.common.stats import Ratio, Spread, ratio_interval
 from bench.common.transports import nccl_algorithms, ranks_label, setting_label
 from bench.report import plots as P
 from bench.report import tables as T
@@ -21,7 +22,7 @@ from bench.report.answer import Finding
 from bench.report.merge import MISMATCH, Comparison, RunEntry, Series
 from bench.report.series import Line, pooled
 from bench.suites.training import training_recipe
-from bench.suites.training.derived import ABOVE_PERFECT, NEGATIVE_EXPOSED, implausible
+from bench.suites.training.derived import ABOVE_PERFECT, NEGATIVE_EXPOSED, implausible, per_sample_launches
 
 
 @dataclass(frozen=True, order=True)
@@ -71,8 +72,8 @@ def _flags(entries: list[RunEntry], efficiency: "Spread | None", exposed: "float
     """" ⚠ code, ...": the runs' warnings but for those of their scaling figures, which are judged again
     on the pooled figures the finding shows (one launch's negative exposed communication does not
     flag a pooled figure that is positive)."""
-    scaling = {ABOVE_PERFECT, NEGATIVE_EXPOSED}
-    codes = {w["code"] for e in entries for w in e.run.warnings if w["code"] not in scaling} | set(implausible(efficiency, exposed))
+    scaling_codes = {ABOVE_PERFECT, NEGATIVE_EXPOSED}
+    codes = {w["code"] for e in entries for w in e.run.warnings if w["code"] not in scaling_codes} | set(implausible(efficiency, exposed))
     return f" ⚠ {', '.join(sorted(codes))}" if codes else ""
 
 
@@ -84,21 +85,32 @@ def _against(entries: list[RunEntry], bases: "list[Run]") -> str:
     return " and ".join(f"{name}'s 1-{_rank_words(entries[0].run.on_gpu)[0]} run" for name in others)
 
 
+def scaling(entries: list[RunEntry]) -> "Ratio | None":
+    """The scaling efficiency of these runs against their baselines (per-sample time x GPUs, baseline's
+    over theirs), with the model's interval: each run is a launch, and a side of one launch takes the floor."""
+    return per_sample_ratio(_baseline_runs(entries), [e.run for e in entries])
+
+
+def per_sample_ratio(numerator: "list[Run]", denominator: "list[Run]") -> "Ratio | None":
+    """Per-sample time x GPUs of the numerator's runs over the denominator's (one run a launch), with its interval."""
+    top, bottom = ([run for run in runs if run.samples("per_sample_gpu_time_s")] for runs in (numerator, denominator))
+    return ratio_interval(per_sample_launches(top), per_sample_launches(bottom)) if top and bottom else None
+
+
 def _finding(name: str, ranks: str, batch: int, entries: list[RunEntry]) -> Finding:
     step = statistics.median(pooled(entries, "step_time_s"))
     if entries[0].run.world_size == 1:  # its own baseline: no link crossed, nothing to scale
         return Finding(entries[0].series, name, ranks, batch, step, flags=T.flags(entries), hosts=_hosts(entries))
     bases = _baseline_runs(entries)
-    base_per_sample, base_step = _samples(bases, "per_sample_gpu_time_s"), _samples(bases, "step_time_s")
-    mine = pooled(entries, "per_sample_gpu_time_s")
-    efficiency = ratio_of_medians(base_per_sample, mine) if base_per_sample and mine else None
+    base_step = _samples(bases, "step_time_s")
+    efficiency = scaling(entries)
     exposed = None
     if base_step:
         # The 1-GPU step for the same work per GPU: its step time x (this run's batch per GPU / its batch).
         per_gpu = batch / entries[0].run.world_size
         exposed = step - statistics.median(base_step) * per_gpu / bases[0].params["global_batch"]
     return Finding(entries[0].series, name, ranks, batch, step, efficiency, exposed, flags=_flags(entries, efficiency, exposed),
-                   baseline=_against(entries, bases), hosts=_hosts(entries))
+                   baseline=_against(entries, bases), hosts=_hosts(entries), sampled=sampling_outcome(bases + [e.run for e in entries]))
 
 
 def training_findings(comparison: Comparison, suite: str, workload_of) -> list[Finding]:

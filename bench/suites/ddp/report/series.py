@@ -1,8 +1,8 @@
 """What the ddp suite's plots and tables show, from the samples of the merged runs: per-sample time
 x #GPUs per workload, scaling efficiency against the 1-GPU baseline, and the predicted step.
 
-Scaling efficiency is a figure computed from two sets of samples: its spread is a bootstrap
-confidence interval of the ratio of medians."""
+Scaling efficiency is a figure computed from two sets of runs: its spread is the confidence
+interval of bench/common/stats.py's model of launches and samples."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ import statistics
 from collections import defaultdict
 from dataclasses import dataclass, replace
 
-from bench.common.stats import Spread, ratio_of_medians
+from bench.common.stats import Spread
 from bench.common.transports import ranks_label
 from bench.report import plots as P
 from bench.report import series as S
 from bench.report.merge import Comparison, Ranks, RunEntry, Series
 from bench.report.series import Line, pooled
-from bench.suites.training.report import Workload, workload
+from bench.suites.training.report import Workload, scaling, workload
 
 
 def _baseline_samples(entries: list[RunEntry], metric: str) -> list:
@@ -84,8 +84,7 @@ def efficiency_bars(comparison: Comparison) -> list[Bar]:
     bars = []
     for (key, series), entries in sorted(groups.items()):
         # Efficiency = baseline per-sample time / this run's: the baseline is the numerator.
-        base, samples = _baseline_samples(entries, "per_sample_gpu_time_s"), pooled(entries, "per_sample_gpu_time_s")
-        if base and samples and (efficiency := ratio_of_medians(base, samples)) is not None:  # None: a 0 s per-sample time
+        if (efficiency := scaling(entries)) is not None:  # None: no samples, or a 0 s per-sample time
             w, batch, ws, gpus = key
             bars.append(Bar(series, group_label(key), efficiency, w, f"batch {batch}\n{ranks_label(ws, gpus)}"))
     return bars

@@ -20,9 +20,9 @@ from bench.suites.fsdp.report import series as FS
 
 def sensitivity_caption(ranks: Ranks) -> str:
     return ("Link sensitivity: the scaling efficiency under a transport / the scaling efficiency under default, for the same "
-            f"machine, model, strategy, global batch and #{ranks.many}, with its {LEVEL_LABEL} (a bootstrap of the ratio of "
-            "median per-sample times). 100% means the link made no difference; where fsdp's ratio lies below DDP's, ZeRO-style "
-            f"sharding loses more on that link than DDP does. Scaling is against the plain model on one {ranks.one}.")
+            f"machine, model, strategy, global batch and #{ranks.many}, with its {LEVEL_LABEL} (over launches, then samples "
+            "within them; docs/metrics.md). 100% means the link made no difference; where fsdp's ratio lies below DDP's, "
+            f"ZeRO-style sharding loses more on that link than DDP does. Scaling is against the plain model on one {ranks.one}.")
 
 
 def section(comparison: Comparison, plot, colours: dict) -> list:

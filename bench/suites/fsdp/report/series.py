@@ -5,8 +5,8 @@ link sensitivity.
 Link sensitivity = scaling efficiency under a transport / scaling efficiency under default, for the
 same machine, model, strategy, global batch and #GPUs: does the link cost more where communication
 is more frequent? Both efficiencies share their 1-GPU baseline, so the ratio is
-the default run's per-sample time / the other transport's, and its interval is a bootstrap of that
-ratio of medians (launches resampled, then samples)."""
+the default run's per-sample time / the other transport's, and its interval bench/common/stats.py's
+model of launches and samples."""
 
 from __future__ import annotations
 
@@ -14,12 +14,13 @@ from collections import defaultdict
 from dataclasses import dataclass, replace
 
 from bench import suites
-from bench.common.stats import Spread, ratio_of_pooled_medians
+from bench.common.stats import Spread
 from bench.common.transports import ranks_label
 from bench.report import series as S
 from bench.report.merge import Comparison, RunEntry, Series
 from bench.report.series import Line
 from bench.suites.training import of_plain_model, training_recipe
+from bench.suites.training.report import per_sample_ratio, scaling
 
 # After the plain model's strategy (first), fsdp's shardings from the least sharded.
 SHARDING_ORDER = {"grad_op": 1, "full": 2, "hybrid": 3}
@@ -103,10 +104,6 @@ class Sensitivity:
     ratios: dict  # preset -> Spread: its scaling / default's
 
 
-def _launch_samples(entries: list[RunEntry], metric: str) -> list[list]:
-    return [entry.samples(metric) for entry in entries if entry.samples(metric)]
-
-
 def sensitivities(entries: list[RunEntry]) -> list[Sensitivity]:
     """Per machine, model, strategy, global batch and #GPUs (2 or more): the scaling under default and
     each other transport's scaling relative to it."""
@@ -121,12 +118,10 @@ def sensitivities(entries: list[RunEntry]) -> list[Sensitivity]:
         default = by_preset.get("default")
         if not default:
             continue
-        samples = _launch_samples(default, "per_sample_gpu_time_s")
-        bases = {id(e.baseline): e.baseline for e in default if e.baseline is not None}
-        base = [run.samples("per_sample_gpu_time_s") for run in bases.values()]
-        scaling = ratio_of_pooled_medians(base, samples) if base and samples else None
-        ratios = {preset: ratio_of_pooled_medians(samples, _launch_samples(others, "per_sample_gpu_time_s"))
-                  for preset, others in sorted(by_preset.items()) if preset != "default" and _launch_samples(others, "per_sample_gpu_time_s")}
-        if samples and ratios:
-            found.append(Sensitivity(*key, scaling, ratios))
+        runs = [e.run for e in default]
+        ratios = {preset: per_sample_ratio(runs, [e.run for e in others])
+                  for preset, others in sorted(by_preset.items()) if preset != "default"}
+        ratios = {preset: ratio for preset, ratio in ratios.items() if ratio is not None}
+        if any(e.samples("per_sample_gpu_time_s") for e in default) and ratios:
+            found.append(Sensitivity(*key, scaling(default), ratios))
     return found

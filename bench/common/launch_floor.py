@@ -1,0 +1,95 @@
+"""The launch-to-launch floor: how far a configuration's median moves from one launch to the next
+(a fresh set of processes) beyond what its samples show, for each kind of run, as this project
+measured it on its own multi-launch bundles. A side of a ratio measured by one launch cannot show
+that spread itself: its interval takes the floor (bench/common/stats.py), never zero.
+
+The figures are data, launch_floor.json beside this file, validated against
+schema/launch_floor.schema.json and written by benchmarks/launch_floor.py from bundles (a figure
+no bundle holds keeps its source in words). A kind of run is its device (GPU or CPU), transport
+preset, nodes (one, emulated on one host, several hosts), the metric it is judged by and, for a
+figure of a size (collectives, copies), its size. The entries that name the most of these pool
+(each one machine's or one source's measurement); where none matches, the device's conservative
+default stands and says so.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.common.run import Run
+from bench.common.stats import Floor, Launches
+from bench.common.units import human_bytes
+
+TABLE = Path(__file__).resolve().parent / "launch_floor.json"
+KEYS = ("device", "preset", "nodes", "metric")
+
+
+@dataclass(frozen=True)
+class Kind:
+    """What a run's launch-to-launch spread depends on."""
+
+    device: str  # "gpu" or "cpu": where its ranks computed
+    preset: str  # the transport preset
+    nodes: str  # "one", "emulated" (one host split), "hosts" (several)
+    metric: str  # the headline metric its figure is judged by (busbw_gbps, copy_gbps, step_time_s)
+    size_bytes: "int | None" = None  # a figure of a size: the bytes of its call
+
+    def __str__(self) -> str:
+        nodes = {"one": "one node", "emulated": "emulated nodes", "hosts": "several hosts"}[self.nodes]
+        size = f" at {human_bytes(self.size_bytes)}" if self.size_bytes is not None else ""
+        return f"{self.device.upper()} {self.preset} {nodes} {self.metric}{size}"
+
+
+def kind_of(run: Run, metric: str) -> Kind:
+    """The kind of a run judged by `metric` (its suite's headline metric)."""
+    nodes = run.transport.get("nodes")
+    spread = "one" if not nodes else "emulated" if nodes.get("emulated") else "hosts"
+    size = run.params.get("size_bytes")
+    return Kind("gpu" if run.on_gpu else "cpu", run.preset, spread, metric, size if isinstance(size, int) else None)
+
+
+@functools.lru_cache(maxsize=1)
+def table() -> dict:
+    return json.loads(TABLE.read_text())
+
+
+def _matches(entry: dict, kind: Kind) -> bool:
+    match = entry["match"]
+    if any(match.get(key, getattr(kind, key)) != getattr(kind, key) for key in KEYS):
+        return False
+    if "size_bytes_from" in match or "size_bytes_below" in match:
+        size = kind.size_bytes
+        return size is not None and match.get("size_bytes_from", 0) <= size < match.get("size_bytes_below", float("inf"))
+    return True
+
+
+def _specificity(entry: dict) -> int:
+    match = entry["match"]
+    return sum(key in match for key in KEYS) + ("size_bytes_from" in match or "size_bytes_below" in match)
+
+
+def floor_for(kind: Kind) -> Floor:
+    """The floor of the most specific entries that match, pooled by their degrees of freedom (each a
+    machine's or a source's measurement of one kind of run), else the device's default."""
+    found = [entry for entry in table()["floors"] if _matches(entry, kind)]
+    if not found:
+        default = table()["defaults"][kind.device]
+        return Floor(default["spread_fraction"], default["df"], f"{kind}: none measured, a default: {default['why']}",
+                     measured=False)
+    most = max(map(_specificity, found))
+    pooled = [entry for entry in found if _specificity(entry) == most]
+    df = sum(entry["df"] for entry in pooled)
+    spread = math.sqrt(sum(entry["df"] * entry["spread_fraction"] ** 2 for entry in pooled) / df)
+    sources = "; ".join(entry["source"]["says"] for entry in pooled)
+    return Floor(spread, df, f"{kind}: {spread:.1%}" + (f", pooled from {sources}" if len(pooled) > 1 else f" ({sources})"))
+
+
+def launches(runs: "list[Run]", metric: str, kind_metric: "str | None" = None) -> Launches:
+    """The samples of `metric` of each run (one per launch that measured the configuration; at least
+    one run), with the floor of their kind; kind_metric: the headline metric whose floor stands for `metric` (a training
+    run's per-sample time moves as its step time does)."""
+    return Launches.of([run.samples(metric) for run in runs], floor_for(kind_of(runs[0], kind_metric or metric)))
