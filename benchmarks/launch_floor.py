@@ -28,7 +28,7 @@ sys.path.insert(0, str(REPO))
 
 from bench import suites  # noqa: E402 - after the repository is importable
 from bench.bundle import read_bundle  # noqa: E402
-from bench.common import shared_machine  # noqa: E402
+from bench.judging import shared_machine  # noqa: E402
 from bench.common.launch_floor import TABLE, kind_of  # noqa: E402
 from bench.common.run import Run  # noqa: E402
 from bench.common.stats import Floor, Launches  # noqa: E402
