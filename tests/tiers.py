@@ -33,6 +33,7 @@ CHECK = (
     "tests/controller/test_pins.py",
     "tests/controller/test_progress.py",
     "tests/e2e/test_boundaries.py",
+    "tests/e2e/test_escaping.py",
     "tests/e2e/test_link_truth.py",
     "tests/models/test_llama.py",
     "tests/report/test_degenerate_bundles.py",
