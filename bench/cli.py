@@ -26,7 +26,7 @@ from bench.yamlfile import load_yaml
 def cmd_run(args) -> int:
     stop_signals.install()
     inventory = load_hosts(args.hosts)
-    from bench.controller.run import execute
+    from bench.controller.run import execute, nothing_measured
     from bench.controller.resume import load_previous
     from bench.report.normal import summary_lines
 
@@ -60,13 +60,16 @@ def cmd_run(args) -> int:
         print(terminal(line), file=sys.stderr)
     for host in failed:
         print(terminal(f"error: host {host['name']}: {host['status']}: {host['error']}"), file=sys.stderr)
+    empty = nothing_measured(bundle)
+    if empty:
+        print(terminal(f"error: {empty}"), file=sys.stderr)
     if report:
         print(terminal(f"report: {report}"))
     if not bundle["complete"]:
         print(terminal(f"{stop_signals.reason()}: the bundle holds what finished and is marked incomplete; run the rest into "
                        f"the same folder with: {resume_command(args.hosts, path.parent)}"), file=sys.stderr)
         return stop_signals.exit_status()
-    return 1 if failed or report is None else 0
+    return 1 if failed or empty or report is None else 0
 
 
 def _run_report(bundle: dict, path: Path) -> "Path | None":
