@@ -35,6 +35,7 @@ CHECK = (
     "tests/e2e/test_boundaries.py",
     "tests/e2e/test_escaping.py",
     "tests/e2e/test_link_truth.py",
+    "tests/e2e/test_plan_fuzz.py",
     "tests/models/test_llama.py",
     "tests/report/test_degenerate_bundles.py",
     "tests/report/test_gzip_bundles.py",
