@@ -205,15 +205,17 @@ def setting_problem(run: dict, launch: dict, entry: dict, gpus: bool) -> "str | 
     algorithm, protocol, emulated, chosen = parse_variant(parse_launch_id(launch["id"])[3])
     transport = run["transport"]
     for name, asked in (("algorithm", algorithm), ("protocol", protocol)):
-        if transport.get(name, DEFAULT) != asked:
-            return f"a {where} claims NCCL {name} {_shown(transport.get(name, DEFAULT))}, the launch asked for {asked!r}"
+        claimed = transport.get(name, DEFAULT)
+        if claimed != asked:
+            said, ran = (f"NCCL's own {name}" if value == DEFAULT else f"NCCL {name} {_shown(value)}" for value in (claimed, asked))
+            return f"a {where} claims {said}, the launch asked for {ran}"
     count = launch.get("nodes", 1) * emulated
     planned = {"count": count, "ranks_per_node": run["world_size"] // count, "emulated": emulated > 1} if count > 1 else {}
     nodes = transport.get("nodes") or {}
     if {key: nodes.get(key) for key in planned} != planned or bool(nodes) != bool(planned):
         said = f"{nodes.get('count')} node(s) of {nodes.get('ranks_per_node')} rank(s)" if nodes else "one node"
         ran = f"{count} node(s) of {planned['ranks_per_node']} rank(s)" if planned else "one node"
-        return f"a {where} claims {_shown(said)}, the launch ran {ran}"
+        return f"a {where} claims {said}, the launch ran {ran}"
     if run.get("gpus") != (list(chosen) if chosen is not None else None) or launch.get("gpus") != run.get("gpus"):
         return f"a {where} claims GPUs {_shown(run.get('gpus'))}, the launch ran on {list(chosen) if chosen else 'the first ones'}"
     if run.get("env", {}) != entry.get("env", {}):
@@ -225,12 +227,12 @@ def setting_problem(run: dict, launch: dict, entry: dict, gpus: bool) -> "str | 
                 f"its preset {launch['preset']!r} runs {backend} on this host")
     found = backend == "nccl" and run["world_size"] > 1 and transport["matches_preset"] and mismatch({**transport, "matches_preset": False})
     if found:
-        return f"a {where} claims its link matched its preset, and its own record says otherwise ({_shown(found, 120)})"
+        return f"a {where} claims its link matched its preset, and its own record says otherwise ({found[:120]})"
     return None
 
 
 def _shown(value, most: int = 40) -> str:
-    text = value if isinstance(value, str) else repr(value)
+    text = repr(value)
     return text if len(text) <= most else text[:most - 3] + "..."
 
 
