@@ -31,6 +31,7 @@ CHECK = (
     "tests/controller/test_agent_package.py",
     "tests/controller/test_hosts.py",
     "tests/controller/test_pins.py",
+    "tests/controller/test_plan_env.py",
     "tests/controller/test_progress.py",
     "tests/e2e/test_boundaries.py",
     "tests/e2e/test_escaping.py",
