@@ -18,15 +18,17 @@ import re
 HIDDEN = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ufff9-\ufffb\ufffe\uffff]")
 
 # Markdown (CommonMark and GitHub's): a backslash before punctuation escapes it, so it is doubled;
-# `&` would start an entity (&#x202e; is U+202E again), `<` a tag or an autolink, `*` emphasis;
-# a `]` before `(`, `[` or `:` closes a link, an image or a link's definition; a scheme or `www.`
-# is linked as it stands (GitHub's autolinks).
+# `&` would start an entity (&#x202e; is U+202E again), `<` a tag or an autolink, `*` emphasis, `|`
+# a table's cell; a `]` before `(`, `[` or `:` closes a link, an image or a link's definition; a
+# scheme or `www.` is linked as it stands (GitHub's autolinks).
 _MD_BACKSLASH = re.compile(r"\\(?=[!-/:-@\[-`{-~])")
 _MD_LINK_END = re.compile(r"\](?=[(\[:])")
 _MD_AUTOLINK = re.compile(r"(?i)\b(https?|ftp|www)([:.])")
-# At a line's start: a heading, quote, table row, list item, rule, setext underline or code fence.
-_MD_BLOCK_MARK = re.compile(r"^( {0,3})([#>|+=_~`-])", re.MULTILINE)
-_MD_ORDERED = re.compile(r"^( {0,3}\d{1,9})([.)])", re.MULTILINE)
+# At a line's start: a heading, quote, table row, list item, rule, setext underline or code fence
+# (a line that only looks alike, "-5%" or "1.83 ms", is left as written).
+_MD_BLOCK_MARK = re.compile(r"^( {0,3})(?=#{1,6}(?:[ \t]|$)|>|[-+](?:[ \t]|$)|=+[ \t]*$|[-_](?:[ \t]*[-_]){2,}[ \t]*$|`{3}|~{3})",
+                            re.MULTILINE)
+_MD_ORDERED = re.compile(r"^( {0,3}\d{1,9})([.)])(?=[ \t]|$)", re.MULTILINE)
 
 
 def _visible(text: str) -> str:
@@ -39,14 +41,14 @@ def terminal(text: str) -> str:
 
 
 def markdown(text: str, *, cell: bool = False) -> str:
-    """For report.md and verdict.md: shown as written, no link, HTML, entity or block of the input's
-    opens. In a table cell (`cell`), `|` ends no cell and a line break is the cell's <br>."""
+    """For report.md and verdict.md: shown as written, no link, HTML, entity, table or block of the
+    input's opens. In a table cell (`cell`), a line break is the cell's <br>."""
     text = _MD_BACKSLASH.sub(r"\\\\", _visible(text))
-    text = text.replace("&", "&amp;").replace("<", "&lt;").replace("*", r"\*")
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace("*", r"\*").replace("|", r"\|")
     text = _MD_AUTOLINK.sub(r"\1\\\2", _MD_LINK_END.sub(r"\\]", text))
     if cell:
-        return text.replace("|", r"\|").replace("\n", "<br>")
-    return _MD_ORDERED.sub(r"\1\\\2", _MD_BLOCK_MARK.sub(r"\1\\\2", text))
+        return text.replace("\n", "<br>")
+    return _MD_ORDERED.sub(r"\1\\\2", _MD_BLOCK_MARK.sub(r"\1\\", text))
 
 
 def html(text: str) -> str:

@@ -18,8 +18,8 @@ def render(blocks: list) -> str:
             out.append(f"{'#' * block.level} {escaped(block.text)}")
         elif isinstance(block, Paragraph):
             first, *rest = escaped(block.text).split("\n")
-            out.append("\n".join([f"> **{first}**", *(f"> {line}" for line in rest)]) if block.warning
-                       else "  \n".join(f"**{line}**" if block.strong else line for line in [first, *rest]))
+            out.append("\n".join([f"> **{first}**" if first else ">", *(f"> {line}" for line in rest)]) if block.warning
+                       else "  \n".join(f"**{line}**" if block.strong and line else line for line in [first, *rest]))
         elif isinstance(block, Bullets):
             out.append("\n".join(f"- {escaped(item)}" for item in block.items))
         elif isinstance(block, Table):
