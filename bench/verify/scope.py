@@ -125,7 +125,9 @@ def _entries_no_host_runs(plan: dict, inventory: Inventory, kept: list, probes: 
     found = []
     judged = [(new, probes[new]) for _, new in kept if new in probes and probes[new].gpus is not None]
     for index, entry in enumerate(plan["suites"]):
-        for new, probe in judged if index not in left else ():
+        if index in left:
+            continue
+        for new, probe in judged:
             hw = Capabilities(gpu_count=len(probe.gpus), logical_cpus=probe.cores or UNKNOWN_CORES, infiniband=True)
             problem = side_problem(side_of(entry, hw.cuda), entry["world_sizes"], hw, {**entry.get("env", {}), **hosts[new].env})
             if problem:
