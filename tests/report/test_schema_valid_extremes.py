@@ -170,7 +170,7 @@ def test_a_bundle_the_report_fails_on_is_skipped_among_good_ones(failing_on, fle
     assert "from 3 bundle(s)" in captured.out
     md = (tmp_path / "out" / "report.md").read_text()
     assert f"> {bad}: valid, but the report fails on it" in md
-    assert "b00b00" not in md.replace(str(bad).replace("_", chr(92) + "_"), "")  # none of its runs
+    assert "b00b00" not in md.replace(str(bad), "")  # none of its runs
 
 
 def test_strict_stops_at_a_bundle_the_report_fails_on(failing_on, fleet, real_bundle, tmp_path, capsys):
