@@ -19,11 +19,10 @@ HIDDEN = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202
 
 # Markdown (CommonMark and GitHub's): a backslash before punctuation escapes it, so it is doubled;
 # `&` would start an entity (&#x202e; is U+202E again), `<` a tag or an autolink, `*` emphasis, `|`
-# a table's cell; a `]` before `(`, `[` or `:` closes a link, an image or a link's definition; a
-# scheme or `www.` is linked as it stands (GitHub's autolinks).
+# a table's cell; a `]` before `(`, `[` or `:` closes a link, an image or a link's definition. A bare
+# http(s) address stays as written (GitHub links it, showing where it goes; the report cites its sources so).
 _MD_BACKSLASH = re.compile(r"\\(?=[!-/:-@\[-`{-~])")
 _MD_LINK_END = re.compile(r"\](?=[(\[:])")
-_MD_AUTOLINK = re.compile(r"(?i)\b(https?|ftp|www)([:.])")
 # At a line's start: a heading, quote, table row, list item, rule, setext underline or code fence
 # (a line that only looks alike, "-5%" or "1.83 ms", is left as written).
 _MD_BLOCK_MARK = re.compile(r"^( {0,3})(?=#{1,6}(?:[ \t]|$)|>|[-+](?:[ \t]|$)|=+[ \t]*$|[-_](?:[ \t]*[-_]){2,}[ \t]*$|`{3}|~{3})",
@@ -45,7 +44,7 @@ def markdown(text: str, *, cell: bool = False) -> str:
     input's opens. In a table cell (`cell`), a line break is the cell's <br>."""
     text = _MD_BACKSLASH.sub(r"\\\\", _visible(text))
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace("*", r"\*").replace("|", r"\|")
-    text = _MD_AUTOLINK.sub(r"\1\\\2", _MD_LINK_END.sub(r"\\]", text))
+    text = _MD_LINK_END.sub(r"\\]", text)
     if cell:
         return text.replace("\n", "<br>")
     return _MD_ORDERED.sub(r"\1\\\2", _MD_BLOCK_MARK.sub(r"\1\\", text))

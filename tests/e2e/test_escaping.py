@@ -134,14 +134,15 @@ def _unescaped(text: str, pattern: str) -> bool:
     return any(backslashes(text[:found.start()]) % 2 == 0 for found in re.finditer(pattern, text))
 
 
-INLINE = {"tag": r"<(?!br>)[a-zA-Z/!]", "entity": r"&#", "autolink": r"(?i)\b(https?://|www\.)"}
+INLINE = {"tag": r"<(?!br>)[a-zA-Z/!]", "entity": r"&#"}
 UNLESS_ESCAPED = {"link": r"\]\(", "reference": r"\]\[", "definition": r"\]:", "table": r"\|"}
 BLOCK_START = r"(?m)^ {0,3}(#{1,6}( |$)|>|[-+*]( |$)|\d{1,9}[.)]( |$)|```|~~~|([-_*] *){3,}$|=+ *$)"
 
 
 def _live_markdown(text: str, inline: bool = False) -> list:
     """What a Markdown reader would make live of the text: links, images, definitions, a table's cells,
-    tags, entities, autolinks, and (but in a table cell) a block's start."""
+    tags (an autolink's too), entities, and (but in a table cell) a block's start; a bare address is
+    shown as itself."""
     found = [what for what, pattern in UNLESS_ESCAPED.items() if _unescaped(text, pattern)]
     found += [what for what, pattern in INLINE.items() if re.search(pattern, text)]
     return found + (["block start"] if not inline and re.search(BLOCK_START, text) else [])
