@@ -193,3 +193,15 @@ def test_a_drawn_entry_that_runs_on_this_cpu_records_what_ran(entry, tmp_path_fa
         assert "algorithm" not in run["transport"] and "protocol" not in run["transport"]
         assert (run["transport"].get("nodes") or {}).get("count", 1) == side.nodes
         assert setting_problem(run, launches[run["launch_id"]], entry, gpus=False) is None
+
+
+@pytest.mark.parametrize("key", ["CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER"])
+def test_gpus_beside_an_env_that_chooses_gpus_too_is_refused_on_a_gpu_host(key):
+    """The launch numbers GPUs as nvidia-smi does (PCI_BUS_ID) for gpus: to name them: an env that
+    renumbers or narrows them would make a run record GPUs it did not run on (too rare to draw)."""
+    plan = checked_or_refused({"name": "fuzz", "suites": [{"suite": "collectives", "params": LEAN, "world_sizes": [2],
+                                                          "gpus": [0, 2], "env": {key: "0"}}]})
+    with pytest.raises(PlanError) as refused:
+        plan_launches(plan, GPU_HOST)
+    assert str(refused.value) == (f"collectives: gpus: [0, 2] and {key} (the entry's or the hosts file's env) both choose GPUs; "
+                                  "choose them in one place")
