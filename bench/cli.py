@@ -14,6 +14,7 @@ from pathlib import Path
 
 from bench import suites
 from bench.bundle import read_bundle
+from bench.common.escape import terminal
 from bench.common.run import Run
 from bench.controller.hosts import load_hosts
 from bench.controller import stop_signals
@@ -27,7 +28,7 @@ from bench.yamlfile import load_yaml
 def cmd_run(args) -> int:
     stop_signals.install()
     inventory = load_hosts(args.hosts)
-    from bench.controller.run import execute
+    from bench.controller.run import execute, nothing_measured
     from bench.controller.resume import load_previous
     from bench.judging.summary import summary_lines
 
@@ -38,36 +39,39 @@ def cmd_run(args) -> int:
         previous = load_previous(args.resume)
         plan = previous.plan
         for line in previous.left_out:
-            print(f"warning: --resume {args.resume}: {line}", file=sys.stderr)
+            print(terminal(f"warning: --resume {args.resume}: {line}"), file=sys.stderr)
     else:
         plan = load_plan(args.plan or "quick")
     said = len(previous.left_out) if previous else 0
     path, bundle = execute(inventory, plan, args.out, previous)
     for line in previous.left_out[said:] if previous else ():  # from the results a lost host kept, collected since
-        print(f"warning: --resume {args.resume}: {line}", file=sys.stderr)
-    print(f"bundle: {path}", flush=True)  # said before the report, which a full disk may stop
+        print(terminal(f"warning: --resume {args.resume}: {line}"), file=sys.stderr)
+    print(terminal(f"bundle: {path}"), flush=True)  # said before the report, which a full disk may stop
     report = _run_report(bundle, path)
     failed = [h for h in bundle["hosts"] if h["status"] != "ok"]
     for host in bundle["hosts"]:
         for mismatch in host.get("pin_mismatches", []):
-            print(f"warning: host {host['name']}: {mismatch}", file=sys.stderr)
+            print(terminal(f"warning: host {host['name']}: {mismatch}"), file=sys.stderr)
         for run in map(Run, host["runs"]):
             for warning in run.warnings:
-                print(f"warning: host {host['name']}: {run.launch_id}: {warning['code']}: {warning['message']} "
-                      f"(likely: {warning['likely_cause']})", file=sys.stderr)
+                print(terminal(f"warning: host {host['name']}: {run.launch_id}: {warning['code']}: {warning['message']} "
+                               f"(likely: {warning['likely_cause']})"), file=sys.stderr)
     for line in shared_machine.warnings(bundle["hosts"]) + shared_machine.busy_warnings(bundle["hosts"]):
-        print(f"warning: {line}", file=sys.stderr)
+        print(terminal(f"warning: {line}"), file=sys.stderr)
     for line in summary_lines(bundle):
-        print(line, file=sys.stderr)
+        print(terminal(line), file=sys.stderr)
     for host in failed:
-        print(f"error: host {host['name']}: {host['status']}: {host['error']}", file=sys.stderr)
+        print(terminal(f"error: host {host['name']}: {host['status']}: {host['error']}"), file=sys.stderr)
+    empty = nothing_measured(bundle)
+    if empty:
+        print(terminal(f"error: {empty}"), file=sys.stderr)
     if report:
-        print(f"report: {report}")
+        print(terminal(f"report: {report}"))
     if not bundle["complete"]:
-        print(f"{stop_signals.reason()}: the bundle holds what finished and is marked incomplete; run the rest into the "
-              f"same folder with: {resume_command(args.hosts, path.parent)}", file=sys.stderr)
+        print(terminal(f"{stop_signals.reason()}: the bundle holds what finished and is marked incomplete; run the rest into "
+                       f"the same folder with: {resume_command(args.hosts, path.parent)}"), file=sys.stderr)
         return stop_signals.exit_status()
-    return 1 if failed or report is None else 0
+    return 1 if failed or empty or report is None else 0
 
 
 def _run_report(bundle: dict, path: Path) -> "Path | None":
@@ -80,8 +84,8 @@ def _run_report(bundle: dict, path: Path) -> "Path | None":
     except (UserError, OSError):
         raise
     except Exception as err:
-        print(f"error: the report fails on this bundle ({err!r:.300}), a bug of ddpbench: please report it; "
-              f"the bundle is kept: {path}", file=sys.stderr)
+        print(terminal(f"error: the report fails on this bundle ({err!r:.300}), a bug of ddpbench: please report it; "
+                       f"the bundle is kept: {path}"), file=sys.stderr)
         return None
 
 
@@ -99,14 +103,15 @@ def cmd_validate(args) -> int:
     for path in args.files:
         if path.name.endswith((".json", ".json.gz")):
             bundle = read_bundle(path)
-            print(f"{path}: ok: bundle {bundle['run_id']}, {len(bundle['hosts'])} host(s), sha256 {bundle['sha256'][:12]}")
+            print(terminal(f"{path}: ok: bundle {bundle['run_id']}, {len(bundle['hosts'])} host(s), "
+                           f"sha256 {bundle['sha256'][:12]}"))
             continue
         kind = _yaml_kind(path, load_yaml(path, "plan or hosts file"))
         if kind == "hosts":
             load_hosts(path)
         else:
             load_plan(str(path))
-        print(f"{path}: ok: {kind} file")
+        print(terminal(f"{path}: ok: {kind} file"))
     return 0
 
 
@@ -138,12 +143,12 @@ def cmd_report(args) -> int:
     gc.enable()
 
     def warn(line: str) -> None:
-        print(line, file=sys.stderr)
+        print(terminal(line), file=sys.stderr)
 
     loaded, skipped = load(expand(args.bundles), args.strict, warn)
     path, count = write_without_failing(
         loaded, args.out, lambda bundles, noted, out: write_report(bundles, out, noted, args.group_by), skipped, args.strict, warn)
-    print(f"report: {path} and {path.with_suffix('.html').name}, from {count} bundle(s)")
+    print(terminal(f"report: {path} and {path.with_suffix('.html').name}, from {count} bundle(s)"))
     gc.freeze()  # the process ends here: the collection at exit then skips all of the above (a tenth of a second)
     return 0
 
@@ -154,15 +159,15 @@ VERIFY_MAX_HOURS = 2.0  # a rerun estimated past it waits for a yes
 
 
 def _finish_verdict(outcome: str, text: str, paths) -> int:
-    print(text)
-    print(f"verdict: {paths[0]} and {paths[1].name}")
+    print(terminal(text))
+    print(terminal(f"verdict: {paths[0]} and {paths[1].name}"))
     return EXIT_OF_OUTCOME[outcome]
 
 
 def _ask(question: str) -> bool:
     """A yes from the reader at the terminal."""
     try:
-        return input(question).strip().lower() in ("y", "yes")
+        return input(terminal(question)).strip().lower() in ("y", "yes")
     except EOFError:
         return False
 
@@ -182,12 +187,12 @@ def cmd_verify(args) -> int:
         ask=_ask if sys.stdin.isatty() else None,
     )
     if done.bundle_path is None:  # nothing could be compared: nothing ran, nothing was written
-        print(done.text)
+        print(terminal(done.text))
         return EXIT_OF_OUTCOME[done.outcome]
-    print(f"bundle: {done.bundle_path}")
+    print(terminal(f"bundle: {done.bundle_path}"))
     status = _finish_verdict(done.outcome, done.text, done.verdict_paths)
     if not done.bundle["complete"]:
-        print(f"{stop_signals.reason()}: the new bundle holds what finished; the verdict covers it", file=sys.stderr)
+        print(terminal(f"{stop_signals.reason()}: the new bundle holds what finished; the verdict covers it"), file=sys.stderr)
         return stop_signals.exit_status()
     return status
 
@@ -209,14 +214,14 @@ def cmd_predict(args) -> int:
 
     predictors = {name: part.predict for name, suite in suites.registry().items()
                   if (part := suite.report_section()) is not None and hasattr(part, "predict")}
-    loaded, _ = load(expand(args.bundles), False, lambda line: print(line, file=sys.stderr))
+    loaded, _ = load(expand(args.bundles), False, lambda line: print(terminal(line), file=sys.stderr))
     bundles = [item.bundle for item in loaded]
     blocks = [block for predict in predictors.values()
               for block in predict(bundles, args.link or None, args.gpus, args.gpus_per_node, args.algorithm, args.scaling)]
     if not blocks:
         names = _either(list(predictors))
         raise UserError(f"no {names} runs in {', '.join(args.bundles)}; predict reads bundles that ran the {names} suite (e.g. PLAN=quick)")
-    print(render(blocks))
+    print(terminal(render(blocks)))
     return 0
 
 
@@ -284,7 +289,7 @@ def _type_of(spec: dict) -> str:
 def cmd_sign(args) -> int:
     from bench.verify.signing import sign
 
-    print(f"signature: {sign(args.bundle, args.key.expanduser())}")
+    print(terminal(f"signature: {sign(args.bundle, args.key.expanduser())}"))
     return 0
 
 
@@ -378,14 +383,14 @@ def main(argv: "list[str] | None" = None) -> int:
         args = parser().parse_args(argv)
         return args.func(args)
     except UserError as err:
-        print(f"error: {err}", file=sys.stderr)
+        print(terminal(f"error: {err}"), file=sys.stderr)
         return err.exit_status
     except KeyboardInterrupt:
-        print(stop_signals.reason(), file=sys.stderr)
+        print(terminal(stop_signals.reason()), file=sys.stderr)
         return stop_signals.exit_status()
     except OSError as err:
         problem = disk_problem(err)
         if problem is None:
             raise
-        print(f"error: {problem}", file=sys.stderr)
+        print(terminal(f"error: {problem}"), file=sys.stderr)
         return UserError.exit_status

@@ -180,14 +180,16 @@ def _explain(document, name: str, definition: str, thorough: bool = True, at: tu
         path, message = error.instance_path, error.message
         refused = re.search(r'does not match "(.*)"$', message, re.DOTALL)
         schema_part = {"description": _pattern_descriptions().get(refused and refused.group(1).replace("\\\\", "\\"))}
+        instance = _instance_at(document, path)
     else:
         path, message, schema_part = error.absolute_path, error.message, error.schema if error.validator == "pattern" else {}
+        instance = error.instance  # a key that propertyNames refuses is the key, not its object
         if error.validator == "required":  # every field the object lacks, in one line, not one per attempt
             missing = [e.message.split("'")[1] for e in errors if e.validator == "required" and e.schema is error.schema
                        and e.absolute_path == error.absolute_path]
             message = f"{', '.join(map(repr, missing))} {'is a required property' if len(missing) == 1 else 'are required properties'}"
     if schema_part.get("description"):  # the regex means little to a reader
-        message = f"{_short(_instance_at(document, path))} is not allowed here: {schema_part['description'].rstrip('.')}"
+        message = f"{_short(instance)} is not allowed here: {schema_part['description'].rstrip('.')}"
     message = message[:1000]  # a message may quote a value of megabytes
     message = " ".join(message.split()) + _did_you_mean(message)
     if len(message) > 300:

@@ -25,7 +25,7 @@ from bench import __version__, suites
 from bench.agent import counters, gate, placement, proctree, rank_errors
 from bench.agent.fingerprint import system
 from bench.common import algorithms, history as earlier
-from bench.common import protocol
+from bench.common import fits, protocol
 from bench.common.nccl_log import tuning_choices
 from bench.common.selection import Side, gpu_sets, side_of, variant
 from bench.common.files import open_anew, write_text
@@ -39,7 +39,6 @@ from bench.common.cost import LAUNCH_START_S
 from bench.common.sampling import TYPICAL_CV, Precision, expected_sampling_s
 from bench.suites.params import PlanError
 
-CPU_WORLD_SIZE = 2  # "all" on a machine without a GPU: two processes, gloo
 LOG_TAIL_LINES = 20
 POLL_S = 0.5  # how often a running launch's results are looked at, for progress
 ETA_OFF_FACTOR = 2.0  # a launch this much longer or shorter than its estimate is said in the log
@@ -100,16 +99,10 @@ class Launch:
         return Nodes(count, self.world_size // count, self.emulated_nodes > 1)
 
 
-def _resolve_world_sizes(requested: list, hw: Capabilities, gpus: "tuple | None" = None) -> list[int]:
-    """"all": every GPU (every GPU the entry names), or two processes on a CPU host."""
-    devices = (len(gpus) if gpus is not None else hw.gpu_count) or CPU_WORLD_SIZE
-    return sorted({devices if w == "all" else int(w) for w in requested})
-
-
 def _threads_per_rank(plan: dict, hw: Capabilities) -> int:
     """On the CPU every rank of the plan gets the threads (and cores) the largest world size leaves
     each rank: a 1-rank baseline with all the cores would compare unlike resources."""
-    largest = max((max(_resolve_world_sizes(e["world_sizes"], hw)) for e in plan["suites"]), default=1)
+    largest = max((max(fits.world_sizes(e["world_sizes"], hw)) for e in plan["suites"]), default=1)
     return max(1, hw.logical_cpus // largest)
 
 
@@ -144,22 +137,20 @@ class _Planner:
         side = side_of(entry, self.cuda)
         suite = suites.get(entry["suite"], f"the plan's suites[{index}]")
         typed = suite.params(side.params)
-        self._check_selection(entry["suite"], side, entry.get("env", {}))
-        found = algorithms.env_problem(entry.get("env", {}), side.algorithms, side.protocols)
+        found = (fits.side_problem(side, entry["world_sizes"], self.hw, {**entry.get("env", {}), **self.host_env})
+                 or algorithms.env_problem(entry.get("env", {}), side.algorithms, side.protocols))
         if found:
             raise PlanError(f"{entry['suite']}: {found}")
-        worlds = [2] if side.pairs else _resolve_world_sizes(entry["world_sizes"], self.hw, side.gpus)
+        worlds = [2] if side.pairs else fits.world_sizes(entry["world_sizes"], self.hw, side.gpus)
         nnodes = self._placement(side).nnodes
         launches = []
         for preset_name in side.transports:
-            self._check_transport(entry["suite"], preset_name)
             for per_node in worlds:
-                self._check_processes(entry["suite"], per_node, side.ranks_per_core)
                 self._check_nodes(entry, side, per_node)
                 for gpus in gpu_sets(side, self.hw.gpu_count, per_node):
                     for algorithm in side.algorithms:
                         for protocol_name in side.protocols:
-                            self._check_algorithm(suite, typed, side, preset_name, per_node, algorithm, protocol_name)
+                            self._check_algorithm(suite, typed, side, per_node, algorithm, protocol_name)
                             suite.check_plan(typed, self.hw, world_size=per_node * nnodes, transport=preset_name,
                                              nodes=nnodes * side.nodes)
                             launches.append(self._launch(index, entry, side, preset_name, per_node, gpus, algorithm, protocol_name))
@@ -173,37 +164,6 @@ class _Planner:
         """Where the entry's launches sit: this host's place in its job, or one node alone (span: first_node)."""
         return self.nodes if side.job_nodes(self.nodes.nnodes) == self.nodes.nnodes else protocol.Placement()
 
-    def _check_transport(self, suite: str, preset_name: str) -> None:
-        preset = PRESETS[preset_name]
-        if preset.backend == "nccl" and preset_name != "default" and not self.cuda:
-            raise PlanError(f"{suite}: transport preset {preset_name!r} needs NCCL and a GPU, this host has none; use 'gloo' or 'default'")
-        if preset.needs_infiniband and not self.hw.infiniband:
-            raise PlanError(f"{suite}: transport preset 'ib' needs an active InfiniBand port, this host has none; remove 'ib' from the plan")
-
-    def _check_processes(self, suite: str, per_node: int, ranks_per_core: int) -> None:
-        cores = self.hw.logical_cpus
-        if not self.cuda and per_node > cores * ranks_per_core:
-            shared = ", or let ranks share cores (the entry's cpu: ranks_per_core)" if ranks_per_core == 1 else ""
-            raise PlanError(f"{suite}: world size {per_node} needs {per_node} processes on this host, which has "
-                            f"{cores} cores and no GPU; lower world_sizes to at most {cores * ranks_per_core}{shared}")
-
-    def _check_selection(self, suite: str, side: Side, entry_env: dict) -> None:
-        """The GPUs an entry names, against this host's; on a host without a GPU they are refused."""
-        if not side.selects_gpus:
-            return
-        what = "pairs: all" if side.pairs else f"gpus: {list(side.gpus)}"
-        if not self.cuda:
-            raise PlanError(f"{suite}: {what} names GPUs, this host has none; put it in the entry's gpu: block (hosts with GPUs only)")
-        if side.pairs and self.hw.gpu_count < 2:
-            raise PlanError(f"{suite}: pairs: all runs every pair of GPUs, this host has {self.hw.gpu_count}; remove pairs")
-        past = [gpu for gpu in side.gpus or () if gpu >= self.hw.gpu_count]
-        if past:
-            raise PlanError(f"{suite}: {what} names GPU {past[0]}, this host has {self.hw.gpu_count} "
-                            f"(0 to {self.hw.gpu_count - 1}); name GPUs of this host")
-        if "CUDA_VISIBLE_DEVICES" in {**entry_env, **self.host_env}:
-            raise PlanError(f"{suite}: {what} and CUDA_VISIBLE_DEVICES (the entry's or the hosts file's env) both choose "
-                            "GPUs; choose them in one place")
-
     def _check_nodes(self, entry: dict, side: Side, per_node: int) -> None:
         if side.pairs and entry["world_sizes"] != [2]:
             raise PlanError(f"{entry['suite']}: pairs: all runs two ranks a pair, and the entry asks world sizes "
@@ -212,15 +172,11 @@ class _Planner:
             raise PlanError(f"{entry['suite']}: nodes: {side.nodes} splits each launch's ranks into {side.nodes} nodes, and world "
                             f"size {per_node} does not divide; use world sizes that are multiples of {side.nodes}")
 
-    def _check_algorithm(self, suite, typed, side: Side, preset_name: str, per_node: int, algorithm: str, protocol_name: str) -> None:
-        """NCCL's algorithm and protocol asked: NCCL's (not gloo's), for collectives that have them, on an NCCL that takes them one collective at a time."""
+    def _check_algorithm(self, suite, typed, side: Side, per_node: int, algorithm: str, protocol_name: str) -> None:
+        """NCCL's algorithm and protocol asked (over NCCL: fits.nccl_axes_problem), for collectives that have them, on
+        an NCCL that takes them one collective at a time."""
         if (algorithm, protocol_name) == (algorithms.DEFAULT, algorithms.DEFAULT):
             return
-        asked = f"algorithms {side.algorithms} and protocols {side.protocols}"
-        if backend_for(preset_name, self.cuda) == "gloo":
-            where = ("this host has no GPU, so its ranks talk over gloo" if not self.cuda else f"transport {preset_name!r} talks over gloo")
-            raise PlanError(f"{suite.name}: {asked} choose NCCL's, and {where}, which has one algorithm a collective; "
-                            "put them in the entry's gpu: block, or use an NCCL transport")
         found = (algorithms.version_problem(self.hw.nccl_version)
                  or algorithms.problem(suite.nccl_collectives(typed), algorithm, protocol_name,
                                        ranks_per_node=max(1, per_node // side.nodes)))

@@ -8,9 +8,10 @@ Standard library only: the agent plans with it, the controller reads launch ids 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
-from bench.common.algorithms import DEFAULT
+from bench.common.algorithms import ALGORITHM_NAMES, DEFAULT, PROTOCOL_NAMES
 
 # What an entry's gpu: or cpu: block may hold beside the suite's parameters.
 ENTRY_AXES = ("transports", "launch_repeats", "algorithms", "protocols", "nodes", "span", "gpus", "pairs", "ranks_per_core")
@@ -72,6 +73,23 @@ def variant(algorithm: str, protocol: str, nodes: int, gpus: "tuple | None") -> 
     if gpus is not None:
         parts.append("g" + ".".join(map(str, gpus)))
     return tuple(parts)
+
+
+def parse_variant(parts: tuple) -> "tuple[str, str, int, tuple | None]":
+    """(algorithm, protocol, nodes, gpus) that variant() wrote as these id parts; a part it never
+    writes counts for nothing."""
+    algorithm = protocol = DEFAULT
+    nodes, gpus = 1, None
+    for part in parts:
+        if part in ALGORITHM_NAMES:
+            algorithm = part
+        elif part in PROTOCOL_NAMES:
+            protocol = part
+        elif re.fullmatch(r"n[0-9]{1,7}", part):
+            nodes = int(part[1:])
+        elif re.fullmatch(r"g[0-9]{1,4}(\.[0-9]{1,4})*", part):
+            gpus = tuple(int(gpu) for gpu in part[1:].split("."))
+    return algorithm, protocol, nodes, gpus
 
 
 def variant_parts(sides: list) -> set:

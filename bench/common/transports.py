@@ -67,10 +67,31 @@ PRESETS = {
 # Environment every launch gets: NVLink multicast (NVLS) stays off, as the lent GPU machines
 # require, and INFO logging is what proves the transport (INIT: the channels and nodes), with
 # TUNING, the algorithm and protocol of each collective (rank 0 of each communicator, a line a call).
-BASE_NCCL_ENV = {
-    "NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1", "NCCL_DEBUG": "INFO",
-    "NCCL_DEBUG_SUBSYS": "INIT,BOOTSTRAP,ENV,TUNING",
-}
+NVLS_OFF_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+LOG_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,BOOTSTRAP,ENV,TUNING"}
+BASE_NCCL_ENV = {**NVLS_OFF_ENV, **LOG_ENV}
+LOG_KEYS = "NCCL_DEBUG"  # the prefix of NCCL's log settings: each reshapes the lines the evidence is read from
+
+
+def env_problem(env: dict, presets: list, nodes: int = 1) -> "str | None":
+    """Why a plan entry's env would undo or blind what its runs are labelled with, with the fix, or None:
+    a key one of its transport presets sets, set to another value (on one node the preset's env, over
+    several its between_env; `nodes` 1 may be either, a group of hosts being several); a key of NCCL's
+    log, the evidence of the link each run used; NVLink multicast, which every launch keeps off."""
+    for name, value in sorted(env.items()):
+        for preset in map(PRESETS.get, presets):
+            for asked in ([preset.between_env] if nodes > 1 else [preset.env, preset.between_env]):
+                if asked.get(name, value) != value:
+                    return (f"{name}={value} undoes transport preset {preset.name!r}, which sets {name}={asked[name]}: its runs "
+                            f"would cross another link than the one they are labelled with; remove {name} from env "
+                            "(the entry's transports choose the link)")
+        if name.startswith(LOG_KEYS) and LOG_ENV.get(name) != value:
+            return (f"{name}={value} changes NCCL's log ({', '.join(f'{k}={v}' for k, v in LOG_ENV.items())} on every launch), "
+                    "whose lines are the evidence of the link, nodes and algorithm each run used; remove it from env")
+        if NVLS_OFF_ENV.get(name, value) != value:
+            return (f"{name}={value} turns on NVLink multicast (NVLS), which every launch keeps off ({name}={NVLS_OFF_ENV[name]}); "
+                    "remove it from env")
+    return None
 
 _VIA = re.compile(r"\bvia (P2P|SHM|NET/\w+|COLLNET\w*|NVLS)(/\S+)?")
 

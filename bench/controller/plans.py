@@ -6,6 +6,8 @@ import copy
 from pathlib import Path
 
 from bench import schemas, suites
+from bench.common.selection import side_of
+from bench.common.transports import env_problem
 from bench.errors import UserError
 from bench.yamlfile import load_yaml
 
@@ -59,12 +61,20 @@ def with_defaults(plan: dict) -> dict:
 
 def check(plan, source: str) -> dict:
     """Validate a plan (a loaded file or one carried in a bundle) and fill its defaults. A suite this
-    ddpbench does not know is named as such first, with the suites it knows."""
+    ddpbench does not know is named as such first, with the suites it knows; an entry's env that
+    would undo its transport or blind the evidence of it is refused (bench.common.transports.env_problem)."""
     for index, entry in enumerate(plan.get("suites") or [] if isinstance(plan, dict) else []):
         if isinstance(entry, dict) and isinstance(entry.get("suite"), str):
             suites.get(entry["suite"], f"{source}: field suites[{index}].suite", "fix the plan")
     schemas.validate("plan", plan, source, "fix the plan (schema/plan.schema.json lists what is allowed)")
-    return with_defaults(plan)
+    plan = with_defaults(plan)
+    for index, entry in enumerate(plan["suites"]):
+        for cuda in (True, False):  # the entry as a host with a GPU and one without runs it
+            side = side_of(entry, cuda)
+            found = env_problem(entry.get("env", {}), side.transports, side.nodes)
+            if found:
+                raise UserError(f"{source}: field suites[{index}].env: {found}")
+    return plan
 
 
 def load_plan(name_or_path: str) -> dict:

@@ -18,6 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColum
 from rich.text import Text
 
 from bench.common import protocol
+from bench.common.escape import terminal
 from bench.common.units import count
 
 
@@ -69,7 +70,7 @@ class HostProgress:
         self._states = {h: HostState() for h in hosts}
         self._bar = Progress(
             TextColumn("[bold]{task.fields[host]}"), BarColumn(), MofNCompleteColumn(),
-            TextColumn("{task.description}"), TimeElapsedColumn(), EtaColumn(self._states),
+            TextColumn("{task.description}", markup=False), TimeElapsedColumn(), EtaColumn(self._states),
             console=self.console, disable=not self.live,
         )
         self._tasks = {h: self._bar.add_task("connect", total=None, host=h) for h in hosts}
@@ -84,12 +85,16 @@ class HostProgress:
     def _say(self, host: str, text: str) -> None:
         if not self.live:
             with self._lock:
-                print(f"[{host}] {text}", file=sys.stderr, flush=True)
+                print(terminal(f"[{host}] {text}"), file=sys.stderr, flush=True)
 
     def _announce(self, host: str, text: str) -> None:
         """On a terminal too: above the bars."""
         with self._lock:
-            self.console.print(f"[{host}] {text}", markup=False, highlight=False, soft_wrap=True)
+            self.console.print(terminal(f"[{host}] {text}"), markup=False, highlight=False, soft_wrap=True)
+
+    def _show(self, host: str, text: str) -> None:
+        """What the host's bar says it is doing (its text as it stands: no markup of the agent's output)."""
+        self._bar.update(self._tasks[host], description=terminal(text))
 
     def _eta(self, host: str) -> str:
         eta = self._states[host].eta_s()
@@ -103,14 +108,14 @@ class HostProgress:
             self._announce(host, self._plan_text(event))
         elif isinstance(event, protocol.LaunchStarted):
             state.launch, state.launch_started = event.id, time.monotonic()
-            self._bar.update(task, description=event.id)
+            self._show(host, event.id)
             self._say(host, f"{event.id} ...")
         elif isinstance(event, protocol.Stage):
-            self._bar.update(task, description=event.stage)
+            self._show(host, event.stage)
             self._say(host, f"{event.stage} ...")
         elif isinstance(event, protocol.RunEnded):
             text = f"{event.id} {event.done}/{event.total} {event.run}"
-            self._bar.update(task, description=text)
+            self._show(host, text)
             self._say(host, f"{text} (elapsed {describe_s(time.monotonic() - state.started)}; {self._eta(host) or 'no ETA'})")
         elif isinstance(event, (protocol.LaunchEnded, protocol.LaunchSkipped)):
             state.finished.add(event.id)
@@ -119,7 +124,7 @@ class HostProgress:
         elif isinstance(event, protocol.Warned):
             self._announce(host, f"warning: {event.message}")
         elif isinstance(event, protocol.Fingerprinting):
-            self._bar.update(task, description="fingerprint")
+            self._show(host, "fingerprint")
             self._say(host, "fingerprint")
 
     @staticmethod
@@ -152,5 +157,5 @@ class HostProgress:
 
     def finish(self, host: str, error: "str | None") -> None:
         self._states[host].ended = True
-        self._bar.update(self._tasks[host], description=f"[red]failed: {error}" if error else "[green]done")
+        self._show(host, f"failed: {error}" if error else "done")
         self._say(host, f"failed: {error}" if error else "done")

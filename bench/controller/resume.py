@@ -15,8 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.bundle import read_agent_raw, read_bundle
+from bench.common.algorithms import DEFAULT
 from bench.common.protocol import parse_launch_id
-from bench.common.selection import variant_parts
+from bench.common.selection import parse_variant, variant_parts
+from bench.common.transports import PRESETS, backend_for, mismatch
 from bench import schemas, suites
 from bench.controller import plans
 from bench.errors import UserError
@@ -72,7 +74,7 @@ class Previous:
                            if launch_of_plan(run["launch_id"], self.plan) else f"launch {run['launch_id']!r} is not one the run's plan makes")
                 self.left_out.append(f"host {host}: {problem}; left out of the bundle")
             else:
-                problem = run_problem(run, launch, self.plan)
+                problem = run_problem(run, launch, self.plan, bool((entry["fingerprint"] or {}).get("gpus")))
                 if problem:
                     self.left_out.append(f"host {host}: {source}: {problem}; the launch and its runs are left out: it runs again")
             if problem:
@@ -89,7 +91,7 @@ def load_previous(run_dir: Path) -> Previous:
     bundle_path, run_path = run_dir / "bundle.json", run_dir / "run.json"
     if bundle_path.exists():
         bundle = read_bundle(bundle_path)
-        previous = Previous(run_dir, bundle["run_id"], bundle["started_at"], bundle["plan"])
+        previous = Previous(run_dir, bundle["run_id"], bundle["started_at"], plans.check(bundle["plan"], f"{bundle_path}: plan"))
         previous.entries = {entry["name"]: previous.checked(entry, "bundle.json") for entry in bundle["hosts"]}
         return previous
     if not run_path.exists():
@@ -173,8 +175,9 @@ def launch_problem(launch: dict, plan: dict) -> "str | None":
     return None
 
 
-def run_problem(run: dict, launch: dict, plan: dict) -> "str | None":
-    """Why a run cannot have been measured by its launch (the record it names), in words, or None."""
+def run_problem(run: dict, launch: dict, plan: dict, gpus: bool) -> "str | None":
+    """Why a run cannot have been measured by its launch (the record it names) on its host (`gpus`:
+    whether it has any), in words, or None."""
     where = f"run of launch {launch['id']!r}"
     if run["world_size"] != launch["world_size"]:
         return f"a {where} claims world size {run['world_size']}, the launch ran {launch['world_size']}"
@@ -189,9 +192,48 @@ def run_problem(run: dict, launch: dict, plan: dict) -> "str | None":
     for key in suites.get(run["suite"]).identity_params:  # what tells its configurations apart
         value = run["params"].get(key)
         if not any(_param_allows(side.get("params", side), key, value) for side in _sides(entry)):
-            shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
-            return f"a {where} has {key} {shown}, which the plan's entry does not ask for"
+            return f"a {where} has {key} {_shown(value)}, which the plan's entry does not ask for"
+    return setting_problem(run, launch, entry, gpus)
+
+
+def setting_problem(run: dict, launch: dict, entry: dict, gpus: bool) -> "str | None":
+    """Why a run's setting is not what its launch ran, in words, or None: NCCL's algorithm and protocol
+    asked, its nodes and GPUs (its launch id's variant and the launch's nodes), its entry's env, the
+    backend and environment of its preset, and a link it says matched its preset where its own record
+    of what NCCL used says otherwise. Everything that tells a run's configuration apart is what ran."""
+    where = f"run of launch {launch['id']!r}"
+    algorithm, protocol, emulated, chosen = parse_variant(parse_launch_id(launch["id"])[3])
+    transport = run["transport"]
+    for name, asked in (("algorithm", algorithm), ("protocol", protocol)):
+        claimed = transport.get(name, DEFAULT)
+        if claimed != asked:
+            said, ran = (f"NCCL's own {name}" if value == DEFAULT else f"NCCL {name} {_shown(value)}" for value in (claimed, asked))
+            return f"a {where} claims {said}, the launch asked for {ran}"
+    count = launch.get("nodes", 1) * emulated
+    planned = {"count": count, "ranks_per_node": run["world_size"] // count, "emulated": emulated > 1} if count > 1 else {}
+    nodes = transport.get("nodes") or {}
+    if {key: nodes.get(key) for key in planned} != planned or bool(nodes) != bool(planned):
+        said = f"{nodes.get('count')} node(s) of {nodes.get('ranks_per_node')} rank(s)" if nodes else "one node"
+        ran = f"{count} node(s) of {planned['ranks_per_node']} rank(s)" if planned else "one node"
+        return f"a {where} claims {said}, the launch ran {ran}"
+    if run.get("gpus") != (list(chosen) if chosen is not None else None) or launch.get("gpus") != run.get("gpus"):
+        return f"a {where} claims GPUs {_shown(run.get('gpus'))}, the launch ran on {list(chosen) if chosen else 'the first ones'}"
+    if run.get("env", {}) != entry.get("env", {}):
+        return f"a {where} claims env {_shown(run.get('env', {}))}, the plan's entry sets {_shown(entry.get('env', {}))}"
+    backend = backend_for(launch["preset"], gpus)
+    env = {**PRESETS[launch["preset"]].env_for(count), **({"NCCL_P2P_DISABLE": "1"} if transport.get("p2p_off_by_gate") else {})}
+    if (transport["backend"], transport["env"]) != (backend, env if backend == "nccl" else {}):
+        return (f"a {where} claims backend {_shown(transport['backend'])} with preset env {_shown(transport['env'])}, "
+                f"its preset {launch['preset']!r} runs {backend} on this host")
+    found = backend == "nccl" and run["world_size"] > 1 and transport["matches_preset"] and mismatch({**transport, "matches_preset": False})
+    if found:
+        return f"a {where} claims its link matched its preset, and its own record says otherwise ({found[:120]})"
     return None
+
+
+def _shown(value, most: int = 40) -> str:
+    text = repr(value)
+    return text if len(text) <= most else text[:most - 3] + "..."
 
 
 def _param_allows(params: dict, key: str, value) -> bool:

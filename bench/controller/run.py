@@ -101,6 +101,18 @@ def execute(inventory: Inventory, plan: dict, out_root: Path, previous: "Previou
     return path, write_bundle(path, bundle)
 
 
+def nothing_measured(bundle: dict) -> "str | None":
+    """Why a run whose hosts all finished measured nothing, in words with the fix, or None: every
+    launch of every host was skipped (more GPUs or nodes than a host gives), which is no result."""
+    if any(host["runs"] or host["status"] != "ok" for host in bundle["hosts"]) or not bundle["hosts"]:
+        return None
+    skipped = [f"host {host['name']}: {launch['id']}: {launch['error']}" for host in bundle["hosts"] for launch in host["launches"]
+               if launch["status"] == "skipped"]
+    more = f"; and {len(skipped) - 2} more" if len(skipped) > 2 else ""
+    return (f"nothing was measured: every launch was skipped ({'; '.join(skipped[:2]) or 'the plan made none'}{more}); "
+            "give the plan world sizes, nodes and GPUs these hosts have")
+
+
 def _checked_runtimes(inventory: Inventory, plan: dict) -> dict:
     """{host name: its runtime}, once every host's runtime exists and accepts its part of the plan."""
     unknown = [h for h in inventory.hosts if h.runtime not in RUNTIMES]

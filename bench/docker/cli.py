@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from bench.common.escape import terminal
 from bench.docker import image
 from bench.controller.docker_engine import Docker
 from bench.controller.shell import LocalShell
@@ -18,15 +19,20 @@ def _build_arg(text: str) -> tuple[str, str]:
     return name, value
 
 
+def _say(line: str) -> None:
+    """A line of docker's output as it comes."""
+    print(terminal(line), flush=True)
+
+
 def _describe(info: dict) -> str:
     repo_digests = ", ".join(info.get("RepoDigests") or []) or "none until pushed (docker push)"
     return f"id: {info['Id']}\nrepo digest: {repo_digests}"
 
 
 def cmd_build(args) -> int:
-    info = image.build(Docker(LocalShell()), lock=args.lock, tag=args.tag, base_image=args.base_image,
-                       build_args=dict(args.build_arg), on_line=lambda line: print(line, flush=True))
-    print(f"image: {args.tag or image.default_tag(args.lock)}\n{_describe(info)}")
+    info = image.build(Docker(LocalShell()), _say, lock=args.lock, tag=args.tag, base_image=args.base_image,
+                       build_args=dict(args.build_arg))
+    print(terminal(f"image: {args.tag or image.default_tag(args.lock)}\n{_describe(info)}"))
     return 0
 
 
@@ -35,8 +41,8 @@ def cmd_save(args) -> int:
     out = args.out or Path("dist") / (tag.replace("/", "-").replace(":", "-") + ".tar")
     info = image.save(Docker(LocalShell()), tag, out)
     size_mib = out.stat().st_size / 2**20
-    print(f"saved {tag} to {out} ({size_mib:.0f} MiB)\n{_describe(info)}\n"
-          f"load it with: ddpbench image load {out}  (or docker load --input {out})")
+    print(terminal(f"saved {tag} to {out} ({size_mib:.0f} MiB)\n{_describe(info)}\n"
+                   f"load it with: ddpbench image load {out}  (or docker load --input {out})"))
     return 0
 
 
@@ -44,13 +50,13 @@ def cmd_load(args) -> int:
     docker = Docker(LocalShell())
     for reference in image.load(docker, args.tarball):
         info = docker.inspect_image(reference)
-        print(f"loaded {reference}\n{_describe(info) if info else ''}")
+        print(terminal(f"loaded {reference}\n{_describe(info) if info else ''}"))
     return 0
 
 
 def cmd_lock(args) -> int:
     pinned = image.lock_base(Docker(LocalShell()), args.dockerfile)
-    print(f"{args.dockerfile}: ARG BASE_IMAGE={pinned}")
+    print(terminal(f"{args.dockerfile}: ARG BASE_IMAGE={pinned}"))
     return 0
 
 
@@ -58,12 +64,11 @@ def cmd_compose(args) -> int:
     from bench.controller.plans import load_plan
     from bench.docker.compose import run_topology
 
-    path, bundle = run_topology(args.topology, load_plan(args.plan), args.image, args.out,
-                                on_line=lambda line: print(line, flush=True))
+    path, bundle = run_topology(args.topology, load_plan(args.plan), args.image, args.out, _say)
     troubles = [h for h in bundle["hosts"] if h["status"] != "ok"]
     for host in troubles:
-        print(f"error: host {host['name']}: {host['status']}: {host['error']}", file=sys.stderr)
-    print(f"bundle: {path}")
+        print(terminal(f"error: host {host['name']}: {host['status']}: {host['error']}"), file=sys.stderr)
+    print(terminal(f"bundle: {path}"))
     return 1 if troubles else 0
 
 

@@ -52,8 +52,7 @@ def compose_command(shell: Shell) -> list[str]:
                       "install one (Debian: apt-get install docker-compose)")
 
 
-def run_topology(topology: str, plan: dict, image: str, out_root: Path,
-                 on_line: Callable[[str], None] = print) -> tuple[Path, dict]:
+def run_topology(topology: str, plan: dict, image: str, out_root: Path, on_line: Callable[[str], None]) -> tuple[Path, dict]:
     """Bring the topology up until every container has exited, take it down, write the bundle
     to OUT_ROOT/RUN_ID/bundle.json."""
     path = compose_file(topology)

@@ -88,8 +88,8 @@ def resolve_base(docker: Docker, reference: str) -> str:
     return repo_digest_reference(info, reference) or reference
 
 
-def build(docker: Docker, lock: str = "cuda", tag: str = "", base_image: str = "",
-          build_args: "dict | None" = None, on_line: Callable[[str], None] = print) -> dict:
+def build(docker: Docker, on_line: Callable[[str], None], lock: str = "cuda", tag: str = "", base_image: str = "",
+          build_args: "dict | None" = None) -> dict:
     """Build the image; returns the engine's record of it (Id, RepoDigests, ...)."""
     if lock not in lock_names():
         raise UserError(f"no lock file {lock!r} in docker/requirements/; use one of {', '.join(lock_names())}")

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import base64
-import html
 
+from bench.common.escape import html as escape
 from bench.report.document import Bullets, Heading, Paragraph, Plot, Table
-from bench.report.visible import visible
 
 STYLE = """
 body { font-family: system-ui, sans-serif; max-width: 1300px; margin: 2em auto; padding: 0 1em; color: #222; }
@@ -21,10 +20,6 @@ details { margin: 0.5em 0 1em; }
 summary { cursor: pointer; color: #1f4e8c; }
 .warning { border-left: 4px solid #d62728; background: #fff3f3; padding: 0.5em 1em; font-weight: bold; }
 """
-
-
-def escape(text: str) -> str:
-    return html.escape(visible(text))
 
 
 def _lines(text: str) -> str:

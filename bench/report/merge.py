@@ -19,11 +19,15 @@ from bench import suites
 from bench.common.links import link_summary
 from bench.common.run import Run
 from bench.common.transports import setting_key
+from bench.errors import UserError
 from bench.judging import shared_machine
 from bench.judging.verdicts import UNJUDGED, HostVerdicts, RunVerdicts, judge
 from bench.suites.base import Suite
 
 MAX_HOST_SERIES = 12
+# A report draws each series in its figures and tables: 15,000 series (one bundle whose every run
+# names another setting) took past a minute, 300 about 7 s of CPU. Past this many, it is refused.
+MAX_SERIES = 200
 MISMATCH = "⚠ transport mismatch"
 
 
@@ -172,6 +176,20 @@ def _host_names(bundles: list[dict]) -> dict:
     return names
 
 
+def _check_series(bundles: list[dict], entries: "list[RunEntry]") -> None:
+    """A UserError where the runs fall into more series than a report draws, naming the bundle with the most."""
+    found = {entry.series for entry in entries}
+    if len(found) <= MAX_SERIES:
+        return
+    each = defaultdict(set)
+    for entry in entries:
+        each[entry.host.bundle].add(entry.series)
+    most = max(each, key=lambda index: len(each[index]))
+    raise UserError(f"these bundles hold {len(found)} series ({len(each[most])} in bundle {bundles[most]['run_id']}), more than the "
+                    f"{MAX_SERIES} one report draws (a series: a host, or its GPUs and link, with the link and setting its runs "
+                    "ran under); report fewer bundles at once, or leave out the one with the most")
+
+
 def merge(bundles: list[dict], group_by: str = "auto") -> Comparison:
     """One comparison of every run in the bundles; group_by is "host", "hardware" or "auto"."""
     names = _host_names(bundles)
@@ -197,6 +215,7 @@ def merge(bundles: list[dict], group_by: str = "auto") -> Comparison:
     if group_by == "auto":
         group_by = "host" if len({series(*tag, True) for tag in tagged}) <= MAX_HOST_SERIES else "hardware"
     entries = [RunEntry(e, r, series(e, r, base, suite, group_by == "host"), base, suite) for e, r, base, suite in tagged]
+    _check_series(bundles, entries)
 
     measured_in = defaultdict(set)
     for entry in entries:

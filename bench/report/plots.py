@@ -23,10 +23,10 @@ from matplotlib.lines import Line2D
 from matplotlib.text import Text
 from matplotlib.ticker import FixedFormatter
 
+from bench.common.escape import plot as plot_text
 from bench.common.files import open_anew
 from bench.report.merge import Series
 from bench.report.series import Line
-from bench.report.visible import visible
 
 WIDTH_IN = 8.0
 PNG_DPI = 100  # 800 px wide, a blog column; the SVG beside it stays sharp at any size
@@ -212,13 +212,6 @@ def log2_ticks(ax, values: list, label, most: int = 9) -> None:
             chosen.append(tick)
     ax.set_xticks(chosen, [label(t) for t in chosen])
     ax.minorticks_off()
-
-
-def plot_text(text: str) -> str:
-    """Text as a plot shows it, whoever wrote it (a GPU's name, a host's label): no control character
-    (an SVG with one is no XML) and no $ that matplotlib would read as the start of math (a name
-    with two of them failed the report); what bench.report.html's escaping is to the page."""
-    return visible(text).replace("$", r"\$")
 
 
 def figure_data(fig: Figure) -> dict:

@@ -67,12 +67,13 @@ def differences(original: dict, new: dict, ignore: "frozenset[str]" = frozenset(
 
 
 # What `verify` reads of a host before it runs anything there: its GPUs (`nvidia-smi -L`), whether
-# NVLink joins them (`nvidia-smi topo -m`, the matrix the fingerprint reads too) and its CPU model.
+# NVLink joins them (`nvidia-smi topo -m`, the matrix the fingerprint reads too), its CPU model and
+# its cores (online, as the agent's os.cpu_count() counts them).
 # A second or two, against the fingerprint's tens of seconds (its link under load, its gate).
 PROBE_SCRIPT = (
     "if command -v nvidia-smi >/dev/null 2>&1; then nvidia-smi -L 2>/dev/null; echo '--- topology'; "
     "nvidia-smi topo -m 2>/dev/null; fi; echo '--- cpu'; grep -m1 '^model name' /proc/cpuinfo; "
-    "echo '--- devices'; ls /dev 2>/dev/null | grep -c '^nvidia[0-9]'"
+    "echo '--- devices'; ls /dev 2>/dev/null | grep -c '^nvidia[0-9]'; echo '--- cores'; getconf _NPROCESSORS_ONLN"
 )
 PROBE_TIMEOUT_S = 60.0
 _GPU_LINE = re.compile(r"^GPU \d+: (.+?) \(UUID")
@@ -80,11 +81,12 @@ _GPU_LINE = re.compile(r"^GPU \d+: (.+?) \(UUID")
 
 @dataclass(frozen=True)
 class Probe:
-    """What the probe found: GPU names (None: not known), their link class, the CPU model."""
+    """What the probe found: GPU names (None: not known), their link class, the CPU model, the cores (None: not known)."""
 
     gpus: "tuple[str, ...] | None"
     link_class: "str | None"
     cpu_model: "str | None"
+    cores: "int | None" = None
 
 
 def parse_probe(text: str) -> Probe:
@@ -106,7 +108,8 @@ def parse_probe(text: str) -> Probe:
     else:
         link = "nvlink" if re.search(r"\bNV\d+\b", topology) else "pcie" if topology.strip() else None
     cpu = next((line.split(":", 1)[1].strip() for line in sections.get("cpu", []) if ":" in line), None)
-    return Probe(gpus, link, cpu)
+    cores = "".join(sections.get("cores", [])).strip()
+    return Probe(gpus, link, cpu, int(cores) if cores.isdigit() and int(cores) > 0 else None)
 
 
 def light_profile(fingerprint: dict) -> dict:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Callable
 
 from bench.bundle import read_bundle
+from bench.common.escape import terminal
 from bench.controller import plans
 from bench.controller.hosts import load_hosts
 from bench.controller.inventory import Inventory
@@ -99,7 +100,7 @@ def _within_bound(cost: Estimate, max_hours: float, assume_yes: bool, ask: "Call
 def verify(bundle_path: Path, hosts_path: Path, out_root: Path, *, image: "str | None", tolerances: dict,
            host_map: dict, allowed_signers: "Path | None", require_signature: bool, max_hours: float,
            key: "Path | None" = None, assume_yes: bool = False, ask: "Callable[[str], bool] | None" = None,
-           announce: Callable[[str], None] = print) -> Verified:
+           announce: "Callable[[str], None]" = lambda line: print(terminal(line))) -> Verified:
     """Rerun the part of the bundle these hosts can compare, and judge it. `announce` gets what
     is left out, what the plan will run (its environment included) and the estimate before
     anything runs; a rerun estimated past max_hours needs assume_yes or `ask` to say yes. With `key`,

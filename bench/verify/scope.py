@@ -1,11 +1,13 @@
 """What of a published bundle these hosts can rerun, found in seconds before anything runs there.
 
 Each host of the hosts file that pairs with one of the bundle's is probed lightly (its GPUs, their
-link, its CPU: machines.PROBE_SCRIPT), and each entry of the bundle's plan is compared with what
-this ddpbench would run for it. A host whose machine differs, or an entry this ddpbench would run
-otherwise, is left out, and said; where nothing is left, the verdict is NOT COMPARABLE at once,
-without a fingerprint, a gate or a launch. The fingerprints still decide after the rerun: the
-probe reads a few fields, and a field it cannot read (a batch job's nodes) is not held against a host.
+link, its CPU and cores: machines.PROBE_SCRIPT), and each entry of the bundle's plan is compared with
+what this ddpbench would run for it and judged against what each host has (bench.common.fits: NCCL's
+algorithms on a host without a GPU, more processes than cores). A host whose machine differs, or an
+entry this ddpbench would run otherwise or a host cannot run, is left out, and said; where nothing
+is left, the verdict is NOT COMPARABLE at once, without a fingerprint, a gate or a launch. The
+fingerprints still decide after the rerun: the probe reads a few fields, and a field it cannot read
+(a batch job's nodes, InfiniBand) is not held against a host.
 """
 
 from __future__ import annotations
@@ -14,7 +16,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 
+from bench.common.fits import side_problem
+from bench.common.host import Capabilities
 from bench.common.protocol import parse_launch_id
+from bench.common.selection import side_of
 from bench.controller.errors import HostError
 from bench.controller.inventory import Host, Inventory
 from bench.controller.progress import describe_s
@@ -84,8 +89,8 @@ def _entries_left_out(original_plan: dict, plan: dict, tool: dict) -> list[dict]
     return left
 
 
-def _hosts_left_out(original: dict, inventory: Inventory, pairs: list, rule: str) -> tuple[list, list]:
-    """(pairs that rerun, left-out records) after probing each new host that pairs with an original one."""
+def _hosts_left_out(original: dict, inventory: Inventory, pairs: list, rule: str) -> tuple[list, list, dict]:
+    """(pairs that rerun, left-out records, {new host: its probe}) after probing each new host that pairs with an original one."""
     originals = {h["name"]: h for h in original["hosts"]}
     new_hosts = {h.name: h for h in inventory.hosts}
     probed = [(old, new) for old, new in pairs if new is not None and originals[old]["fingerprint"] is not None]
@@ -106,13 +111,35 @@ def _hosts_left_out(original: dict, inventory: Inventory, pairs: list, rule: str
             left.append({"host": old, "reason": f"it ran on {needs}; host {new} has {has} ({fields}): a machine with {needs} can verify it"})
         else:
             kept.append((old, new))
-    return kept, left
+    return kept, left, {new: probed for (_, new), probed in found.items() if probed is not None}
+
+
+# What a probe cannot read is not held against a host: cores where unknown, InfiniBand.
+UNKNOWN_CORES = 1 << 20
+
+
+def _entries_no_host_runs(plan: dict, inventory: Inventory, kept: list, probes: dict, left: set) -> list[dict]:
+    """An entry a rerunning host cannot run at all, judged as its agent would judge it (bench.common.fits)
+    from what the probe read: left out before anything launches, the host named with why."""
+    hosts = {host.name: host for host in inventory.hosts}
+    found = []
+    judged = [(new, probes[new]) for _, new in kept if new in probes and probes[new].gpus is not None]
+    for index, entry in enumerate(plan["suites"]):
+        if index in left:
+            continue
+        for new, probe in judged:
+            hw = Capabilities(gpu_count=len(probe.gpus), logical_cpus=probe.cores or UNKNOWN_CORES, infiniband=True)
+            problem = side_problem(side_of(entry, hw.cuda), entry["world_sizes"], hw, {**entry.get("env", {}), **hosts[new].env})
+            if problem:
+                found.append({"entry": index, "reason": f"host {new} cannot run this {entry['suite']} entry: {problem}"})
+                break
+    return found
 
 
 def comparable_part(original: dict, plan: dict, inventory: Inventory, pairs: list, rule: str) -> Scope:
     """The Scope of a rerun of `original` (its plan as this ddpbench checked it: `plan`) on `inventory`."""
     left = _entries_left_out(original["plan"], plan, original["tool"])
-    kept, hosts_left = _hosts_left_out(original, inventory, pairs, rule)
+    kept, hosts_left, probes = _hosts_left_out(original, inventory, pairs, rule)
     running = {new for _, new in kept}
     for group in inventory.groups:  # a group runs one job: all its members, or none
         missing = [name for name in group.hosts if name not in running]
@@ -121,6 +148,7 @@ def comparable_part(original: dict, plan: dict, inventory: Inventory, pairs: lis
                 hosts_left.append({"host": old, "reason": f"its host {new} is in group {group.name}, whose host {missing[0]} does not rerun"})
             running -= set(group.hosts)
     kept = [(old, new) for old, new in kept if new in running]
+    left += _entries_no_host_runs(plan, inventory, kept, probes, {item["entry"] for item in left})
     entries_left = {item["entry"] for item in left}
     rerun_plan = {**plan, "suites": [e for i, e in enumerate(plan["suites"]) if i not in entries_left]}
     rerun_hosts = Inventory(hosts=tuple(h for h in inventory.hosts if h.name in running),

@@ -179,3 +179,64 @@ def test_the_runs_own_report_after_a_resume_renders_runs_at_the_schemas_edges(fo
     done = resume(folder)
     assert done.returncode == 0, done.stderr
     assert f"report: {folder / 'report.md'}" in done.stdout and (folder / "report.html").exists()
+
+
+def _run_of(raw: dict, launch_id: str) -> dict:
+    return next(r for r in raw["runs"] if r["launch_id"] == launch_id)
+
+
+NODES_2 = {"count": 2, "ranks_per_node": 1, "emulated": True, "proof": "planned"}
+FORGED_SETTINGS = {
+    "algorithm": (lambda run: run["transport"].update(algorithm="tree"),
+                  "claims NCCL algorithm 'tree', the launch asked for NCCL's own algorithm"),
+    "protocol": (lambda run: run["transport"].update(protocol="ll128"),
+                 "claims NCCL protocol 'll128', the launch asked for NCCL's own protocol"),
+    "env": (lambda run: run.update(env={"NCCL_P2P_DISABLE": "1"}),
+            "claims env {'NCCL_P2P_DISABLE': '1'}, the plan's entry sets {}"),
+    "nodes": (lambda run: run["transport"].update(nodes=NODES_2),
+              "claims 2 node(s) of 1 rank(s), the launch ran one node"),
+    "gpus": (lambda run: run.update(gpus=[0, 1]), "claims GPUs [0, 1], the launch ran on the first ones"),
+    "backend": (lambda run: run["transport"].update(backend="nccl", env={"NCCL_P2P_DISABLE": "1"}),
+                "claims backend 'nccl' with preset env {'NCCL_P2P_DISABLE': '1'}, its preset 'default' runs gloo on this host"),
+}
+
+
+@pytest.mark.parametrize("forge", FORGED_SETTINGS, ids=FORGED_SETTINGS.keys())
+def test_a_run_claiming_a_setting_its_launch_never_ran_is_left_out_with_its_launch(forge, folder):
+    """Each run records what its launch ran (NCCL's algorithm and protocol, its nodes and GPUs, its
+    entry's env, its preset's backend): a raw.json whose run claims another is not sealed."""
+    change, says = FORGED_SETTINGS[forge]
+    raw = raw_of(folder)
+    change(_run_of(raw, DDP))
+    write_raw(folder, "raw.json", raw)
+    previous = load_previous(folder)
+    assert previous.left_out == [f"host local: raw.json: a run of launch '{DDP}' {says}; the launch and its runs are left out: "
+                                 "it runs again"]
+    entry = previous.entries["local"]
+    assert [l["id"] for l in entry["launches"]] == [COLLECTIVES] and {r["launch_id"] for r in entry["runs"]} == {COLLECTIVES}
+
+
+def test_a_resume_seals_what_its_launches_ran_not_what_a_raw_file_claims(folder):
+    """Two runs claim settings their launches never ran: the resume says so, runs both launches again,
+    and the bundle's runs hold the plan's own setting (no env, one node, no NCCL algorithm)."""
+    raw = raw_of(folder)
+    _run_of(raw, COLLECTIVES).update(env={"NCCL_ALGO": "Tree"})
+    _run_of(raw, DDP)["transport"].update(nodes=NODES_2)
+    write_raw(folder, "raw.json", raw)
+    done = resume(folder)
+    assert done.returncode == 0, done.stderr
+    said = warnings(done, folder)
+    assert len(said) == 2 and all("the launch and its runs are left out: it runs again" in line for line in said), said
+    runs = read_bundle(folder / "bundle.json")["hosts"][0]["runs"]
+    assert {r["launch_id"] for r in runs} == {COLLECTIVES, DDP}
+    assert all("env" not in r and "nodes" not in r["transport"] and "algorithm" not in r["transport"] for r in runs)
+
+
+def test_a_sealed_bundle_whose_plan_blinds_the_evidence_is_refused(folder, finished):
+    """The plan a resume runs is checked as a plan file is: NCCL_DEBUG=WARN in bundle.json's plan is refused."""
+    bundle = read_bundle(finished / "bundle.json")
+    bundle["plan"]["suites"][0]["env"] = {"NCCL_DEBUG": "WARN"}
+    (folder / "bundle.json").write_text(json.dumps(seal({k: v for k, v in bundle.items() if k != "sha256"})))
+    done = resume(folder)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith(f"error: {folder / 'bundle.json'}: plan: field suites[0].env: NCCL_DEBUG=WARN changes NCCL's log")

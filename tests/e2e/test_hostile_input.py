@@ -16,6 +16,7 @@ import json
 import os
 import re
 import resource
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -175,6 +176,32 @@ def test_run_refuses_the_browser_payload(tmp_path, sandbox):
     plan = plan_file(tmp_path, with_env(payload(sandbox[2])))
     result = run_cli("run", "--plan", str(plan), "--hosts", str(LOCAL_HOSTS), "--out", str(sandbox[1]), cwd=sandbox[0])
     refused(result, sandbox, "field suites[0].env")
+
+
+# An env the allow-list takes but that would undo the run's label or blind its evidence: (transports, env, what the line names).
+UNDOING_ENV = {
+    "p2p_back_on_under_p2p_off": (["p2p_off"], {"NCCL_P2P_DISABLE": "0"},
+                                  "NCCL_P2P_DISABLE=0 undoes transport preset 'p2p_off', which sets NCCL_P2P_DISABLE=1"),
+    "ib_back_on_under_socket": (["socket"], {"NCCL_IB_DISABLE": "0"}, "NCCL_IB_DISABLE=0 undoes transport preset 'socket'"),
+    "debug_warn": (["default"], {"NCCL_DEBUG": "WARN"}, "NCCL_DEBUG=WARN changes NCCL's log"),
+    "debug_subsys": (["default"], {"NCCL_DEBUG_SUBSYS": "INIT"}, "NCCL_DEBUG_SUBSYS=INIT changes NCCL's log"),
+    "debug_timestamps": (["default"], {"NCCL_DEBUG_TIMESTAMP_FORMAT": "%s"}, "NCCL_DEBUG_TIMESTAMP_FORMAT=%s changes NCCL's log"),
+    "nvls_on": (["default"], {"NCCL_NVLS_ENABLE": "1"}, "NCCL_NVLS_ENABLE=1 turns on NVLink multicast"),
+    "ras_listener": (["default"], {"NCCL_RAS_ADDR": "0.0.0.0:28028"}, "'NCCL_RAS_ADDR' is not allowed here"),
+    "ras_enable": (["default"], {"NCCL_RAS_ENABLE": "1"}, "'NCCL_RAS_ENABLE' is not allowed here"),
+}
+
+
+@pytest.mark.parametrize("case", UNDOING_ENV, ids=UNDOING_ENV.keys())
+def test_validate_and_run_refuse_an_env_that_undoes_or_blinds_the_measurement(case, tmp_path, sandbox):
+    transports, env, says = UNDOING_ENV[case]
+    plan = with_env(env)
+    plan["suites"][0]["transports"] = transports
+    path = plan_file(tmp_path, plan)
+    refused(run_cli("validate", str(path), cwd=sandbox[0]), sandbox, f"{path}: field suites[0].env: {says}")
+    result = run_cli("run", "--plan", str(path), "--hosts", str(LOCAL_HOSTS), "--out", str(sandbox[1]), cwd=sandbox[0])
+    line = refused(result, sandbox, f"{path}: field suites[0].env: {says}")
+    assert "remove it from env" in line or "remove NCCL_" in line or "hosts file's env" in line, line
 
 
 VERIFY_ENV = {"ld_preload": {"LD_PRELOAD": "libevil.so"}, "nccl_net_plugin": {"NCCL_NET_PLUGIN": "evil"}, "browser": None}
@@ -753,3 +780,124 @@ def test_non_ascii_text_counts_as_python_holds_it(tmp_path, sandbox):
     text_file(path, 70_000_000)
     path.write_bytes(path.read_bytes().replace(b"xxxx", "\U0001f600".encode(), 1))
     refused(run_cli("validate", str(path), cwd=sandbox[0]), sandbox, str(path), "characters Python holds in 4 bytes each")
+
+
+# --- 7. What a host cannot run, and a plan that measured nothing --------------------------------
+
+def unrunnable(document: dict, change) -> dict:
+    document = copy.deepcopy(document)
+    change(document["plan"]["suites"][0])
+    return document
+
+
+UNRUNNABLE = {
+    # NCCL's algorithms on a host without a GPU: its ranks talk over gloo
+    "nccl_algorithm_without_a_gpu": (lambda entry: (entry.pop("env"), entry.update(algorithms=["ring"])),
+                                     "choose NCCL's, and this host has no GPU"),
+    # more processes than this host has cores
+    "processes_past_the_cores": (lambda entry: entry.update(world_sizes=[(os.cpu_count() or 1) + 2]),
+                                 f"needs {(os.cpu_count() or 1) + 2} processes on this host, which has {os.cpu_count()} cores"),
+}
+
+
+@pytest.mark.parametrize("case", UNRUNNABLE, ids=UNRUNNABLE.keys())
+def test_verify_of_an_entry_no_host_can_run_is_not_comparable_before_anything_launches(case, bundle_doc, tmp_path, sandbox):
+    change, says = UNRUNNABLE[case]
+    bundle = write_bundle(tmp_path / "pub" / "bundle.json", unrunnable(bundle_doc, change))
+    result = run_cli("verify", str(bundle), "--hosts", str(LOCAL_HOSTS), "--out", str(sandbox[1]), cwd=sandbox[0])
+    assert result.returncode == 4 and "Traceback" not in result.stderr, (result.returncode, result.stdout, result.stderr)
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("NOT COMPARABLE: nothing of bundle") and lines[0].endswith("so nothing ran:"), result.stdout
+    assert lines[1].startswith("- suites[0]: host local cannot run this collectives entry: ") and says in lines[1], lines
+    assert not sandbox[1].exists() and list(sandbox[0].iterdir()) == [], "verify launched or wrote something"
+
+
+def test_a_plan_that_measured_nothing_fails_saying_so(tmp_path, sandbox):
+    """nodes: 4 on a host whose 'all' is two processes: every launch is skipped, so the run failed."""
+    plan = copy.deepcopy(TINY)
+    plan["suites"][0].update(world_sizes=["all"], nodes=4)
+    path = plan_file(tmp_path, plan)
+    result = run_cli("run", "--plan", str(path), "--hosts", str(LOCAL_HOSTS), "--out", str(sandbox[1]), cwd=sandbox[0], timeout_s=300)
+    assert result.returncode == 1 and "Traceback" not in result.stderr, (result.returncode, result.stderr)
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert errors == ["error: nothing was measured: every launch was skipped (host local: 00-collectives-default-n4-ws2: world "
+                      "size all is 2 here, which 4 nodes do not divide); give the plan world sizes, nodes and GPUs these hosts have"]
+    assert "bundle: " in result.stdout  # what it did (the skips) is kept
+
+
+# --- 8. Text from a bundle on the terminal and in Markdown ----------------------------------------
+
+ESCAPES = "\x1b]0;owned\x07\x1b[2J\x1b[31m"  # a window title, a cleared screen, red
+SHOWN = ESCAPES.encode("unicode_escape").decode()
+RAW = re.compile("[\x07\x1b]")
+
+
+def test_a_bundles_text_reaches_the_terminal_escaped(tiny_bundle, bundle_doc, tmp_path, sandbox):
+    """A CPU model verify names, an incomplete run's reason it announces, a host's error a resumed run
+    prints: each shown as \\x1b, never as the byte that clears the screen."""
+    def other_cpu(doc: dict) -> None:
+        doc["hosts"][0]["fingerprint"]["cpu"]["model"] = f"cpu{ESCAPES}"
+
+    path = write_bundle(tmp_path / "cpu" / "bundle.json", resealed(bundle_doc, other_cpu))
+    said = run_cli("verify", str(path), "--hosts", str(LOCAL_HOSTS), "--out", str(sandbox[1]), cwd=sandbox[0])
+    assert said.returncode == 4 and f"cpu{SHOWN}" in said.stdout, said.stdout
+    assert not RAW.search(said.stdout + said.stderr)
+
+    def incomplete(doc: dict) -> None:
+        doc.update(complete=False, incomplete_reason=f"stopped{ESCAPES}")
+
+    path = write_bundle(tmp_path / "stopped" / "bundle.json", resealed(bundle_doc, incomplete))
+    rerun = run_cli("verify", str(path), "--hosts", str(LOCAL_HOSTS), "--out", str(sandbox[1]), cwd=sandbox[0], timeout_s=300)
+    assert "Traceback" not in rerun.stderr and f"the launches the original did not finish (stopped{SHOWN})" in rerun.stdout, rerun.stdout
+    assert not RAW.search(rerun.stdout + rerun.stderr)
+
+    folder = tmp_path / "resumed" / tiny_bundle.parent.name
+    shutil.copytree(tiny_bundle.parent, folder)
+
+    def lost_host(doc: dict) -> None:  # a host of the run that the hosts file no longer lists: its entry stays
+        doc["hosts"].append({**copy.deepcopy(doc["hosts"][0]), "name": "ghost", "status": "partial", "error": f"lost{ESCAPES}",
+                             "runs": [], "launches": []})
+
+    write_bundle(folder / "bundle.json", resealed(bundle_doc, lost_host))
+    resumed = run_cli("run", "--resume", str(folder), "--hosts", str(LOCAL_HOSTS), cwd=sandbox[0], timeout_s=300)
+    assert "Traceback" not in resumed.stderr, resumed.stderr
+    assert f"error: host ghost: failed: lost{SHOWN}" in resumed.stderr, resumed.stderr
+    assert not RAW.search(resumed.stdout + resumed.stderr)
+
+
+LINK = "[x](javascript:alert(1))"
+
+
+def test_a_markdown_link_in_a_runs_env_is_shown_as_text(bundle_doc, tmp_path, sandbox):
+    """A run's env value (any text, in a bundle) is part of its label in report.md, report.html and
+    verdict.md: shown as text, never a link, an image or an autolink."""
+    def linked(doc: dict) -> None:
+        for run in doc["hosts"][0]["runs"]:
+            run["env"] = {"NCCL_ALGO": LINK, "NCCL_X": "![t](https://evil.example/t.png) <https://evil.example>"}
+
+    path = write_bundle(tmp_path / "linked" / "bundle.json", resealed(bundle_doc, linked))
+    again = write_bundle(tmp_path / "again" / "bundle.json",
+                         resealed(bundle_doc, lambda doc: (linked(doc), doc.update(run_id=doc["run_id"][:-6] + "0a0a0a"))))
+    survived(run_cli("report", str(path), "--out", str(sandbox[1]), cwd=sandbox[0]), sandbox)
+    compared = run_cli("compare", str(path), str(again), "--out", str(sandbox[1] / "verdict"), cwd=sandbox[0])
+    assert compared.returncode in (0, 4) and "Traceback" not in compared.stderr, compared.stderr  # 4: one rank's busbw is 0
+    for name in ("report.md", "verdict/verdict.md"):
+        text = (sandbox[1] / name).read_text()
+        assert "NCCL_ALGO=[x\\](javascript:alert(1))" in text, name
+        unescaped = text.replace("\\](", "")
+        assert "](javascript" not in unescaped and "](https" not in unescaped and "<https" not in text, name
+    page = (sandbox[1] / "report.html").read_text()
+    assert "javascript:alert(1)" in page and "href=" not in page and "<https" not in page
+
+
+def test_a_report_of_more_series_than_it_draws_is_refused_in_seconds(bundle_doc, tmp_path, sandbox):
+    """One bundle whose 15,000 runs each ran under another env: 15,000 series, past the 200 a report
+    draws (drawing them took past a minute): refused naming the bound and the bundle."""
+    def many(doc: dict) -> None:
+        run = first_run(doc)
+        doc["hosts"][0]["runs"] = [{**run, "env": {"NCCL_BUFFSIZE": str(4096 + i)}} for i in range(15_000)]
+
+    path = write_bundle(tmp_path / "many" / "bundle.json", resealed(bundle_doc, many))
+    result = run_cli("report", str(path), "--out", str(sandbox[1]), cwd=sandbox[0], timeout_s=120)
+    refused(result, sandbox, f"these bundles hold 15000 series (15000 in bundle {bundle_doc['run_id']}), more than the 200 "
+                             "one report draws")

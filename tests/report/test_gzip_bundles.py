@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.bundle import MAX_BUNDLE_BYTES
+from bench.bundle import MAX_BUNDLE_BYTES, MAX_GZIP_MEMBERS
 from bench.cli import main
 from tests.conftest import cli
 
@@ -80,3 +80,18 @@ def test_a_cut_gzip_bundle_is_one_line(packed, tmp_path, capsys):
     cut.write_bytes(packed.read_bytes()[:5000])
     assert main(["report", str(cut), "--out", str(tmp_path / "out")]) == 2
     assert capsys.readouterr().err.splitlines() == [f"error: {cut}: the gzip stream ends early (truncated); fetch the bundle again"]
+
+
+def test_a_gzip_file_of_many_members_is_refused_naming_the_bound(packed, tmp_path, capsys):
+    """500,000 empty members (10 MB) took minutes, unpacked one by one; a bundle split into members
+    (`cat a.gz b.gz`) still reads."""
+    many = tmp_path / "many.bundle.json.gz"
+    many.write_bytes(gzip.compress(b"") * 500_000)
+    assert main(["validate", str(many)]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"error: {many}: holds more than {MAX_GZIP_MEMBERS} gzip members, and a bundle is one; this is not a ddpbench bundle"]
+    text = gzip.decompress(packed.read_bytes())
+    split = tmp_path / "split.bundle.json.gz"
+    split.write_bytes(b"".join(gzip.compress(text[at:at + len(text) // 8 + 1]) for at in range(0, len(text), len(text) // 8 + 1)))
+    assert main(["validate", str(split)]) == 0
+    assert capsys.readouterr().out.startswith(f"{split}: ok: bundle ")
