@@ -75,6 +75,7 @@ AXES = {
     "pairs": st.just("all"),
     "ranks_per_core": st.integers(1, 4),
     "launch_repeats": st.integers(1, 2),
+    "span": st.sampled_from(["all_nodes", "first_node"]),
 }
 assert set(AXES) == set(ENTRY_AXES)
 
