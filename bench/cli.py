@@ -244,16 +244,16 @@ LISTED_COLUMN_WIDTH = 32  # `ddpbench suites`: a cell past it does not widen its
 def cmd_suites(args) -> int:
     listed = [_listing(name, suite) for name, suite in suites.registry().items()]
     if args.json:
-        print(json.dumps(listed, indent=2))
+        print(terminal(json.dumps(listed, indent=2)))
         return 0
     for suite in listed:
         rows = [[p["name"], p["type"], "required" if p["required"] else _default_text(p),
                  p["description"]] for p in suite["params"]]
         # a long list of choices (the model presets) stands out of its column rather than widen it for every row
         widths = [max([len(row[column]) for row in rows if len(row[column]) <= LISTED_COLUMN_WIDTH], default=0) for column in range(3)]
-        print(f"{suite['name']}: {suite['description']}")
+        print(terminal(f"{suite['name']}: {suite['description']}"))
         for row in rows:
-            print(("  " + "  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[3]).rstrip())
+            print(terminal(("  " + "  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[3]).rstrip()))
     return 0
 
 

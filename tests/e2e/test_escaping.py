@@ -170,7 +170,7 @@ def test_a_report_of_hostile_text_in_every_block_shows_it_as_text(text, tmp_path
                 assert not _live_markdown(cell, inline=True), (line, cell)
             continue
         body = re.sub(r"^(#+ |> |- )", "", line)  # the renderer's own block marks
-        body = body.replace("](p.png)", "").replace("[SVG](p.svg)", "")  # and its own links
+        body = body.replace("](p.png)", "").replace("[SVG](p.svg)", "").replace("[JSON](p.json)", "")  # and its own links
         assert not _live_markdown(body), (line, _live_markdown(body))
     page = html.render(blocks, text)
     assert "<img src=x" not in page and "<script" not in page and "\x1b" not in page and "\u202e" not in page
