@@ -36,6 +36,8 @@ CHECK = (
     "tests/e2e/test_boundaries.py",
     "tests/e2e/test_link_truth.py",
     "tests/judging/test_normal.py",
+    "tests/judging/test_normal_coverage.py",
+    "tests/judging/test_own_ranges.py",
     "tests/judging/test_ranges.py",
     "tests/models/test_llama.py",
     "tests/report/test_degenerate_bundles.py",
