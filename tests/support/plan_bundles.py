@@ -26,6 +26,8 @@ from tests.conftest import REPO
 
 FOUR_H200 = REPO / "benchmarks" / "results" / "bundles" / "20261126T145046Z-b6143d.bundle.json.gz"
 GPU_NAMES = {"H100": "NVIDIA H100 80GB HBM3", "H200": "NVIDIA H200"}
+# The parts of a fingerprint that say something of each GPU.
+GPU_PARTS = ("gpus", "topology", "link_load", "health", "pcie_path", "numa", "iommu")
 # What NCCL takes on an NV18 box under each preset, within a node.
 NCCL_USED = {"default": ["P2P"], "p2p_off": ["SHM"], "socket": ["NET/Socket"]}
 
@@ -37,7 +39,10 @@ def _four_h200() -> dict:
 
 def fingerprint(kind: str, count: int) -> dict:
     """The 4x H200's fingerprint with `count` of its GPUs, each named as the kind's."""
-    fp = _cut(copy.deepcopy(_four_h200()["hosts"][0]["fingerprint"]), count)
+    fp = copy.deepcopy(_four_h200()["hosts"][0]["fingerprint"])
+    fp.update({part: _cut(fp[part], count) for part in GPU_PARTS})
+    for loaded in ("pcie_loaded", "nvlink_loaded"):  # by GPU index
+        fp["link_load"][loaded] = {index: seen for index, seen in fp["link_load"][loaded].items() if int(index) < count}
     for gpu in fp["gpus"]:
         gpu["name"] = GPU_NAMES[kind]
     fp["gpu_count"] = count
@@ -48,25 +53,24 @@ def _cut(value, count: int):
     """value without what it says of GPUs from `count` on: their GPUn keys, their entries by index."""
     if isinstance(value, dict):
         return {key: _cut(item, count) for key, item in value.items()
-                if not ((found := re.fullmatch(r"(?:GPU)?(\d+)", key)) and int(found[1]) >= count)}
+                if not ((found := re.fullmatch(r"GPU(\d+)", key)) and int(found[1]) >= count)}
     if isinstance(value, list):
         return [_cut(item, count) for item in value if not (isinstance(item, dict) and item.get("index", -1) >= count)]
     return value
 
 
 def plan_bundle(plan: str, kind: str, count: int) -> dict:
-    """The bundle `plan` would give on `count` GPUs of `kind` (one host)."""
+    """The bundle `plan` would give on `count` GPUs of `kind` (one host), as far as the judging reads it."""
     fp = fingerprint(kind, count)
     runs = []
     for launch in plan_launches(load_plan(plan), Capabilities.of(fp)):
         if not launch.skipped_reason:
-            runs += [_run(launch, params, count) for params in _configurations(launch, count)]
+            runs += [_run(launch, params) for params in _configurations(launch, count)]
     views = [Run(run) for run in runs]
     for suite in {suites.get(run["suite"]) for run in runs}:
         if isinstance(suite, TrainingSuite):
             suite.derive_scaling(views)
-    host = {"name": "local", "fingerprint": fp, "launches": [], "runs": runs}
-    return {"run_id": f"20270101T000000Z-{plan[:3]}{kind[-3:]}{count}", "plan": {"name": plan}, "hosts": [host]}
+    return {"hosts": [{"name": "local", "fingerprint": fp, "launches": [], "runs": runs}]}
 
 
 def _configurations(launch, count: int) -> list[dict]:
@@ -96,7 +100,7 @@ def _configurations(launch, count: int) -> list[dict]:
             for batch in typed.batches(launch.world_size)]
 
 
-def _run(launch, params: dict, count: int) -> dict:
+def _run(launch, params: dict) -> dict:
     """A run record of the launch with made-up medians."""
     topology = launch.topology
     used = [] if launch.world_size == 1 or launch.suite == "copy" else (
