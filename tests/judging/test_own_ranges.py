@@ -157,6 +157,19 @@ def test_a_range_is_the_band_the_launch_spread_of_its_kind_or_its_runs_p5_p95_wh
     assert (row["low"], row["high"]) == (pytest.approx(summary["p5"], rel=1e-3), pytest.approx(summary["p95"], rel=1e-3))
 
 
+def test_a_size_between_those_measured_has_no_reference_naming_the_sizes_ranges_hold(monkeypatch):
+    """Below 64 MiB a range holds its own size alone: a bandwidth there is still climbing with the size."""
+    quick = plan_bundle("quick", "H100", 2)
+    rows = measured_ranges([("q", quick)])
+    between = copy.deepcopy(quick)
+    run = _run(between, 4 * MIB)
+    run["params"]["size_bytes"] = 8 * MIB
+    found = next(j for r, j in judged_by(monkeypatch, rows, between) if r.params.get("size_bytes") == 8 * MIB)
+    assert (found.verdict, found.missing) == ("no reference", ("size",))
+    assert found.why == ("allreduce_busbw_gbps of NVIDIA H100 80GB HBM3 over nvlink at 2 rank(s): ranges hold 1 MiB, 4 MiB, "
+                         "16 MiB and 64 MiB and up")
+
+
 def test_what_no_range_is_made_of():
     """Sizes below 1 MiB, a busy machine's launches, sockets between two machines: no range holds them."""
     quick = plan_bundle("quick", "H100", 2)
