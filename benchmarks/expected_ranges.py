@@ -4,12 +4,14 @@
     python benchmarks/expected_ranges.py --write    # and write them
 
 Every GPU bundle there (.json or .json.gz) becomes a source (its run id, date and machine) and its runs'
-figures ranges (bench/judging/own_ranges.py): per suite, figure, GPU model, link and key (ranks, path,
-message size class, recipe), from the lowest median to the highest, each widened by 5% either way or to its
-run's p5-p95 where wider. Each suite's bench/suites/NAME/expected.json keeps its rows written by hand (those
-without `runs`) and gets these. To add a box (4x H200, say), copy its bundle into benchmarks/results/bundles/
-and run this with --write; tests/judging/test_ranges.py fails while the files and the bundles disagree.
-Standard library and bench only; no GPU.
+figures ranges (bench/judging/own_ranges.py): per suite, figure, GPU model, link and key (ranks, nodes, NCCL
+algorithm, protocol and env, path, dtype, size, recipe), from the lowest median to the highest, each widened
+by 5% either way or, where wider, by the launch-to-launch spread of its kind, or to its run's p5-p95 where
+wider still (docs/report.md, "Is my number normal?"). Each suite's bench/suites/NAME/expected.json keeps its
+rows written by hand (those without `runs`) and gets these. To add a box (4x H200, say), copy its bundle into
+benchmarks/results/bundles/ and run this with --write; tests/judging/test_ranges.py fails while the files and
+the bundles disagree. It ends with the runs that fill the table (TABLE_RUNS) and how many bundles of each
+are here. Standard library and bench only; no GPU.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import gzip
 import json
 import re
 import sys
+from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -30,6 +33,17 @@ from bench.judging.ranges import FILE  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 BUNDLES = REPO / "benchmarks" / "results" / "bundles"
+# The runs that give a range to every figure the shipped plans quick, scaling, pairs, copy and
+# collectives-sweep print on 1, 2 or 4 GPUs of a model this project is lent: (plan, GPUs) each, on
+# each of LENT_GPUS. A 1-GPU machine's figures are the 1-rank runs of these; pairs' are quick's
+# 2-rank all-reduce and copy's device-to-device copies, every pair of an NV18 box being alike.
+# tests/judging/test_own_ranges.py holds that ranges made of these alone judge every figure of those
+# plans on 1, 2 and 4 GPUs, and that each is needed.
+TABLE_RUNS = (("quick", 2), ("quick", 4), ("scaling", 2), ("scaling", 4), ("copy", 2), ("collectives-sweep", 2),
+              ("collectives-sweep", 4))
+LENT_GPUS = ("NVIDIA H100 80GB HBM3", "NVIDIA H200")
+# Bundles of each wanted: a configuration measured in two launches shows its kind's launch-to-launch spread.
+TABLE_BUNDLES = 2
 
 
 def read(path: Path) -> dict:
@@ -106,7 +120,21 @@ def main() -> int:
         if args.write:
             path.write_text(text)
     print(f"{changed} file(s) {'written' if args.write else 'differ from what the bundles make'}")
+    print("\n".join(table_lines(gpu_bundles())))
     return 0
+
+
+def table_lines(bundles: list) -> list[str]:
+    """A line per run of TABLE_RUNS on each of LENT_GPUS: how many of its bundles are here."""
+    here = Counter((bundle["plan"]["name"], bundle["hosts"][0]["fingerprint"]["gpus"][0]["name"],
+                    bundle["hosts"][0]["fingerprint"]["gpu_count"]) for _, _, bundle in bundles)
+    lines = [f"The runs that fill the table ({TABLE_BUNDLES} bundles each; `python3 -m bench run --plan PLAN` on the machine):"]
+    for gpu in LENT_GPUS:
+        for plan, count in TABLE_RUNS:
+            found = here[plan, gpu, count]
+            lines.append(f"  {plan} on {count}x {gpu}: {found} bundle(s) here" + ("" if found >= TABLE_BUNDLES else ", run it"
+                         + (f" {TABLE_BUNDLES - found} more time(s)" if found else "")))
+    return lines
 
 
 if __name__ == "__main__":

@@ -39,6 +39,8 @@ CHECK = (
     "tests/e2e/test_escaping.py",
     "tests/e2e/test_link_truth.py",
     "tests/judging/test_normal.py",
+    "tests/judging/test_normal_coverage.py",
+    "tests/judging/test_own_ranges.py",
     "tests/judging/test_ranges.py",
     "tests/e2e/test_plan_fuzz.py",
     "tests/models/test_llama.py",

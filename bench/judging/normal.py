@@ -25,6 +25,10 @@ USUAL_CAUSES = ("a x4 or chipset slot, a riser trained down, a sleeping link, a 
 # The fields of a key a run's plan entry sets beside its suite's params: a figure with a range only
 # for other values of these is told which ones the ranges hold.
 SETTING = ("dtype", "nodes", "algorithm", "protocol", "env")
+# What a "no reference" may lack (Judgement.missing): a median, GPUs of one known model, any range of
+# the figure, one of its GPU model, a field of its key (ranges.differs' names: ranks, transport,
+# params.NAME and SETTING's), or its size.
+MISSING = ("median", "gpu", "figure", "gpu model", "ranks", "transport", "params", *SETTING, "size")
 
 
 @dataclass(frozen=True)
@@ -34,6 +38,9 @@ class Judgement:
     row: "dict | None" = None  # the expected range it was judged against
     why: str = ""  # what the verdict rests on: the causes of a "below", the missing piece of "no reference"
     causes: tuple = ()
+    # Of "no reference", what no range holds, as the fields of MISSING: ("algorithm",) where only a
+    # range of another algorithm is there, ("gpu",) where none is of its GPU model ...
+    missing: tuple = ()
 
     @property
     def value(self) -> "float | None":
@@ -60,18 +67,21 @@ def judge(run: Run, figure: Figure, host: Host, peer_copies: bool = False) -> Ju
     gpus = crossed(run, figure, host)
     names = {(host.gpu_names[i:i + 1] or [None])[0] for i in gpus}
     if figure.value is None:
-        return Judgement(NO_REFERENCE, figure, why="the run has no median")
+        return Judgement(NO_REFERENCE, figure, why="the run has no median", missing=("median",))
     if not host.gpu_names:
-        return Judgement(NO_REFERENCE, figure, why="no GPU: the expected ranges are per GPU model")
+        return Judgement(NO_REFERENCE, figure, why="no GPU: the expected ranges are per GPU model", missing=("gpu",))
     if len(names) != 1 or None in names:
-        return Judgement(NO_REFERENCE, figure, why="GPUs of different or unknown models")
+        return Judgement(NO_REFERENCE, figure, why="GPUs of different or unknown models", missing=("gpu",))
     gpu, path = names.pop(), path_between(run, host, gpus, peer_copies)
     key = {**figure.key, "transport": path}
     rows = [row for row in expected().rows if row["figure"] == figure.name and row["gpu"] == gpu]
     alike = [row for row in rows if not differs(row["key"], key)]
     fits = [row for row in alike if size_fits(row["key"], key.get("size_bytes"))]
     if not fits:
-        return Judgement(NO_REFERENCE, figure, why=_missing(f"{figure.name} of {gpu}", key, rows, alike))
+        why, missing = _missing(f"{figure.name} of {gpu}", key, rows, alike)
+        if not rows:
+            missing = ("gpu model",) if any(row["figure"] == figure.name for row in expected().rows) else ("figure",)
+        return Judgement(NO_REFERENCE, figure, why=why, missing=missing)
     here = link_key(host, gpus, path)
     row = next((r for r in fits if r["link"] == here), fits[0])
     if row["low"] <= figure.value <= row["high"]:
@@ -82,24 +92,30 @@ def judge(run: Run, figure: Figure, host: Host, peer_copies: bool = False) -> Ju
     return Judgement("above", figure, row)
 
 
-def _missing(figure: str, key: dict, rows: list, alike: list) -> str:
-    """What no range holds of a figure: the sizes the ranges of its key hold, the setting they hold
-    where only its plan entry's setting (Figure.of) or its dtype differs, or the figure at its path and ranks."""
+def _missing(figure: str, key: dict, rows: list, alike: list) -> tuple[str, tuple]:
+    """What no range holds of a figure, in words and as MISSING's fields: the sizes the ranges of its
+    key hold, the setting they hold where only its plan entry's setting (Figure.of) or its dtype
+    differs, or the figure at its path and ranks (and the fields of the nearest range that differ)."""
     what = f"{figure}" + (f" over {key['transport']}" if key["transport"] else "") + f" at {key['ranks']} rank(s)"
     if alike:  # a small message or copy measures latency more than the link
-        return f"{what}: ranges hold {_sizes(alike)}"
+        return f"{what}: ranges hold {_sizes(alike)}", ("size",)
     near = [(fields, row) for row in rows if set(fields := differs(row["key"], key)) <= set(SETTING)]
     if not near:
-        return f"no expected range of {what}"
+        nearest = min((differs(row["key"], key) for row in rows), key=len, default=[])
+        return f"no expected range of {what}", tuple(dict.fromkeys(name.partition(".")[0] for name in nearest))
     fitting = [found for found in near if size_fits(found[1]["key"], key.get("size_bytes"))]
     fields, row = min(fitting or near, key=lambda found: len(found[0]))
     held = _setting({name: row["key"].get(name, PLAIN[name]) for name in fields}, fields)
     return (f"no expected range of {what} with {_setting(key, fields)}: ranges hold {held}"
-            + ("" if fitting else f", at {_sizes([found[1] for found in near])}"))
+            + ("" if fitting else f", at {_sizes([found[1] for found in near])}"), tuple(fields) + (() if fitting else ("size",)))
 
 
 def _sizes(rows: list) -> str:
-    return f"{human_bytes(min(row['key'].get('size_bytes_min', 1) for row in rows))} and up"
+    """"1 MiB, 4 MiB and 64 MiB and up": the sizes of ranges of one size each, then the smallest of a class."""
+    single = sorted({row["key"]["size_bytes_min"] for row in rows if row["key"].get("size_bytes_min") == row["key"].get("size_bytes_max")})
+    classes = [row["key"].get("size_bytes_min", 1) for row in rows if row["key"].get("size_bytes_min") != row["key"].get("size_bytes_max")]
+    said = [human_bytes(size) for size in single] + ([f"{human_bytes(min(classes))} and up"] if classes else [])
+    return ", ".join(said[:-1]) + f" and {said[-1]}" if len(said) > 1 else said[0]
 
 
 def _setting(key: dict, fields: list) -> str:

@@ -17,10 +17,11 @@ from bench.agent import counters
 from bench.bundle import write_bundle
 from bench.common.run import Run
 from bench.common.stats import metric
+from bench.judging import normal
 from bench.judging.host import Host
 from bench.judging.normal import NO_REFERENCE, judgements
 from bench.judging.summary import judge_host, summary_lines
-from bench.judging.ranges import expected
+from bench.judging.ranges import Ranges, expected
 from bench.report import write_report
 from tests.conftest import REPO
 from tests.e2e.test_link_truth import H200, fixture_bundle, rtx_fingerprint
@@ -179,17 +180,24 @@ def _all_reduce_64mib(host: dict, algorithm: "str | None") -> Run:
                 and run.transport.get("algorithm") == algorithm and not run.transport.get("nodes"))
 
 
-def test_tree_and_ring_figures_are_never_judged_against_nccls_own_choice():
-    """4x H200 over NV18: the tree all-reduce's 183 GB/s at 64 MiB is no slot's or riser's doing, and the
-    range of NCCL's own choice (which ran ring or NVLS) does not hold it; nor the ring's."""
+def test_tree_and_ring_figures_are_never_judged_against_nccls_own_choice(monkeypatch):
+    """4x H200 over NV18: the tree all-reduce's 183 GB/s at 64 MiB is no slot's or riser's doing: a range of
+    the tree's holds it; without one, the range of NCCL's own choice (which ran ring or NVLS) does not; nor
+    the ring's."""
     host = _bundle(FOUR_H200)["hosts"][0]
     own = judged(_all_reduce_64mib(host, None), host["fingerprint"])[0]
-    assert own.verdict == "within"
+    assert own.verdict == "within" and "algorithm" not in own.row["key"]
     for algorithm in ("tree", "ring"):
         found = judged(_all_reduce_64mib(host, algorithm), host["fingerprint"])[0]
-        assert found.verdict == NO_REFERENCE and found.row is None, found
-        assert found.why == (f"no expected range of allreduce_busbw_gbps of NVIDIA H200 over nvlink at 4 rank(s) with NCCL's "
-                             f"{algorithm} algorithm: ranges hold NCCL's own algorithm")
+        assert found.verdict == "within" and found.row["key"]["algorithm"] == algorithm, found
+        others = tuple(row for row in expected().rows if row["key"].get("algorithm") != algorithm)
+        monkeypatch.setattr(normal, "expected", lambda: Ranges(others, {}))
+        found = judged(_all_reduce_64mib(host, algorithm), host["fingerprint"])[0]
+        monkeypatch.undo()
+        assert found.verdict == NO_REFERENCE and found.row is None and found.missing == ("algorithm",), found
+        held = found.why.removeprefix(f"no expected range of allreduce_busbw_gbps of NVIDIA H200 over nvlink at 4 rank(s) with "
+                                      f"NCCL's {algorithm} algorithm: ranges hold NCCL's ")
+        assert held in ("own algorithm", f"{({'tree', 'ring'} - {algorithm}).pop()} algorithm"), found.why
     assert not any(found.verdict in ("below", "above") and run.transport.get("algorithm") for run, found in judge_host(host))
 
 
@@ -198,8 +206,6 @@ def test_tree_and_ring_figures_are_never_judged_against_nccls_own_choice():
 def test_a_range_of_another_key_judges_nothing(monkeypatch, field, other):
     """A range far below the figure, of its key: "above"; the same range for another algorithm, node
     count, path, ranks, dtype, protocol or env: no reference, whichever way the figure lies."""
-    from bench.judging import normal
-    from bench.judging.ranges import Ranges
 
     host = _bundle(FOUR_H200)["hosts"][0]
     run = _all_reduce_64mib(host, None)
@@ -217,8 +223,6 @@ def test_a_range_of_another_key_judges_nothing(monkeypatch, field, other):
 
 def test_a_two_node_figure_is_never_judged_against_a_one_node_range(monkeypatch):
     """The emulated 2 nodes x 1 H200 over sockets, against a socket range of one box at 2 ranks: no reference."""
-    from bench.judging import normal
-    from bench.judging.ranges import Ranges
 
     host = _bundle("benchmarks/results/bundles/20261126T162725Z-088b2d.bundle.json.gz")["hosts"][0]
     runs = [run for run in map(Run, host["runs"]) if run.suite == "collectives" and run.ok]
@@ -239,8 +243,6 @@ def test_a_figure_below_its_range_names_only_the_causes_on_its_own_path(monkeypa
     """A PCIe link trained down under load (GPU0 at 1.0 x4 in a 5.0 x16 slot) slows what crosses PCIe,
     not an all-reduce over NVLink: there the figure is below with no cause this bundle shows; through
     host memory, the trained-down link is its likely cause."""
-    from bench.judging import normal
-    from bench.judging.ranges import Ranges
 
     host = _bundle(FOUR_H200)["hosts"][0]
     host["fingerprint"]["link_load"]["pcie_loaded"]["0"] = {"gen_loaded": 1, "width_loaded": 4}
