@@ -59,12 +59,13 @@ def _cut(value, count: int):
     return value
 
 
-def plan_bundle(plan: str, kind: str, count: int) -> dict:
-    """The bundle `plan` would give on `count` GPUs of `kind` (one host), as far as the judging reads it."""
+def plan_bundle(plan: str, kind: str, count: int, one_launch: bool = False) -> dict:
+    """The bundle `plan` would give on `count` GPUs of `kind` (one host), as far as the judging reads it;
+    with one_launch, the first launch of each configuration alone (a plan's precision may ask two)."""
     fp = fingerprint(kind, count)
     runs = []
     for launch in plan_launches(load_plan(plan), Capabilities.of(fp)):
-        if not launch.skipped_reason:
+        if not launch.skipped_reason and not (one_launch and launch.repeat > 1):
             runs += [_run(launch, params) for params in _configurations(launch, count)]
     views = [Run(run) for run in runs]
     for suite in {suites.get(run["suite"]) for run in runs}:
