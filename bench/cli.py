@@ -12,7 +12,7 @@ from pathlib import Path
 
 from bench import suites
 from bench.bundle import read_bundle
-from bench.common import shared_machine
+from bench.common import launch_time, shared_machine
 from bench.common.run import Run
 from bench.controller.hosts import load_hosts
 from bench.controller import stop_signals
@@ -55,7 +55,7 @@ def cmd_run(args) -> int:
                       f"(likely: {warning['likely_cause']})", file=sys.stderr)
     for line in shared_machine.warnings(bundle["hosts"]) + shared_machine.busy_warnings(bundle["hosts"]):
         print(f"warning: {line}", file=sys.stderr)
-    for line in summary_lines(bundle):
+    for line in summary_lines(bundle) + launch_time.summary_lines(bundle):
         print(line, file=sys.stderr)
     for host in failed:
         print(f"error: host {host['name']}: {host['status']}: {host['error']}", file=sys.stderr)

@@ -1,7 +1,7 @@
-"""Each shipped plan's estimated duration (each suite's cost model) on the machines its
-description names: 2x H200 (NVLink NV18, PCIe 5), 4x H100 (NV18) and 2x RTX 3090 (no NVLink,
-PCIe 4), plus this machine when it has a GPU or not. Start-up of the controller and the report (a few
-seconds) are not in it.
+"""Each shipped plan's estimated duration (each suite's cost model, and the measured fixed costs of its
+jobs and launches: bench/common/launch_costs.py) on the machines its description names: 2x H200 (NVLink
+NV18, PCIe 5), 4x H100 (NV18) and 2x RTX 3090 (no NVLink, PCIe 4), and a 2-core CPU. The controller's
+start-up, the fingerprint, the P2P gate and the report (seconds to tens of seconds) are not in it.
 
     python benchmarks/plan_durations.py [PLAN ...]
 """
@@ -13,7 +13,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.agent.runner import modelled, plan_launches  # noqa: E402
+from bench.agent.estimate import plan_modelled  # noqa: E402
+from bench.agent.planning import plan_launches  # noqa: E402
 from bench.common.host import Capabilities  # noqa: E402
 from bench.controller.plans import load_plan, plan_names  # noqa: E402
 from bench.controller.progress import describe_s  # noqa: E402
@@ -36,17 +37,11 @@ MACHINES = {
 
 
 def plan_seconds(plan: dict, fingerprint: dict) -> tuple[float, int, int]:
-    """(estimated seconds, launches run, configurations) of the plan on that machine."""
+    """(estimated seconds, launches run, configurations) of the plan on that machine, in the jobs its
+    launches share."""
     host = Capabilities.of(fingerprint)
-    total, launches, points = 0.0, 0, 0
-    for launch in plan_launches(plan, host):
-        if launch.skipped_reason:
-            continue
-        seconds, _, configurations = modelled(launch, host)
-        total += seconds
-        launches += 1
-        points += configurations
-    return total, launches, points
+    found = plan_modelled(plan_launches(plan, host), host).values()
+    return sum(m.seconds for m in found), len(found), sum(m.configurations for m in found)
 
 
 def main(names: list[str]) -> None:

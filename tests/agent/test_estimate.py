@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from bench import suites
-from bench.agent.runner import eta_off
+from bench.agent.estimate import eta_off
 from bench.bundle import read_bundle
 from bench.common.host import Capabilities
 from bench.controller.plans import load_plan, with_defaults
@@ -115,7 +115,8 @@ def test_an_earlier_run_of_the_plan_here_gives_the_estimate(tmp_path):
 def test_the_estimate_counts_the_sampling_a_cv_target_asks_for():
     """An entry with a cv_target samples until that steady: its estimate must count it (1 min 01 s
     said, 2 min 45 s taken on this CPU machine by a quick whose entries all had one)."""
-    from bench.agent.runner import SAMPLING_ROUNDS, modelled, plan_launches
+    from bench.agent.estimate import SAMPLING_ROUNDS, modelled
+    from bench.agent.planning import plan_launches
 
     cpu = Capabilities(gpu_count=0, logical_cpus=2)
     plan = load_plan("quick")
@@ -123,7 +124,8 @@ def test_the_estimate_counts_the_sampling_a_cv_target_asks_for():
     plain = {l.id: l for l in plan_launches(plan, cpu)}
     totals = [0.0, 0.0]
     for launch in (l for l in plan_launches(sampled, cpu) if not l.skipped_reason):
-        (base, _, configurations), (seconds, _, _) = modelled(plain[launch.id], cpu), modelled(launch, cpu)
-        assert base < seconds <= base + configurations * suites.get(launch.suite).params(launch.params).sampling_cap_s
-        totals = [totals[0] + base, totals[1] + seconds]
+        base, sampled_launch = modelled(plain[launch.id], cpu), modelled(launch, cpu)
+        seconds = sampled_launch.seconds
+        assert base.seconds < seconds <= base.seconds + base.configurations * suites.get(launch.suite).params(launch.params).sampling_cap_s
+        totals = [totals[0] + base.seconds, totals[1] + seconds]
     assert totals[1] > 1.5 * totals[0] and SAMPLING_ROUNDS > 1

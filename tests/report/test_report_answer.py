@@ -39,14 +39,18 @@ def _ddp(doc: dict) -> list[dict]:
 
 
 def _expected(doc: dict, run: dict) -> dict:
-    """What the answer must say of one multi-rank run, from the bundle's samples and derived figures."""
-    base = next(r for r in _ddp(doc) if r["world_size"] == 1 and r["params"]["global_batch"] == run["params"]["global_batch"])
+    """What the answer must say of one multi-rank run, from the bundle's samples and derived figures: scaled
+    against the 1-rank run with its work per rank (global batch / N) where there is one, else against the
+    1-rank run of its global batch."""
+    one_rank = {r["params"]["global_batch"]: r for r in _ddp(doc) if r["world_size"] == 1}
+    batch = run["params"]["global_batch"]
+    base = one_rank.get(batch // run["world_size"]) or one_rank[batch]
     samples = lambda r, m: r["metrics"][m]["samples"]  # noqa: E731
     efficiency = ratio_of_medians(samples(base, "per_sample_gpu_time_s"), samples(run, "per_sample_gpu_time_s"))
     assert efficiency.median == pytest.approx(run["derived"]["scaling_efficiency_fraction"])
     step = statistics.median(samples(run, "step_time_s"))
-    exposed = step - statistics.median(samples(base, "step_time_s")) / run["world_size"]
-    return {"efficiency": efficiency, "lost": 1 - efficiency.median, "step": step, "exposed": exposed}
+    exposed = step - statistics.median(samples(base, "step_time_s")) * batch / run["world_size"] / base["params"]["global_batch"]
+    return {"efficiency": efficiency, "lost": 1 - efficiency.median, "step": step, "exposed": exposed, "base": base}
 
 
 def test_the_report_opens_with_the_answer(fleet_report):

@@ -22,7 +22,7 @@ import yaml
 
 from bench.agent import proctree, training
 from bench.agent.harness import Context
-from bench.agent.runner import plan_launches
+from bench.agent.planning import plan_launches
 from bench.common.host import Capabilities
 from bench.common.run import Run
 from bench.models import gpt, workload

@@ -17,7 +17,8 @@ import torch
 import yaml
 
 from bench import suites
-from bench.agent.runner import estimate_launch, plan_launches
+from bench.agent.estimate import estimate_launch, plan_modelled
+from bench.agent.planning import plan_launches
 from bench.bundle import read_bundle
 from bench.common.host import Capabilities
 from bench.common.protocol import Placement
@@ -182,8 +183,9 @@ def test_the_sharded_plan_fits_its_timeout_and_a_24_gb_card(machine):
 
     host = Capabilities.of(MACHINES[machine])
     launches = [launch for launch in plan_launches(load_plan("seed001-sharded"), host) if not launch.skipped_reason]
+    by_model = plan_modelled(launches, host)
     for launch in launches:
-        estimate_launch(launch, host)  # raises past timeout_s
+        estimate_launch(launch, by_model[launch.id])  # raises past timeout_s
     assert {launch.suite for launch in launches} == {"collectives", "ddp", "fsdp"}
 
 

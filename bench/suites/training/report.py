@@ -21,6 +21,7 @@ from bench.report.answer import Finding
 from bench.report.merge import MISMATCH, Comparison, RunEntry, Series
 from bench.report.series import Line, pooled
 from bench.suites.training import training_recipe
+from bench.suites.training.derived import BASELINE_NOTE
 
 
 @dataclass(frozen=True, order=True)
@@ -75,7 +76,9 @@ def _finding(name: str, ranks: str, batch: int, entries: list[RunEntry]) -> Find
         # The 1-GPU step for the same work per GPU: its step time x (this run's batch per GPU / its batch).
         per_gpu = batch / entries[0].run.world_size
         exposed = step - statistics.median(base_step) * per_gpu / bases[0].params["global_batch"]
-    return Finding(entries[0].series, name, ranks, batch, step, efficiency, exposed, flags=T.flags(entries))
+    said = list(dict.fromkeys(note for e in entries for note in e.run.notes if note.startswith(BASELINE_NOTE)))
+    return Finding(entries[0].series, name, ranks, batch, step, efficiency, exposed, flags=T.flags(entries),
+                   notes=tuple(f"{note[0].upper()}{note[1:]}." for note in said[:1]))
 
 
 def training_findings(comparison: Comparison, suite: str, workload_of) -> list[Finding]:
@@ -101,7 +104,8 @@ def training_findings(comparison: Comparison, suite: str, workload_of) -> list[F
 
 TITLE_WRAP = 90  # characters of an 11 pt title line across the figure
 SCALING_CAPTION = ("Training throughput against {ranks}, a line per link and topology; dashed: ideal, the {rank} "
-                   "throughput × {ranks}{boundary}. At {largest}, measured ÷ ideal: {efficiencies}.")
+                   "throughput × {ranks}, with the {rank} run doing the work per {one} of each rank count where it "
+                   "was measured{boundary}. At {largest}, measured ÷ ideal: {efficiencies}.")
 
 
 @dataclass(frozen=True, order=True)
@@ -140,7 +144,7 @@ class ScalingFigure:
     title: str
     on_gpu: bool
     lines: list  # [Line]: points (ranks, Spread of samples/s)
-    ideal: float  # the baseline's median samples/s on one rank (positive: a figure without one is not drawn)
+    ideal: dict  # rank count -> its baselines' median samples/s on one rank: the same work per rank where measured
     boundaries: list  # [(nodes, ranks a node)] of the multi-node lines: where a run crosses nodes
     baseline: str  # whose: "" (the suite's own runs), or the strategy of another suite's ("ddp ")
 
@@ -148,10 +152,15 @@ class ScalingFigure:
     def largest(self) -> int:
         return max(x for line in self.lines for x, _ in line.points)
 
+    def ideal_at(self, ranks: int) -> "float | None":
+        """The ideal samples/s of `ranks` ranks: that many times one rank's, at their work per rank."""
+        return self.ideal[ranks] * ranks if ranks in self.ideal else None
+
     def efficiencies(self) -> list:
         """[(line label, measured ÷ ideal)] of every line measured at the largest rank count."""
         n = self.largest
-        return [(line.label, s.median / (self.ideal * n)) for line in self.lines for x, s in line.points if x == n]
+        return [(line.label, s.median / self.ideal_at(n)) for line in self.lines for x, s in line.points
+                if x == n and n in self.ideal]
 
 
 def _samples_per_s(runs: "list[Run]") -> list:
@@ -169,10 +178,14 @@ def scaling_figures(comparison: Comparison, suite: str, workload_of) -> list[Sca
             groups[(machine, workload_of(e), e.params["global_batch"], e.run.on_gpu)].append(e)
     figures = {}
     for ((host, hardware), w, batch, gpus), entries in sorted(groups.items()):  # the largest batch last: it stays
-        base = _samples_per_s(_baseline_runs(entries))
+        at_count = defaultdict(list)
+        for e in entries:
+            at_count[e.run.world_size].append(e)
+        ideal = {n: statistics.median(base) for n, mine in at_count.items() if (base := _samples_per_s(_baseline_runs(mine)))}
+        ideal = {n: value for n, value in ideal.items() if value > 0}
         several_nodes = any(topology(e.run).nodes > 1 for e in entries)
         counts = {1} | {e.run.world_size for e in entries}
-        if not base or statistics.median(base) <= 0 or (len(counts) < 3 and not several_nodes):
+        if not ideal or (len(counts) < 3 and not several_nodes):
             continue
         by_topology = defaultdict(list)
         for e in entries:
@@ -189,7 +202,7 @@ def scaling_figures(comparison: Comparison, suite: str, workload_of) -> list[Sca
         machine = Series(host, hardware, "", False).machine
         title = f"{machine} — {w.title}, global batch {batch}"
         other = {suites.get(run.suite).strategy(run.params) for run in _baseline_runs(entries) if run.suite != suite}
-        figures[(host, hardware), w, gpus] = ScalingFigure(title, gpus, lines, statistics.median(base), boundaries,
+        figures[(host, hardware), w, gpus] = ScalingFigure(title, gpus, lines, ideal, boundaries,
                                                            "".join(f"{name} " for name in sorted(other)))
     return list(figures.values())
 
@@ -202,8 +215,8 @@ def scaling_caption(found: ScalingFigure) -> str:
     rank, ranks = _rank_words(found.on_gpu)
     boundary = "; dotted: where a run's ranks outgrow one node" if found.boundaries else ""
     efficiencies = ", ".join(f"{label} {value:.0%}" for label, value in found.efficiencies())
-    return SCALING_CAPTION.format(ranks=ranks, rank=f"{found.baseline}1-{rank}", boundary=boundary, largest=ranks_label(found.largest, found.on_gpu),
-                                  efficiencies=efficiencies)
+    return SCALING_CAPTION.format(ranks=ranks, rank=f"{found.baseline}1-{rank}", one=rank, boundary=boundary,
+                                  largest=ranks_label(found.largest, found.on_gpu), efficiencies=efficiencies)
 
 
 def scaling_figure(found: ScalingFigure) -> Figure:
@@ -215,7 +228,8 @@ def scaling_figure(found: ScalingFigure) -> Figure:
     fig = P.figure(4.6 + P.legend_height(len(labels) + 1 + len(found.boundaries), labels))
     ax = fig.add_subplot()
     xs = sorted({1} | {x for line in found.lines for x, _ in line.points})
-    ax.plot(xs, [found.ideal * x for x in xs], color=P.BASELINE_COLOUR, linestyle="--", linewidth=1.2,
+    drawn = [x for x in xs if x in found.ideal]
+    ax.plot(drawn, [found.ideal_at(x) for x in drawn], color=P.BASELINE_COLOUR, linestyle="--", linewidth=1.2,
             label=f"ideal: the {found.baseline}1-{rank} throughput × {unit}")
     for line in found.lines:
         P.errorbar(ax, line, 1.0, colours.style(line.series))

@@ -1,0 +1,113 @@
+"""How long a launch should take here: an earlier run's duration on this machine (bench.common.history),
+else its suite's cost model, its own fixed cost, and where it starts or ends its job, the job's start-up
+or exit (bench.common.cost: measured figures), on a CPU host stretched by the share of the cores other
+processes take now; the P2P gate before them; and what to say when a launch took far longer or shorter
+than its estimate. The ETA that `ddpbench run` shows counts down these estimates."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from bench import suites
+from bench.agent import gate
+from bench.agent.planning import Launch, jobs
+from bench.common import cost
+from bench.common.host import Capabilities
+from bench.suites.params import PlanError
+
+ETA_OFF_FACTOR = 2.0  # a launch this much longer or shorter than its estimate is said in the log
+# A configuration sampling to a cv_target (a plan's, below its samples' CV) measures about this
+# many times over past its first batch: verify of quick on a 2-core CPU took 2 min 45 s where the
+# model without sampling said 1 min 01 s. Never more than its sampling_cap_s a configuration.
+SAMPLING_ROUNDS = 3
+
+
+@dataclass(frozen=True)
+class Modelled:
+    """A launch by the cost model: its seconds in all, of them its job's start-up and exit where it
+    starts or ends one, and sampling toward cv_target; the configurations it records."""
+
+    seconds: float
+    fixed_s: float
+    sampling_s: float
+    configurations: int
+
+
+def modelled(launch: Launch, host: Capabilities, first_of_job: bool = True, last_of_job: bool = True,
+             slowdown: float = 1.0) -> Modelled:
+    """A launch by its suite's cost model, with the fixed costs of its place in its job; on a CPU host
+    stretched by `slowdown` (cpu_slowdown) in the share of the cores its ranks use: a launch that leaves
+    cores to the other processes competes less with them."""
+    suite = suites.get(launch.suite)
+    params = suite.params(launch.params)
+    measuring = suite.launch_seconds(params, launch.preset, launch.world_size, host)
+    configurations = suite.configurations(params, launch.world_size, host)
+    sampling = 0.0 if params.cv_target is None else min(SAMPLING_ROUNDS * measuring, configurations * params.sampling_cap_s)
+    fixed = (cost.launch_own_s(host.kind) + (cost.job_start_s(host.kind) if first_of_job else 0.0)
+             + (cost.job_end_s(host.kind) if last_of_job else 0.0))
+    scale = stretch(host, slowdown, launch.nproc_per_node * (launch.threads_per_rank or 1))
+    return Modelled(scale * (fixed + measuring + sampling), scale * fixed, scale * sampling, configurations)
+
+
+def plan_modelled(launches: "list[Launch]", host: Capabilities, slowdown: float = 1.0) -> "dict[str, Modelled]":
+    """Each launch to run (not skipped) by the cost model, in the jobs it will run in."""
+    return {launch.id: modelled(launch, host, index == 0, index == len(job) - 1, slowdown)
+            for job in jobs([l for l in launches if not l.skipped_reason]) for index, launch in enumerate(job)}
+
+
+def gate_seconds(launches: "list[Launch]", host: Capabilities, slowdown: float = 1.0) -> float:
+    """The P2P gate before the first of these launches (bench/agent/gate.py): its arms, or nothing where
+    it has nothing to check."""
+    ranks = gate.ranks_to_check(host, launches)
+    if ranks < 2:
+        return 0.0
+    return (len(gate.ARMS) if host.cuda else 1) * cost.gate_arm_s(host.kind) * stretch(host, slowdown, ranks)
+
+
+def stretch(host: Capabilities, slowdown: float, threads: int) -> float:
+    """How much longer than on an idle machine work of `threads` busy threads takes on a host `slowdown`
+    times slower (cpu_slowdown) for work on every core; 1 on a GPU host."""
+    if host.kind != "cpu":
+        return 1.0
+    cores = max(1, host.logical_cpus)
+    return max(1.0, slowdown * min(cores, threads) / cores)
+
+
+PROBE_ADDS = 5_000_000  # about 0.25 s of one core: a load that comes and goes is averaged over it
+
+
+def cpu_slowdown() -> float:
+    """How many times longer than on an idle machine work on every core takes here now: wall time over
+    this thread's CPU time for a fixed loop (the share of the cores other processes take stretches the
+    one, not the other). At least 1; a CPU host's estimates are stretched by it (stretch)."""
+    began, cpu_began = time.perf_counter(), time.thread_time()
+    total = 0
+    for number in range(PROBE_ADDS):
+        total += number
+    cpu = time.thread_time() - cpu_began
+    return max(1.0, (time.perf_counter() - began) / cpu) if cpu > 0 else 1.0
+
+
+def estimate_launch(launch: Launch, by_model: Modelled, measured_s: "float | None" = None) -> None:
+    """Set the launch's estimate (an earlier run's duration here, else the cost model's) and its
+    configuration count; a launch whose least time is estimated past the plan's timeout_s is a
+    PlanError (sampling toward cv_target stops at the launch's deadline: it never makes one too long)."""
+    launch.configurations = by_model.configurations
+    launch.estimate_s = round(measured_s or by_model.seconds, 1)
+    if (measured_s or by_model.seconds - by_model.sampling_s) > launch.timeout_s:
+        raise PlanError(
+            f"launch {launch.id} is estimated at {launch.estimate_s:.0f} s on this host, longer than the plan's "
+            f"timeout_s {launch.timeout_s:g}: raise timeout_s, or trim the entry (fewer sizes, transports, steps or batches)"
+        )
+
+
+def eta_off(duration_s: float, estimate_s: float) -> str:
+    """What to say when a launch's estimate was off by more than ETA_OFF_FACTOR either way."""
+    if not estimate_s or not duration_s:
+        return ""
+    if duration_s > ETA_OFF_FACTOR * estimate_s:
+        return f"more than {ETA_OFF_FACTOR:g}x the estimate; the ETA was too short"
+    if duration_s * ETA_OFF_FACTOR < estimate_s:
+        return f"less than 1/{ETA_OFF_FACTOR:g} of the estimate; the ETA was too long"
+    return ""
