@@ -13,7 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.agent.estimate import plan_modelled  # noqa: E402
+from bench.agent.estimate import gate_seconds, plan_modelled  # noqa: E402
 from bench.agent.planning import plan_launches  # noqa: E402
 from bench.common.host import Capabilities  # noqa: E402
 from bench.controller.plans import load_plan, plan_names  # noqa: E402
@@ -36,12 +36,15 @@ MACHINES = {
 }
 
 
-def plan_seconds(plan: dict, fingerprint: dict) -> tuple[float, int, int]:
-    """(estimated seconds, launches run, configurations) of the plan on that machine, in the jobs its
-    launches share."""
+def plan_seconds(plan: dict, fingerprint: dict) -> tuple[float, int, int, float]:
+    """(estimated seconds, launches run, configurations, the share of the launches' time measured) of the
+    plan on that machine, in the jobs its launches share; the P2P gate in the seconds."""
     host = Capabilities.of(fingerprint)
-    found = plan_modelled(plan_launches(plan, host), host).values()
-    return sum(m.seconds for m in found), len(found), sum(m.configurations for m in found)
+    launches = plan_launches(plan, host)
+    found = plan_modelled(launches, host).values()
+    seconds = sum(m.seconds for m in found)
+    return (seconds + gate_seconds([l for l in launches if not l.skipped_reason], host), len(found), sum(m.configurations for m in found),
+            sum(m.measured_s for m in found) / seconds if seconds else 0.0)
 
 
 def main(names: list[str]) -> None:
@@ -51,8 +54,9 @@ def main(names: list[str]) -> None:
         plan = load_plan(name)
         cells = []
         for fingerprint in MACHINES.values():
-            seconds, launches, points = plan_seconds(plan, fingerprint)
-            cells.append(f"{describe_s(seconds)} ({launches} launch{'' if launches == 1 else 'es'}, {points} configurations)")
+            seconds, launches, points, measured = plan_seconds(plan, fingerprint)
+            cells.append(f"{describe_s(seconds)} ({launches} launch{'' if launches == 1 else 'es'}, {points} configurations, "
+                         f"{measured:.0%} measured)")
         print(f"| {name} | {plan['timeout_s']:g} | " + " | ".join(cells) + " |")
 
 

@@ -25,13 +25,16 @@ SAMPLING_ROUNDS = 3
 
 @dataclass(frozen=True)
 class Modelled:
-    """A launch by the cost model: its seconds in all, of them its job's start-up and exit where it
-    starts or ends one, and sampling toward cv_target; the configurations it records."""
+    """A launch by the cost model: its seconds in all, of them its fixed costs (its own, and its job's
+    start-up and exit where it starts or ends one), its timed calls or steps, and sampling toward
+    cv_target; the configurations it records; and the least it takes, with no sampling on an idle host."""
 
     seconds: float
     fixed_s: float
+    measured_s: float
     sampling_s: float
     configurations: int
+    least_s: float
 
 
 def modelled(launch: Launch, host: Capabilities, first_of_job: bool = True, last_of_job: bool = True,
@@ -47,7 +50,9 @@ def modelled(launch: Launch, host: Capabilities, first_of_job: bool = True, last
     fixed = (cost.launch_own_s(host.kind) + (cost.job_start_s(host.kind) if first_of_job else 0.0)
              + (cost.job_end_s(host.kind) if last_of_job else 0.0))
     scale = stretch(host, slowdown, launch.nproc_per_node * (launch.threads_per_rank or 1))
-    return Modelled(scale * (fixed + measuring + sampling), scale * fixed, scale * sampling, configurations)
+    measured = suite.measured_seconds(params, launch.preset, launch.world_size, host)
+    return Modelled(scale * (fixed + measuring + sampling), scale * fixed, scale * (measured + sampling), scale * sampling, configurations,
+                    fixed + measuring)
 
 
 def plan_modelled(launches: "list[Launch]", host: Capabilities, slowdown: float = 1.0) -> "dict[str, Modelled]":
@@ -92,10 +97,11 @@ def cpu_slowdown() -> float:
 def estimate_launch(launch: Launch, by_model: Modelled, measured_s: "float | None" = None) -> None:
     """Set the launch's estimate (an earlier run's duration here, else the cost model's) and its
     configuration count; a launch whose least time is estimated past the plan's timeout_s is a
-    PlanError (sampling toward cv_target stops at the launch's deadline: it never makes one too long)."""
+    PlanError (sampling toward cv_target stops at the launch's deadline: it never makes one too long;
+    a CPU host busy now makes it longer, no plan error)."""
     launch.configurations = by_model.configurations
     launch.estimate_s = round(measured_s or by_model.seconds, 1)
-    if (measured_s or by_model.seconds - by_model.sampling_s) > launch.timeout_s:
+    if (measured_s or by_model.least_s) > launch.timeout_s:
         raise PlanError(
             f"launch {launch.id} is estimated at {launch.estimate_s:.0f} s on this host, longer than the plan's "
             f"timeout_s {launch.timeout_s:g}: raise timeout_s, or trim the entry (fewer sizes, transports, steps or batches)"

@@ -6,16 +6,20 @@ Written by benchmarks/launch_costs.py from the phases that bundles' launch recor
 launch_time); rerun it on new bundles rather than edit the figures by hand.
 """
 
-MEASURED = {'cpu': {'start_s': 2.185,
-         'teardown_s': 0.058,
+MEASURED = {'cpu': {'start_s': 2.012,
+         'teardown_s': 0.054,
          'launch_s': 0.277,
-         'training_build_s': {'tiny': 0.016},
+         'training_build_s': {'tiny': 0.015, 'tiny-llama': 0.018},
          'gate_arm_s': 1.585,
-         'jobs': 6,
-         'launches': 9,
-         'source': 'bundle 20261127T094116Z-3acdd6 (quick on host local: 2 CPUs (AMD EPYC)); other processes took a '
-                   'median 81% of the CPU, the figures are scaled to an idle one',
-         'gate_source': 'bundle 20261127T094116Z-3acdd6 (quick on host local: 2 CPUs (AMD EPYC))'},
+         'jobs': 15,
+         'launches': 26,
+         'source': 'bundle 20261127T094917Z-c04612 (quick on host local: 2 CPUs (AMD EPYC)); bundle '
+                   '20261127T095058Z-3d1204 (scaling on host local: 2 CPUs (AMD EPYC)); bundle 20261127T094116Z-3acdd6 '
+                   '(quick on host local: 2 CPUs (AMD EPYC)); other processes took a median 77% of the CPU, the '
+                   'figures are scaled to an idle one',
+         'gate_source': 'bundle 20261127T094917Z-c04612 (quick on host local: 2 CPUs (AMD EPYC)); bundle '
+                        '20261127T095058Z-3d1204 (scaling on host local: 2 CPUs (AMD EPYC)); bundle '
+                        '20261127T094116Z-3acdd6 (quick on host local: 2 CPUs (AMD EPYC))'},
  'gpu': {'start_s': 8.0,
          'teardown_s': 0.0,
          'launch_s': 0.0,

@@ -159,6 +159,10 @@ class Suite:
         """The cost model: seconds one launch takes past its start-up (bench/common/cost.py)."""
         return 0.0
 
+    def measured_seconds(self, params, preset: str, world_size: int, host: Capabilities) -> float:
+        """Of launch_seconds, its timed calls or steps: what the launch measures."""
+        return 0.0
+
     # --- a run, once measured ----------------------------------------------------------------
 
     def configuration(self, run: Run) -> tuple:

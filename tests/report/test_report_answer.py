@@ -108,6 +108,27 @@ def test_the_real_cpu_run_is_answered_in_processes_with_its_own_derived_figures(
     assert re.search(r"^- local · CPU only — tiny fp32, 2 processes over default \(gloo\): ", answer, re.M)
 
 
+def test_the_answer_names_the_one_rank_run_it_scaled_against(real_bundle, fleet_report):
+    """Two processes at global batch 8 accumulate 2 micro-batches of 2 each: the 1-process run of global batch 4
+    does the same work, not the one of global batch 8 (4 micro-batches); the 1-process launch also trains
+    global batch 2, the work of each of two processes at global batch 4, which the plan does not sweep."""
+    one_rank = {r["params"]["global_batch"]: r for r in _ddp(real_bundle) if r["world_size"] == 1}
+    assert sorted(one_rank) == [2, 4, 8] and one_rank[2]["params"]["baseline_for"] == 2
+    assert all("baseline_for" not in one_rank[batch]["params"] for batch in (4, 8))
+    two = {r["params"]["global_batch"]: r for r in _ddp(real_bundle) if r["world_size"] == 2}
+    for batch, run in two.items():
+        base = one_rank[batch // 2]
+        assert run["derived"]["scaling_efficiency_fraction"] == pytest.approx(
+            statistics.median(base["metrics"]["per_sample_gpu_time_s"]["samples"])
+            / statistics.median(run["metrics"]["per_sample_gpu_time_s"]["samples"]))
+        accumulated = "1 micro-batch" if batch == 4 else "2 micro-batches"  # of 2 samples
+        assert any(note.startswith(f"baseline: 1 process at global batch {batch // 2}, accumulating {accumulated}, the same "
+                                   "work per rank") for note in run["notes"]), run["notes"]
+    answer = _section((fleet_report / "report.md").read_text(), TITLE)
+    (line,) = [line for line in answer.splitlines() if line.startswith("- local · CPU only — tiny fp32, 2 processes")]
+    assert "Baseline: 1 process at global batch 4, accumulating 2 micro-batches, the same work per rank" in line
+
+
 def test_one_gpu_only_says_there_is_no_link_to_judge(real_bundle, tmp_path):
     doc = make_variant(real_bundle, "one-gpu", hardware="h200-nvlink")
     host = doc["hosts"][0]

@@ -192,6 +192,16 @@ class TrainingSuite(Suite):
         is missing."""
         raise NotImplementedError
 
+    def priced(self, params: TrainingParams, preset: str, world_size: int, host: Capabilities):
+        """The suite's cost model of one launch (a bench.suites.training.cost.Priced)."""
+        raise NotImplementedError
+
+    def launch_seconds(self, params: TrainingParams, preset: str, world_size: int, host: Capabilities) -> float:
+        return self.priced(params, preset, world_size, host).seconds
+
+    def measured_seconds(self, params: TrainingParams, preset: str, world_size: int, host: Capabilities) -> float:
+        return self.priced(params, preset, world_size, host).measured_s
+
     def derive(self, results: HostResults) -> None:
         self.derive_scaling(results.runs)
         self.derive_prediction(results.runs, results.launches)

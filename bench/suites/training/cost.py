@@ -84,17 +84,26 @@ def compute(params: TrainingParams, world_size: int, host: Capabilities) -> Comp
     return Compute(once, flops_per_sample / rate, steps, n_params)
 
 
-def launch_seconds(params: TrainingParams, world_size: int, host: Capabilities, work: Compute,
-                   comm_s: Callable[[int], float], synced_on_gpu: bool = False) -> float:
+@dataclass(frozen=True)
+class Priced:
+    """A training launch by the cost model: its seconds past its start-up, of them its timed steps."""
+
+    seconds: float
+    measured_s: float
+
+
+def priced(params: TrainingParams, world_size: int, host: Capabilities, work: Compute,
+           comm_s: Callable[[int], float], synced_on_gpu: bool = False) -> Priced:
     """The launch: its set-up, then each global batch's warm-up and timed steps of compute plus
     comm_s(global batch) of communication a step."""
     kind = host.kind
-    total = work.once_s
+    total, measured = work.once_s, 0.0
     taken = 0  # the launch's global batches train one model in turn
     for batch in params.batches(world_size) + [batch for batch, _ in params.baseline_batches()]:
         step_s = batch / world_size * work.sample_s + comm_s(batch) + STEP_OVERHEAD_S[kind]
         least = least_warmup_steps(params.warmup_steps, taken, synced_on_gpu)
         warmup = min(max(least, WARMUP_WINDOW), max(least, params.warmup_max_steps))  # steady at once: its least steps, or its window
         total += (warmup + work.steps) * step_s
+        measured += params.steps * step_s
         taken += warmup + work.steps
-    return total
+    return Priced(total, measured)

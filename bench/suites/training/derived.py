@@ -13,6 +13,7 @@ from bench.common import shared_machine
 from bench.common.run import Run
 from bench.common.stats import LEVEL, ratio_of_medians
 from bench.common.transports import setting_key
+from bench.common.units import count
 from bench.suites.base import warning
 
 
@@ -87,26 +88,27 @@ def baselines_of(run: Run, one_rank: dict, key: tuple) -> Baselines:
 BASELINE_NOTE = "baseline: "  # how baseline_note begins
 
 
-def baseline_note(run: Run, found: Baselines) -> "str | None":
-    """Which baseline an N-rank run was scaled against, in words, and where strong scaling's 1-rank run
-    differs per sample by more than its interval from the one used, by how much."""
+def baseline_note(run: Run, found: Baselines) -> str:
+    """Which baseline an N-rank run that has one was scaled against, in words, and where strong scaling's
+    1-rank run differs per sample by more than its interval from the one used, by how much."""
     used = found.used
-    if used is None or run.world_size == 1:
-        return None
     ranks = "GPU" if run.on_gpu else "process"
-    said = (f"{BASELINE_NOTE}1 {ranks} at global batch {used.params['global_batch']}, accumulating {used.params['grad_accum']} "
-            f"micro-batches")
+    said = f"{BASELINE_NOTE}1 {ranks} at global batch {used.params['global_batch']}, accumulating {micro_batches(used)}"
     said += ", the same work per rank" if used is found.like else " (strong scaling's: no 1-rank run of this work per rank)"
     strong = found.strong
     if used is found.like and strong is not None and strong is not used:
         apart = ratio_of_medians(used.samples("per_sample_gpu_time_s"), strong.samples("per_sample_gpu_time_s"))
         if apart is not None and apart.low is not None and apart.high is not None and (apart.low > 1 or apart.high < 1):
             slower = apart.median < 1  # strong scaling's run takes longer per sample
-            said += (f"; the 1-{ranks} run accumulating {strong.params['grad_accum']} micro-batches (global batch "
+            said += (f"; the 1-{ranks} run accumulating {micro_batches(strong)} (global batch "
                      f"{strong.params['global_batch']}) is {abs(1 / apart.median - 1):.0%} {'slower' if slower else 'faster'} per "
                      f"sample than accumulating {used.params['grad_accum']}, so strong scaling against it would read "
                      f"{'better' if slower else 'worse'}")
     return said
+
+
+def micro_batches(run: Run) -> str:
+    return count(run.params["grad_accum"], "micro-batch", "micro-batches")
 
 
 UNLIKE_BASELINE = ("the 1-rank baseline did not get the resources per rank the N-rank run got (threads, cores, clocks) "
