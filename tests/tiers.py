@@ -55,6 +55,7 @@ FULL_ONLY = (
     "tests/agent/test_cgroup_memory.py",
     "tests/agent/test_estimate.py",
     "tests/agent/test_gate.py",
+    "tests/agent/test_jobs.py",
     "tests/agent/test_topology.py",
     "tests/agent/test_worker.py",
     "tests/common/test_shared_machine.py",

@@ -154,10 +154,10 @@ class HostProgress:
         if finished:
             head += f", {len(finished)} finished before"
         if estimates:
-            head += f", estimated {describe_s(sum(estimates.values()) + event.gate_s)}" + (" for the rest" if finished else " in all")
             said = ([f"the P2P gate ~{describe_s(event.gate_s)}"] if event.gate_s else []) + (
                 [f"this CPU {event.slowdown:.1f}x slower than idle: other processes"] if event.slowdown >= SAID_SLOWDOWN else [])
-            head += f" ({'; '.join(said)})" if said else ""
+            head += (f", estimated {describe_s(sum(estimates.values()) + event.gate_s)}" + (f" ({'; '.join(said)})" if said else "")
+                     + (" for the rest" if finished else " in all"))
         return head + ": " + ", ".join(parts)
 
     def finish(self, host: str, error: "str | None") -> None:

@@ -24,8 +24,8 @@ def test_the_run_announces_its_launches_and_reports_each_configuration(quick_run
     stderr = quick_run[0].stderr
     # On the CPU quick runs each launch three times (launch_repeats), round by round over the plan; the
     # launches of a job (two ranks each) one after the other.
-    assert re.search(r"^\[local\] 9 launches, estimated (\d+ min )?\d+ s in all \(the P2P gate ~\d+ s(; this CPU [\d.]+x slower "
-                     r"than idle: other processes)?\): 00-collectives-default-ws2 \(7 configurations, ~\d+ s\), 01-ddp-default-ws2 "
+    assert re.search(r"^\[local\] 9 launches, estimated (\d+ min )?\d+ s \(the P2P gate ~\d+ s(; this CPU [\d.]+x slower "
+                     r"than idle: other processes)?\) in all: 00-collectives-default-ws2 \(7 configurations, ~\d+ s\), 01-ddp-default-ws2 "
                      r"\(1 configuration, ~\d+ s\), 01-ddp-default-ws1 \(1 configuration, ~\d+ s\), 00-collectives-default-ws2-r2 ",
                      stderr, re.M)
     points = [line for line in stderr.splitlines() if line.startswith("[local] 00-collectives-default-ws2 ") and "/7 " in line]

@@ -15,9 +15,10 @@ from bench.models.shapes import TRANSFORMER_PRESETS, flops_per_token, num_params
 from bench.suites.training import WARMUP_WINDOW, TrainingParams, least_warmup_steps
 
 COMPILE_S_PER_LAYER, COMPILE_BASE_S = 0.9, 5.0  # torch.compile of a GPT, once per launch (H200: gpt2 30 s, gpt2-large 52 s with start-up)
-# The same on a CPU (inductor's C++ code, built by the host's compiler), once per rank: the tiny GPT's
-# first step took 17.9 s compiled and 0.06 s eager on this project's 2-core machine under a load of 15.
-CPU_COMPILE_S_PER_LAYER, CPU_COMPILE_BASE_S = 3.0, 10.0
+# The same on a CPU (inductor's C++ code, built by the host's compiler), once per rank, as on an idle
+# machine (a busy one's estimate is stretched: bench.agent.estimate): the tiny GPT (2 layers) took 4 s to
+# wrap and 14 s to warm up compiled on this project's 2-core machine while others took 82% of its CPU.
+CPU_COMPILE_S_PER_LAYER, CPU_COMPILE_BASE_S = 0.5, 2.5
 UNET_COMPILE_S = 240.0  # SDXL's UNet on an H200, once per launch (benchmarks/results/sdxl_unet_step_h200x1.md)
 # gpt2 at micro-batch 8 on one H200 (attention FLOPs counted): 40.7%, eager 28.9%; the Llama shapes
 # take the same figures until they are measured.
