@@ -32,7 +32,7 @@ MACHINES = {
     "2x H200 (NV18)": gpus("NVIDIA H200", 2, 141, 18, 5),
     "4x H100 (NV18)": gpus("NVIDIA H100 80GB HBM3", 4, 80, 18, 5),
     "2x RTX 3090 (PCIe 4)": gpus("NVIDIA GeForce RTX 3090", 2, 24, 0, 4),
-    "CPU, 2 cores": {"gpus": [], "cpu": {"logical_cpus": 2}, "network": {}},
+    "CPU, 2 cores (idle)": {"gpus": [], "cpu": {"logical_cpus": 2}, "network": {}},
 }
 
 

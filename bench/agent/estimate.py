@@ -6,7 +6,7 @@ than its estimate. The ETA that `ddpbench run` shows counts down these estimates
 
 from __future__ import annotations
 
-import time
+import os
 from dataclasses import dataclass
 
 from bench import suites
@@ -79,19 +79,18 @@ def stretch(host: Capabilities, slowdown: float, threads: int) -> float:
     return max(1.0, slowdown * min(cores, threads) / cores)
 
 
-PROBE_ADDS = 5_000_000  # about 0.25 s of one core: a load that comes and goes is averaged over it
-
-
-def cpu_slowdown() -> float:
-    """How many times longer than on an idle machine work on every core takes here now: wall time over
-    this thread's CPU time for a fixed loop (the share of the cores other processes take stretches the
-    one, not the other). At least 1; a CPU host's estimates are stretched by it (stretch)."""
-    began, cpu_began = time.perf_counter(), time.thread_time()
-    total = 0
-    for number in range(PROBE_ADDS):
-        total += number
-    cpu = time.thread_time() - cpu_began
-    return max(1.0, (time.perf_counter() - began) / cpu) if cpu > 0 else 1.0
+def cpu_slowdown(cores: int) -> float:
+    """How many times longer than on an idle machine work that keeps every core busy takes here now: the
+    threads that wanted a core over the last minute (the 1-minute load average) over the cores, each
+    getting that share of one; at least 1. A CPU host's estimates are stretched by it (stretch). It holds
+    while the load does: on the shared 2-core development machine, whose load swung between 4 and 10
+    within a minute, runs of quick and scaling took from 0.6 to 1.7 times their estimate, where the
+    cost model at the slowdown each run met came within 15% (benchmarks/results/launch_time_cpu2.md)."""
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        return 1.0
+    return max(1.0, load / max(1, cores))
 
 
 def estimate_launch(launch: Launch, by_model: Modelled, measured_s: "float | None" = None) -> None:

@@ -6,20 +6,22 @@ Written by benchmarks/launch_costs.py from the phases that bundles' launch recor
 launch_time); rerun it on new bundles rather than edit the figures by hand.
 """
 
-MEASURED = {'cpu': {'start_s': 2.012,
-         'teardown_s': 0.054,
-         'launch_s': 0.277,
-         'training_build_s': {'tiny': 0.015, 'tiny-llama': 0.018},
-         'gate_arm_s': 1.585,
-         'jobs': 15,
-         'launches': 26,
-         'source': 'bundle 20261127T094917Z-c04612 (quick on host local: 2 CPUs (AMD EPYC)); bundle '
-                   '20261127T095058Z-3d1204 (scaling on host local: 2 CPUs (AMD EPYC)); bundle 20261127T094116Z-3acdd6 '
-                   '(quick on host local: 2 CPUs (AMD EPYC)); other processes took a median 77% of the CPU, the '
-                   'figures are scaled to an idle one',
-         'gate_source': 'bundle 20261127T094917Z-c04612 (quick on host local: 2 CPUs (AMD EPYC)); bundle '
-                        '20261127T095058Z-3d1204 (scaling on host local: 2 CPUs (AMD EPYC)); bundle '
-                        '20261127T094116Z-3acdd6 (quick on host local: 2 CPUs (AMD EPYC))'},
+MEASURED = {'cpu': {'start_s': 1.922,
+         'teardown_s': 0.053,
+         'launch_s': 0.275,
+         'training_build_s': {'tiny': 0.017, 'tiny-llama': 0.022},
+         'gate_arm_s': 1.433,
+         'jobs': 18,
+         'launches': 34,
+         'source': 'bundle 20261127T105846Z-aa56ee (quick on host local: 2 CPUs (AMD EPYC)); bundle '
+                   '20261127T110124Z-36e6f7 (scaling on host local: 2 CPUs (AMD EPYC)); bundle 20261127T110400Z-2e6974 '
+                   '(quick on host local: 2 CPUs (AMD EPYC)); bundle 20261127T110711Z-a61a4c (scaling on host local: 2 '
+                   'CPUs (AMD EPYC)); other processes took a median 72% of the CPU, the figures are scaled to an idle '
+                   'one',
+         'gate_source': 'bundle 20261127T105846Z-aa56ee (quick on host local: 2 CPUs (AMD EPYC)); bundle '
+                        '20261127T110124Z-36e6f7 (scaling on host local: 2 CPUs (AMD EPYC)); bundle '
+                        '20261127T110400Z-2e6974 (quick on host local: 2 CPUs (AMD EPYC)); bundle '
+                        '20261127T110711Z-a61a4c (scaling on host local: 2 CPUs (AMD EPYC))'},
  'gpu': {'start_s': 8.0,
          'teardown_s': 0.0,
          'launch_s': 0.0,
