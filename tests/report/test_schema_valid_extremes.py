@@ -59,7 +59,8 @@ def test_a_ddp_run_whose_per_sample_times_are_the_least_is_reported_with_no_effi
     assert main(["report", str(zero), "--out", str(tmp_path / "out")]) == 0
     quiet_exit(capsys)
     rows = [row for row in table_rows(tmp_path / "out", "host") if len(row) == 16 and row[5] == "2 processes"]
-    assert rows and {row[11] for row in rows} == {"-"}, rows  # scaling % of the 2-GPU rows
+    # scaling % of the 2-GPU rows, beside any warning the real run's own figures drew on this shared machine
+    assert rows and {row[11].split(" ⚠")[0] for row in rows} == {"-"}, rows
 
 
 def test_compare_against_samples_of_zero_says_why_it_cannot_judge(real_bundle, tmp_path, capsys):
