@@ -14,6 +14,7 @@ from pathlib import Path
 
 from bench import suites
 from bench.bundle import read_bundle
+from bench.common import launch_time
 from bench.common.escape import terminal
 from bench.common.run import Run
 from bench.controller.hosts import load_hosts
@@ -58,7 +59,7 @@ def cmd_run(args) -> int:
                                f"(likely: {warning['likely_cause']})"), file=sys.stderr)
     for line in shared_machine.warnings(bundle["hosts"]) + shared_machine.busy_warnings(bundle["hosts"]):
         print(terminal(f"warning: {line}"), file=sys.stderr)
-    for line in summary_lines(bundle):
+    for line in summary_lines(bundle) + launch_time.summary_lines(bundle):
         print(terminal(line), file=sys.stderr)
     for host in failed:
         print(terminal(f"error: host {host['name']}: {host['status']}: {host['error']}"), file=sys.stderr)

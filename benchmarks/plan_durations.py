@@ -1,9 +1,9 @@
-"""Each shipped plan's estimated duration (each suite's cost model) on the machines its
-description names: 2x H200 (NVLink NV18, PCIe 5), 4x H100 (NV18) and 2x RTX 3090 (no NVLink,
-PCIe 4), plus this machine when it has a GPU or not. Start-up of the controller and the report (a few
-seconds) are not in it. A plan for a hosts file's group (two-nodes) is estimated on its first host
-with --nodes: each machine then one node of that many, which runs every launch (its span:
-first_node ones too).
+"""Each shipped plan's estimated duration (each suite's cost model, and the measured fixed costs of its
+jobs and launches: bench/common/launch_costs.py) on the machines its description names: 2x H200 (NVLink
+NV18, PCIe 5), 4x H100 (NV18) and 2x RTX 3090 (no NVLink, PCIe 4), and a 2-core CPU. The controller's
+start-up, the fingerprint and the report (seconds to tens of seconds) are not in it; the P2P gate is.
+A plan for a hosts file's group (two-nodes) is estimated on its first host with --nodes: each machine
+then one node of that many, which runs every launch (its span: first_node ones too).
 
     python benchmarks/plan_durations.py [--nodes N] [PLAN or plan file ...]
 """
@@ -16,7 +16,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.agent.runner import modelled, plan_launches  # noqa: E402
+from bench.agent.estimate import gate_seconds, plan_modelled  # noqa: E402
+from bench.agent.planning import plan_launches  # noqa: E402
 from bench.common.host import Capabilities  # noqa: E402
 from bench.common.protocol import Placement  # noqa: E402
 from bench.controller.plans import load_plan, plan_names  # noqa: E402
@@ -35,23 +36,20 @@ MACHINES = {
     "2x H200 (NV18)": gpus("NVIDIA H200", 2, 141, 18, 5),
     "4x H100 (NV18)": gpus("NVIDIA H100 80GB HBM3", 4, 80, 18, 5),
     "2x RTX 3090 (PCIe 4)": gpus("NVIDIA GeForce RTX 3090", 2, 24, 0, 4),
-    "CPU, 2 cores": {"gpus": [], "cpu": {"logical_cpus": 2}, "network": {}},
+    "CPU, 2 cores (idle)": {"gpus": [], "cpu": {"logical_cpus": 2}, "network": {}},
 }
 
 
-def plan_seconds(plan: dict, fingerprint: dict, nodes: int = 1) -> tuple[float, int, int]:
-    """(estimated seconds, launches run, configurations) of the plan on that machine, the first of
-    `nodes` nodes of a group."""
+def plan_seconds(plan: dict, fingerprint: dict, nodes: int = 1) -> tuple[float, int, int, float]:
+    """(estimated seconds, launches run, configurations, the share of the launches' time measured) of the
+    plan on that machine, the first of `nodes` nodes of a group, in the jobs its launches share; the P2P
+    gate in the seconds."""
     host = Capabilities.of(fingerprint)
-    total, launches, points = 0.0, 0, 0
-    for launch in plan_launches(plan, host, Placement(nnodes=nodes)):
-        if launch.skipped_reason:
-            continue
-        seconds, _, configurations = modelled(launch, host)
-        total += seconds
-        launches += 1
-        points += configurations
-    return total, launches, points
+    launches = plan_launches(plan, host, Placement(nnodes=nodes))
+    found = plan_modelled(launches, host).values()
+    seconds = sum(m.seconds for m in found)
+    return (seconds + gate_seconds([l for l in launches if not l.skipped_reason], host), len(found), sum(m.configurations for m in found),
+            sum(m.measured_s for m in found) / seconds if seconds else 0.0)
 
 
 def main(args: list[str]) -> None:
@@ -66,8 +64,9 @@ def main(args: list[str]) -> None:
         plan = load_plan(name)
         cells = []
         for fingerprint in MACHINES.values():
-            seconds, launches, points = plan_seconds(plan, fingerprint, options.nodes)
-            cells.append(f"{describe_s(seconds)} ({launches} launch{'' if launches == 1 else 'es'}, {points} configurations)")
+            seconds, launches, points, measured = plan_seconds(plan, fingerprint, options.nodes)
+            cells.append(f"{describe_s(seconds)} ({launches} launch{'' if launches == 1 else 'es'}, {points} configurations, "
+                         f"{measured:.0%} measured)")
         print(f"| {name} | {plan['timeout_s']:g} | " + " | ".join(cells) + " |")
 
 

@@ -220,15 +220,13 @@ class Sampler:
 
     def _run(self) -> None:
         cpu_began = time.thread_time()
-        try:
-            while True:
-                for handle, samples in zip(self.handles, self.samples):
-                    samples.append(read_sample(self.nvml, handle))
-                self.sweeps_count += 1
-                if self._stop.wait(self.interval_s):
-                    return
-        finally:
-            self.cpu_s = time.thread_time() - cpu_began
+        while True:
+            for handle, samples in zip(self.handles, self.samples):
+                samples.append(read_sample(self.nvml, handle))
+            self.sweeps_count += 1
+            self.cpu_s = time.thread_time() - cpu_began  # so far: a job's launches are summarised while it samples
+            if self._stop.wait(self.interval_s):
+                return
 
     def __exit__(self, *exc) -> None:
         if self.nvml is None:
@@ -251,6 +249,26 @@ class Sampler:
                 summarize(i, samples, start, end, _watts(limit), max_sm)
                 for i, (samples, start, end, limit, max_sm)
                 in enumerate(zip(self.samples, self.start, self.end, self.limits, self.max_sm_clocks))
+            ],
+        }
+
+    def span_summary(self, start_s: float, end_s: float) -> "dict | None":
+        """One launch's summary (schema: bundle's $defs/gpu_counters) where the launches of a job share the
+        sampler, over the samples from start_s to end_s (CLOCK_MONOTONIC), its NVLink bytes between the
+        first and the last of them, and the sampler's cost in proportion to its sweeps in the span."""
+        if self.nvml is None or not self.handles:
+            return None
+        inside = [[s for s in list(samples) if start_s <= s["t"] <= end_s] for samples in self.samples]
+        sweeps = len(inside[0])
+        return {
+            "interval_s": self.interval_s,
+            "sampler_cpu_s": None if self.cpu_s is None or not self.sweeps_count else round(self.cpu_s * sweeps / self.sweeps_count, 4),
+            "sampler_duration_s": round(max(0.0, end_s - start_s), 3),
+            "sweeps_count": sweeps,
+            "gpus": [
+                summarize(i, samples, *((samples[0], samples[-1]) if samples else (dict.fromkeys(BYTE_COUNTERS),) * 2),
+                          _watts(limit), max_sm)
+                for i, (samples, limit, max_sm) in enumerate(zip(inside, self.limits, self.max_sm_clocks))
             ],
         }
 

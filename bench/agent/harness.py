@@ -17,7 +17,7 @@ from typing import Callable
 import torch
 import torch.distributed as dist
 
-from bench.common.protocol import Phase
+from bench.common.protocol import Mark, Phase
 from bench.common.sampling import LEAST_SAMPLES, Target
 from bench.common.stats import median_halfwidth
 from bench.suites.params import RepeatedParams, SampledParams
@@ -57,6 +57,24 @@ class Sampled:
     def take(self) -> "dict | None":
         record, self.record = self.record, None
         return record
+class Marks:
+    """Where a launch's local rank 0 marks the phase it enters (bench.common.protocol.Mark); other ranks, and
+    a launch run without a marks file, mark nothing. A phase entered again while in it is not marked again."""
+
+    def __init__(self, path: "str | None" = None):
+        self.path = path
+        self.phase: "str | None" = None
+
+    def at(self, phase: str, at_s: float) -> None:
+        if self.path and phase != self.phase:
+            Mark(phase, at_s).append(self.path)
+            self.phase = phase
+
+    def enter(self, phase: str) -> None:
+        self.at(phase, time.monotonic())
+
+    def end(self) -> None:
+        self.enter("end")
 
 
 @dataclass
@@ -78,6 +96,7 @@ class Context:
     notes: list = field(default_factory=list, repr=False, compare=False)
     ranks_per_node: "int | None" = None  # ranks of its node (an emulated node's, where one host is split); None: unknown
     phase_path: "str | None" = None  # where rank 0 says what it is doing (bench.common.protocol.Phase)
+    marks: Marks = field(default_factory=Marks, repr=False, compare=False)  # the phases the launch enters, for its record
 
     @property
     def is_cuda(self) -> bool:
@@ -87,6 +106,10 @@ class Context:
         """What the launch is doing now (Phase), from rank 0: what the runner names if the launch's timeout_s passes."""
         if self.rank == 0 and self.phase_path:
             Phase(kind, doing, time.monotonic(), last_step_s).write(self.phase_path)
+
+    def mark(self, phase: str) -> None:
+        """The launch enters `phase` (bench.common.protocol.PHASES): where its time goes, in its launch record."""
+        self.marks.enter(phase)
 
     def seconds_left(self) -> "float | None":
         """The seconds every rank has left before the launch's deadline (the least of them); None: no deadline."""
@@ -237,14 +260,17 @@ def repeat(ctx: Context, fn: Callable[[], None], timing: RepeatedParams, use_gra
            queue_ahead: bool = False, warmup_least_s: float = 0.0) -> tuple[list[float], list[float]]:
     """Per-repetition seconds per call: (mean over ranks, max over ranks); queue_ahead as in
     time_per_call; the warm-up as in warm_up."""
+    ctx.mark("warmup")
     warm_up(ctx, fn, timing.warmup_iters, warmup_least_s)
     graph = capture_graph(ctx, fn, timing.iters) if use_graph and ctx.is_cuda else None
     if graph is not None:
         graph.replay()  # one untimed replay: the first replay pays for uploading the graph
         ctx.sync()
+    ctx.mark("measured")
     local = sample_until_steady(
         ctx, lambda n: [time_per_call(ctx, fn, timing.iters, graph, queue_ahead) for _ in range(n)], timing.repetitions, timing,
         calls_per_sample=timing.iters)
+    ctx.mark("other")
     return reduce_over_ranks(ctx, local)
 
 

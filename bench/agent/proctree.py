@@ -53,3 +53,11 @@ def descendants(pid: int) -> list[Process]:
             found.append(child)
             parents.append(child.pid)
     return found
+
+
+def cpu_s(process: Process) -> float:
+    """CPU-seconds of a live process and of the children it has waited for (0 once it is gone)."""
+    fields = _stat_fields(process.pid) if process.alive() else None
+    if fields is None:
+        return 0.0
+    return sum(int(fields[i]) for i in (11, 12, 13, 14)) / os.sysconf("SC_CLK_TCK")  # utime, stime, cutime, cstime

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 import torch
+import torch._dynamo  # noqa: F401 - AdamW imports torch's compiler stack when first made: here, with the ranks' imports, not in a model's set-up
 import torch.distributed as dist
 
 from bench.agent import kernel_time, rank_errors, timeline
@@ -188,7 +189,9 @@ def run_config(ctx: Context, params: TrainingParams, point: dict, training: Trai
         known = last_s if last_s is not None else training.step_s and training.step_s[1]  # the last configuration's
         ctx.say(*(first if training.steps_taken == 0 else ("step", f"warming up global batch {global_batch}")), known)
 
+    ctx.mark("warmup")
     (warmup_count, last_s), warmup_s = seconds_of(ctx, lambda: warm_up(ctx, training.step, params, least, say))
+    ctx.mark("other")
     steps, cut = steps_that_fit(ctx, params, max_over_ranks(ctx, [last_s])[0])
     if cut:
         if not steps:
@@ -200,12 +203,15 @@ def run_config(ctx: Context, params: TrainingParams, point: dict, training: Trai
     if training.recorder is not None:
         training.recorder.recording = True
     ctx.say("step", f"timing {steps} steps of global batch {global_batch}", last_s or None)
+    ctx.mark("measured")
     # A multi-rank step is scaled against its 1-rank baseline: both aim at the tighter target.
     local = sample_until_steady(ctx, lambda n: time_each_call(ctx, training.step, n), steps, params, scaled=True)
+    ctx.mark("other")
     if training.recorder is not None:
         training.recorder.recording = False
     _, step_s = reduce_over_ranks(ctx, local)  # a step ends when its slowest rank does
     training.step_s = (global_batch, sorted(step_s)[len(step_s) // 2])
+    ctx.mark("instruments")
     recorded = strategy.timeline(ctx, training, step_s, params)
 
     work = training.work
@@ -216,6 +222,7 @@ def run_config(ctx: Context, params: TrainingParams, point: dict, training: Trai
     metrics.update(strategy.communication(ctx, training, params, len(local)))
     ctx.say("step", f"profiling global batch {global_batch}", training.step_s[1])
     breakdown, profile_s = seconds_of(ctx, lambda: profiled_breakdown(ctx, training.step, params.profile_steps))
+    ctx.mark("other")
     metrics.update(breakdown)  # after the counts: its steps are extra
     # Where the configuration's time went beside its timed steps, on the slowest rank.
     for name, seconds in zip(("setup_s", "warmup_s", "profile_s"), max_over_ranks(ctx, [setup_s, warmup_s, profile_s])):
@@ -343,23 +350,28 @@ def every_rank_out_of_memory(ctx: Context, global_batch: int) -> bool:
 
 def run(ctx: Context, params: TrainingParams, entry: dict, emit: Callable[[dict], None],
         strategy: "type[Strategy]", build: Callable = workload.build) -> None:
-    """Every global batch size of the plan entry (`params`, typed); `build` makes the workload
+    """Every global batch size of the plan entry (`params`, typed), then, on a 1-rank launch, those that
+    stand for an N-rank run's work per rank (TrainingParams.baseline_batches); `build` makes the workload
     (workload.build), with the micro-batches of the largest global batch; a fresh `strategy()` wraps
     each set-up."""
     if ctx.is_cuda:
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
-    echoed = {k: v for k, v in entry.items() if k != "grad_accum"}  # a record's grad_accum is its global batch's
-    global_batches = params.batches(ctx.world_size)
-    most_accum = max(grad_accum_for(global_batch, ctx.world_size, params.micro_batch) for global_batch in global_batches)
+    echoed = {k: v for k, v in entry.items() if k not in ("grad_accum", "baselines_for")}  # a record's grad_accum is its global batch's
+    points = [(global_batch, {}) for global_batch in params.batches(ctx.world_size)] + [
+        (global_batch, {"baseline_for": ranks}) for global_batch, ranks in params.baseline_batches()]
+    most_accum = max(grad_accum_for(global_batch, ctx.world_size, params.micro_batch) for global_batch, _ in points)
     training: "Training | None" = None
-    for global_batch in global_batches:
-        point = {**echoed, "global_batch": global_batch, "grad_accum": grad_accum_for(global_batch, ctx.world_size, params.micro_batch)}
+    for global_batch, stands_for in points:
+        point = {**echoed, "global_batch": global_batch, "grad_accum": grad_accum_for(global_batch, ctx.world_size, params.micro_batch),
+                 **stands_for}
         try:
             setup_s = 0.0
             if training is None:
                 ctx.say("setup", f"setting the model up for global batch {global_batch}")
+                ctx.mark("build")
                 training, setup_s = seconds_of(ctx, lambda: set_up(ctx, params, most_accum, build, strategy()))
+                ctx.mark("other")
             refused = time_for_config(ctx, params, training, global_batch)
             emit(run_record(ctx, point, {}, status="failed", error=refused) if refused
                  else run_config(ctx, params, point, training, setup_s))

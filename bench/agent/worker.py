@@ -1,28 +1,36 @@
-"""One rank of one launch, started by torchrun: `python -m bench.agent.worker LAUNCH.json`.
+"""One rank of a job, started by torchrun: `python -m bench.agent.worker LAUNCH.json [LAUNCH.json ...]`,
+the job's launches in turn in the same processes and process group.
 
-Rank 0 appends each finished record to the launch's result file as one JSON line, so a
-launch that dies halfway keeps what it measured.
+Rank 0 appends each finished record to its launch's result file as one JSON line, so a
+launch that dies halfway keeps what it measured. Local rank 0 marks each phase a launch enters
+(bench.common.protocol.Mark), from the process's own start on, so the runner can say where the
+launch's time went.
 """
 
 from __future__ import annotations
 
-import datetime
-import importlib
-import json
-import os
-import socket
-import sys
-import traceback
-from typing import NoReturn
+import time
 
-import torch
-import torch.distributed as dist
+STARTED_S = time.monotonic()  # before torch is imported: the rank's imports count from here
 
-from bench import suites
-from bench.agent import placement, wake
-from bench.agent.harness import Context
-from bench.common.protocol import LaunchSpec
-from bench.common.sampling import Target
+import datetime  # noqa: E402
+import gc  # noqa: E402
+import importlib  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import socket  # noqa: E402
+import sys  # noqa: E402
+import traceback  # noqa: E402
+from typing import NoReturn  # noqa: E402
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+
+from bench import suites  # noqa: E402
+from bench.agent import placement, wake  # noqa: E402
+from bench.agent.harness import Context, Marks  # noqa: E402
+from bench.common.protocol import LAUNCH_BEGINS, LaunchSpec  # noqa: E402
+from bench.common.sampling import Target  # noqa: E402
 
 
 def pin_cpu_rank(spec: LaunchSpec, local_rank: int) -> None:
@@ -56,11 +64,16 @@ def host_id(node: int) -> str:
     return f"{socket.gethostname()}-{os.environ.get('GROUP_RANK', '0')}-node{node}"
 
 
-def main(spec_path: str) -> None:
-    spec = LaunchSpec.read(spec_path)
-    ranks = importlib.import_module(suites.get(spec.suite).ranks_module)
+def main(spec_paths: "list[str]") -> None:
+    specs = [LaunchSpec.read(path) for path in spec_paths]
+    spec = specs[0]  # how the ranks start is the same for every launch of a job
     rank, local_rank = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])
     world_size = int(os.environ["WORLD_SIZE"])
+    marks = Marks(spec.marks_path if local_rank == 0 else None)
+    marks.at("imports", STARTED_S)
+    for module in dict.fromkeys(suites.get(s.suite).ranks_module for s in specs):  # once a job, with the imports
+        importlib.import_module(module)
+    marks.enter("device")
     node, ranks_per_node = emulated_node(spec, local_rank, int(os.environ.get("LOCAL_WORLD_SIZE", world_size)))
     if spec.emulated_nodes > 1 and spec.backend == "nccl":  # before NCCL reads it, at the process group's start
         os.environ["NCCL_HOSTID"] = host_id(node)
@@ -73,24 +86,42 @@ def main(spec_path: str) -> None:
     placement.write(spec.placement_path, placement.of_rank(local_rank, gpu_bus_id(device)))
     if device.type == "cuda":
         wake.wake([device])
+    marks.enter("init")
     dist.init_process_group(
         spec.backend,
-        timeout=datetime.timedelta(seconds=spec.timeout_s),
+        timeout=datetime.timedelta(seconds=max(s.timeout_s for s in specs)),
         device_id=device if device.type == "cuda" else None,
     )
+    try:
+        for index, spec in enumerate(specs):
+            if index:
+                marks = Marks(spec.marks_path if local_rank == 0 else None)
+            run_launch(index, spec, marks, rank, local_rank, world_size, device, ranks_per_node)
+    finally:
+        dist.destroy_process_group()
+
+
+def run_launch(index: int, spec: LaunchSpec, marks: Marks, rank: int, local_rank: int, world_size: int, device: torch.device,
+               ranks_per_node: int) -> None:
+    """The job's index-th launch: its suite's ranks over its params; what it leaves is freed before the next."""
+    marks.enter("other")
+    if local_rank == 0:  # NCCL's lines from here on are this launch's (bench.agent.collect.log_parts)
+        print(f"{LAUNCH_BEGINS}{index}", flush=True)
+    ranks = importlib.import_module(suites.get(spec.suite).ranks_module)
     ctx = Context(rank=rank, local_rank=local_rank, world_size=world_size, device=device, backend=spec.backend,
-                  deadline=spec.deadline_s, ranks_per_node=ranks_per_node,
-                  phase_path=spec.phase_path, target=Target(**spec.sampling) if spec.sampling else None)
+                  deadline=spec.deadline_from(time.monotonic()), ranks_per_node=ranks_per_node,
+                  phase_path=spec.phase_path, marks=marks, target=Target(**spec.sampling) if spec.sampling else None)
 
     def emit(record: dict) -> None:
         if rank == 0:  # every record of the launch is its suite's: the ranks need not name it
             with open(spec.result_path, "a") as out:
                 out.write(json.dumps({"suite": spec.suite, **record}) + "\n")
 
-    try:
-        ranks.run(ctx, spec.params, emit)
-    finally:
-        dist.destroy_process_group()
+    ranks.run(ctx, spec.params, emit)
+    gc.collect()  # the launch's model and buffers, held in reference cycles, before the next launch's
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    marks.end()
 
 
 def exit_rank(status: int) -> NoReturn:
@@ -109,7 +140,7 @@ def exit_rank(status: int) -> NoReturn:
 
 if __name__ == "__main__":
     try:
-        main(sys.argv[1])
+        main(sys.argv[1:])
     except Exception:
         traceback.print_exc()
         exit_rank(1)

@@ -1,25 +1,57 @@
-"""What the suites' cost models share: a launch's start-up, a call's fixed costs, and the bandwidth
-each link reaches, per transport preset.
+"""What the suites' cost models share: a job's start-up and exit, a launch's own cost, a training
+model's set-up and the P2P gate (measured: bench/common/launch_costs.py, on a CPU host as if it had the
+CPU to itself), a call's fixed costs, and the bandwidth each link reaches, per transport preset.
 
-Each suite prices its own launches (Suite.launch_seconds) from these; the runner adds the start-up,
-and an earlier run's measured duration on the same machine wins over the model (bench/common/history.py).
-The figures were fitted to runs on 2x H200 (NV18), 1-GPU runs on an H200 and this
-project's 2-core CI machine (benchmarks/results/plan_durations.md); they aim within 2x, which is
-what the run checks (an ETA off by more than that is said in the log).
+Each suite prices its own launches (Suite.launch_seconds) from these; the agent adds the job's and the
+launch's fixed costs (bench/agent/estimate.py), and an earlier run's measured duration on the same
+machine wins over the model (bench/common/history.py). The bandwidths and rates were fitted to runs on
+2x H200 (NV18), 1-GPU runs on an H200 and this project's 2-core CI machine
+(benchmarks/results/plan_durations.md).
 """
 
 from __future__ import annotations
 
-from bench.common.host import Capabilities
+import statistics
 
-LAUNCH_START_S = {"gpu": 8.0, "cpu": 5.0}  # torchrun, imports, process group (2 cores: 3-4 s idle, about 10 s under load)
+from bench.common.host import Capabilities
+from bench.common.launch_costs import MEASURED
+
+
+def job_start_s(kind: str) -> float:
+    """A job's start-up on a host of this kind: its processes, their imports, the devices, the process group."""
+    return MEASURED[kind]["start_s"]
+
+
+def job_end_s(kind: str) -> float:
+    """A job's exit: from its last launch's end to its processes gone."""
+    return MEASURED[kind]["teardown_s"]
+
+
+def launch_own_s(kind: str) -> float:
+    """A launch's own cost beside its suite's work: its records, its ranks agreeing, memory freed."""
+    return MEASURED[kind]["launch_s"]
+
+
+def gate_arm_s(kind: str) -> float:
+    """One arm of the P2P gate (bench/agent/gate.py): a set of processes started, a few collectives checked."""
+    return MEASURED[kind]["gate_arm_s"]
+
+
+def training_build_s(kind: str, model: str) -> float:
+    """A training launch's set-up (the model built and wrapped, its optimizer): as measured for the model,
+    else the median of the models measured on this kind of host."""
+    built = MEASURED[kind]["training_build_s"]
+    return built.get(model, statistics.median(built.values()))
+
 POINT_OVERHEAD_S = {"gpu": 0.05, "cpu": 0.01}  # buffers, graph capture, the check's comparison
-CALL_LATENCY_S = {"gpu": 20e-6, "cpu": 300e-6}
+# A CPU's: gloo's all-reduce of 2 processes on the 2-core machine, scaled to an idle one (bundle
+# 20261127T094116Z-3acdd6: 6.6 ms at 4 KiB, 70 ms at 16 MiB while others took 83% of the CPU).
+CALL_LATENCY_S = {"gpu": 20e-6, "cpu": 1.1e-3}
 # Bus bandwidth (GB/s) an all-reduce reaches on large messages, per transport preset.
 GPU_BUSBW_GBPS = {"p2p_off": {5: 25.0, 4: 12.0}, "socket": 3.5, "ib": 20.0, "gloo": 1.8}
 NVLINK_BUSBW_GBPS, PCIE_P2P_BUSBW_GBPS = 300.0, {5: 40.0, 4: 20.0}
 LOCAL_GBPS = {"gpu": 1000.0, "cpu": 5.0}  # one rank: a copy in memory
-CPU_GLOO_BUSBW_GBPS = 1.0
+CPU_GLOO_BUSBW_GBPS = 1.5
 
 
 def busbw_gbps(preset: str, world_size: int, host: Capabilities) -> float:

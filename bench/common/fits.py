@@ -1,5 +1,5 @@
 """Whether a host can run a plan entry at all, judged from what it has (its GPUs, cores and
-InfiniBand) before anything launches: the agent plans by it on the host (bench/agent/runner.py),
+InfiniBand) before anything launches: the agent plans by it on the host (bench/agent/planning.py),
 and `verify` judges by it the hosts it has only probed, so that an entry they cannot run is not
 comparable before a launch rather than a failure after one. What the suites judge (memory,
 batches, NCCL's collectives) stays theirs. Standard library only.

@@ -125,7 +125,9 @@ class Fingerprinting(Event):
 @dataclass(frozen=True)
 class Planned(Event):
     """What will run and how long each launch should take; measured_before: estimates that are an earlier run's
-    durations; finished_before: launches a resumed run finished already (kept, not run again)."""
+    durations; finished_before: launches a resumed run finished already (kept, not run again); gate_s: the P2P
+    gate's estimate, before the first launch; slowdown: how many times longer CPU work takes on this host now
+    than on an idle one (other processes), which a CPU host's estimates count."""
 
     kind: ClassVar[str] = "plan"
     launches: list
@@ -133,6 +135,8 @@ class Planned(Event):
     configurations: dict = field(default_factory=dict)
     measured_before: list = field(default_factory=list)
     finished_before: list = field(default_factory=list)
+    gate_s: float = 0.0
+    slowdown: float = 1.0
 
 
 @_event
@@ -265,9 +269,52 @@ def parse_launch_id(text: str) -> "tuple[int, str, str, tuple, int, int] | None"
     return int(index), suite, preset, tuple(filter(None, variant.split("-"))), int(world_size), int(repeat or 1)
 
 
+# Where a launch's time goes, in the order a launch passes through them: its ranks' processes
+# started (torchrun's own start, or the spawn), their imports (the interpreter, torch, the agent),
+# the device (CUDA context), the process group (NCCL's or gloo's init); then what the suite does:
+# set-up (the model built, buffers), warm-up (and compilation, graph capture), instruments (the
+# profiled and timeline steps, correctness checks), the measured calls, and whatever else (records,
+# agreement between ranks); last the ranks' exit (teardown). Each is a launch record's
+# `phases` key with `_s` (schema/bundle.schema.json).
+LAUNCH_BEGINS = "ddpbench: launch begins: "  # + its index in the job: the job's log is cut there per launch
+PHASES = ("spawn", "imports", "device", "init", "build", "warmup", "instruments", "measured", "other", "teardown")
+START_PHASES = ("spawn", "imports", "device", "init")  # a job's start-up: paid once by the first launch of a job
+
+
+@dataclass(frozen=True)
+class Mark:
+    """From this instant (this host's CLOCK_MONOTONIC) a launch's local rank 0 is in `phase` (PHASES);
+    "end" closes the launch. Appended one JSON line each to LaunchSpec.marks_path."""
+
+    phase: str
+    at_s: float
+
+    def append(self, path) -> None:
+        with open(path, "a") as out:
+            out.write(json.dumps(asdict(self)) + "\n")
+
+    @classmethod
+    def read_all(cls, path) -> "list[Mark]":
+        """The marks written whole so far (a line being written has no closing brace yet)."""
+        try:
+            with open(path) as found:
+                lines = found.read().splitlines()
+        except OSError:
+            return []
+        marks = []
+        for line in lines:
+            try:
+                marks.append(cls(**json.loads(line)))
+            except (ValueError, TypeError):
+                continue
+        return marks
+
+
 @dataclass(frozen=True)
 class LaunchSpec:
-    """What every rank of one launch runs (bench/agent/worker.py reads it)."""
+    """What every rank of one launch runs (bench/agent/worker.py reads it). Several launches whose
+    ranks would be started alike (backend, threads, cores, nodes) may run in turn in one job, the
+    same processes: each has its own spec."""
 
     suite: str
     params: dict
@@ -280,7 +327,13 @@ class LaunchSpec:
     placement_path: "str | None" = None  # each local rank appends where it runs (bench/agent/placement.py)
     emulated_nodes: int = 1  # the nodes this host's ranks are split into, each with its own NCCL host id
     phase_path: "str | None" = None  # rank 0 says there what it is doing (Phase), for the runner to name if timeout_s passes
+    marks_path: "str | None" = None  # local rank 0 appends a Mark there as the launch enters each phase
+    reserve_s: float = 0.0  # without deadline_s (a launch after the first of its job): its deadline is its start + timeout_s - reserve_s
     sampling: "dict | None" = None  # the plan's precision for this launch (bench.common.sampling.Target); None: minimums only
+
+    def deadline_from(self, started_s: float) -> float:
+        """The launch's deadline, where it starts at started_s (CLOCK_MONOTONIC)."""
+        return self.deadline_s if self.deadline_s is not None else started_s + self.timeout_s - self.reserve_s
 
     def write(self, path) -> None:
         with open_anew(path) as out:

@@ -22,6 +22,9 @@ from bench.common.escape import terminal
 from bench.common.units import count
 
 
+SAID_SLOWDOWN = 1.2  # a CPU host this many times slower than idle says so beside its estimate
+
+
 def describe_s(seconds: float) -> str:
     """'45 s', '3 min 20 s', '1 h 05 min'."""
     seconds = max(0, round(seconds))
@@ -40,6 +43,8 @@ class HostState:
     launch: str = ""
     launch_started: float = 0.0
     ended: bool = False
+    gate_s: float = 0.0  # the P2P gate's estimate, counted down from the plan until the first launch starts
+    planned: float = 0.0
 
     def eta_s(self) -> "float | None":
         if not self.estimates_s or self.ended:
@@ -47,6 +52,8 @@ class HostState:
         left = sum(s for launch, s in self.estimates_s.items() if launch not in self.finished and launch != self.launch)
         if self.launch in self.estimates_s and self.launch not in self.finished:
             left += max(0.0, self.estimates_s[self.launch] - (time.monotonic() - self.launch_started))
+        if not self.launch:
+            left += max(0.0, self.gate_s - (time.monotonic() - self.planned))
         return left
 
 
@@ -103,7 +110,7 @@ class HostProgress:
     def update(self, host: str, event: protocol.Event) -> None:
         task, state = self._tasks[host], self._states[host]
         if isinstance(event, protocol.Planned):
-            state.estimates_s = dict(event.estimates_s)
+            state.estimates_s, state.gate_s, state.planned = dict(event.estimates_s), event.gate_s, time.monotonic()
             self._bar.update(task, total=len(event.launches), description="planned")
             self._announce(host, self._plan_text(event))
         elif isinstance(event, protocol.LaunchStarted):
@@ -152,7 +159,10 @@ class HostProgress:
         if finished:
             head += f", {len(finished)} finished before"
         if estimates:
-            head += f", estimated {describe_s(sum(estimates.values()))}" + (" for the rest" if finished else " in all")
+            said = ([f"the P2P gate ~{describe_s(event.gate_s)}"] if event.gate_s else []) + (
+                [f"this CPU {event.slowdown:.1f}x slower than idle: other processes"] if event.slowdown >= SAID_SLOWDOWN else [])
+            head += (f", estimated {describe_s(sum(estimates.values()) + event.gate_s)}" + (f" ({'; '.join(said)})" if said else "")
+                     + (" for the rest" if finished else " in all"))
         return head + ": " + ", ".join(parts)
 
     def finish(self, host: str, error: "str | None") -> None:

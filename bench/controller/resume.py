@@ -189,8 +189,9 @@ def run_problem(run: dict, launch: dict, plan: dict, gpus: bool) -> "str | None"
     if run.get("repeat", 1) != repeat:
         return f"a {where} claims repeat {run.get('repeat', 1)}, the launch is repeat {repeat}"
     entry = _entry_of(launch["id"], plan)
-    for key in suites.get(run["suite"]).identity_params:  # what tells its configurations apart
-        value = run["params"].get(key)
+    suite = suites.get(run["suite"])
+    for key in suite.identity_params:  # what tells its configurations apart
+        value = suite.planned_value(run["params"], key)
         if not any(_param_allows(side.get("params", side), key, value) for side in _sides(entry)):
             return f"a {where} has {key} {_shown(value)}, which the plan's entry does not ask for"
     return setting_problem(run, launch, entry, gpus)

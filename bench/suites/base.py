@@ -191,6 +191,16 @@ class Suite:
         """How many runs (configuration points) one launch records."""
         return 1
 
+    def one_rank_params(self, entry_params: dict, world_sizes: list) -> dict:
+        """The params of the entry's 1-rank launch, where the entry also runs these world sizes (above 1):
+        what it measures beside the plan's configurations as their baselines."""
+        return entry_params
+
+    def planned_value(self, run_params: dict, key: str):
+        """The value of an identity parameter (identity_params) as the plan's entry names it, for a run
+        recorded with run_params (a resumed run keeps only runs its plan asks for)."""
+        return run_params.get(key)
+
     def nccl_collectives(self, params) -> list:
         """[(what it is to a user, NCCL's function or None where NCCL chooses no algorithm for it)] of the
         collectives an entry's runs are about: what a plan entry's algorithms and protocols apply to
@@ -204,6 +214,10 @@ class Suite:
 
     def launch_seconds(self, params, preset: str, world_size: int, host: Capabilities) -> float:
         """The cost model: seconds one launch takes past its start-up (bench/common/cost.py)."""
+        return 0.0
+
+    def measured_seconds(self, params, preset: str, world_size: int, host: Capabilities) -> float:
+        """Of launch_seconds, its timed calls or steps: what the launch measures."""
         return 0.0
 
     # --- a run, once measured ----------------------------------------------------------------

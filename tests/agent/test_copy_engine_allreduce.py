@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from bench.agent.kernel_time import kernel_class
-from bench.agent.runner import plan_launches
+from bench.agent.planning import plan_launches
 from bench.common.host import Capabilities
 from bench.common.protocol import Placement
 from bench.suites.params import PlanError

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from bench import suites
-from bench.agent.runner import eta_off
+from bench.agent.estimate import eta_off
 from bench.bundle import read_bundle
 from bench.common.host import Capabilities
 from bench.controller.plans import load_plan, with_defaults
@@ -23,17 +23,20 @@ from tests.conftest import TEST_PLANS, bundle_path_from, cli
 
 def test_the_run_announces_its_launches_and_reports_each_configuration(quick_run, quick_bundle):
     stderr = quick_run[0].stderr
-    # On the CPU quick runs each launch three times (launch_repeats), the entry's launches in turn.
-    assert re.search(r"^\[local\] 9 launches, estimated (\d+ min )?\d+ s in all: "
-                     r"00-collectives-default-ws2 \(7 configurations, ~\d+ s\), 00-collectives-default-ws2-r2 \(7 configurations, ~\d+ s\), "
-                     r"00-collectives-default-ws2-r3 .*, 01-ddp-default-ws1 \(1 configuration, ~\d+ s\), 01-ddp-default-ws2 .*, "
-                     r"01-ddp-default-ws1-r2 ", stderr, re.M)
+    # On the CPU quick runs each launch three times (launch_repeats), round by round over the plan; the
+    # launches of a job (two ranks each) one after the other.
+    assert re.search(r"^\[local\] 9 launches, estimated (\d+ min )?\d+ s \(the P2P gate ~\d+ s(; this CPU [\d.]+x slower "
+                     r"than idle: other processes)?\) in all: 00-collectives-default-ws2 \(7 configurations, ~\d+ s\), 01-ddp-default-ws2 "
+                     r"\(1 configuration, ~\d+ s\), 01-ddp-default-ws1 \(1 configuration, ~\d+ s\), 00-collectives-default-ws2-r2 ",
+                     stderr, re.M)
     points = [line for line in stderr.splitlines() if line.startswith("[local] 00-collectives-default-ws2 ") and "/7 " in line]
     runs = [r for r in quick_bundle["hosts"][0]["runs"] if r["launch_id"] == "00-collectives-default-ws2"]
     assert len(points) == len(runs) == 7
     assert points[0].startswith("[local] 00-collectives-default-ws2 1/7 all_reduce float32 4 KiB, 2 ranks (elapsed ")
     assert all(re.search(r"\(elapsed (\d+ min )?\d+ s; ETA (\d+ min )?\d+ s\)$", line) for line in points)
     assert re.search(r"^\[local\] 01-ddp-default-ws2 ok \((\d+ min )?\d+ s; estimated (\d+ min )?\d+ s\)$", stderr, re.M)
+    assert re.search(r"^launch time: host local: \d+ s in 9 launches \(6 jobs\), measured [\d.]+ s \(\d+%\); the most beside it: ",
+                     stderr, re.M)
 
 
 def test_a_plan_estimated_past_its_timeout_is_refused_before_anything_runs(tmp_path):
@@ -61,7 +64,7 @@ BUDGETS_S = {"quick": 90, "seed001": 240, "seed002": 480, "seed000": 600, "colle
 
 @pytest.mark.parametrize("name", sorted(BUDGETS_S))
 def test_each_shipped_plan_fits_its_budget_on_2x_h200_by_the_cost_model(name):
-    seconds, _, points = plan_durations.plan_seconds(load_plan(name), plan_durations.MACHINES["2x H200 (NV18)"])
+    seconds, _, points, _ = plan_durations.plan_seconds(load_plan(name), plan_durations.MACHINES["2x H200 (NV18)"])
     assert seconds <= BUDGETS_S[name] and points > 0
 
 
@@ -116,22 +119,25 @@ def test_an_earlier_run_of_the_plan_here_gives_the_estimate(tmp_path):
 def test_the_estimate_counts_the_sampling_the_plans_precision_asks_for():
     """Each run of a plan with precision is priced its expected sampling past its minimum, never past its budget:
     on a shared CPU, where nothing clears +-2%, all of it."""
-    from bench.agent.runner import modelled, plan_launches
+    from bench.agent.estimate import modelled
+    from bench.agent.planning import plan_launches
 
     cpu = Capabilities(gpu_count=0, logical_cpus=2)
     plan = load_plan("quick")
     plain = {key: value for key, value in plan.items() if key != "precision"}
     for launch in (l for l in plan_launches(plan, cpu) if not l.skipped_reason):
-        (base, _, configurations), (seconds, sampling, _) = modelled(replace(launch, precision=None), cpu), modelled(launch, cpu)
+        base, priced = modelled(replace(launch, precision=None), cpu), modelled(launch, cpu)
         cap = suites.get(launch.suite).params(launch.params).sampling_cap_s
-        assert seconds == pytest.approx(base + sampling) and sampling == pytest.approx(configurations * cap)
+        assert priced.seconds == pytest.approx(base.seconds + priced.sampling_s)
+        assert priced.sampling_s == pytest.approx(base.configurations * cap)
     assert plan_launches(plain, cpu)[0].precision is None
 
 
 def test_the_estimate_counts_the_sampling_a_cv_target_asks_for():
     """An entry with a cv_target samples until that steady: its estimate must count it (1 min 01 s
     said, 2 min 45 s taken on this CPU machine by a quick whose entries all had one)."""
-    from bench.agent.runner import SAMPLING_ROUNDS, modelled, plan_launches
+    from bench.agent.estimate import SAMPLING_ROUNDS, modelled
+    from bench.agent.planning import plan_launches
 
     cpu = Capabilities(gpu_count=0, logical_cpus=2)
     # A cv_target's sampling alone, within the schema's sampling_cap_s (quick's CPU form lowers it for its precision).
@@ -141,7 +147,8 @@ def test_the_estimate_counts_the_sampling_a_cv_target_asks_for():
     plain = {l.id: l for l in plan_launches(plan, cpu)}
     totals = [0.0, 0.0]
     for launch in (l for l in plan_launches(sampled, cpu) if not l.skipped_reason):
-        (base, _, configurations), (seconds, _, _) = modelled(plain[launch.id], cpu), modelled(launch, cpu)
-        assert base < seconds <= base + configurations * suites.get(launch.suite).params(launch.params).sampling_cap_s
-        totals = [totals[0] + base, totals[1] + seconds]
+        base, sampled_launch = modelled(plain[launch.id], cpu), modelled(launch, cpu)
+        seconds = sampled_launch.seconds
+        assert base.seconds < seconds <= base.seconds + base.configurations * suites.get(launch.suite).params(launch.params).sampling_cap_s
+        totals = [totals[0] + base.seconds, totals[1] + seconds]
     assert totals[1] > 1.5 * totals[0] and SAMPLING_ROUNDS > 1

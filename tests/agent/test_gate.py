@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from bench.agent import gate
-from bench.agent.runner import Launch
+from bench.agent.planning import Launch
 from bench.bundle import read_bundle
 from bench.judging.health import health_warnings, p2p_gate
 from bench.common.protocol import Placement

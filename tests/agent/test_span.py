@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.agent.runner import plan_launches
+from bench.agent.planning import plan_launches
 from bench.common.host import Capabilities
 from bench.common.protocol import Placement
 from bench.controller.hosts import load_hosts

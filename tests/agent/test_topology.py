@@ -9,7 +9,8 @@ import copy
 import pytest
 
 from bench.agent.fingerprint import collect
-from bench.agent.runner import plan_launches, run_plan
+from bench.agent.planning import plan_launches
+from bench.agent.runner import run_plan
 from bench.bundle import read_bundle, write_bundle
 from bench.bundle.assembly import host_entry, new_bundle, new_run_id, settle
 from bench.common.host import Capabilities

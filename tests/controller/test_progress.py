@@ -41,3 +41,16 @@ def test_a_cpu_runs_ranks_are_processes_and_a_gpus_are_gpus():
     # While its launch runs, the record its ranks wrote has no transport: the launch's backend says where they ran.
     assert ddp.progress_label({**run, "world_size": 2}, "gloo") == "tiny fp32, batch 8, 2 processes"
     assert ddp.progress_label({**run, "world_size": 2}, "nccl") == "tiny fp32, batch 8, 2 GPUs"
+
+
+def test_the_estimate_counts_the_p2p_gate_and_says_how_busy_the_cpu_is():
+    planned = protocol.Planned(["00-x", "01-y"], {"00-x": 20.0, "01-y": 30.0}, {"00-x": 1, "01-y": 2}, gate_s=6.0, slowdown=3.04)
+    assert _said(planned) == ["[h] 2 launches, estimated 56 s (the P2P gate ~6 s; this CPU 3.0x slower than idle: other processes) "
+                              "in all: 00-x (1 configuration, ~20 s), 01-y (2 configurations, ~30 s)"]
+    quiet = protocol.Planned(["00-x"], {"00-x": 20.0}, {"00-x": 1}, slowdown=1.1)
+    assert _said(quiet) == ["[h] 1 launch, estimated 20 s in all: 00-x (1 configuration, ~20 s)"]
+    progress = HostProgress(["h"], Console(file=io.StringIO(), width=500))
+    progress.update("h", planned)
+    assert 55 < progress._states["h"].eta_s() <= 56  # the gate is counted down until the first launch starts
+    progress.update("h", protocol.LaunchStarted("00-x"))
+    assert 49 < progress._states["h"].eta_s() <= 50

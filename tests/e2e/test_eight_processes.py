@@ -11,7 +11,7 @@ import os
 import pytest
 import yaml
 
-from bench.agent.runner import plan_launches
+from bench.agent.planning import plan_launches
 from bench.common.host import Capabilities
 from bench.controller.plans import check
 from bench.suites.params import PlanError

@@ -15,7 +15,7 @@ import yaml
 
 from tests.conftest import REPO, bundle_path_from, cli
 
-TIMEOUT_S = 30  # the ranks stop 10 s before it (runner.deadline_reserve_s)
+TIMEOUT_S = 30  # the ranks stop 10 s before it (bench.agent.launch.deadline_reserve_s)
 
 
 def run(tmp_path, entry: dict) -> tuple:

@@ -14,7 +14,7 @@ import json
 import pytest
 from hypothesis import HealthCheck, event, given, settings, strategies as st
 
-from bench.agent.runner import plan_launches
+from bench.agent.planning import plan_launches
 from bench.bundle import read_bundle
 from bench.common.fits import world_sizes
 from bench.common.host import Capabilities

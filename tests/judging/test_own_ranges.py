@@ -11,7 +11,8 @@ import json
 import pytest
 
 from bench import suites
-from bench.agent.runner import modelled, plan_launches
+from bench.agent.estimate import modelled
+from bench.agent.planning import plan_launches
 from bench.common.host import Capabilities
 from bench.common.stats import metric
 from bench.controller.plans import load_plan
@@ -79,7 +80,7 @@ def test_a_made_up_bundle_holds_every_configuration_the_plan_runs_there(machines
     for (plan, kind, count), bundle in machines.items():
         host = Capabilities.of(fingerprint(kind, count))
         launches = [launch for launch in plan_launches(load_plan(plan), host) if not launch.skipped_reason]
-        assert len(bundle["hosts"][0]["runs"]) == sum(modelled(launch, host)[2] for launch in launches), (plan, kind, count)
+        assert len(bundle["hosts"][0]["runs"]) == sum(modelled(launch, host).configurations for launch in launches), (plan, kind, count)
     assert len(machines[("scaling", "H200", 4)]["hosts"][0]["runs"]) == 2 * 105  # its precision asks two launches of each
 
 

@@ -41,15 +41,19 @@ def _ddp(doc: dict) -> list[dict]:
 
 
 def _expected(doc: dict, run: dict) -> dict:
-    """What the answer must say of one multi-rank run, from the bundle's samples and derived figures."""
-    base = next(r for r in _ddp(doc) if r["world_size"] == 1 and r["params"]["global_batch"] == run["params"]["global_batch"])
+    """What the answer must say of one multi-rank run, from the bundle's samples and derived figures: scaled
+    against the 1-rank run with its work per rank (global batch / N) where there is one, else against the
+    1-rank run of its global batch."""
+    one_rank = {r["params"]["global_batch"]: r for r in _ddp(doc) if r["world_size"] == 1}
+    batch = run["params"]["global_batch"]
+    base = one_rank.get(batch // run["world_size"]) or one_rank[batch]
     samples = lambda r, m: r["metrics"][m]["samples"]  # noqa: E731
     # One launch a side: the interval takes the launch-to-launch floor of the step time's kind.
     efficiency = ratio_interval(*(launches([Run(r)], "per_sample_gpu_time_s", "step_time_s") for r in (base, run)))
     assert efficiency.median == pytest.approx(run["derived"]["scaling_efficiency_fraction"])
     step = statistics.median(samples(run, "step_time_s"))
-    exposed = step - statistics.median(samples(base, "step_time_s")) / run["world_size"]
-    return {"efficiency": efficiency, "lost": 1 - efficiency.median, "step": step, "exposed": exposed}
+    exposed = step - statistics.median(samples(base, "step_time_s")) * batch / run["world_size"] / base["params"]["global_batch"]
+    return {"efficiency": efficiency, "lost": 1 - efficiency.median, "step": step, "exposed": exposed, "base": base}
 
 
 def test_the_report_opens_with_the_answer(fleet_report):
@@ -107,6 +111,27 @@ def test_the_real_cpu_run_is_answered_in_processes_with_its_own_derived_figures(
         assert row[5].startswith(f"{derived['scaling_efficiency_fraction'] * 100:.1f}% [")
         assert row[8].startswith(f"{derived['exposed_comm_s'] * 1e3:.3g} of ")
     assert re.search(r"^- local · CPU only — tiny fp32, 2 processes over default \(gloo\): ", answer, re.M)
+
+
+def test_the_answer_names_the_one_rank_run_it_scaled_against(real_bundle, fleet_report):
+    """Two processes at global batch 8 accumulate 2 micro-batches of 2 each: the 1-process run of global batch 4
+    does the same work, not the one of global batch 8 (4 micro-batches); the 1-process launch also trains
+    global batch 2, the work of each of two processes at global batch 4, which the plan does not sweep."""
+    one_rank = {r["params"]["global_batch"]: r for r in _ddp(real_bundle) if r["world_size"] == 1}
+    assert sorted(one_rank) == [2, 4, 8] and one_rank[2]["params"]["baseline_for"] == 2
+    assert all("baseline_for" not in one_rank[batch]["params"] for batch in (4, 8))
+    two = {r["params"]["global_batch"]: r for r in _ddp(real_bundle) if r["world_size"] == 2}
+    for batch, run in two.items():
+        base = one_rank[batch // 2]
+        assert run["derived"]["scaling_efficiency_fraction"] == pytest.approx(
+            statistics.median(base["metrics"]["per_sample_gpu_time_s"]["samples"])
+            / statistics.median(run["metrics"]["per_sample_gpu_time_s"]["samples"]))
+        accumulated = "1 micro-batch" if batch == 4 else "2 micro-batches"  # of 2 samples
+        assert any(note.startswith(f"baseline: 1 process at global batch {batch // 2}, accumulating {accumulated}, the same "
+                                   "work per rank") for note in run["notes"]), run["notes"]
+    answer = _section((fleet_report / "report.md").read_text(), TITLE)
+    (line,) = [line for line in answer.splitlines() if line.startswith("- local · CPU only — tiny fp32, 2 processes")]
+    assert "Baseline: 1 process at global batch 4, accumulating 2 micro-batches, the same work per rank" in line
 
 
 def test_one_gpu_only_says_there_is_no_link_to_judge(real_bundle, tmp_path):

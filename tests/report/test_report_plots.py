@@ -83,14 +83,16 @@ def test_per_sample_plot_is_seed_000s_figure_with_dashed_baselines(comparison, c
     assert "local · CPU only · default (gloo) · 2 processes" in legend  # a CPU's ranks are processes, not GPUs
     assert {"local · CPU only · 1 process (baseline)", "rig-3090 · 2x RTX 3090, NVLink NV4 · 1 GPU (baseline)",
             "rig-4090 · 2x RTX 4090, PCIe 4.0 x4 · 1 GPU (baseline)"} <= set(legend)
-    drawn = [line for line in ax.lines if len(line.get_xdata()) == 2 and line.get_linestyle() != "None"]
+    drawn = [line for line in ax.lines if len(line.get_xdata()) >= 2 and line.get_linestyle() != "None"]
     dashed = [line for line in drawn if line.get_linestyle() == "--"]
     solid = [line for line in drawn if line.get_linestyle() != "--"]
     assert len(dashed) == 3  # one baseline per machine: local, rig-3090, rig-4090 (two transports, one machine)
     assert len(solid) == 4  # one line per host and transport
-    for line in drawn:  # global batch 4 and 8: every point on its batch's tick
+    for line in solid:  # global batch 4 and 8: every point on its batch's tick
         assert list(line.get_xdata()) == [4, 8]
-    assert [t.get_text() for t in ax.get_xticklabels()] == ["4", "8"]
+    for line in dashed:  # one rank also trained global batch 2: each of 2 ranks' work at global batch 4
+        assert list(line.get_xdata()) == [2, 4, 8]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["2", "4", "8"]
     # The four N-GPU lines differ in marker, and neighbours in line style, as well as in colour.
     assert len({line.get_marker() for line in solid}) == 4 and len({line.get_linestyle() for line in solid}) == 3
     assert len({line.get_color() for line in solid}) == 4

@@ -104,8 +104,11 @@ def test_a_line_per_topology_against_the_ideal_from_one_gpu(gpu_bundle):
     assert figure.title.endswith("global batch 16")
     runs = gpu_bundle["hosts"][0]["runs"]
     ddp16 = [r for r in runs if r["suite"] == "ddp" and r["params"]["global_batch"] == 16 and r["params"]["model"] == "gpt2-large"]
-    (base,) = [r for r in ddp16 if r["world_size"] == 1 and r["transport"]["preset"] == "default"]
-    assert figure.ideal == _median(base)
+    one_gpu = {r["params"]["global_batch"]: r for r in runs if r["suite"] == "ddp" and r["params"]["model"] == "gpt2-large"
+               and r["world_size"] == 1 and r["transport"]["preset"] == "default"}
+    # The ideal of N GPUs is N times one GPU's throughput at their work per GPU: global batch 16 / N.
+    assert figure.ideal == {n: _median(one_gpu[16 // n]) for n in (1, 2, 4)}
+    base = one_gpu[4]
     labels = {line.label: [x for x, _ in line.points] for line in figure.lines}
     assert labels == {
         "default via P2P": [1, 2, 4],
@@ -136,7 +139,7 @@ def test_the_figure_draws_each_line_the_ideal_and_the_node_boundary(gpu_bundle, 
     assert "node boundary of the lines over 2 nodes: 2 GPUs a node" in legend
     (ideal,) = [line for line in ax.lines if line.get_label().startswith("ideal")]
     assert list(ideal.get_xdata()) == [1, 2, 4]
-    assert list(ideal.get_ydata()) == pytest.approx([figure.ideal * x for x in (1, 2, 4)])
+    assert list(ideal.get_ydata()) == pytest.approx([figure.ideal_at(x) for x in (1, 2, 4)])
     (boundary,) = [line for line in ax.lines if line.get_label().startswith("node boundary")]
     assert list(boundary.get_xdata()) == [3, 3]  # between 2 GPUs (one node) and 4 (two)
     P.save(fig, tmp_path / "f.png", tmp_path / "f.svg")  # the GPU's $...$ stays text, not math
@@ -168,7 +171,7 @@ def test_sharded_training_is_drawn_against_the_plain_model_on_one_gpu(gpu_bundle
         batch = int(figure.title.rsplit(" ", 1)[1])
         (plain,) = [r for r in runs if r["suite"] == "ddp" and r["world_size"] == 1 and r["params"]["global_batch"] == batch
                     and r["transport"]["preset"] == "default" and r["params"]["model"] in figure.title]
-        assert figure.ideal == _median(plain)
+        assert figure.ideal[1] == _median(plain)
         assert [x for x, _ in figure.lines[0].points] == [1, 2, 4]  # the sharded run on 1 GPU is its own point
     assert any("2 emulated nodes" in line.label for figure in drawn for line in figure.lines)
 

@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from bench.agent.runner import plan_launches, run_launch, run_plan
+from bench.agent.planning import plan_launches
+from bench.agent.runner import run_launch, run_plan
 from bench.common.host import Capabilities
 from bench.suites.params import PlanError
 from bench.controller.plans import check

@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from bench.agent.harness import Context, time_per_call
-from bench.agent.runner import plan_launches, run_plan
+from bench.agent.planning import plan_launches
+from bench.agent.runner import run_plan
 from bench.common.host import Capabilities
 from bench.common.protocol import RunEnded
 from bench.suites.copy.suite import WARMUP_LEAST_S

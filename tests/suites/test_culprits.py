@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.agent.runner import plan_launches
+from bench.agent.planning import plan_launches
 from bench.cli import main
 from bench.common.host import Capabilities
 from bench.controller.plans import check

@@ -22,7 +22,7 @@ import yaml
 
 from bench.agent import proctree, training
 from bench.agent.harness import Context
-from bench.agent.runner import plan_launches
+from bench.agent.planning import plan_launches
 from bench.common.host import Capabilities
 from bench.common.run import Run
 from bench.models import gpt, workload
@@ -99,8 +99,10 @@ def by_shape(bundle: dict) -> dict:
 
 def test_sweep_reaches_each_global_batch_by_accumulation(sweep):
     runs = by_shape(sweep)
-    assert sorted(runs) == [(1, 4), (1, 8), (2, 4), (2, 8)]
-    assert {k: r["params"]["grad_accum"] for k, r in runs.items()} == {(1, 4): 2, (1, 8): 4, (2, 4): 1, (2, 8): 2}
+    # One rank also trains global batch 2: the work of each of 2 ranks at global batch 4, as their baseline.
+    assert sorted(runs) == [(1, 2), (1, 4), (1, 8), (2, 4), (2, 8)]
+    assert {k: r["params"]["grad_accum"] for k, r in runs.items()} == {(1, 2): 1, (1, 4): 2, (1, 8): 4, (2, 4): 1, (2, 8): 2}
+    assert [k for k, r in runs.items() if "baseline_for" in r["params"]] == [(1, 2)] and runs[(1, 2)]["params"]["baseline_for"] == 2
     assert all(r["status"] == "ok" and r["transport"]["backend"] == "gloo" for r in runs.values())
     assert sweep["hosts"][0]["status"] == "ok"
 
@@ -167,7 +169,7 @@ def test_metrics_arithmetic(sweep):
 def test_scaling_efficiency_from_the_medians(sweep):
     runs = by_shape(sweep)
     for global_batch in (4, 8):
-        one, two = runs[(1, global_batch)], runs[(2, global_batch)]
+        one, two = runs[(1, global_batch // 2)], runs[(2, global_batch)]  # one rank doing the work of each of the two
         expected = median(one, "per_sample_gpu_time_s") / median(two, "per_sample_gpu_time_s")
         assert two["derived"]["scaling_efficiency_fraction"] == pytest.approx(expected, rel=1e-12)
         assert one["derived"]["scaling_efficiency_fraction"] == 1.0
@@ -185,9 +187,9 @@ def test_accumulation_all_reduces_once_per_step(sweep):
 def test_exposed_communication_uses_the_1gpu_time_at_the_same_batch_per_gpu(sweep):
     runs = by_shape(sweep)
     for global_batch in (4, 8):
-        one, two = runs[(1, global_batch)], runs[(2, global_batch)]
-        # Strong scaling: each of 2 ranks does half the 1-GPU run's work.
-        compute_s = median(one, "step_time_s") / 2
+        one, two = runs[(1, global_batch // 2)], runs[(2, global_batch)]
+        # Each of 2 ranks does the work of one rank at half the global batch: that run's step is the compute.
+        compute_s = median(one, "step_time_s")
         assert two["derived"]["exposed_comm_s"] == pytest.approx(median(two, "step_time_s") - compute_s, rel=1e-9)
         assert two["derived"]["predicted_step_time_s"] is None  # no all_reduce results in this bundle
         assert any("no all_reduce results" in note for note in two["notes"])
@@ -261,7 +263,10 @@ def test_prediction_is_1gpu_share_plus_allreduce_of_the_gradients():
     assert derived["predicted_step_time_s"] == pytest.approx(0.5 + 10e6 / 5.5e9)
     assert derived["exposed_comm_s"] == pytest.approx(0.06)
     assert derived["scaling_efficiency_fraction"] == pytest.approx(1.0 / 1.12)
-    assert "notes" not in two and "exposed_comm_s" not in one["derived"]
+    assert "exposed_comm_s" not in one["derived"]
+    # no 1-GPU run of global batch 8, the work of each GPU: strong scaling's run is the baseline, and the note says so
+    assert two["notes"] == ["baseline: 1 GPU at global batch 16, accumulating 1 micro-batch (strong scaling's: no 1-rank run of "
+                            "this work per rank)"]
 
 
 def test_prediction_past_the_measured_sizes_says_so_and_matches_transport():
@@ -521,13 +526,13 @@ def test_cpu_override_picks_the_transports_a_cpu_can_run():
         "00-ddp-default-ws2", "00-ddp-p2p_off-ws2"]
 
 
-def test_launch_repeats_run_the_entrys_launches_in_turn_and_skip_nothing_twice():
+def test_launch_repeats_come_round_by_round_over_the_plan_and_skip_nothing_twice():
     entry = {"suite": "ddp", "world_sizes": [1, 2], "launch_repeats": 2, "params": TINY_GPT,
              "cpu": {"launch_repeats": 3}}
     launches = plan_launches(with_defaults({"suites": [entry, {"suite": "ddp", "world_sizes": [1], "params": TINY_GPT}]}), CPU_HOST)
     assert [(l.id, l.repeat) for l in launches] == [
-        ("00-ddp-default-ws1", 1), ("00-ddp-default-ws2", 1), ("00-ddp-default-ws1-r2", 2), ("00-ddp-default-ws2-r2", 2),
-        ("00-ddp-default-ws1-r3", 3), ("00-ddp-default-ws2-r3", 3), ("01-ddp-default-ws1", 1)]
+        ("00-ddp-default-ws1", 1), ("00-ddp-default-ws2", 1), ("01-ddp-default-ws1", 1), ("00-ddp-default-ws1-r2", 2),
+        ("00-ddp-default-ws2-r2", 2), ("00-ddp-default-ws1-r3", 3), ("00-ddp-default-ws2-r3", 3)]
     # The second entry's configuration is the first's: skipped once, not repeated.
     assert [l.id for l in launches if l.skipped_reason] == ["01-ddp-default-ws1"]
     assert "launch_repeats" not in launches[0].params
@@ -658,9 +663,10 @@ def test_samples_until_the_cv_target_or_the_time_cap(tmp_path):
 def test_entries_the_cpu_override_makes_one_configuration_run_once():
     launches = plan_launches(load_plan("seed002"), CPU_HOST)
     ran = [l.id for l in launches if not l.skipped_reason]
-    assert [l.id for l in launches if l.suite == "ddp"] == ["03-ddp-default-ws1", "03-ddp-default-ws2", "04-ddp-default-ws1", "04-ddp-default-ws2"]
+    assert sorted(l.id for l in launches if l.suite == "ddp") == ["03-ddp-default-ws1", "03-ddp-default-ws2", "04-ddp-default-ws1",
+                                                                  "04-ddp-default-ws2"]
     # the sockets' and gloo's sweeps both become one gloo sweep on a CPU, as gpt2 and gpt2-large become the tiny model
-    assert ran == ["00-collectives-default-ws2", "01-collectives-gloo-ws2", "03-ddp-default-ws1", "03-ddp-default-ws2"]
+    assert sorted(ran) == ["00-collectives-default-ws2", "01-collectives-gloo-ws2", "03-ddp-default-ws1", "03-ddp-default-ws2"]
     skipped = {l.id: l.skipped_reason for l in launches}
     assert skipped["04-ddp-default-ws1"] == "the same configuration as launch 03-ddp-default-ws1, which runs it once"
     assert skipped["02-collectives-gloo-ws2"] == "the same configuration as launch 01-collectives-gloo-ws2, which runs it once"

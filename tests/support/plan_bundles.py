@@ -1,6 +1,6 @@
 """The bundle a shipped plan would give on a machine of a kind this project is lent (1, 2 or 4 H100s or
 H200s joined by NVLink NV18), made without one: every launch the plan asks of that machine
-(bench/agent/runner.plan_launches), each of its configurations a run with the launch's setting (preset,
+(bench/agent/planning.plan_launches), each of its configurations a run with the launch's setting (preset,
 world size, GPUs, NCCL's algorithm, emulated nodes) and the path NCCL takes there, on the published
 4x H200 bundle's fingerprint cut to the machine's GPUs. Its medians are made up (a smooth function
 of the configuration, the same for every bundle made); what it holds is the figures and their keys,
@@ -16,7 +16,7 @@ import re
 from functools import lru_cache
 
 from bench import suites
-from bench.agent.runner import plan_launches
+from bench.agent.planning import plan_launches
 from bench.common.host import Capabilities
 from bench.common.run import Run
 from bench.common.stats import metric

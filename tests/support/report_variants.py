@@ -51,9 +51,11 @@ def _rescale(found: dict, factor: float, jitter: "random.Random | None") -> dict
 def _rebuild_ddp(run: dict, baseline: dict, exposed: float, predicted: bool, jitter) -> None:
     noise = (lambda: jitter.lognormvariate(0, 0.05)) if jitter else (lambda: 1.0)
     p, n = run["params"], run["world_size"]
-    compute = statistics.median(baseline["metrics"]["step_time_s"]["samples"]) / n
+    # The baseline's step at this run's work per rank (its global batch / N, or strong scaling's G, over N).
+    compute = statistics.median(baseline["metrics"]["step_time_s"]["samples"]) * p["global_batch"] / n / baseline["params"]["global_batch"]
     original = run["metrics"]["step_time_s"]["samples"]
     steps = [compute * (1 + exposed) * s / statistics.median(original) * noise() for s in original]
+    run.pop("warnings", None)  # what the real run's figures drew; the rebuilt ones scale below 100% with exposed communication
     run["metrics"].update(
         step_time_s=metric(steps),
         per_sample_gpu_time_s=metric([t / p["global_batch"] * n for t in steps]),
@@ -80,7 +82,7 @@ def make_variant(bundle: dict, name: str, *, hardware: "str | None" = None, pres
     """A re-sealed copy of a real bundle as if another host had made it.
 
     bandwidth multiplies every collective's bandwidth. exposed, where given, rebuilds each
-    multi-rank DDP run from its 1-GPU baseline: step time = (1-GPU step time / #GPUs) x (1 + exposed),
+    multi-rank DDP run from its 1-GPU baseline: step time = (the 1-GPU step at its work per GPU) x (1 + exposed),
     keeping the run's own spread, so scaling efficiency is 1 / (1 + exposed) whatever the machine's
     load was when the real run ran; predicted then adds derived.predicted_step_time_s with 80% of
     that exposed communication. jitter, where given, multiplies every sample by its own noise (5%).

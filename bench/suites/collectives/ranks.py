@@ -159,10 +159,13 @@ def _sweep(ctx: Context, params: Params, collective: Collective, dtype_name: str
         for requested in params.sizes():
             count = max(multiple, requested // elem // multiple * multiple)
             size_bytes = count * elem
+            ctx.mark("build")
             buffers = collective.make(ctx, count, dtype, in_place)
             buffers.reset()
             mean_s, max_s = repeat(ctx, buffers.run, params, use_graph=params.cuda_graph)
+            ctx.mark("instruments")
             complaint = check_result(ctx, buffers, dtype, f"{collective.name} {dtype_name} {size_bytes} bytes")
+            ctx.mark("other")
             del buffers
             emit(_record(ctx, collective.name, _point(ctx, params, dtype_name, in_place), size_bytes, complaint,
                          collective.busbw_factor(ctx.world_size), mean_s, max_s))
@@ -175,6 +178,7 @@ def _sendrecv_matrix(ctx: Context, params: Params, dtype_name: str, emit: Callab
     for size_requested in params.p2p_sizes():
         count = max(1, size_requested // elem)
         size_bytes = count * elem
+        ctx.mark("build")
         buf = torch.empty(count, dtype=dtype, device=ctx.device)
         for src in range(ctx.world_size):
             for dst in range(ctx.world_size):
@@ -191,9 +195,11 @@ def _sendrecv_matrix(ctx: Context, params: Params, dtype_name: str, emit: Callab
                 # Idle ranks time nothing; the pair's time is the slower of its two ends.
                 _, max_s = repeat(ctx, call, params, use_graph=params.cuda_graph and role is not None)
                 point = {**_point(ctx, params, dtype_name, False), "src_rank": src, "dst_rank": dst}
+                ctx.mark("instruments")
                 buf.copy_(pattern(ctx, count, dtype, ctx.rank + 1))
                 call()
                 ctx.sync()
                 wrong = role == "recv" and not torch.equal(buf.float(), pattern(ctx, count, torch.float32, src + 1))
                 complaint = first_complaint(ctx, f"sendrecv {src}->{dst}: wrong result on rank {dst}" if wrong else None)
+                ctx.mark("other")
                 emit(_record(ctx, "sendrecv", point, size_bytes, complaint, SENDRECV_BUSBW_FACTOR, max_s, max_s))

@@ -100,21 +100,28 @@ class Collectives(Suite):
         kind = host.kind
         graph = kind == "gpu" and params.cuda_graph and preset != "gloo"
         calls = params.warmup_iters + params.repetitions * params.iters + 1 + (2 * params.iters if graph else 0)
+        return sum(points * (calls * per_call + cost.POINT_OVERHEAD_S[kind] + extra)
+                   for points, per_call, extra in self._points(params, preset, world_size, host))
+
+    def measured_seconds(self, params: Params, preset: str, world_size: int, host: Capabilities) -> float:
+        return sum(points * params.repetitions * params.iters * per_call for points, per_call, _ in self._points(params, preset, world_size, host))
+
+    def _points(self, params: Params, preset: str, world_size: int, host: Capabilities) -> list:
+        """[(points, seconds a call, seconds beside the calls)] of the launch's points, by the cost model."""
+        kind = host.kind
         busbw = cost.busbw_gbps(preset, world_size, host) * 1e9
         factor = 2 * (world_size - 1) / world_size if world_size > 1 else 1.0
-        total = 0.0
+        found = []
         for op in params.ops:
             for _ in params.dtypes:
                 if op == "sendrecv":
                     pairs = world_size * (world_size - 1)
-                    for size in params.p2p_sizes():
-                        total += pairs * (calls * (cost.CALL_LATENCY_S[kind] + size / busbw) + cost.POINT_OVERHEAD_S[kind])
+                    found += [(pairs, cost.CALL_LATENCY_S[kind] + size / busbw, 0.0) for size in params.p2p_sizes()]
                     continue
                 for size in params.sizes():
-                    per_call = cost.CALL_LATENCY_S[kind] + size * factor / busbw
                     host_buffers = size * GLOO_HOST_BUFFER_S_PER_BYTE if kind == "gpu" and preset == "gloo" else 0.0
-                    total += params.placements(op) * (calls * per_call + cost.POINT_OVERHEAD_S[kind] + host_buffers)
-        return total
+                    found.append((params.placements(op), cost.CALL_LATENCY_S[kind] + size * factor / busbw, host_buffers))
+        return found
 
     def nccl_collectives(self, params: Params) -> list:
         return [(op, NCCL_FUNCTIONS[op]) for op in params.ops]

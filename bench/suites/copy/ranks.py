@@ -217,11 +217,14 @@ def _measure(ctx: Context, params: Params, point: dict, legs: list, count: int, 
         missing = _peer_missing(a, b)
         if missing:
             return _record(ctx, point, "failed", error=missing)
-    point_ctx = Context(rank=0, local_rank=0, world_size=1, device=a, backend=ctx.backend, deadline=ctx.deadline)
+    point_ctx = Context(rank=0, local_rank=0, world_size=1, device=a, backend=ctx.backend, deadline=ctx.deadline, marks=ctx.marks)
     try:
+        ctx.mark("build")
         copies, seeds = _point_copies(point_ctx, legs, count, engine)
         times = _time_copies(point_ctx, copies, params)
+        ctx.mark("instruments")
         complaint = _check(copies, seeds, engine)
+        ctx.mark("other")
     except _Unsupported as reason:
         return _record(point_ctx, point, "failed", error=f"{direction} {engine}: {reason}")
     except torch.OutOfMemoryError:

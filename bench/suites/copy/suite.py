@@ -70,12 +70,15 @@ class Copy(Suite):
     def launch_seconds(self, params: Params, preset: str, world_size: int, host: Capabilities) -> float:
         """Per point, the warm-up (at least WARMUP_LEAST_S) and the timed copies at the link's copy bandwidth."""
         timed_calls = params.repetitions * params.iters + 1
-        kind, total = host.kind, 0.0
-        for gbps in self.sweeps_gbps(params, host):
-            for size in params.sizes():
-                call_s = cost.CALL_LATENCY_S[kind] + size / (gbps * 1e9)
-                total += max(params.warmup_iters * call_s, WARMUP_LEAST_S) + timed_calls * call_s + cost.POINT_OVERHEAD_S[kind]
-        return total
+        return sum(max(params.warmup_iters * call_s, WARMUP_LEAST_S) + timed_calls * call_s + cost.POINT_OVERHEAD_S[host.kind]
+                   for call_s in self._calls_s(params, host))
+
+    def measured_seconds(self, params: Params, preset: str, world_size: int, host: Capabilities) -> float:
+        return sum(params.repetitions * params.iters * call_s for call_s in self._calls_s(params, host))
+
+    def _calls_s(self, params: Params, host: Capabilities) -> list:
+        """A copy's seconds at each point of the launch, by the cost model."""
+        return [cost.CALL_LATENCY_S[host.kind] + size / (gbps * 1e9) for gbps in self.sweeps_gbps(params, host) for size in params.sizes()]
 
     def configuration(self, run: Run) -> tuple:
         p = run.params

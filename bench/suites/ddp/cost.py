@@ -11,12 +11,12 @@ from bench.suites.training import cost as training_cost
 from bench.suites.ddp.params import Params
 
 
-def launch_seconds(params: Params, preset: str, world_size: int, host: Capabilities) -> float:
+def priced(params: Params, preset: str, world_size: int, host: Capabilities) -> training_cost.Priced:
     work = training_cost.compute(params, world_size, host)
     if world_size > 1:  # the timeline's steps without all-reduce (ranks.py), after the timed ones
         work = replace(work, steps=work.steps + params.timeline_steps)
     half = params.weights_dtype == "bfloat16" or params.grad_reduce_dtype == "bf16"
     grad_bytes = work.n_params * (2 if half else 4)
     allreduce_s = 0.0 if world_size == 1 else grad_bytes * 2 * (world_size - 1) / world_size / (cost.busbw_gbps(preset, world_size, host) * 1e9)
-    return training_cost.launch_seconds(params, world_size, host, work, lambda batch: allreduce_s,
+    return training_cost.priced(params, world_size, host, work, lambda batch: allreduce_s,
                                         synced_on_gpu=host.kind == "gpu" and world_size > 1)

@@ -1,9 +1,11 @@
 """The ddp suite's figures derived from several runs of one host: scaling efficiency, the compute + exposed communication model,
 and the plausibility of both.
 
-The baseline of an N-GPU ddp run is the world-size-1 run with the same model, shapes and
-precision, and the same global batch when a sweep fixes it (strong scaling) or the same
-accumulation when the batch per GPU is fixed (weak scaling).
+The baseline of an N-GPU ddp run is a world-size-1 run with the same model, shapes and precision
+(bench.suites.training.derived.Baselines): the one with its work per GPU (global batch / N, so the
+same micro-batch and accumulation), which the 1-GPU launch trains beside the plan's global batches;
+where a bundle has none, the one with its global batch (strong scaling). Under weak scaling (a fixed
+accumulation) the two are one run.
 
 scaling_efficiency = per-sample time x #GPUs of the baseline / the same of the N-GPU run
 (1.0 is perfect scaling), from the medians.
@@ -13,8 +15,9 @@ Plausibility (warnings): a figure no correct measurement can give is flagged on 
 
 The compute + exposed communication model, in step time (medians):
   compute_s = T1 x (per-GPU batch of the N-GPU run / global batch of the baseline): the
-              1-GPU step time at the N-GPU run's batch per GPU; T1 / N under strong scaling,
-              T1 under weak scaling (the optimizer step is scaled with it, a small understatement)
+              1-GPU step time at the N-GPU run's batch per GPU; T1 itself with the baseline of the
+              same work per GPU, T1 / N against strong scaling's (the optimizer step scaled with it, a
+              small understatement)
   predicted_step_time_s = compute_s + t_allreduce(gradient bytes), the all-reduce fully
               exposed, its time read off the all_reduce results of the same host, transport,
               world size and node count (log-size interpolation of the bandwidth between the
@@ -27,38 +30,33 @@ from __future__ import annotations
 
 from bench.common.allreduce import curve_time
 from bench.common.run import Run
-from bench.suites.training.derived import collective_curves, curve_key, curve_of
+from bench.suites.training.derived import BASELINE_NOTE, Baselines, baseline_note, baselines_of, collective_curves, curve_key, curve_of, one_rank_runs
 
-VARYING = ("global_batch", "grad_accum", "num_params", "train_flops_per_sample")
+VARYING = ("global_batch", "grad_accum", "num_params", "train_flops_per_sample", "baseline_for")
 # The all_reduce dtype of a ddp run's gradients: the weights' own (fp32 under autocast too; bf16 weights
 # give bf16 gradients), or bf16 by the compress hook.
 REDUCE_DTYPES = {"fp32": "float32", "bf16": "bfloat16"}
-DERIVED_NOTES = ("no 1-GPU run of the same shape", "no all_reduce results for transport", "all-reduce time extrapolated")
+DERIVED_NOTES = ("no 1-GPU run of the same shape", "no all_reduce results for transport", "all-reduce time extrapolated", BASELINE_NOTE)
 
 
 def _shape_key(run: Run) -> tuple:
-    """What a run and its baseline share; the repeat too (launch_repeats): each repeat's N-GPU run
-    is compared with the baseline measured in the same turn."""
-    params = run.params
-    fixed = "global_batch" if params.get("global_batches") else "grad_accum"
-    same = {k: v for k, v in params.items() if k not in VARYING}
-    return (run.suite, repr(sorted(same.items())), fixed, params.get(fixed), run.repeat)
+    """What a run and its baselines share: everything but the batch."""
+    return (run.suite, repr(sorted((k, v) for k, v in run.params.items() if k not in VARYING)))
 
 
 def _ok_ddp(runs: "list[Run]") -> "list[Run]":
     return [r for r in runs if r.suite == "ddp" and r.ok]
 
 
+def scaling_baselines(runs: "list[Run]") -> "dict[int, Baselines]":
+    """id(run) -> its baselines, for every ok ddp run of one host."""
+    one_rank = one_rank_runs(_ok_ddp(runs), _shape_key)
+    return {id(run): baselines_of(run, one_rank, _shape_key(run)) for run in _ok_ddp(runs)}
+
+
 def baselines(runs: "list[Run]") -> "dict[int, Run]":
     """id(run) -> the 1-GPU run it is compared with, for every ok ddp run of one host that has one."""
-    by_shape = {}
-    for run in _ok_ddp(runs):
-        if run.world_size == 1:
-            # Prefer the default preset's run; with one rank there is no link to differ.
-            key = _shape_key(run)
-            if key not in by_shape or run.preset == "default":
-                by_shape[key] = run
-    return {id(run): by_shape[_shape_key(run)] for run in _ok_ddp(runs) if _shape_key(run) in by_shape}
+    return {key: found.used for key, found in scaling_baselines(runs).items() if found.used is not None}
 
 
 def derive_scaling(runs: "list[Run]") -> None:
@@ -85,16 +83,17 @@ def derive_prediction(runs: "list[Run]", launches: list[dict]) -> None:
     """
     nodes_of_launch = {launch["id"]: launch.get("nodes", 1) for launch in launches}
     curves = collective_curves(runs, "all_reduce", nodes_of_launch)
-    found = baselines(runs)
+    found = scaling_baselines(runs)
     for run in _ok_ddp(runs):
         if run.world_size == 1:
             continue
         derived, notes = run.record.setdefault("derived", {}), []
-        baseline = found.get(id(run))
+        baseline = found[id(run)].used
         compute_s = None
         if baseline is None:
             notes.append("no 1-GPU run of the same shape in this bundle: no exposed communication or prediction")
         else:
+            notes.append(baseline_note(run, found[id(run)]))
             per_gpu_batch = run.params["global_batch"] / run.world_size
             compute_s = baseline.median("step_time_s") * per_gpu_batch / baseline.params["global_batch"]
         derived["exposed_comm_s"] = None if compute_s is None else run.median("step_time_s") - compute_s

@@ -25,6 +25,7 @@ class DDP(TrainingSuite):
     baselines = staticmethod(derived.baselines)
     derive_scaling = staticmethod(derived.derive_scaling)
     derive_prediction = staticmethod(derived.derive_prediction)
+    priced = staticmethod(cost.priced)  # its cost model (TrainingSuite's launch_seconds, measured_seconds)
     moves_collective_data = True
     plain_model = True  # one rank trains without DDP's wrapper (ranks.py)
     recipe_params = TrainingSuite.recipe_params + ("cuda_graphs", "grad_reduce_dtype", "bucket_cap_mb", "allreduce",
@@ -43,9 +44,6 @@ class DDP(TrainingSuite):
             raise PlanError("ddp: cuda_graphs and compile are both on; choose one (compile: false for the graphs of the eager model)")
         if backend_for(transport, host.cuda) == "gloo":
             _check_host_memory(params, host, world_size, nodes)
-
-    def launch_seconds(self, params: Params, preset: str, world_size: int, host: Capabilities) -> float:
-        return cost.launch_seconds(params, preset, world_size, host)
 
     def link_name(self, run: Run) -> str:
         """allreduce copy_engine carries the gradients on the copy engines, past NCCL's transport."""

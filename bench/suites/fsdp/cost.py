@@ -25,7 +25,7 @@ def step_bytes(params: Params, world_size: int, accum: int) -> tuple[float, floa
     return accum * (root + passes * sum(blocks)) * gathered, (root + sum(blocks)) * reduced
 
 
-def launch_seconds(params: Params, preset: str, world_size: int, host: Capabilities) -> float:
+def priced(params: Params, preset: str, world_size: int, host: Capabilities) -> training_cost.Priced:
     work = training_cost.compute(params, world_size, host)
     share = (world_size - 1) / world_size  # of each gather's and scatter's size, a rank's bytes on the link
     busbw = cost.busbw_gbps(preset, world_size, host) * 1e9
@@ -36,4 +36,4 @@ def launch_seconds(params: Params, preset: str, world_size: int, host: Capabilit
 
     # One more step a configuration, untimed: the one whose collectives are counted.
     counted = training_cost.Compute(work.once_s, work.sample_s, work.steps + 1, work.n_params)
-    return training_cost.launch_seconds(params, world_size, host, counted, comm_s)
+    return training_cost.priced(params, world_size, host, counted, comm_s)

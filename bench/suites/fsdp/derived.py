@@ -3,9 +3,10 @@ one GPU, the compute + exposed communication model's prediction with FSDP's coll
 plausibility.
 
 The baseline of an fsdp run is the ddp suite's world-size-1 run of the same model, recipe and shape
-(one rank training the plain model, no wrapper: what a single-GPU script gives), with the same
-global batch when a sweep fixes it or the same accumulation otherwise; the default preset's where
-there are several. An fsdp run on one GPU is scaled against it too: its efficiency is what FSDP's
+(one rank training the plain model, no wrapper: what a single-GPU script gives), with its work per
+GPU (global batch / N: the same micro-batch and accumulation) where measured, else with its global
+batch (strong scaling; bench.suites.training.derived.Baselines); the default preset's where there
+are several. An fsdp run on one GPU is scaled against it too: its efficiency is what FSDP's
 machinery costs with no peer. Where the bundle has no such ddp run, the fsdp suite's own
 world-size-1 run of the same shape and sharding stands in, and a note on the run says so (FSDP's own
 cost on one GPU is then inside the baseline); without either there is no scaling.
@@ -27,7 +28,7 @@ from __future__ import annotations
 from bench.common.allreduce import curve_time
 from bench.common.run import Run
 from bench.suites.training import of_plain_model, training_recipe
-from bench.suites.training.derived import collective_curves, curve_key, curve_of
+from bench.suites.training.derived import Baselines, baseline_note, baselines_of, collective_curves, curve_key, curve_of, one_rank_runs
 
 REDUCE_DTYPES = {"bf16": "bfloat16", "fp32": "float32"}
 OWN_BASELINE = ("baseline: FSDP on one GPU (this bundle has no 1-GPU run of the plain model of the same shape): the scaling "
@@ -39,37 +40,32 @@ def _ok(runs: "list[Run]") -> "list[Run]":
 
 
 def _shape(run: Run) -> tuple:
-    """What a run and its 1-GPU baseline share, whatever suite trained it."""
+    """What a run and its 1-GPU baseline share, whatever suite trained it: everything but the batch."""
     p = run.params
-    fixed = "global_batch" if p.get("global_batches") else "grad_accum"
-    return (p["model"], training_recipe(p), p.get("seq_len"), p["micro_batch"], fixed, p.get(fixed))
+    return (p["model"], training_recipe(p), p.get("seq_len"), p["micro_batch"])
 
 
-def _one_gpu_runs(runs: "list[Run]", key) -> dict:
-    """key(run) -> the world-size-1 run of the same repeat where there is one, the default preset's first."""
+def _sharded(run: Run) -> tuple:
+    return (_shape(run), run.params["sharding"], run.params.get("reduce_dtype"))
+
+
+def scaling_baselines(runs: "list[Run]") -> "dict[int, Baselines]":
+    """id(run) -> its baselines, for every ok fsdp run of one host: the plain model's, else (N-GPU runs)
+    fsdp's own one-GPU run's."""
+    plain = one_rank_runs([r for r in runs if of_plain_model(r)], _shape)
+    own = one_rank_runs(_ok(runs), _sharded)
     found = {}
-    for run in runs:
-        if run.world_size == 1:
-            k = (key(run), run.repeat)
-            if k not in found or run.preset == "default":
-                found[k] = run
+    for run in _ok(runs):
+        mine = baselines_of(run, plain, _shape(run))
+        if mine.used is None and run.world_size > 1:
+            mine = baselines_of(run, own, _sharded(run))
+        found[id(run)] = mine
     return found
 
 
 def baselines(runs: "list[Run]") -> "dict[int, Run]":
     """id(run) -> the run it is scaled against, for every ok fsdp run of one host that has one."""
-    plain = _one_gpu_runs([r for r in runs if of_plain_model(r) and r.ok], _shape)
-    sharded_key = lambda run: (_shape(run), run.params["sharding"], run.params.get("reduce_dtype"))
-    own = _one_gpu_runs(_ok(runs), sharded_key)
-    found = {}
-    for run in _ok(runs):
-        repeat = run.repeat
-        base = plain.get((_shape(run), repeat)) or next((r for (k, _), r in plain.items() if k == _shape(run)), None)
-        if base is None and run.world_size > 1:
-            base = own.get((sharded_key(run), repeat)) or next((r for (k, _), r in own.items() if k == sharded_key(run)), None)
-        if base is not None:
-            found[id(run)] = base
-    return found
+    return {key: found.used for key, found in scaling_baselines(runs).items() if found.used is not None}
 
 
 def derive_scaling(runs: "list[Run]") -> None:
@@ -103,12 +99,14 @@ def derive_prediction(runs: "list[Run]", launches: list[dict]) -> None:
     every ok N-GPU fsdp run; a figure whose inputs are not in the runs is null, and a note says which."""
     nodes_of_launch = {launch["id"]: launch.get("nodes", 1) for launch in launches}
     curves = {op: collective_curves(runs, op, nodes_of_launch) for op in ("all_gather", "reduce_scatter")}
-    found = baselines(runs)
+    found = scaling_baselines(runs)
     for run in _ok(runs):
         if run.world_size == 1:
             continue
         derived, notes = run.record.setdefault("derived", {}), []
-        p, baseline = run.params, found.get(id(run))
+        p, baseline = run.params, found[id(run)].used
+        if baseline is not None:
+            notes.append(baseline_note(run, found[id(run)]))
         if baseline is not None and baseline.suite == "fsdp":
             notes.append(OWN_BASELINE)
         compute_s = None

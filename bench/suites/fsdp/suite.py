@@ -43,6 +43,7 @@ class FSDP(TrainingSuite):
     baselines = staticmethod(derived.baselines)
     derive_scaling = staticmethod(derived.derive_scaling)
     derive_prediction = staticmethod(derived.derive_prediction)
+    priced = staticmethod(cost.priced)  # its cost model (TrainingSuite's launch_seconds, measured_seconds)
     identity_params = ("model", "sharding", "global_batch")
     moves_collective_data = True
     recipe_params = TrainingSuite.recipe_params + ("sharding", "reduce_dtype")
@@ -62,9 +63,6 @@ class FSDP(TrainingSuite):
         super().check_plan(params, host, world_size=world_size, transport=transport, nodes=nodes)
         self.check_placement(params, nodes=nodes, ranks_per_node=world_size // nodes)
         _check_memory(params, host, world_size, nodes, on_gpu=backend_for(transport, host.cuda) == "nccl")
-
-    def launch_seconds(self, params: Params, preset: str, world_size: int, host: Capabilities) -> float:
-        return cost.launch_seconds(params, preset, world_size, host)
 
     def nccl_collectives(self, params: Params) -> list:
         gathers = [("its parameters' all-gather", "AllGather"), ("its gradients' reduce-scatter", "ReduceScatter")]

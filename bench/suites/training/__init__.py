@@ -58,6 +58,8 @@ class TrainingParams(SampledParams):
     seq_len: "int | None" = None
     global_batches: "list | None" = None
 
+    baselines_for: "list | None" = None  # a 1-rank launch's: the world sizes its entry scales to (not the plan's to set)
+
     @property
     def minimum_samples(self) -> int:
         return self.steps
@@ -68,6 +70,17 @@ class TrainingParams(SampledParams):
     def batches(self, world_size: int) -> list:
         """The global batches a launch trains: the sweep, or one of micro_batch x grad_accum per rank."""
         return self.global_batches or [self.micro_batch * self.grad_accum * world_size]
+
+    def baseline_batches(self) -> "list[tuple[int, int]]":
+        """[(global batch, the world size N it stands in for)] that a 1-rank launch trains beside the sweep:
+        each swept global batch / N, an N-rank run's work per rank, where the sweep lacks it (largest first)."""
+        found: dict = {}
+        for ranks in sorted(self.baselines_for or ()):
+            for batch in self.global_batches or ():
+                per_rank = batch // ranks
+                if batch % ranks == 0 and per_rank % self.micro_batch == 0 and per_rank not in self.global_batches:
+                    found.setdefault(per_rank, ranks)
+        return sorted(found.items(), reverse=True)
 
 
 def grad_accum_for(global_batch: int, world_size: int, micro_batch: int) -> int:
@@ -131,7 +144,19 @@ class TrainingSuite(Suite):
         check_model(self.name, params, world_size)
 
     def configurations(self, params: TrainingParams, world_size: int, host: Capabilities) -> int:
-        return len(params.global_batches or [None])
+        return len(params.global_batches or [None]) + len(params.baseline_batches())
+
+    def one_rank_params(self, entry_params: dict, world_sizes: list) -> dict:
+        """A swept global batch G run on N ranks is scaled against one rank doing its work per rank
+        (G / N: the same micro-batch and accumulation), not only against one rank accumulating N times
+        as many micro-batches: the 1-rank launch trains those global batches too (baseline_batches)."""
+        scaled = sorted(ranks for ranks in world_sizes if ranks > 1)
+        return {**entry_params, "baselines_for": scaled} if scaled and entry_params.get("global_batches") else entry_params
+
+    def planned_value(self, run_params: dict, key: str):
+        """A baseline run's global batch stands for the N-rank run's it was measured for."""
+        value = run_params.get(key)
+        return value * run_params["baseline_for"] if key == "global_batch" and run_params.get("baseline_for") else value
 
     def strategy(self, params: dict) -> str:
         """How a run spreads the model over its ranks, in a few words for legends and tables: the suite's
@@ -172,6 +197,16 @@ class TrainingSuite(Suite):
         (derived exposed_comm_s, predicted_step_time_s and the collectives' times), a note where an input
         is missing."""
         raise NotImplementedError
+
+    def priced(self, params: TrainingParams, preset: str, world_size: int, host: Capabilities):
+        """The suite's cost model of one launch (a bench.suites.training.cost.Priced)."""
+        raise NotImplementedError
+
+    def launch_seconds(self, params: TrainingParams, preset: str, world_size: int, host: Capabilities) -> float:
+        return self.priced(params, preset, world_size, host).seconds
+
+    def measured_seconds(self, params: TrainingParams, preset: str, world_size: int, host: Capabilities) -> float:
+        return self.priced(params, preset, world_size, host).measured_s
 
     def derive(self, results: HostResults) -> None:
         self.derive_scaling(results.runs)

@@ -8,16 +8,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from bench.common import cost
 from bench.common.gpu_peaks import dense_bf16_peak_tflops
 from bench.common.host import Capabilities
 from bench.models.shapes import TRANSFORMER_PRESETS, flops_per_token, num_params
 from bench.suites.training import WARMUP_WINDOW, TrainingParams, least_warmup_steps
 
-SETUP_S = {"gpu": 6.0, "cpu": 1.0}  # model built and wrapped, optimizer, data
 COMPILE_S_PER_LAYER, COMPILE_BASE_S = 0.9, 5.0  # torch.compile of a GPT, once per launch (H200: gpt2 30 s, gpt2-large 52 s with start-up)
-# The same on a CPU (inductor's C++ code, built by the host's compiler), once per rank: the tiny GPT's
-# first step took 17.9 s compiled and 0.06 s eager on this project's 2-core machine under a load of 15.
-CPU_COMPILE_S_PER_LAYER, CPU_COMPILE_BASE_S = 3.0, 10.0
+# The same on a CPU (inductor's C++ code, built by the host's compiler), once per rank, as on an idle
+# machine (a busy one's estimate is stretched: bench.agent.estimate): the tiny GPT (2 layers) took 4 s to
+# wrap and 14 s to warm up compiled on this project's 2-core machine while others took 82% of its CPU.
+CPU_COMPILE_S_PER_LAYER, CPU_COMPILE_BASE_S = 0.5, 2.5
 UNET_COMPILE_S = 240.0  # SDXL's UNet on an H200, once per launch (benchmarks/results/sdxl_unet_step_h200x1.md)
 # gpt2 at micro-batch 8 on one H200 (attention FLOPs counted): 40.7%, eager 28.9%; the Llama shapes
 # take the same figures until they are measured.
@@ -30,14 +31,18 @@ UNET_TRAIN_FLOPS_PER_SAMPLE = {"sdxl-unet": 19e12, "tiny-unet": 2e9}  # forward,
 # 2x H200 reached 16-20% on one GPU and 12-18% on two (global batches 8 to 64).
 UNET_MFU = {"compiled": 0.13, "eager": 0.08, "graphed": 0.18}
 UNET_PARAMS = {"sdxl-unet": 2.6e9, "tiny-unet": 2e6}
-# Once per launch beside SETUP_S: diffusers imported, the UNet built, its graphs captured
+# Once per launch beside its build (bench.common.cost.training_build_s): diffusers imported, the UNet built, its graphs captured
 # (seed000 on 2x H200: setup_s 20-22 s).
 UNET_SETUP_S = {"gpu": 14.0, "cpu": 2.0}
 # A profiled UNet step's trace (some 25,000 kernels a micro-batch) is exported and read after the
 # step: on 2x H200 that took 3-4 times the step itself (profile_s 27 s for one 6.6 s step).
 UNET_TRACE_STEPS = {"gpu": 3.0, "cpu": 0.0}
 STEP_OVERHEAD_S = {"gpu": 0.01, "cpu": 0.01}  # Python, the optimizer's launches
-CPU_FLOPS_PER_CORE = 2e10  # what a training step reaches, Python's overhead included
+# What a training step reaches on a core of a CPU host (a rank gets the cores the plan's largest world
+# size leaves it, 2 ranks for "all"), Python's overhead included: the tiny GPT on the 2-core machine,
+# scaled to an idle one (bundle 20261127T094116Z-3acdd6: 39-41 ms a step of 8 samples a rank).
+CPU_FLOPS_PER_CORE = 5e10
+CPU_RANKS = 2  # the ranks that share a CPU host's cores: its "all" (bench.common.fits.CPU_WORLD_SIZE)
 
 
 @dataclass(frozen=True)
@@ -59,8 +64,8 @@ def compute(params: TrainingParams, world_size: int, host: Capabilities) -> Comp
     if kind == "gpu":
         peak = (dense_bf16_peak_tflops(host.gpu_name) or UNKNOWN_PEAK_TFLOPS) * 1e12
     else:
-        peak = CPU_FLOPS_PER_CORE * host.logical_cpus / world_size
-    once = SETUP_S[kind]
+        peak = CPU_FLOPS_PER_CORE * max(1, host.logical_cpus // max(world_size, CPU_RANKS))
+    once = cost.training_build_s(kind, model)
     if model in TRANSFORMER_PRESETS:
         cfg = TRANSFORMER_PRESETS[model]
         n_params = num_params(cfg)
@@ -80,17 +85,26 @@ def compute(params: TrainingParams, world_size: int, host: Capabilities) -> Comp
     return Compute(once, flops_per_sample / rate, steps, n_params)
 
 
-def launch_seconds(params: TrainingParams, world_size: int, host: Capabilities, work: Compute,
-                   comm_s: Callable[[int], float], synced_on_gpu: bool = False) -> float:
+@dataclass(frozen=True)
+class Priced:
+    """A training launch by the cost model: its seconds past its start-up, of them its timed steps."""
+
+    seconds: float
+    measured_s: float
+
+
+def priced(params: TrainingParams, world_size: int, host: Capabilities, work: Compute,
+           comm_s: Callable[[int], float], synced_on_gpu: bool = False) -> Priced:
     """The launch: its set-up, then each global batch's warm-up and timed steps of compute plus
     comm_s(global batch) of communication a step."""
     kind = host.kind
-    total = work.once_s
+    total, measured = work.once_s, 0.0
     taken = 0  # the launch's global batches train one model in turn
-    for batch in params.batches(world_size):
+    for batch in params.batches(world_size) + [batch for batch, _ in params.baseline_batches()]:
         step_s = batch / world_size * work.sample_s + comm_s(batch) + STEP_OVERHEAD_S[kind]
         least = least_warmup_steps(params.warmup_steps, taken, synced_on_gpu)
         warmup = min(max(least, WARMUP_WINDOW), max(least, params.warmup_max_steps))  # steady at once: its least steps, or its window
         total += (warmup + work.steps) * step_s
+        measured += params.steps * step_s
         taken += warmup + work.steps
-    return total
+    return Priced(total, measured)

@@ -5,12 +5,15 @@ scaling figure against its 1-GPU baseline."""
 from __future__ import annotations
 
 import statistics
+from dataclasses import dataclass
+from typing import Callable
 
 from bench import suites
 from bench.common import launch_floor
 from bench.common.run import Run
 from bench.common.stats import LEVEL, Launches, Spread, ratio_interval
 from bench.common.transports import setting_key
+from bench.common.units import count
 from bench.suites.base import warning
 
 
@@ -42,6 +45,70 @@ def collective_curves(runs: "list[Run]", op: str, nodes_of_launch: dict) -> dict
 def curve_of(dtypes: dict, dtype: str) -> list[tuple]:
     """The curve of the dtype the bytes move in, else the one that reaches the largest size."""
     return dtypes.get(dtype) or max(dtypes.values(), key=lambda curve: curve[-1][0])
+
+
+@dataclass(frozen=True)
+class Baselines:
+    """The 1-rank runs an N-rank run may be scaled against. `like`: the one with the N-rank run's work per
+    rank (its micro-batch and accumulation: global batch / N), which the 1-rank launch trains for this
+    purpose (bench.agent.planning); `strong`: the one of the same global batch, strong scaling's, which
+    accumulates N times as many micro-batches. Scaled against `like` where it was measured."""
+
+    like: "Run | None"
+    strong: "Run | None"
+
+    @property
+    def used(self) -> "Run | None":
+        return self.like or self.strong
+
+
+def one_rank_runs(runs: "list[Run]", key: Callable[[Run], tuple]) -> dict:
+    """(key(run), global batch, repeat) -> the ok world-size-1 run, the default preset's where there are
+    several (one rank crosses no link)."""
+    found: dict = {}
+    for run in runs:
+        if run.world_size == 1 and run.ok:
+            index = (key(run), run.params["global_batch"], run.repeat)
+            if index not in found or run.preset == "default":
+                found[index] = run
+    return found
+
+
+def baselines_of(run: Run, one_rank: dict, key: tuple) -> Baselines:
+    """A run's baselines among one_rank_runs(...) of its key: of its own repeat (launch_repeats) where
+    measured, else of any."""
+    def at(batch: int) -> "Run | None":
+        return one_rank.get((key, batch, run.repeat)) or next(
+            (found for (k, b, _), found in sorted(one_rank.items(), key=lambda item: item[0][2]) if (k, b) == (key, batch)), None)
+
+    batch, ranks = run.params["global_batch"], run.world_size
+    return Baselines(at(batch // ranks) if batch % ranks == 0 else None, at(batch))
+
+
+BASELINE_NOTE = "baseline: "  # how baseline_note begins
+
+
+def baseline_note(run: Run, found: Baselines) -> str:
+    """Which baseline an N-rank run that has one was scaled against, in words, and where strong scaling's
+    1-rank run differs per sample by more than its interval from the one used, by how much."""
+    used = found.used
+    ranks = "GPU" if run.on_gpu else "process"
+    said = f"{BASELINE_NOTE}1 {ranks} at global batch {used.params['global_batch']}, accumulating {micro_batches(used)}"
+    said += ", the same work per rank" if used is found.like else " (strong scaling's: no 1-rank run of this work per rank)"
+    strong = found.strong
+    if used is found.like and strong is not None and strong is not used:
+        apart = ratio_of_medians(used.samples("per_sample_gpu_time_s"), strong.samples("per_sample_gpu_time_s"))
+        if apart is not None and apart.low is not None and apart.high is not None and (apart.low > 1 or apart.high < 1):
+            slower = apart.median < 1  # strong scaling's run takes longer per sample
+            said += (f"; the 1-{ranks} run accumulating {micro_batches(strong)} (global batch "
+                     f"{strong.params['global_batch']}) is {abs(1 / apart.median - 1):.0%} {'slower' if slower else 'faster'} per "
+                     f"sample than accumulating {used.params['grad_accum']}, so strong scaling against it would read "
+                     f"{'better' if slower else 'worse'}")
+    return said
+
+
+def micro_batches(run: Run) -> str:
+    return count(run.params["grad_accum"], "micro-batch", "micro-batches")
 
 
 UNLIKE_BASELINE = ("the 1-rank baseline did not get the resources per rank the N-rank run got (threads, cores, clocks) "

@@ -22,7 +22,7 @@ from bench.report.answer import Finding
 from bench.report.merge import MISMATCH, Comparison, RunEntry, Series
 from bench.report.series import Line, pooled
 from bench.suites.training import training_recipe
-from bench.suites.training.derived import ABOVE_PERFECT, NEGATIVE_EXPOSED, implausible, per_sample_launches
+from bench.suites.training.derived import ABOVE_PERFECT, BASELINE_NOTE, NEGATIVE_EXPOSED, implausible, per_sample_launches
 
 
 @dataclass(frozen=True, order=True)
@@ -109,8 +109,10 @@ def _finding(name: str, ranks: str, batch: int, entries: list[RunEntry]) -> Find
         # The 1-GPU step for the same work per GPU: its step time x (this run's batch per GPU / its batch).
         per_gpu = batch / entries[0].run.world_size
         exposed = step - statistics.median(base_step) * per_gpu / bases[0].params["global_batch"]
+    said = list(dict.fromkeys(note for e in entries for note in e.run.notes if note.startswith(BASELINE_NOTE)))
     return Finding(entries[0].series, name, ranks, batch, step, efficiency, exposed, flags=_flags(entries, efficiency, exposed),
-                   baseline=_against(entries, bases), hosts=_hosts(entries), sampled=sampling_outcome(bases + [e.run for e in entries]))
+                   notes=tuple(f"{note[0].upper()}{note[1:]}." for note in said[:1]), baseline=_against(entries, bases),
+                   hosts=_hosts(entries), sampled=sampling_outcome(bases + [e.run for e in entries]))
 
 
 def training_findings(comparison: Comparison, suite: str, workload_of) -> list[Finding]:
@@ -136,7 +138,8 @@ def training_findings(comparison: Comparison, suite: str, workload_of) -> list[F
 
 TITLE_WRAP = 90  # characters of an 11 pt title line across the figure
 SCALING_CAPTION = ("Training throughput against {ranks}, a line per link and topology; dashed: ideal, the {rank} "
-                   "throughput × {ranks}{boundary}. At {largest}, measured ÷ ideal: {efficiencies}.")
+                   "throughput × {ranks}, with the {rank} run doing the work per {one} of each rank count where it "
+                   "was measured{boundary}. At {largest}, measured ÷ ideal: {efficiencies}.")
 
 
 @dataclass(frozen=True, order=True)
@@ -175,7 +178,7 @@ class ScalingFigure:
     title: str
     on_gpu: bool
     lines: list  # [Line]: points (ranks, Spread of samples/s); detail (nodes,): the nodes its runs were split into
-    ideal: float  # the baseline's median samples/s on one rank (positive: a figure without one is not drawn)
+    ideal: dict  # rank count -> its baselines' median samples/s on one rank: the same work per rank where measured
     boundaries: list  # [(nodes, ranks a node)] of the multi-node lines: where a run crosses nodes
     baseline: str  # whose: "" (the suite's own runs), or the strategy of another suite's ("ddp ")
 
@@ -183,10 +186,15 @@ class ScalingFigure:
     def largest(self) -> int:
         return max(x for line in self.lines for x, _ in line.points)
 
+    def ideal_at(self, ranks: int) -> "float | None":
+        """The ideal samples/s of `ranks` ranks: that many times one rank's, at their work per rank."""
+        return self.ideal[ranks] * ranks if ranks in self.ideal else None
+
     def efficiencies(self) -> list:
         """[(line label, measured ÷ ideal)] of every line measured at the largest rank count."""
         n = self.largest
-        return [(line.label, s.median / (self.ideal * n)) for line in self.lines for x, s in line.points if x == n]
+        return [(line.label, s.median / self.ideal_at(n)) for line in self.lines for x, s in line.points
+                if x == n and n in self.ideal]
 
 
 def _samples_per_s(runs: "list[Run]") -> list:
@@ -204,10 +212,14 @@ def scaling_figures(comparison: Comparison, suite: str, workload_of) -> list[Sca
             groups[(machine, workload_of(e), e.params["global_batch"], e.run.on_gpu)].append(e)
     figures = {}
     for ((host, hardware, busy), w, batch, gpus), entries in sorted(groups.items()):  # the largest batch last: it stays
-        base = _samples_per_s(_baseline_runs(entries))
+        at_count = defaultdict(list)
+        for e in entries:
+            at_count[e.run.world_size].append(e)
+        ideal = {n: statistics.median(base) for n, mine in at_count.items() if (base := _samples_per_s(_baseline_runs(mine)))}
+        ideal = {n: value for n, value in ideal.items() if value > 0}
         several_nodes = any(topology(e.run).nodes > 1 for e in entries)
         counts = {1} | {e.run.world_size for e in entries}
-        if not base or statistics.median(base) <= 0 or (len(counts) < 3 and not several_nodes):
+        if not ideal or (len(counts) < 3 and not several_nodes):
             continue
         by_topology = defaultdict(list)
         for e in entries:
@@ -225,7 +237,7 @@ def scaling_figures(comparison: Comparison, suite: str, workload_of) -> list[Sca
         machine = Series(host, hardware, "", False, busy).machine
         title = f"{machine} — {w.title}, global batch {batch}"
         other = {suites.get(run.suite).strategy(run.params) for run in _baseline_runs(entries) if run.suite != suite}
-        figures[(host, hardware, busy), w, gpus] = ScalingFigure(title, gpus, lines, statistics.median(base), boundaries,
+        figures[(host, hardware, busy), w, gpus] = ScalingFigure(title, gpus, lines, ideal, boundaries,
                                                            "".join(f"{name} " for name in sorted(other)))
     return list(figures.values())
 
@@ -244,8 +256,8 @@ def scaling_caption(found: ScalingFigure) -> str:
     rank, ranks = _rank_words(found.on_gpu)
     boundary = "; dotted: where the multi-node lines' ranks outgrow one node" if found.boundaries else ""
     efficiencies = ", ".join(f"{label} {value:.0%}" for label, value in found.efficiencies())
-    return SCALING_CAPTION.format(ranks=ranks, rank=f"{found.baseline}1-{rank}", boundary=boundary, largest=ranks_label(found.largest, found.on_gpu),
-                                  efficiencies=efficiencies)
+    return SCALING_CAPTION.format(ranks=ranks, rank=f"{found.baseline}1-{rank}", one=rank, boundary=boundary,
+                                  largest=ranks_label(found.largest, found.on_gpu), efficiencies=efficiencies)
 
 
 def scaling_figure(found: ScalingFigure) -> Figure:
@@ -258,8 +270,9 @@ def scaling_figure(found: ScalingFigure) -> Figure:
     ax = fig.add_subplot()
     xs = sorted({1} | {x for line in found.lines for x, _ in line.points})
     ideal = f"ideal: the {found.baseline}1-{rank} throughput × {unit}"
-    ax.plot(xs, [found.ideal * x for x in xs], color=P.BASELINE_COLOUR, linestyle="--", linewidth=1.2, label=ideal)
-    P.drawn_line(ax, ideal, [(x, found.ideal * x) for x in xs])
+    drawn = [x for x in xs if x in found.ideal]
+    ax.plot(drawn, [found.ideal_at(x) for x in drawn], color=P.BASELINE_COLOUR, linestyle="--", linewidth=1.2, label=ideal)
+    P.drawn_line(ax, ideal, [(x, found.ideal_at(x)) for x in drawn])
     for line in found.lines:
         P.errorbar(ax, line, 1.0, colours.style(line.series))
     shaded = False
