@@ -31,10 +31,11 @@ def test_repeats_come_round_by_round_and_launches_that_start_alike_share_a_job()
     assert len(jobs(launches)) == 6  # never two rounds in one job: launch-to-launch spread stays measured
 
 
-def test_the_scaling_plan_on_four_gpus_runs_its_29_launches_in_14_jobs():
+def test_the_scaling_plan_on_four_gpus_runs_its_46_launches_in_24_jobs():
+    """29 configurations, the 17 of its training entries in a second round (launch_repeats: 2)."""
     launches = [launch for launch in plan_launches(load_plan("scaling"), H100X4) if not launch.skipped_reason]
     found = jobs(launches)
-    assert (len(launches), len(found)) == (29, 14)
+    assert (len(launches), len(found)) == (46, 24)
     assert ["00-collectives-socket-ws4", "03-ddp-socket-ws4", "05-fsdp-socket-ws4"] in [ids(job) for job in found]
     for job in found:  # one environment a job: NCCL reads its own once per process
         assert len({launch.job_key for launch in job}) == 1
