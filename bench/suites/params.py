@@ -10,7 +10,7 @@ import functools
 import json
 from dataclasses import MISSING, dataclass, fields, replace
 from pathlib import Path
-from typing import TypeVar
+from typing import ClassVar, TypeVar
 
 from bench.errors import UserError
 
@@ -35,6 +35,9 @@ class SampledParams:
     batch, more batches of the same size while the median's interval is wider than the plan's
     precision target or the samples' CV is above cv_target (None: never), for at most sampling_cap_s
     past the first batch."""
+
+    # Fields the agent sets on a launch's params, which no plan writes and no schema holds.
+    AGENT_SET: ClassVar[tuple] = ()
 
     cv_target: "float | None"
     sampling_cap_s: float

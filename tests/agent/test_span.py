@@ -93,9 +93,9 @@ def test_the_two_nodes_plan_runs_its_baseline_on_the_first_node_with_a_gpu_and_w
 
 
 def test_the_two_nodes_plan_is_lean_on_gpu_time():
-    """About two minutes of a 2-GPU node's time by the cost model: it runs on lent GPUs."""
-    seconds, launches, _ = plan_durations.plan_seconds(load_plan(str(TWO_NODES)), plan_durations.MACHINES["2x H200 (NV18)"], nodes=2)
-    assert launches == 6 and seconds <= 150
+    """About two and a half minutes of a 2-GPU node's time by the cost model, the P2P gate included: it runs on lent GPUs."""
+    seconds, launches, _, _ = plan_durations.plan_seconds(load_plan(str(TWO_NODES)), plan_durations.MACHINES["2x H200 (NV18)"], nodes=2)
+    assert launches == 6 and seconds <= 180
 
 
 def test_the_two_boxes_hosts_file_is_one_group_reached_directly():

@@ -28,7 +28,7 @@ SUITES = sorted(suites.registry().items())
 
 def optional_fields(cls) -> set:
     """The fields a plan may leave out, None standing for absent."""
-    return {f.name for f in fields(cls) if f.default is not MISSING}
+    return {f.name for f in fields(cls) if f.default is not MISSING and f.name not in cls.AGENT_SET}
 
 
 def schema_optional(definition: dict, required: list) -> set:
@@ -47,7 +47,7 @@ def test_each_harness_class_is_the_schema_definition_of_its_name():
 @pytest.mark.parametrize("name, suite", SUITES, ids=[name for name, _ in SUITES])
 def test_the_suites_params_type_its_schemas_parameters(name, suite):
     definition = suite.schema["$defs"]["params"]
-    assert {f.name for f in fields(suite.Params)} == set(definition["properties"]), \
+    assert {f.name for f in fields(suite.Params)} - set(suite.Params.AGENT_SET) == set(definition["properties"]), \
         f"{name}: its Params' fields and its params.schema.json's properties (the harness's included) differ"
     assert optional_fields(suite.Params) == schema_optional(definition, suite.required_params), \
         f"{name}: a field has a default (None: absent) exactly where the schema has no default and does not require it"

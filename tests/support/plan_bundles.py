@@ -96,9 +96,11 @@ def _configurations(launch, count: int) -> list[dict]:
         return [{"direction": direction, "engine": engine, "bidirectional": both, "src": src, "dst": dst, "size_bytes": size}
                 for direction in typed.directions for engine in typed.engines for both in typed.bidirectional
                 for src, dst in ends[direction] for size in typed.sizes()]
-    plain = dataclasses.asdict(typed)
-    return [{**plain, "global_batch": batch, "grad_accum": grad_accum_for(batch, launch.world_size, typed.micro_batch)}
-            for batch in typed.batches(launch.world_size)]
+    plain = {k: v for k, v in dataclasses.asdict(typed).items() if k not in typed.AGENT_SET}
+    batches = [(batch, {}) for batch in typed.batches(launch.world_size)] + [
+        (batch, {"baseline_for": ranks}) for batch, ranks in typed.baseline_batches()]  # a 1-rank launch's baselines
+    return [{**plain, "global_batch": batch, "grad_accum": grad_accum_for(batch, launch.world_size, typed.micro_batch), **extra}
+            for batch, extra in batches]
 
 
 def _run(launch, params: dict) -> dict:

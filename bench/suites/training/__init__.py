@@ -57,8 +57,8 @@ class TrainingParams(SampledParams):
     seed: int
     seq_len: "int | None" = None
     global_batches: "list | None" = None
-
-    baselines_for: "list | None" = None  # a 1-rank launch's: the world sizes its entry scales to (not the plan's to set)
+    baselines_for: "list | None" = None  # a 1-rank launch's: the world sizes its entry scales to
+    AGENT_SET: ClassVar[tuple] = ("baselines_for",)
 
     @property
     def minimum_samples(self) -> int:

@@ -97,7 +97,8 @@ def baseline_note(run: Run, found: Baselines) -> str:
     said += ", the same work per rank" if used is found.like else " (strong scaling's: no 1-rank run of this work per rank)"
     strong = found.strong
     if used is found.like and strong is not None and strong is not used:
-        apart = ratio_of_medians(used.samples("per_sample_gpu_time_s"), strong.samples("per_sample_gpu_time_s"))
+        # Its interval takes the launch-to-launch floor though both ran in one launch: it says "differs" only where plainly so.
+        apart = ratio_interval(per_sample_launches([used]), per_sample_launches([strong]))
         if apart is not None and apart.low is not None and apart.high is not None and (apart.low > 1 or apart.high < 1):
             slower = apart.median < 1  # strong scaling's run takes longer per sample
             said += (f"; the 1-{ranks} run accumulating {micro_batches(strong)} (global batch "
