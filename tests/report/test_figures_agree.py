@@ -58,9 +58,12 @@ def _flag_exposed(real_bundle: dict, exposed_s: float) -> dict:
     runs = doc["hosts"][0]["runs"]
     for run in runs:
         if run["suite"] == "ddp" and run["world_size"] == 2:
-            base = next(r for r in runs if r["suite"] == "ddp" and r["world_size"] == 1
-                        and r["params"]["global_batch"] == run["params"]["global_batch"])
-            compute = base["metrics"]["step_time_s"]["summary"]["median"] / 2
+            # The baseline the report scales it against: one process doing its work per rank where the 1-process
+            # launch trained it, else one process doing all of it (its step halved).
+            batch = run["params"]["global_batch"]
+            ones = {r["params"]["global_batch"]: r for r in runs if r["suite"] == "ddp" and r["world_size"] == 1}
+            base, share = (ones[batch // 2], 1) if batch // 2 in ones else (ones[batch], 2)
+            compute = base["metrics"]["step_time_s"]["summary"]["median"] / share
             for name, by in (("step_time_s", 1.0), ("per_sample_gpu_time_s", 2 / run["params"]["global_batch"])):
                 run["metrics"][name] = metric([(compute + exposed_s) * by] * len(run["metrics"][name]["samples"]))
             run["warnings"] = [{"code": "negative_exposed_comm", "message": "exposed communication -1 ms is negative",
