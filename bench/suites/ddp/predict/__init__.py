@@ -107,7 +107,7 @@ class _Host:
                                f"give --gpus a multiple of --gpus-per-node {self.gpus_per_node}")
                 continue
             curve_notes(result.note, result.uncurved, name, topology, largest)
-            slowdown = self.slowdowns.of(name)
+            slowdown = self.slowdowns.of(name, self.algorithm)
             done = compute.step(self.durations.of(topology), slowdown)
             if not (math.isfinite(done.step_s) and done.step_s > 0):
                 result.note(f"{config.name}, {name}: the replayed step is {done.step_s:g} s (its timeline's figures are all "
@@ -141,14 +141,14 @@ class _Host:
         if path is None:
             return Against(self.result.host, run, f"{preset} (no all_reduce curve or table row)", None, None, None, NONE, shape,
                            algorithm, key[2])
-        slowdown = self.slowdowns.of(path.name, leave_out=run)
+        slowdown = self.slowdowns.of(path.name, algorithm, leave_out=run)
         allreduce_s = self.durations.of(path.topology)
         one_gpu, own, exposed = self.sources.one_gpu_replayed(work, accum), self.profiles.own(run), self.sources.exposed(work, accum)
         return Against(
             self.result.host, run, path.name,
             one_gpu.step(allreduce_s, slowdown).step_s if one_gpu else None,
             replay(own.timeline(accum), allreduce_s, slowdown).step_s if own else None,
-            exposed.step(allreduce_s).step_s if exposed else None, slowdown, shape, algorithm, key[2])
+            exposed.step(allreduce_s).step_s if exposed else None, slowdown, shape, algorithm, key[2], path.topology)
 
 
 def predict_host(host: dict, name: str, specs: list, gpus: "int | None", gpus_per_node: "int | None" = None,

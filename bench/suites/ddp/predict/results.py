@@ -8,6 +8,7 @@ import math
 import statistics
 from dataclasses import dataclass, field
 
+from bench.common.allreduce import Topology
 from bench.common.replay import NONE, Slowdown
 from bench.common.run import Run
 from bench.suites.ddp.predict.runs import Workload
@@ -73,6 +74,7 @@ class Against:
     shape: str = ""
     algorithm: "str | None" = None
     nodes: int = 1
+    topology: "Topology | None" = None  # what its all-reduces were replayed on
 
     @property
     def measured(self) -> dict:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from bench.common.replay import NONE, Slowdown, fitted_slowdown
 from bench.common.run import Run
 from bench.suites.ddp.predict.runs import workload_of
-from bench.suites.ddp.predict.sweeps import crossed_key
+from bench.suites.ddp.predict.sweeps import algorithm_of, crossed_key
 from bench.suites.ddp.predict.timelines import Profiles
 from bench.suites.ddp.predict.topology import Durations
 
@@ -21,15 +21,15 @@ def _configuration(run: Run) -> tuple:
 
 @dataclass
 class Slowdowns:
-    """What a step's own all-reduces do on this host that their curve does not say, per link. A link's
-    figure is the median over its runs; set against one of them, the median over the others, those
-    of the same configuration (its other repeats) first, so that a run is never predicted from its
-    own stretch."""
+    """What a step's own all-reduces do on this host that their curve does not say, per link and NCCL
+    algorithm asked (ring and tree over one link are two curves). A link's figure is the median over
+    its runs; set against one of them, the median over the others, those of the same configuration
+    (its other repeats) first, so that a run is never predicted from its own stretch."""
 
-    fitted: dict  # link name -> [(run, Slowdown)], for what the run crossed and the table's row of the path
+    fitted: dict  # (link name, algorithm) -> [(run, Slowdown)], for what the run crossed and the table's row of the path
 
-    def of(self, link_name: str, leave_out: "Run | None" = None) -> Slowdown:
-        others = [(run, s) for run, s in self.fitted.get(link_name, []) if run is not leave_out]
+    def of(self, link_name: str, algorithm: "str | None" = None, leave_out: "Run | None" = None) -> Slowdown:
+        others = [(run, s) for run, s in self.fitted.get((link_name, algorithm), []) if run is not leave_out]
         alike = [(run, s) for run, s in others if leave_out is not None and _configuration(run) == _configuration(leave_out)]
         values = [s for _, s in alike or others]
         if not values:
@@ -51,5 +51,5 @@ def fit_slowdowns(runs: list, crossed: dict, profiles: Profiles, durations: Dura
         backward_end = statistics.median(step["last_backward_s"] for step in timed)
         fitted = fitted_slowdown(own.timeline(own.accum), compute_end, backward_end, durations.of(path.topology))
         for name in {path.name} | ({path.row.name} if path.row else set()):
-            found.setdefault(name, []).append((run, fitted))
+            found.setdefault((name, algorithm_of(run)), []).append((run, fitted))
     return Slowdowns(found)
