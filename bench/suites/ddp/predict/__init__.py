@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 
 from bench.common.allreduce import Topology
+from bench.common.links import link_summary
 from bench.common.replay import NONE, Timeline, replay
 from bench.common.run import Run
 from bench.errors import UserError
@@ -38,6 +39,7 @@ from bench.suites.ddp.predict.slowdowns import fit_slowdowns
 from bench.suites.ddp.predict.sweeps import Curves, algorithm_of, crossed_by_runs, crossed_key, sweeps_of_rows
 from bench.suites.ddp.predict.timelines import Profiles
 from bench.suites.ddp.predict.topology import Durations, link_specs, spec_name, spec_topology, swept
+from bench.suites.ddp.predict.validated import UNVALIDATED, runs_like, topology_path
 
 MAX_GPUS = 65536
 MAX_GPUS_PER_NODE = 1024
@@ -60,6 +62,7 @@ class _Host:
         self.result, self.runs, self.specs = result, runs, specs
         self.gpus_per_node, self.algorithm, self.scaling = gpus_per_node, algorithm, scaling
         self.price = host.get("price_per_hour")
+        self.gpu = link_summary(host["fingerprint"])["gpu"] if host.get("fingerprint") else None
         self.nodes = nodes_of(host)
         self.profiles, self.durations = Profiles(), Durations()
         self.crossed = crossed_by_runs(host, runs, Curves(host, result.note))
@@ -115,7 +118,15 @@ class _Host:
                 continue
             result.predicted.append(Predicted(result.host, work, batch, gpus, name, title, basis, done.step_s, done.exposed_s,
                                               per_sample, self.price, config.scaling, compute.source, slowdown,
-                                              shape=topology.shape))
+                                              shape=topology.shape, like=self.like(compute, gpus, topology)))
+
+    def like(self, compute: Compute, gpus: int, topology: Topology) -> str:
+        """The predictor's error on runs like this prediction (validated.runs_like): of the column its compute
+        comes from; the compute + exposed communication model's, and a CPU's, are never validated."""
+        if not compute.replayed or self.result.cpu:
+            return UNVALIDATED
+        column = "from_one_gpu" if compute.source.startswith(ONE_GPU_SOURCE) else "from_own_steps"
+        return runs_like(self.gpu, gpus, topology.nodes, topology_path(topology), self.algorithm, column)
 
     def measured(self, config: Configuration, gpus: int, per_sample: "float | None") -> None:
         """The runs that measured the configuration at `gpus` GPUs, each a row beside the predictions and
@@ -148,7 +159,8 @@ class _Host:
             self.result.host, run, path.name,
             one_gpu.step(allreduce_s, slowdown).step_s if one_gpu else None,
             replay(own.timeline(accum), allreduce_s, slowdown).step_s if own else None,
-            exposed.step(allreduce_s).step_s if exposed else None, slowdown, shape, algorithm, key[2], path.topology)
+            exposed.step(allreduce_s).step_s if exposed else None, slowdown, shape, algorithm, key[2], path.topology,
+            self.slowdowns.of_run(run), self.sources.one_gpu_busy(work))
 
 
 def predict_host(host: dict, name: str, specs: list, gpus: "int | None", gpus_per_node: "int | None" = None,

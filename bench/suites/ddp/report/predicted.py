@@ -14,6 +14,7 @@ from bench.suites.ddp.predict import predict_host
 from bench.suites.ddp.predict.results import CHOSEN, Against, ErrorRow, HostPrediction, Predicted, error_table, relative
 from bench.suites.ddp.predict.scaling import STRONG, WEAK
 from bench.suites.ddp.predict.topology import REPORT_LINKS, link_specs
+from bench.suites.ddp.predict.validated import MIN_LAUNCHES
 
 
 def scaling_caption(scaling: str, ranks: Ranks) -> str:
@@ -39,7 +40,13 @@ def source_caption(ranks: Ranks, scalings: list) -> str:
             "ended, and lasts what the link's curve (this bundle's all_reduce sweep where it has one, else the link table, "
             f"bench/common/reference.py) gives for its bytes; on several nodes, {algorithms} "
             "ring or tree over the link within a node and the one between them, the faster unless an algorithm is named "
-            "(bench/common/allreduce.py). " + " ".join(scaling_caption(kind, ranks) for kind in scalings))
+            "(bench/common/allreduce.py). " + " ".join(scaling_caption(kind, ranks) for kind in scalings)
+            + ("" if ranks.cpu else f" {LIKE_CAPTION}"))
+
+
+LIKE_CAPTION = ("The predictor's error on runs like this one: its signed error (predicted / measured - 1, mean and range) on "
+                f"this project's GPU bundles of that GPU count, nodes, path and algorithm, over at least {MIN_LAUNCHES} launches "
+                "(bench/suites/ddp/predictor_error.json); unvalidated where none stands behind it.")
 
 
 def ranks_of(found: list[HostPrediction]) -> Ranks:
@@ -104,6 +111,8 @@ def links_table(found: list[HostPrediction]) -> "Table | None":
                    _figure(p.samples_per_s), _ms(p.exposed_s), _in_ranks(p.source, ranks) or "-"]
             if priced:
                 row.insert(10, _figure(p.samples_per_dollar))
+            if not ranks.cpu:  # what a CPU's processes would take is no GPU's, which the errors are
+                row.append(p.like or "-")
             rows.append(row)
     if not rows:
         return None
@@ -112,6 +121,8 @@ def links_table(found: list[HostPrediction]) -> "Table | None":
               "exposed comm ms", "timeline replayed"]
     if priced:
         header.insert(10, "samples/$")
+    if not ranks.cpu:
+        header.append("the predictor's error on runs like this one")
     return Table(header, rows)
 
 
