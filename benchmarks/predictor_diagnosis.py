@@ -16,8 +16,8 @@ and from the 1-GPU timeline):
   predictor replays; summed over the step, beside the all-reduce measured inside the step (the profiled
   steps' NCCL kernel time, and the sweep's sum stretched by the run's own fitted slowdown);
 - the compute: the 1-GPU step's parts against the N-GPU step's (without and with its all-reduces), each with
-  the GPU's busy time under the profiler and its SM clock (a step whose GPU is idle for much of it waits on its
-  CPU, and its compute moves with the CPU's load);
+  the GPU's busy time under the profiler as a share of that compute, and its SM clock (a step whose GPU is idle
+  for much of it waits on its CPU, and its compute moves with the CPU's load);
 - the overlap: the slowdown the run's own two arms give (compute beside an all-reduce, the all-reduce in the
   step against its sweep), and the one the predictor applied (from the other runs over the same link).
 
@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import suites  # noqa: E402
 from bench.common.allreduce import Link, usable_curve  # noqa: E402
-from bench.common.replay import NONE, Replayed, Slowdown, Timeline, fitted_slowdown, replay  # noqa: E402
+from bench.common.replay import Replayed, Timeline, replay  # noqa: E402
 from bench.common.run import Run  # noqa: E402
 from bench.suites.ddp.predict import predict_host  # noqa: E402
 from bench.suites.ddp.predict.results import Against, relative  # noqa: E402
@@ -245,7 +245,7 @@ class Diagnosis:
                          span(ready_without), ran_at(run, size), on_sweep(asked, size, run.world_size) if algorithm else "-",
                          on_sweep(chosen, size, run.world_size), ms(replayed(size)) if replayed else "-"])
         sum_replayed = sum(map(replayed, sizes)) if replayed else None
-        own_fit = self.own_slowdown(a)
+        own_fit = a.fitted
         profiled = run.median("gpu_comm_s")
         lines = [f"The all-reduces ({len(sizes)} buckets, {mb(sum(sizes))} MB a step; NCCL logged "
                  f"{self.logged(run)}):", ""]
@@ -264,16 +264,6 @@ class Diagnosis:
         return "; ".join(f"{r['algorithm']}/{r['protocol']} {r['calls']} calls of {r['min_bytes']}-{r['max_bytes']} B"
                          for r in rows) or "no TUNING line"
 
-    def own_slowdown(self, a: Against) -> "Slowdown | None":
-        run = a.run
-        own = self.profiles.of(run, "steps_without_allreduce", "", None)
-        timed = run.timeline.get("steps")
-        if own is None or not timed or a.topology is None:
-            return None
-        compute_end = statistics.median(max(s["bucket_ready_s"], default=0.0) for s in timed)
-        backward_end = statistics.median(s["last_backward_s"] for s in timed)
-        return fitted_slowdown(own.timeline(own.accum), compute_end, backward_end, self.durations.of(a.topology))
-
     def compute(self, a: Against) -> list:
         run = a.run
         accum = accum_of(run)
@@ -283,22 +273,23 @@ class Diagnosis:
             profile = self.profiles.of(one, "steps", "", None)
             t = profile.timeline(accum)
             rows.append([f"the 1-GPU run ({accum_of(one)} micro-batches, counted as {accum})", ms(t.before_s), ms(t.backward_s),
-                         ms(t.after_s), ms(t.compute_s), self.busy(one), self.clock(one)])
+                         ms(t.after_s), ms(t.compute_s), self.busy(one, step_median(one)), self.clock(one)])
         own = self.profiles.of(run, "steps_without_allreduce", "", None)
         if own is not None:
             t = own.timeline(accum)
             rows.append([f"this run's steps without all-reduce", ms(t.before_s), ms(t.backward_s), ms(t.after_s), ms(t.compute_s),
                          "-", self.clock(run)])
         parts = measured_parts(run)
+        compute = parts.before + parts.compute + parts.after
         rows.append(["this run's timed steps (compute parts)", ms(parts.before), ms(parts.compute), ms(parts.after),
-                     ms(parts.before + parts.compute + parts.after), self.busy(run), self.clock(run)])
-        return ["The compute, one GPU's:", ""] + table(
+                     ms(compute), self.busy(run, compute), self.clock(run)])
+        return ["The compute, one GPU's (a GPU busy for much less than its compute waited on its CPU):", ""] + table(
             ["source", "before the last backward ms", "last backward's compute ms", "after ms", "compute ms",
-             "GPU busy under the profiler ms (share of the step)", "SM clock MHz (median)"], rows).splitlines()
+             "GPU busy under the profiler ms (share of that compute)", "SM clock MHz (median)"], rows).splitlines()
 
-    def busy(self, run: Run) -> str:
+    def busy(self, run: Run, compute_s: float) -> str:
         busy = run.median("gpu_compute_busy_s")
-        return "-" if busy is None or not run.on_gpu else f"{ms(busy)} ({busy / step_median(run):.0%})"
+        return "-" if busy is None or not run.on_gpu or compute_s <= 0 else f"{ms(busy)} ({busy / compute_s:.0%})"
 
     def clock(self, run: Run) -> str:
         gpus = (run.gpu_counters or {}).get("gpus") or []

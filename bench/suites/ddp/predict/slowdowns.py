@@ -24,7 +24,8 @@ class Slowdowns:
     """What a step's own all-reduces do on this host that their curve does not say, per link and NCCL
     algorithm asked (ring and tree over one link are two curves). A link's figure is the median over
     its runs; set against one of them, the median over the others, those of the same configuration
-    (its other repeats) first, so that a run is never predicted from its own stretch."""
+    (its other repeats) first, then those of its workload (its buckets, its compute), so that a run is
+    never predicted from its own stretch."""
 
     fitted: dict  # (link name, algorithm) -> [(run, Slowdown)], for what the run crossed and the table's row of the path
     own: dict  # id(run) -> its own Slowdown: what its two arms say, which is never lent to itself
@@ -36,7 +37,8 @@ class Slowdowns:
     def of(self, link_name: str, algorithm: "str | None" = None, leave_out: "Run | None" = None) -> Slowdown:
         others = [(run, s) for run, s in self.fitted.get((link_name, algorithm), []) if run is not leave_out]
         alike = [(run, s) for run, s in others if leave_out is not None and _configuration(run) == _configuration(leave_out)]
-        values = [s for _, s in alike or others]
+        kin = [(run, s) for run, s in others if leave_out is not None and workload_of(run) == workload_of(leave_out)]
+        values = [s for _, s in alike or kin or others]
         if not values:
             return NONE
         return Slowdown(statistics.median(s.compute for s in values), statistics.median(s.comm for s in values))
