@@ -15,7 +15,7 @@ between nodes under NCCL's ring or tree, bench/common/allreduce.py), from the 1-
 steps without all-reduce, against its measured median step: error = predicted / measured - 1 (`ddpbench
 predict`'s "The predictor's error"). A row holds every launch of its world size, nodes, link and algorithm in
 the bundle (launch repeats, several plan entries). Beside each row, the target it is held to: within 3% on one
-node over NVLink, within 5% on every other topology and link; a row of fewer than MIN_LAUNCHES launches is
+node over NVLink, within 5% on every other topology and link; a row of fewer than 3 launches (validated.py) is
 "unvalidated" whatever its error (launch to launch, one configuration moves by several percent: one launch
 proves nothing). And what a miss comes from, measured: the all-reduces inside the steps against their sweep
 alone (each run's own two arms; 1.00x: as the sweep says), and the share of the 1-GPU step its GPU computed
@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.common.links import link_summary  # noqa: E402
 from bench.suites.ddp.predict import predict  # noqa: E402
 from bench.suites.ddp.predict.results import error_table, relative  # noqa: E402
-from bench.suites.ddp.predict.validated import FILE, MIN_LAUNCHES, rows_of  # noqa: E402
+from bench.suites.ddp.predict.validated import FILE, rows_of, unvalidated  # noqa: E402
 from benchmarks._agent import table  # noqa: E402
 from benchmarks.expected_ranges import REPO, bundle_source, gpu_bundles, read  # noqa: E402
 
@@ -57,9 +57,7 @@ def target(nvlink_host: bool, shape: str, link: str) -> float:
 def verdict(errors: tuple, bound: float, launches: int) -> str:
     if not errors:
         return "-"
-    if launches < MIN_LAUNCHES:
-        return f"unvalidated ({launches} of {MIN_LAUNCHES} launches)"
-    return "met" if max(abs(errors[1]), abs(errors[2])) <= bound else "missed"
+    return unvalidated(launches) or ("met" if max(abs(errors[1]), abs(errors[2])) <= bound else "missed")
 
 
 def signed(errors: tuple) -> str:

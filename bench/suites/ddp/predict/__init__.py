@@ -4,7 +4,9 @@ signed error per world size, topology and link. Its parts, by reason:
 
 - measured, read from the bundle: `runs.py` (the runs it computes with, their workloads, a
   configuration's step pooled over its launches), `timelines.py` (each run's step timeline as
-  medians), `sweeps.py` (the all_reduce sweeps as links; what each measured run crossed);
+  medians), `sweeps.py` (the all_reduce sweeps as links, by the algorithm asked or the one NCCL's
+  TUNING lines say it ran; what each measured run crossed); and shipped as data, `validated.py`
+  (the predictor's own error on this project's GPU bundles, which each prediction on a link cites);
 - modelled: `scaling.py` (weak and strong scaling: one GPU's compute at N GPUs and the 1-GPU step it
   scales against), `topology.py` (a named link or INTRA+NETWORK pair as nodes of GPUs),
   `slowdowns.py` (the slowdown under communication, fitted), with bench/common/allreduce.py (an

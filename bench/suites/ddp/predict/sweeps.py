@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Callable
 
+from bench import suites
 from bench.common.allreduce import ALGORITHMS, TABLE, Link, Topology, usable_curve
 from bench.common.links import link_summary
 from bench.common.reference import nvlink_row
@@ -15,7 +16,6 @@ from bench.common.run import Run
 from bench.common.units import human_bytes
 from bench.suites.ddp.derived import REDUCE_DTYPES
 from bench.suites.ddp.predict.runs import node_count, nodes_of
-from bench import suites
 from bench.suites.training.derived import collective_curves, curve_key
 
 

@@ -67,6 +67,11 @@ def table() -> tuple:
     return tuple(read()["errors"]) if FILE.is_file() else ()
 
 
+def unvalidated(launches: int) -> "str | None":
+    """'unvalidated (2 of 3 launches)' where fewer than MIN_LAUNCHES launches stand behind an error; None otherwise."""
+    return f"{UNVALIDATED} ({launches} of {MIN_LAUNCHES} launches)" if launches < MIN_LAUNCHES else None
+
+
 def signed(errors: dict) -> str:
     """'+2.1% (-0.5% to +3.0%) over 3 launches'."""
     spread = "" if errors["least"] == errors["most"] else f" ({errors['least']:+.1%} to {errors['most']:+.1%})"

@@ -14,7 +14,7 @@ from bench.suites.ddp.predict import predict_host
 from bench.suites.ddp.predict.results import CHOSEN, Against, ErrorRow, HostPrediction, Predicted, error_table, relative
 from bench.suites.ddp.predict.scaling import STRONG, WEAK
 from bench.suites.ddp.predict.topology import REPORT_LINKS, link_specs
-from bench.suites.ddp.predict.validated import MIN_LAUNCHES, UNVALIDATED
+from bench.suites.ddp.predict.validated import MIN_LAUNCHES, unvalidated
 
 
 def scaling_caption(scaling: str, ranks: Ranks) -> str:
@@ -176,7 +176,7 @@ def errors_table(rows: list[ErrorRow], ranks: Ranks) -> "Table | None":
     for r in rows:
         row = [r.host, str(r.gpus), _in_ranks(r.shape, ranks), _in_ranks(r.link, ranks), _algorithm(r.algorithm, ranks),
                str(r.launches), str(r.runs), _signed(r.from_one_gpu), _signed(r.from_own_steps), _signed(r.exposed_model),
-               "yes" if r.launches >= MIN_LAUNCHES else f"{UNVALIDATED} ({r.launches} of {MIN_LAUNCHES} launches)",
+               unvalidated(r.launches) or "yes",
                "-" if r.in_step_over_sweep is None else f"{r.in_step_over_sweep:.2f}x"]
         if not ranks.cpu:
             row.append("-" if r.one_gpu_busy is None else f"{r.one_gpu_busy:.0%}")
