@@ -6,6 +6,8 @@ confidence interval of the ratio of medians."""
 
 from __future__ import annotations
 
+import math
+
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass, replace
@@ -85,7 +87,10 @@ def efficiency_bars(comparison: Comparison) -> list[Bar]:
     for (key, series), entries in sorted(groups.items()):
         # Efficiency = baseline per-sample time / this run's: the baseline is the numerator.
         base, samples = _baseline_samples(entries, "per_sample_gpu_time_s"), pooled(entries, "per_sample_gpu_time_s")
-        if base and samples and (efficiency := ratio_of_medians(base, samples)) is not None:  # None: a 0 s per-sample time
+        efficiency = ratio_of_medians(base, samples) if base and samples else None  # None: a 0 s per-sample time
+        # a ratio whose percentage is past a float's range (a 1-GPU time of days over one of a few ns) draws no bar
+        if efficiency is not None and all(math.isfinite(v * 100) for v in (efficiency.median, efficiency.low, efficiency.high)
+                                          if v is not None):
             w, batch, ws, gpus = key
             bars.append(Bar(series, group_label(key), efficiency, w, f"batch {batch}\n{ranks_label(ws, gpus)}"))
     return bars
