@@ -38,6 +38,7 @@ from bench import suites  # noqa: E402
 from bench.common.allreduce import Link, usable_curve  # noqa: E402
 from bench.common.replay import Replayed, Timeline, replay  # noqa: E402
 from bench.common.run import Run  # noqa: E402
+from bench.common.units import count  # noqa: E402
 from bench.suites.ddp.predict import predict_host  # noqa: E402
 from bench.suites.ddp.predict.results import Against, relative  # noqa: E402
 from bench.suites.ddp.predict.runs import accum_of, node_count, nodes_of, step_median, workload_of  # noqa: E402
@@ -272,7 +273,7 @@ class Diagnosis:
         if one is not None:
             profile = self.profiles.of(one, "steps", "", None)
             t = profile.timeline(accum)
-            rows.append([f"the 1-GPU run ({accum_of(one)} micro-batches, counted as {accum})", ms(t.before_s), ms(t.backward_s),
+            rows.append([f"the 1-GPU run ({count(accum_of(one), 'micro-batch', 'micro-batches')}, counted as {accum})", ms(t.before_s), ms(t.backward_s),
                          ms(t.after_s), ms(t.compute_s), self.busy(one, step_median(one)), self.clock(one)])
         own = self.profiles.of(run, "steps_without_allreduce", "", None)
         if own is not None:
