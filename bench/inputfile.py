@@ -64,6 +64,24 @@ def read_json_text(path: Path, what: str, max_bytes: int = MAX_TEXT_BYTES):
     return document
 
 
+def read_data_file(path: Path, what: str, schemas: tuple, fix: str):
+    """A data file of ddpbench's own (a suite's expected ranges, the predictor's validated error) checked
+    against its schema in schema/ (the first of `schemas`, the others the ones it refers to); one line
+    naming the file, the field and `fix` where it departs."""
+    import jsonschema_rs  # the controller's: the agent, which ships this module, never reads these files
+
+    from bench.common.paths import SOURCE_ROOT
+
+    document = read_json_text(path, what)
+    found = [read_json_text(SOURCE_ROOT / "schema" / f"{name}.schema.json", "schema") for name in schemas]
+    validator = jsonschema_rs.validator_for(found[0], registry=jsonschema_rs.Registry([(s["$id"], s) for s in found]))
+    problem = next(iter(validator.iter_errors(document)), None)
+    if problem is not None:
+        where = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in problem.instance_path).lstrip(".")
+        raise UserError(f"{path}: {where or '(top level)'}: {problem.message}; {fix} (schema/{schemas[0]}.schema.json)")
+    return document
+
+
 def loads(text: "str | bytes"):
     """json.loads as I-JSON (RFC 7493) reads: no key given twice in an object (readers differ on
     which one counts, so a seal over one reading would vouch for another), no integer past

@@ -60,6 +60,7 @@ CHECK = (
     "tests/suites/test_predict_examples.py",
     "tests/suites/test_predict_topologies.py",
     "tests/suites/test_predicted_line.py",
+    "tests/suites/test_predictor_validated.py",
     "tests/suites/test_suite_contract.py",
     "tests/verify/test_compare_out.py",
     "tests/verify/test_noise_model.py",

@@ -8,8 +8,11 @@ micro-batch, `mark("optimizer")` before the optimizer and `mark("end")` after it
 nothing else of the suite changes.
 
 A bucket is what DDP all-reduces at once: the gradients in the order the backward makes them
-ready, packed up to bucket_cap_mb (the first up to DDP's 1 MiB), as DDP's reducer rebuilds its
-buckets after the first step. The order is learnt from the first backward seen; a model
+ready, packed up to bucket_cap_mb, as DDP's reducer rebuilds its buckets after the first step. The
+first bucket too: DDP keeps a 1 MiB first bucket for its default cap alone (torch's
+_BucketCapacityConfig), and the suite always gives bucket_cap_mb; NCCL's TUNING lines agree, GPT-2
+Large's smallest all-reduce being a full bucket of 104,878,080 bytes. A timeline records the first
+bucket's cap it was packed to (first_bucket_bytes). The order is learnt from the first backward seen; a model
 without DDP (the 1-GPU baseline) is bucketed the same way, so its timeline says when DDP would
 have reduced each bucket. A bucket is ready when its last gradient is accumulated: a
 post-accumulate-grad hook per parameter counts, and the one that completes a bucket records a
@@ -28,7 +31,6 @@ import torch.distributed as dist
 
 from bench.agent.harness import every_rank, max_over_ranks
 
-FIRST_BUCKET_BYTES = 1024 * 1024  # torch.distributed._DEFAULT_FIRST_BUCKET_BYTES: DDP's first bucket
 # Set to 0 in the agent's environment to run without the recorder (its hooks not even installed), to
 # measure what it costs; the runs then hold no timeline and the predictor falls back to
 # the compute + exposed communication model.
@@ -37,14 +39,14 @@ MAX_RECORDED_STEPS = 100  # a run keeps the first this many timed steps' timelin
 STEP_FIGURES = ("step_s", "forward_s", "backward_s", "optimizer_s", "last_backward_start_s", "last_backward_s")
 
 
-def bucket_assignment(sizes: list[int], cap_bytes: int, first_bytes: int = FIRST_BUCKET_BYTES) -> list[list[int]]:
+def bucket_assignment(sizes: list[int], cap_bytes: int) -> list[list[int]]:
     """Indices into `sizes` (gradient bytes in ready order) per bucket, as DDP's
-    compute_bucket_assignment_by_size packs them: a bucket closes once it reaches its limit."""
+    compute_bucket_assignment_by_size packs them: a bucket closes once it reaches the cap."""
     buckets, current, filled = [], [], 0
     for index, size in enumerate(sizes):
         current.append(index)
         filled += size
-        if filled >= (first_bytes if not buckets else cap_bytes):
+        if filled >= cap_bytes:
             buckets.append(current)
             current, filled = [], 0
     if current:
@@ -210,7 +212,7 @@ def record(ctx, recorder: StepRecorder, step_s: list, step_without_allreduce: "C
     step_median = sorted(step_s)[len(step_s) // 2]
     found = {
         "clock": "cuda_events" if recorder.cuda else "perf_counter",
-        "bucket_cap_bytes": recorder.cap_bytes, "first_bucket_bytes": FIRST_BUCKET_BYTES,
+        "bucket_cap_bytes": recorder.cap_bytes, "first_bucket_bytes": recorder.cap_bytes,
         "bucket_bytes": recorder.bucket_bytes,
         "steps": _steps_record(timed),
         "recorder_cpu_s": cpu_per_step,

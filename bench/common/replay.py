@@ -7,7 +7,8 @@ bucket i-1's has finished, and lasts what the link gives for its bytes. While an
 the compute beside it runs slower (NCCL's kernels take SMs and memory bandwidth from it: 10-19%
 more matmul time on 2x H200, benchmarks/results/ddp_h200x2.md), so the buckets after it become
 ready later; and an all-reduce inside a step may take longer than the curve says (ranks that reach
-it apart, the reducer's own work). Both are measured where a DDP run timed its backward with and
+it apart, the reducer's own work), or less (the curve measured in another launch, its calls alone).
+Both are measured where a DDP run timed its backward with and
 without its all-reduces (fitted_slowdown). The step ends at the later of the backward's end and the last all-reduce's
 end, plus what follows. A replay is one pass over the buckets (those ready together queued as one,
 GROUP_SHARE), so that a timeline of 100,000 buckets replays, and is fitted, in a fraction of a second.
@@ -91,12 +92,17 @@ class Slowdown:
     """What a step's own all-reduces do that the link's curve, measured alone, does not say: compute
     runs at 1 / (1 + compute) of its speed while an all-reduce runs beside it (NCCL's kernels take SMs
     and memory bandwidth; gloo's threads take the ranks' cores), and each all-reduce takes (1 + comm)
-    times what the curve gives (ranks that reach it at different moments, the reducer's own work)."""
+    times what the curve gives: more where ranks reach it at different moments or the reducer adds its
+    own work, less (comm below 0, down to COMM_FLOOR) where the step's back-to-back all-reduces ran
+    faster than the sweep's calls did alone in their own launch (sockets between launches: 0.6x to
+    1.2x of the sweep in this project's bundles, benchmarks/results/predictor_diagnosis.md)."""
 
     compute: float = 0.0
     comm: float = 0.0
 
 
+# (1 + comm) is a share of the curve's time, never below nothing.
+COMM_FLOOR = -1.0
 NONE = Slowdown()
 
 
@@ -175,14 +181,18 @@ def exposed_only(timeline: Timeline, allreduce_s: Callable[[float], float]) -> R
     return Replayed(timeline.compute_s + comm, timeline.backward_s, timeline.backward_s + comm, comm)
 
 
-def _least_reaching(function: Callable[[float], float], target: float) -> float:
-    """The least x >= 0 where a growing, continuous function reaches target (64 at most): its bracket
-    found by doubling, then closed by false position with the Illinois rule (a replay is piecewise
-    linear in a slowdown, so a few steps settle it where bisection takes thirty)."""
-    low, below = 0.0, function(0.0) - target
+def _least_reaching(function: Callable[[float], float], target: float, floor: float = 0.0) -> float:
+    """The least x >= floor (floor <= 0) where a growing, continuous function reaches target (64 at
+    most): its bracket found from 0 by doubling (or between floor and 0), then closed by false
+    position with the Illinois rule (a replay is piecewise linear in a slowdown, so a few steps settle
+    it where bisection takes thirty)."""
+    low, below = floor, function(floor) - target
     if below >= 0:
-        return 0.0
-    high, above = 1.0, function(1.0) - target
+        return floor
+    high, above = 0.0, function(0.0) - target
+    if above < 0:
+        low, below = high, above
+        high, above = 1.0, function(1.0) - target
     while above < 0:
         if high >= 64:
             return high
@@ -191,7 +201,7 @@ def _least_reaching(function: Callable[[float], float], target: float) -> float:
         above = function(high) - target
     kept = 0  # which end the last step kept: Illinois halves the other's value when one end stays twice
     for _ in range(60):
-        if high - low <= 1e-9 * high:
+        if high - low <= 1e-9 * max(abs(high), 1.0):
             break
         x = high - above * (high - low) / (above - below)
         if not low < x < high:
@@ -216,13 +226,15 @@ def fitted_slowdown(without: Timeline, compute_end_s: float, backward_end_s: flo
     matches one measured with its all-reduces: its compute ending (the last bucket ready) at
     compute_end_s and the backward, all-reduces included, at backward_end_s. The compute's end
     answers mostly to the compute slowdown and the backward's to the all-reduces': each is fitted
-    with the other held, in turn, until they settle."""
+    with the other held, in turn, until they settle. The compute's is none where it ran no slower
+    beside its all-reduces; the all-reduces' may be below none (COMM_FLOOR), where the backward ended
+    sooner than the curve's all-reduces would let it."""
     if not without.buckets:
         return NONE
     found_events = events(without, allreduce_s)
     found = NONE
     for _ in range(12):
-        comm = _least_reaching(lambda m: max(play(found_events, Slowdown(found.compute, m))), backward_end_s)
+        comm = _least_reaching(lambda m: max(play(found_events, Slowdown(found.compute, m))), backward_end_s, COMM_FLOOR)
         compute = _least_reaching(lambda c: play(found_events, Slowdown(c, comm))[0], compute_end_s)
         settled = abs(compute - found.compute) < 1e-6 and abs(comm - found.comm) < 1e-6
         found = Slowdown(compute, comm)

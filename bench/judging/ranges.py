@@ -15,13 +15,11 @@ import functools
 from dataclasses import dataclass
 
 from bench import suites
-from bench.common.paths import SOURCE_ROOT
 from bench.common.reference import SOURCES
 from bench.errors import UserError
-from bench.inputfile import read_json_text
+from bench.inputfile import read_data_file
 
 FILE = "expected.json"
-SCHEMAS = SOURCE_ROOT / "schema"
 # A published figure, or the spread of a few, stands for the figures within BAND of it either way:
 # two correct measurements of one GPU and link differ by that much (the copy suite against nvbandwidth
 # on one H200: 0.99-1.04 from 64 MiB up; the collectives suite against nccl-tests on 2x H200:
@@ -62,16 +60,7 @@ def expected() -> Ranges:
 
 def read(path) -> dict:
     """A suite's expected.json, checked against schema/expected.schema.json."""
-    import jsonschema_rs  # the controller's: the agent, which ships this module, never reads ranges
-
-    document = read_json_text(path, "suite's expected ranges")
-    schemas = [read_json_text(SCHEMAS / f"{name}.schema.json", "schema") for name in ("expected", "reference")]
-    validator = jsonschema_rs.validator_for(schemas[0], registry=jsonschema_rs.Registry([(s["$id"], s) for s in schemas]))
-    problem = next(iter(validator.iter_errors(document)), None)
-    if problem is not None:
-        where = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in problem.instance_path).lstrip(".")
-        raise UserError(f"{path}: {where or '(top level)'}: {problem.message}; fix the file (schema/expected.schema.json)")
-    return document
+    return read_data_file(path, "suite's expected ranges", ("expected", "reference"), "fix the file")
 
 
 def differs(row_key: dict, key: dict) -> list[str]:

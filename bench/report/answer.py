@@ -12,6 +12,7 @@ are shown as they come; the figure draws the measured ones.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -216,13 +217,20 @@ def shared_hosts(comparison: Comparison) -> dict:
     return said
 
 
+def _drawable(efficiency: "Spread | None") -> bool:
+    """An efficiency whose share lost is a number: not one past a float's range as a percentage (a 1-GPU time
+    of days over an N-GPU one of a few ns, which the schema accepts)."""
+    return efficiency is not None and all(math.isfinite(100 * (1 - v)) for v in (efficiency.median, efficiency.low, efficiency.high)
+                                          if v is not None)
+
+
 def _figure_rows(findings: list[Finding], concerned) -> list[LF.Row]:
     """A row per machine, workload, rank count and global batch, a point per link: each link measured
     at its largest global batch (the one its line leads with)."""
     largest = {}
     for f in findings:
         key = (f.series, f.workload, f.ranks)
-        if f.efficiency is not None and not f.predicted and (key not in largest or f.global_batch > largest[key].global_batch):
+        if _drawable(f.efficiency) and not f.predicted and (key not in largest or f.global_batch > largest[key].global_batch):
             largest[key] = f
     rows = defaultdict(list)
     for f in sorted(largest.values(), key=_order):

@@ -123,6 +123,15 @@ def zero_figures(doc):
             run["derived"][name] = 0.0
 
 
+def efficiency_past_a_percent(doc):
+    """Each 1-GPU time 1e15 s (the schema's most), each N-GPU one 1e-292 s: a scaling efficiency of 1e307, finite, its
+    percentage not."""
+    for run in runs(doc, "ddp"):
+        for name in TIMES:
+            if name in run["metrics"]:
+                run["metrics"][name]["samples"] = [1e15 if run["world_size"] == 1 else 1e-292] * len(run["metrics"][name]["samples"])
+
+
 def math_in_names(doc):
     for host in doc["hosts"]:
         for gpu in host["fingerprint"].get("gpus") or []:
@@ -131,8 +140,9 @@ def math_in_names(doc):
 
 
 @pytest.mark.parametrize("source, change", [
-    ("cpu", only_tiny_times), ("fsdp", zero_figures), ("gpu", math_in_names), ("fsdp", math_in_names),
-], ids=["times_of_5e-324_and_zeros", "fsdp_with_zero_figures", "math_text_in_a_gpu_name", "math_text_fsdp"])
+    ("cpu", only_tiny_times), ("cpu", efficiency_past_a_percent), ("fsdp", zero_figures), ("gpu", math_in_names),
+    ("fsdp", math_in_names),
+], ids=["times_of_5e-324_and_zeros", "efficiency_of_1e307", "fsdp_with_zero_figures", "math_text_in_a_gpu_name", "math_text_fsdp"])
 def test_what_the_schema_accepts_renders(real_bundle, tmp_path, capsys, source, change):
     real = {"cpu": real_bundle, "fsdp": json.loads(FSDP_BUNDLE.read_text()), "gpu": json.loads(GPU_BUNDLE.read_text())}[source]
     bundle = write(tmp_path / "edge" / "bundle.json", edited(real, change))

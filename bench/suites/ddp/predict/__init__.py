@@ -4,7 +4,9 @@ signed error per world size, topology and link. Its parts, by reason:
 
 - measured, read from the bundle: `runs.py` (the runs it computes with, their workloads, a
   configuration's step pooled over its launches), `timelines.py` (each run's step timeline as
-  medians), `sweeps.py` (the all_reduce sweeps as links; what each measured run crossed);
+  medians), `sweeps.py` (the all_reduce sweeps as links, by the algorithm asked or the one NCCL's
+  TUNING lines say it ran; what each measured run crossed); and shipped as data, `validated.py`
+  (the predictor's own error on this project's GPU bundles, which each prediction on a link cites);
 - modelled: `scaling.py` (weak and strong scaling: one GPU's compute at N GPUs and the 1-GPU step it
   scales against), `topology.py` (a named link or INTRA+NETWORK pair as nodes of GPUs),
   `slowdowns.py` (the slowdown under communication, fitted), with bench/common/allreduce.py (an
@@ -26,6 +28,7 @@ from __future__ import annotations
 import math
 
 from bench.common.allreduce import Topology
+from bench.common.links import link_summary
 from bench.common.replay import NONE, Timeline, replay
 from bench.common.run import Run
 from bench.errors import UserError
@@ -38,6 +41,7 @@ from bench.suites.ddp.predict.slowdowns import fit_slowdowns
 from bench.suites.ddp.predict.sweeps import Curves, algorithm_of, crossed_by_runs, crossed_key, sweeps_of_rows
 from bench.suites.ddp.predict.timelines import Profiles
 from bench.suites.ddp.predict.topology import Durations, link_specs, spec_name, spec_topology, swept
+from bench.suites.ddp.predict.validated import UNVALIDATED, runs_like, topology_path
 
 MAX_GPUS = 65536
 MAX_GPUS_PER_NODE = 1024
@@ -60,6 +64,7 @@ class _Host:
         self.result, self.runs, self.specs = result, runs, specs
         self.gpus_per_node, self.algorithm, self.scaling = gpus_per_node, algorithm, scaling
         self.price = host.get("price_per_hour")
+        self.gpu = link_summary(host["fingerprint"])["gpu"] if host.get("fingerprint") else None
         self.nodes = nodes_of(host)
         self.profiles, self.durations = Profiles(), Durations()
         self.crossed = crossed_by_runs(host, runs, Curves(host, result.note))
@@ -107,7 +112,7 @@ class _Host:
                                f"give --gpus a multiple of --gpus-per-node {self.gpus_per_node}")
                 continue
             curve_notes(result.note, result.uncurved, name, topology, largest)
-            slowdown = self.slowdowns.of(name)
+            slowdown = self.slowdowns.of(name, self.algorithm)
             done = compute.step(self.durations.of(topology), slowdown)
             if not (math.isfinite(done.step_s) and done.step_s > 0):
                 result.note(f"{config.name}, {name}: the replayed step is {done.step_s:g} s (its timeline's figures are all "
@@ -115,7 +120,15 @@ class _Host:
                 continue
             result.predicted.append(Predicted(result.host, work, batch, gpus, name, title, basis, done.step_s, done.exposed_s,
                                               per_sample, self.price, config.scaling, compute.source, slowdown,
-                                              shape=topology.shape))
+                                              shape=topology.shape, like=self.like(compute, gpus, topology)))
+
+    def like(self, compute: Compute, gpus: int, topology: Topology) -> str:
+        """The predictor's error on runs like this prediction (validated.runs_like): of the column its compute
+        comes from; the compute + exposed communication model's, and a CPU's, are never validated."""
+        if not compute.replayed or self.result.cpu:
+            return UNVALIDATED
+        column = "from_one_gpu" if compute.source.startswith(ONE_GPU_SOURCE) else "from_own_steps"
+        return runs_like(self.gpu, gpus, topology.nodes, topology_path(topology), self.algorithm, column)
 
     def measured(self, config: Configuration, gpus: int, per_sample: "float | None") -> None:
         """The runs that measured the configuration at `gpus` GPUs, each a row beside the predictions and
@@ -141,14 +154,15 @@ class _Host:
         if path is None:
             return Against(self.result.host, run, f"{preset} (no all_reduce curve or table row)", None, None, None, NONE, shape,
                            algorithm, key[2])
-        slowdown = self.slowdowns.of(path.name, leave_out=run)
+        slowdown = self.slowdowns.of(path.name, algorithm, leave_out=run)
         allreduce_s = self.durations.of(path.topology)
         one_gpu, own, exposed = self.sources.one_gpu_replayed(work, accum), self.profiles.own(run), self.sources.exposed(work, accum)
         return Against(
             self.result.host, run, path.name,
             one_gpu.step(allreduce_s, slowdown).step_s if one_gpu else None,
             replay(own.timeline(accum), allreduce_s, slowdown).step_s if own else None,
-            exposed.step(allreduce_s).step_s if exposed else None, slowdown, shape, algorithm, key[2])
+            exposed.step(allreduce_s).step_s if exposed else None, slowdown, shape, algorithm, key[2], path.topology,
+            self.slowdowns.of_run(run), self.sources.one_gpu_busy(work))
 
 
 def predict_host(host: dict, name: str, specs: list, gpus: "int | None", gpus_per_node: "int | None" = None,

@@ -8,6 +8,7 @@ import math
 import statistics
 from dataclasses import dataclass, field
 
+from bench.common.allreduce import Topology
 from bench.common.replay import NONE, Slowdown
 from bench.common.run import Run
 from bench.suites.ddp.predict.runs import Workload
@@ -37,6 +38,7 @@ class Predicted:
     slowdown: Slowdown = NONE
     measured: "Run | None" = None  # the run, where this is a measured configuration
     shape: str = ""  # "2 nodes x 2 GPUs"
+    like: str = ""  # the predictor's error on runs like this one (validated.runs_like), on a link's row
 
     @property
     def samples_per_s(self) -> float:
@@ -73,6 +75,9 @@ class Against:
     shape: str = ""
     algorithm: "str | None" = None
     nodes: int = 1
+    topology: "Topology | None" = None  # what its all-reduces were replayed on
+    fitted: "Slowdown | None" = None  # its own two arms' slowdown there (never the one it is predicted with)
+    one_gpu_busy: "float | None" = None  # the share of the 1-GPU step its GPU computed (Sources.one_gpu_busy)
 
     @property
     def measured(self) -> dict:
@@ -132,6 +137,10 @@ class ErrorRow:
     from_one_gpu: tuple  # (mean, least, most) or ()
     from_own_steps: tuple
     exposed_model: tuple
+    # What the rows' misses come from, measured: the all-reduces inside their steps over their sweep alone (each
+    # run's own fit, 1 + Slowdown.comm), and the share of the 1-GPU step its GPU computed (under 1: the CPU's pace)
+    in_step_over_sweep: "float | None" = None
+    one_gpu_busy: "float | None" = None
 
 
 def _errors(values: list) -> tuple:
@@ -147,8 +156,14 @@ def error_table(found: list[HostPrediction]) -> list[ErrorRow]:
             key = (host.host, a.run.world_size, a.nodes, a.shape, a.link, a.algorithm or CHOSEN)
             groups.setdefault(key, []).append(a)
     return [ErrorRow(*key, len(rows), len({a.run.launch_id for a in rows}), _errors([a.error(a.from_one_gpu) for a in rows]),
-                     _errors([a.error(a.from_own_steps) for a in rows]), _errors([a.error(a.exposed_model) for a in rows]))
+                     _errors([a.error(a.from_own_steps) for a in rows]), _errors([a.error(a.exposed_model) for a in rows]),
+                     _median([1 + a.fitted.comm for a in rows if a.fitted is not None]), _median([a.one_gpu_busy for a in rows]))
             for key, rows in sorted(groups.items(), key=lambda item: item[0])]
+
+
+def _median(values: list) -> "float | None":
+    kept = [v for v in values if v is not None]
+    return statistics.median(kept) if kept else None
 
 
 def relative(value: "float | None") -> str:

@@ -13,13 +13,14 @@ work per GPU), T1(B) / (N x TN(B)) under strong.
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass
 from typing import Callable
 
 from bench.common.replay import NONE, Bucket, Replayed, Slowdown, Timeline, exposed_only, replay
 from bench.common.run import Run
 from bench.suites.ddp.predict.notes import EXPOSED_MODEL, ONE_GPU_SOURCE
-from bench.suites.ddp.predict.runs import Workload, accum_of, pooled_step, workload_of
+from bench.suites.ddp.predict.runs import Workload, accum_of, pooled_step, step_median, workload_of
 from bench.suites.ddp.predict.timelines import Profile, Profiles, grad_bytes
 
 WEAK, STRONG = "weak", "strong"
@@ -147,6 +148,14 @@ class Sources:
         """One GPU's compute at `accum` micro-batches among `gpus`: replayed where a timeline is, else the
         compute + exposed communication model."""
         return self.replayed(work, accum, gpus) or self.exposed(work, accum)
+
+    def one_gpu_busy(self, work: Workload) -> "float | None":
+        """The share of the 1-GPU step its GPU was busy computing (the profiled steps' kernels, median over the
+        1-GPU runs of the workload): well under 1, the step is the CPU's pace, which a replay on N GPUs does
+        not keep (its GPU runs ahead where it waited for an all-reduce) and which moves from launch to launch."""
+        shares = [busy / step_median(r) for r in self._one_gpu(work) if r.on_gpu
+                  for busy in [r.median("gpu_compute_busy_s")] if busy and step_median(r) > 0]
+        return statistics.median(shares) if shares else None
 
     def baseline(self, config: Configuration) -> "Baseline | None":
         """The 1-GPU step the configuration scales against, per sample: the 1-GPU runs of its batch per

@@ -8,13 +8,15 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Callable
 
+from bench import suites
 from bench.common.allreduce import ALGORITHMS, TABLE, Link, Topology, usable_curve
 from bench.common.links import link_summary
 from bench.common.reference import nvlink_row
 from bench.common.run import Run
+from bench.common.units import human_bytes
 from bench.suites.ddp.derived import REDUCE_DTYPES
 from bench.suites.ddp.predict.runs import node_count, nodes_of
-from bench.suites.training.derived import collective_curves
+from bench.suites.training.derived import collective_curves, curve_key
 
 
 def algorithm_of(run: Run) -> "str | None":
@@ -50,16 +52,55 @@ def table_link_of(fingerprint: "dict | None", preset: str) -> "Link | None":
     return None
 
 
+def ran_algorithm(run: Run) -> "str | None":
+    """The algorithm NCCL's TUNING lines say it ran for the run's all-reduces, where they name one of ring
+    and tree alone; None where they name none, or several."""
+    ran = {row["algorithm"].lower() for row in run.transport.get("nccl_tuning") or [] if row["function"] in (None, "AllReduce")}
+    return next(iter(ran)) if len(ran) == 1 and ran <= set(ALGORITHMS) else None
+
+
+def _ran_by_size(runs: list[Run], nodes: dict) -> dict:
+    """curve_key -> {size: the algorithm NCCL ran there (ran_algorithm)} of the runs that timed one all_reduce call."""
+    found: dict = {}
+    for run in runs:
+        suite = suites.registry().get(run.suite)
+        timed = suite.timed_collective(run) if suite is not None and run.ok else None
+        if timed is not None and timed[0] == "all_reduce":
+            found.setdefault(curve_key(run, nodes), {})[timed[2]] = ran_algorithm(run)
+    return found
+
+
+def _top(ran: dict) -> "tuple[str, int] | None":
+    """(the algorithm NCCL's choice ran at a sweep's largest size, the least size from which it ran it at
+    every size up), from its TUNING lines; None where they do not say ring or tree there."""
+    sizes = sorted(ran, reverse=True)
+    top = ran[sizes[0]] if sizes else None
+    if top is None:
+        return None
+    least = sizes[0]
+    for size in sizes:
+        if ran[size] != top:
+            break
+        least = size
+    return top, least
+
+
 class Curves:
     """The host's all_reduce sweeps as links: (preset, world size, nodes, algorithm) -> the dtype the
-    gradients are reduced in -> its usable points; the unusable ones said once (`note`)."""
+    gradients are reduced in -> its usable points; the unusable ones said once (`note`). A sweep of
+    NCCL's own choice also stands for the algorithm its TUNING lines say NCCL ran at its largest sizes,
+    with those sizes' points, where no sweep asked for that algorithm (`chosen`: those keys, with
+    the least size)."""
 
     def __init__(self, host: dict, note: Callable[[str], None]) -> None:
         nodes = nodes_of(host)
         sweeps = [Run(run) for run in host["runs"]]  # collective_curves keeps the runs that timed one all_reduce call
         self.found: dict = {}
+        self.chosen: dict = {}
+        upper: dict = {}
         for algorithm in (None, *ALGORITHMS):
             chosen = [r for r in sweeps if algorithm_of(r) == algorithm]
+            ran = _ran_by_size(chosen, nodes) if algorithm is None else {}
             for key, dtypes in collective_curves(chosen, "all_reduce", nodes).items():
                 preset, ranks, count, setting = key[0], key[1], key[2], dict((part[0], part[1:]) for part in key[3:])
                 if "protocol" in setting or "gpus" in setting:  # a protocol forced, or one pair of GPUs: not the link's own curve
@@ -73,6 +114,13 @@ class Curves:
                 kept = {dtype: curve for dtype, curve in kept.items() if curve}
                 if kept:
                     self.found[preset, ranks, count, algorithm] = kept
+                top = _top(ran.get(key, {}))
+                if kept and top is not None:
+                    upper[preset, ranks, count, top[0]] = top[1], {dtype: [p for p in curve if p[0] >= top[1]]
+                                                                  for dtype, curve in kept.items()}
+        for key, (least, kept) in upper.items():
+            if key not in self.found:  # a sweep that asked for the algorithm wins
+                self.found[key], self.chosen[key] = kept, least
 
     def link(self, preset: str, ranks: int, nodes: int, algorithm: "str | None", run: Run, name: str, title: str) -> "Link | None":
         dtypes = self.found.get((preset, ranks, nodes, algorithm))
@@ -81,6 +129,10 @@ class Curves:
         params = run.params
         reduced = "bfloat16" if params.get("weights_dtype") == "bfloat16" else REDUCE_DTYPES[params.get("grad_reduce_dtype", "fp32")]
         curve = dtypes.get(reduced) or max(dtypes.values(), key=lambda c: c[-1][0])
+        least = self.chosen.get((preset, ranks, nodes, algorithm))
+        if least is not None:
+            said = f"NCCL's choice, which ran {algorithm} from {human_bytes(least)}"
+            name, title = f"{name.removesuffix(')')}: {said})", f"{title} ({said})"
         return Link.of_curve(name, title, curve, ranks)
 
     def one_node(self, preset: str, ranks: int, algorithm: "str | None", run: Run) -> "Link | None":

@@ -14,6 +14,7 @@ from bench.suites.ddp.predict import predict_host
 from bench.suites.ddp.predict.results import CHOSEN, Against, ErrorRow, HostPrediction, Predicted, error_table, relative
 from bench.suites.ddp.predict.scaling import STRONG, WEAK
 from bench.suites.ddp.predict.topology import REPORT_LINKS, link_specs
+from bench.suites.ddp.predict.validated import MIN_LAUNCHES, unvalidated
 
 
 def scaling_caption(scaling: str, ranks: Ranks) -> str:
@@ -39,7 +40,13 @@ def source_caption(ranks: Ranks, scalings: list) -> str:
             "ended, and lasts what the link's curve (this bundle's all_reduce sweep where it has one, else the link table, "
             f"bench/common/reference.py) gives for its bytes; on several nodes, {algorithms} "
             "ring or tree over the link within a node and the one between them, the faster unless an algorithm is named "
-            "(bench/common/allreduce.py). " + " ".join(scaling_caption(kind, ranks) for kind in scalings))
+            "(bench/common/allreduce.py). " + " ".join(scaling_caption(kind, ranks) for kind in scalings)
+            + ("" if ranks.cpu else f" {LIKE_CAPTION}"))
+
+
+LIKE_CAPTION = ("The predictor's error on runs like this one: its signed error (predicted / measured - 1, mean and range) on "
+                f"this project's GPU bundles of that GPU count, nodes, path and algorithm, over at least {MIN_LAUNCHES} launches "
+                "(bench/suites/ddp/predictor_error.json); unvalidated where none stands behind it.")
 
 
 def ranks_of(found: list[HostPrediction]) -> Ranks:
@@ -104,6 +111,8 @@ def links_table(found: list[HostPrediction]) -> "Table | None":
                    _figure(p.samples_per_s), _ms(p.exposed_s), _in_ranks(p.source, ranks) or "-"]
             if priced:
                 row.insert(10, _figure(p.samples_per_dollar))
+            if not ranks.cpu:  # what a CPU's processes would take is no GPU's, which the errors are
+                row.append(p.like or "-")
             rows.append(row)
     if not rows:
         return None
@@ -112,6 +121,8 @@ def links_table(found: list[HostPrediction]) -> "Table | None":
               "exposed comm ms", "timeline replayed"]
     if priced:
         header.insert(10, "samples/$")
+    if not ranks.cpu:
+        header.append("the predictor's error on runs like this one")
     return Table(header, rows)
 
 
@@ -152,18 +163,38 @@ def _signed(errors: tuple) -> str:
 
 
 def errors_table(rows: list[ErrorRow], ranks: Ranks) -> "Table | None":
-    """The predictor's signed error per host, world size, topology, link and algorithm."""
+    """The predictor's signed error per host, world size, topology, link and algorithm, whether enough launches
+    stand behind it, and what a miss comes from, measured."""
     if not rows:
         return None
-    return Table(["host", ranks.many, "topology", "link replayed", "algorithm", "launches", "runs", f"from the 1-{ranks.one} timeline",
-                  "from its own steps without all-reduce", "compute + exposed communication model"],
-                 [[r.host, str(r.gpus), _in_ranks(r.shape, ranks), _in_ranks(r.link, ranks), _algorithm(r.algorithm, ranks), str(r.launches), str(r.runs),
-                   _signed(r.from_one_gpu), _signed(r.from_own_steps), _signed(r.exposed_model)] for r in rows])
+    header = ["host", ranks.many, "topology", "link replayed", "algorithm", "launches", "runs", f"from the 1-{ranks.one} timeline",
+              "from its own steps without all-reduce", "compute + exposed communication model", "validated",
+              "all-reduce in the step / its sweep alone"]
+    if not ranks.cpu:
+        header.append(f"1-{ranks.one} step's GPU busy")
+    body = []
+    for r in rows:
+        row = [r.host, str(r.gpus), _in_ranks(r.shape, ranks), _in_ranks(r.link, ranks), _algorithm(r.algorithm, ranks),
+               str(r.launches), str(r.runs), _signed(r.from_one_gpu), _signed(r.from_own_steps), _signed(r.exposed_model),
+               unvalidated(r.launches) or "yes",
+               "-" if r.in_step_over_sweep is None else f"{r.in_step_over_sweep:.2f}x"]
+        if not ranks.cpu:
+            row.append("-" if r.one_gpu_busy is None else f"{r.one_gpu_busy:.0%}")
+        body.append(row)
+    return Table(header, body)
 
 
 ERRORS_CAPTION = ("Signed error = predicted / measured - 1 over the measured runs of each world size, topology, link and "
                   "algorithm, every launch of them: the mean, then the least and the most")
 PUBLISHED_ERROR = " (ASTRA-sim publishes its own all-reduce error against NCCL's ring on HGX-H100 so: 20.6/12.0/9.7% at 2/4/8 GPUs)"
+
+
+def errors_caption(ranks: Ranks) -> str:
+    busy = "" if ranks.cpu else (", and the share of the 1-GPU step its GPU computed (well under 100%: that step is its "
+                                 "CPU's pace, which moves from launch to launch)")
+    return (ERRORS_CAPTION + ("" if ranks.cpu else PUBLISHED_ERROR) + f"; unvalidated below {MIN_LAUNCHES} launches (launch to "
+            "launch one configuration moves by several percent). What a miss comes from, measured: the all-reduces inside "
+            f"the steps over their sweep alone (each run's own steps with and without them; 1.00x: as the sweep says){busy}.")
 
 
 def notes(found: list[HostPrediction]) -> list:
@@ -186,6 +217,6 @@ def blocks(found: list[HostPrediction]) -> list:
                           "runs over the same link, each timed with and without its all-reduces (timeline_steps), never from "
                           f"the run predicted; none where no other run crossed that link. The 1-{ranks.one} timeline column "
                           f"takes nothing else from the N-{ranks.one} runs."), against,
-                Heading(3, "The predictor's error"), Paragraph(ERRORS_CAPTION + ("." if ranks.cpu else PUBLISHED_ERROR + ".")),
+                Heading(3, "The predictor's error"), Paragraph(errors_caption(ranks)),
                 errors_table(error_table(found), ranks)]
     return out + notes(found)

@@ -6,6 +6,8 @@ interval of bench/common/stats.py's model of launches and samples."""
 
 from __future__ import annotations
 
+import math
+
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass, replace
@@ -84,7 +86,10 @@ def efficiency_bars(comparison: Comparison) -> list[Bar]:
     bars = []
     for (key, series), entries in sorted(groups.items()):
         # Efficiency = baseline per-sample time / this run's: the baseline is the numerator.
-        if (efficiency := scaling(entries)) is not None:  # None: no samples, or a 0 s per-sample time
+        efficiency = scaling(entries)  # None: no samples, or a 0 s per-sample time
+        # a ratio whose percentage is past a float's range (a 1-GPU time of days over one of a few ns) draws no bar
+        if efficiency is not None and all(math.isfinite(v * 100) for v in (efficiency.median, efficiency.low, efficiency.high)
+                                          if v is not None):
             w, batch, ws, gpus = key
             bars.append(Bar(series, group_label(key), efficiency, w, f"batch {batch}\n{ranks_label(ws, gpus)}"))
     return bars
