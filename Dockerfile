@@ -54,6 +54,7 @@ COPY --from=pin /tmp/pin.json /etc/ddpbench/pin.json
 COPY bench/__init__.py bench/errors.py /opt/ddpbench-agent/bench/
 COPY bench/agent /opt/ddpbench-agent/bench/agent
 COPY bench/common /opt/ddpbench-agent/bench/common
+COPY bench/judging /opt/ddpbench-agent/bench/judging
 COPY bench/suites /opt/ddpbench-agent/bench/suites
 COPY bench/models /opt/ddpbench-agent/bench/models
 ENV PATH=/opt/ddpbench/bin:${PATH} \

@@ -32,8 +32,9 @@ def test_two_hosts_on_this_machine_are_warned_about_in_the_run_and_the_report(tm
     warned = [line for line in done.stderr.splitlines() if line.startswith("warning: hosts one, two are one machine")]
     assert len(warned) == 1
     report = (bundle_path_from(done.stdout).parent / "report.md").read_text()
-    answer = report[report.index("## The answer"):report.index("## Hosts")]
-    assert "hosts one, two are one machine (same host name, CPU and memory): they ran at the same time" in answer
+    # A warning about one bundle's hosts stands beside them, not above every answer.
+    hosts_section = report[report.index("## Hosts"):report.index("## Collectives")]
+    assert "hosts one, two are one machine (same host name, CPU and memory): they ran at the same time" in hosts_section
 
 
 def test_a_run_while_other_processes_take_the_cpu_warns_and_marks_its_answer(tmp_path):

@@ -29,3 +29,16 @@ def test_agent_zipapp_runs_alone(tmp_path):
     pyz.write_bytes(agent_zipapp())
     done = subprocess.run([sys.executable, "-I", str(pyz), "run", "--help"], capture_output=True, text=True, cwd=tmp_path)
     assert done.returncode == 0 and "--stop-on-stdin-eof" in done.stdout
+
+
+def test_the_image_copies_every_package_the_zipapp_ships():
+    """The Dockerfile and .dockerignore name the agent's packages by hand: a package the zipapp ships and the
+    image leaves out is an agent that dies on its first import inside the container."""
+    from bench.controller.agent_package import AGENT_PACKAGES
+    from tests.conftest import REPO
+
+    dockerfile = (REPO / "Dockerfile").read_text()
+    ignore = (REPO / ".dockerignore").read_text().splitlines()
+    for package in AGENT_PACKAGES:
+        assert f"COPY bench/{package} /opt/ddpbench-agent/bench/{package}\n" in dockerfile, package
+        assert f"!bench/{package}/" in ignore, package

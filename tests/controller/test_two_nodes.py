@@ -32,9 +32,11 @@ def test_the_two_nodes_plan_over_a_group_answers_against_the_first_nodes_baselin
     first, second = read_bundle(path)["hosts"]
 
     # Every run is on the first host's entry: the group's jobs over 2 nodes of 2 processes, and the
-    # first node's own 1- and 2-process runs, which the second host records as skipped.
-    ddp = sorted((r["world_size"], (r["transport"].get("nodes") or {}).get("count", 1)) for r in first["runs"] if r["suite"] == "ddp")
-    assert ddp == [(1, 1), (2, 1), (4, 2)]
+    # first node's own 1- and 2-process runs, which the second host records as skipped. The 1-process launch
+    # also trains the 2-process run's work per rank (2 micro-batches accumulated): its like-with-like baseline.
+    ddp = sorted((r["world_size"], (r["transport"].get("nodes") or {}).get("count", 1), r["params"]["grad_accum"])
+                 for r in first["runs"] if r["suite"] == "ddp")
+    assert ddp == [(1, 1, 2), (1, 1, 4), (2, 1, 2), (4, 2, 1)]
     assert second["runs"] == []
     skipped = {l["id"]: l["error"] for l in second["launches"] if l["status"] == "skipped"}
     assert skipped == {"02-ddp-default-ws1": "span: first_node runs it on the job's first node alone",

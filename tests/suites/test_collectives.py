@@ -162,4 +162,5 @@ def test_quick_on_a_one_gpu_host_starts_with_training_not_one_rank_all_reduces()
     from bench.controller.plans import load_plan
 
     launches = plan_launches(load_plan("quick"), one_gpu)
-    assert [(l.suite, l.world_size) for l in launches if not l.skipped_reason] == [("ddp", 1)]
+    # the plan's precision block: every configuration in 2 launches
+    assert [(l.suite, l.world_size) for l in launches if not l.skipped_reason] == [("ddp", 1), ("ddp", 1)]

@@ -107,10 +107,10 @@ def test_predict_prints_every_link_with_samples_per_dollar_and_the_error_table(t
     (host,) = predict([bundle], ["pcie4-x4-host"], gpus=4)
     for p in host.predicted:
         assert p.samples_per_dollar == pytest.approx(p.samples_per_s * 3600 / 1.25)
-    # 4 GPUs never ran here: each GPU keeps its batch, its compute the 1-GPU timeline of that accumulation, else (1
-    # micro-batch a step, which only the 2-process runs trained) their steps without all-reduce
+    # 4 GPUs never ran here: each GPU keeps its batch, its compute the 1-GPU timeline of that accumulation (the
+    # 1-process launch also trains each 2-process run's work per rank, 1 micro-batch a step among them)
     assert {(p.global_batch, p.source) for p in host.predicted} == {
-        (8, "the 2-GPU run's steps without all-reduce"), (16, "the 1-GPU run's timeline"), (32, "the 1-GPU run's timeline"),
+        (8, "the 1-GPU run's timeline"), (16, "the 1-GPU run's timeline"), (32, "the 1-GPU run's timeline"),
         (64, "the 1-GPU run's timeline")}
 
 
