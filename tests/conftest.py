@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from tests import tiers
+from tests.support import FIXTURES as FIXTURE_ROOT
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
-FIXTURES = SHARED / "fixtures" / "h200x2"
+FIXTURES = FIXTURE_ROOT / "h200x2"  # the 2x H200's captures (tests/fixtures/README.md)
 TEST_PLANS = Path(__file__).resolve().parent / "plans"
 
 
