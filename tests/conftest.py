@@ -89,17 +89,21 @@ def pytest_make_collect_report(collector):
 @pytest.hookimpl(wrapper=True, trylast=True)  # inside the terminal's: its summary comes after
 def pytest_sessionfinish(session):
     """Around the teardown of the session's fixtures: a stop signal from here on is set aside (the
-    teardown ends the daemons), and a process the session started that still runs after it was
-    left by a fixture or a test: it is ended and named, and the session fails (an interrupted one
-    stays interrupted)."""
+    teardown ends the daemons), and a process the session started that still runs after it is
+    ended and named. Where the tests ran to their end, a fixture or a test left it: the session
+    fails. An interrupted one may have cut a process's parent short (a CLI under test, killed
+    with its test): it stays interrupted."""
     STOP_SIGNALS.tearing_down = True
     result = yield
     left = still_running(started_by(os.getpid(), MARK, SESSION), grace_s=5)
     if left:
         end(left)
+        named = "; ".join(map(str, left))
+        interrupted = session.exitstatus == pytest.ExitCode.INTERRUPTED
         session.config.pluginmanager.get_plugin("terminalreporter").write_line(
-            f"error: processes the tests started still ran after every fixture's teardown, ended now: "
-            f"{'; '.join(map(str, left))}; the fixture or test that started each must end it", red=True)
+            f"processes the interrupted tests left running, ended now: {named}" if interrupted else
+            f"error: processes the tests started still ran after every fixture's teardown, ended now: {named}; "
+            "the fixture or test that started each must end it", red=True)
         if session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
     return result

@@ -77,7 +77,7 @@ def test_a_stopped_make_test_leaves_nothing_running(stop, tmp_path):
         assert status != 0, said[-3000:]
         signal_name = "SIGINT" if stop == "ctrl-c" else "SIGTERM"
         assert f"KeyboardInterrupt: {signal_name}: the tests stop here" in said, said[-3000:]
-        assert "still ran after every fixture's teardown" not in said, f"the fixtures left processes running:\n{said[-3000:]}"
+        assert "ended now:" not in said, f"the fixtures left processes running:\n{said[-3000:]}"
     finally:
         if make.poll() is None:
             os.killpg(make.pid, signal.SIGKILL)
