@@ -22,8 +22,9 @@ import sysconfig
 import tempfile
 from pathlib import Path
 
-# The system's folders: the libraries, tools, devices and settings every machine has.
-SYSTEM = ("/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin", "/etc", "/proc", "/sys", "/dev", "/run",
+# The system's folders: the libraries, tools, devices and settings every machine has, and the
+# software installed beside them (/opt: a CI machine's wheels of torch, for the Docker image's build).
+SYSTEM = ("/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin", "/etc", "/opt", "/proc", "/sys", "/dev", "/run",
           "/var/lib", "/var/cache")
 
 
