@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import time
@@ -20,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
+from tests.support.docker_fixtures import unmount_below
 from tests.support.session_processes import end, started_by, still_running
 
 HELPER = "tests/helpers/every_daemon_running.py"
@@ -40,7 +42,7 @@ def running_daemons(make: subprocess.Popen, token: str) -> dict:
 
 
 def mounted_below(folder: str) -> list:
-    return [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines() if line.split()[1].startswith(folder)]
+    return [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines() if line.split()[1].startswith(f"{folder}/")]
 
 
 @pytest.mark.parametrize("stop", ["ctrl-c", "sigterm to make"])
@@ -51,7 +53,7 @@ def test_a_stopped_make_test_leaves_nothing_running(stop, tmp_path):
         # A process group of its own, as a terminal gives its foreground job.
         make = subprocess.Popen(["make", "test", f"TESTS={HELPER}"], cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
                                 env={**os.environ, MARK: token}, start_new_session=True)
-    started = []
+    started, engine_root = [], None
     try:
         deadline = time.monotonic() + START_S
         while set(running_daemons(make, token)) != set(DAEMONS):
@@ -83,3 +85,6 @@ def test_a_stopped_make_test_leaves_nothing_running(stop, tmp_path):
             os.killpg(make.pid, signal.SIGKILL)
             make.wait()
         end(started + started_by(make.pid, MARK, token))
+        if engine_root is not None:  # what a run that failed this test left mounted
+            unmount_below(Path(engine_root))
+            shutil.rmtree(engine_root, ignore_errors=True)

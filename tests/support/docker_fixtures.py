@@ -164,11 +164,11 @@ def docker_engine():
             os.environ.pop("DOCKER_HOST", None)
         else:
             os.environ["DOCKER_HOST"] = previous
-        _unmount_below(root)
+        unmount_below(root)
         shutil.rmtree(root, ignore_errors=True)
 
 
-def _unmount_below(root: Path) -> None:
+def unmount_below(root: Path) -> None:
     """The data tmpfs and whatever a stopped dockerd left mounted under its folders, deepest first."""
     mounts = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()]
     for mount in sorted((m for m in mounts if m.startswith(f"{root}/")), reverse=True):
