@@ -13,10 +13,13 @@ from pathlib import Path
 import pytest
 
 from tests import tiers
+from tests.support import FIXTURES as FIXTURE_ROOT
+from tests.support.outside_reads import OutsideReads, allowed_roots
+from tests.support.session_processes import MARK, end, mark_this_session, started_by, still_running
+from tests.support.stop_signals import StopSignals
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
-FIXTURES = SHARED / "fixtures" / "h200x2"
+FIXTURES = FIXTURE_ROOT / "h200x2"  # the 2x H200's captures (tests/fixtures/README.md)
 TEST_PLANS = Path(__file__).resolve().parent / "plans"
 
 
@@ -48,6 +51,62 @@ def bundle_path_from(stdout: str) -> Path:
 
 def _listing(folder: Path) -> set:
     return {str(path.relative_to(folder)) for path in folder.rglob("*")} if folder.is_dir() else set()
+
+
+# For the whole process: an audit hook cannot be removed, and a signal comes when it comes.
+OUTSIDE_READS = OutsideReads(allowed_roots(REPO)).install()
+STOP_SIGNALS = StopSignals().install()
+SESSION = mark_this_session()
+
+
+def _fail_outside_reads(report, when: str) -> None:
+    found = OUTSIDE_READS.take()
+    if not found:
+        return
+    said = (f"{when} opened what a clone of the repository does not have: {', '.join(found)}; put what a test "
+            "reads in tests/fixtures/ (tests/support/outside_reads.py says which folders a test may read)")
+    if report.failed:
+        report.sections.append(("files outside the repository", said))
+    else:
+        report.outcome, report.longrepr = "failed", said
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A test that opened a file outside the repository fails in the phase (setup, call, teardown) that did."""
+    report = yield
+    _fail_outside_reads(report, f"this test's {call.when}")
+    return report
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector):
+    report = yield
+    _fail_outside_reads(report, "collecting it")
+    return report
+
+
+@pytest.hookimpl(wrapper=True, trylast=True)  # inside the terminal's: its summary comes after
+def pytest_sessionfinish(session):
+    """Around the teardown of the session's fixtures: a stop signal from here on is set aside (the
+    teardown ends the daemons), and a process the session started that still runs after it is
+    ended and named. Where the tests ran to their end, a fixture or a test left it: the session
+    fails. An interrupted one may have cut a process's parent short (a CLI under test, killed
+    with its test): it stays interrupted."""
+    STOP_SIGNALS.tearing_down = True
+    result = yield
+    left = still_running(started_by(os.getpid(), MARK, SESSION), grace_s=5)
+    if left:
+        end(left)
+        named = "; ".join(map(str, left))
+        interrupted = session.exitstatus == pytest.ExitCode.INTERRUPTED
+        session.config.pluginmanager.get_plugin("terminalreporter").write_line(
+            f"processes the interrupted tests left running, ended now: {named}" if interrupted else
+            f"error: processes the tests started still ran after every fixture's teardown, ended now: {named}; "
+            "the fixture or test that started each must end it", red=True)
+        if session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    return result
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` selects by the marks
@@ -94,6 +153,19 @@ def loopback_hosts(tmp_path_factory):
     hosts = LoopbackHosts(tmp_path_factory.mktemp("sshd"), count=4).start()
     yield hosts
     hosts.stop()
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster(tmp_path_factory):
+    """A real Slurm cluster (tests/support/slurm_cluster.py), started once for the whole session."""
+    from tests.support.slurm_cluster import SlurmCluster, missing_daemons
+
+    missing = missing_daemons()
+    if missing:
+        pytest.fail(f"{', '.join(missing)} missing: `bash tests/system-deps.sh` installs them (slurmctld, slurmd, slurm-client, munge)")
+    cluster = SlurmCluster(tmp_path_factory.mktemp("slurm")).start()
+    yield cluster
+    cluster.stop()
 
 
 # The Docker engine and images, shared by every module that uses them (started once per session).

@@ -7,6 +7,8 @@ import collections
 import subprocess
 import sys
 
+import pytest
+
 from tests import tiers
 from tests.conftest import REPO
 
@@ -19,6 +21,7 @@ def test_every_test_file_is_in_one_tier():
     assert [path for path, count in collections.Counter(listed).items() if count > 1] == [], "files named twice in tests/tiers.py"
 
 
+@pytest.mark.slow  # it collects every test file in a child pytest: seconds of CPU that make check spares
 def test_make_check_selects_tests_of_every_check_file_and_none_of_the_others():
     done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "not slow", "-p", "no:cacheprovider"],
                           cwd=REPO, capture_output=True, text=True, timeout=600)

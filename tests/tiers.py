@@ -1,20 +1,23 @@
 """The test tiers. `make test`, CI's command, runs every test. `make check`, run before each commit,
-runs the tests not marked slow (`pytest -m "not slow"`), under 3 minutes on a 2-core machine: every
-test of a FULL_ONLY file is slow (tests/conftest.py marks them), and a test of a CHECK file is slow
-where it carries `@pytest.mark.slow` itself.
+runs the tests not marked slow (`pytest -m "not slow"`), under 3 minutes and 2.5 minutes of CPU on a
+2-core machine: every test of a FULL_ONLY file is slow (tests/conftest.py marks them), and a test of
+a CHECK file is slow where it carries `@pytest.mark.slow` itself.
 
 Every test file is named in one of the two lists (tests/test_tiers.py), so a new file joins a tier
-on purpose. CHECK: unit tests, schema, architecture and docs checks, and two CPU plans run end to end
-(tests/report's real bundle: collectives and DDP over gloo, then its report and compare; the copy
-suite's host-to-host copies in tests/suites/test_copy.py). FULL_ONLY: files whose plans and
-processes take minutes, or that need what `make test` installs (sshd hosts, Slurm, Docker, a
-browser)."""
+on purpose. CHECK asks "does it work": unit tests, schema, architecture and docs checks, the test
+session's own rules, and two CPU plans run end to end (tests/report's real bundle: collectives and
+DDP over gloo, then its report, plots and compare; the copy suite's host-to-host copies in
+tests/suites/test_copy.py). FULL_ONLY asks "does it hold", at a cost: files whose plans and
+processes take minutes, that need what `make test` installs (sshd hosts, Slurm, Docker, a browser),
+or that run the CLI over a matrix of bad, degenerate or extreme inputs, one process a case
+(tests/e2e's bad and hostile input, tests/report's degenerate and schema-extreme bundles)."""
 
 from __future__ import annotations
 
 CHECK = (
     "tests/test_architecture.py",
     "tests/test_docs.py",
+    "tests/test_session_rules.py",
     "tests/test_tiers.py",
     "tests/agent/test_copy_engine_allreduce.py",
     "tests/agent/test_counters.py",
@@ -45,7 +48,6 @@ CHECK = (
     "tests/judging/test_ranges.py",
     "tests/e2e/test_plan_fuzz.py",
     "tests/models/test_llama.py",
-    "tests/report/test_degenerate_bundles.py",
     "tests/report/test_figures_agree.py",
     "tests/report/test_gzip_bundles.py",
     "tests/report/test_launch_phases.py",
@@ -53,7 +55,6 @@ CHECK = (
     "tests/report/test_report_merge.py",
     "tests/report/test_report_plots.py",
     "tests/report/test_report_scaling.py",
-    "tests/report/test_schema_valid_extremes.py",
     "tests/suites/test_copy.py",
     "tests/suites/test_culprits.py",
     "tests/suites/test_ddp_cuda_graphs.py",
@@ -88,13 +89,16 @@ FULL_ONLY = (
     "tests/e2e/test_launch_limits.py",
     "tests/e2e/test_make_setup.py",
     "tests/e2e/test_make_verify.py",
+    "tests/e2e/test_stopping_make_test.py",
     "tests/report/test_any_valid_bundle.py",
+    "tests/report/test_degenerate_bundles.py",
     "tests/report/test_published_bundles.py",
     "tests/report/test_report_browser.py",
     "tests/report/test_report_cli.py",
     "tests/report/test_report_many_bundles.py",
     "tests/report/test_report_readable.py",
     "tests/report/test_report_reader.py",
+    "tests/report/test_schema_valid_extremes.py",
     "tests/suites/test_a_new_suite.py",
     "tests/suites/test_collectives.py",
     "tests/suites/test_ddp.py",

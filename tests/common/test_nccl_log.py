@@ -1,18 +1,17 @@
-"""What NCCL's own log says it did, read from lines in NCCL's source formats (tests/data/fixtures/nccl/):
+"""What NCCL's own log says it did, read from lines in NCCL's source formats (tests/fixtures/nccl/):
 the algorithm and protocol of each collective, the nodes it saw, and the marks a run gets where
 either is not what was asked."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import pytest
 
 from bench.common.nccl_log import seen_nodes, tuning_choices, tuning_summary
 from bench.common.transports import Nodes, mismatch, run_transport, transport_record
 from tests.conftest import FIXTURES as H200X2
+from tests.support import FIXTURES
 
-NCCL = Path(__file__).resolve().parents[1] / "data" / "fixtures" / "nccl"
+NCCL = FIXTURES / "nccl"
 EMULATED, ONE_NODE = (NCCL / "emulated-2x2-socket.log").read_text(), (NCCL / "one-node-of-4.log").read_text()
 TWO_BY_TWO = Nodes(2, 2, emulated=True)
 

@@ -1,6 +1,6 @@
 """Link truth on fixtures: the GPUs' health and the link under load in the fingerprint, the
 concerns printed from them, the NVML counter sampler, and the report and verify on a real 1x H200
-capture and a consumer box without P2P (tests/data/fixtures/README.md says which is which)."""
+capture and a consumer box without P2P (tests/fixtures/README.md says which is which)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,8 @@ from bench.verify.machines import differences
 from bench import schemas
 from tests.conftest import FIXTURES as H200X2, REPO
 from tests.support import host_tree
-from tests.support.nvml_capture import FIXTURES, fake_pynvml, load
+from tests.support import FIXTURES
+from tests.support.nvml_capture import fake_pynvml, load
 
 import yaml
 
@@ -66,7 +67,7 @@ def test_h200_capture_parses_and_its_link_held_gen5_x16_under_load():
     assert link_summary(h200_fingerprint())["link_peak_gbps"] == pytest.approx(63.0, abs=0.01)
 
 
-# The consumer box's planted problems (tests/data/fixtures/README.md): the start of each one's
+# The consumer box's planted problems (tests/fixtures/README.md): the start of each one's
 # line, and its fix.
 PLANTED = {
     "/dev/shm is 64 MiB": "start the container with `--shm-size=1g` (or `--ipc=host`)",

@@ -16,6 +16,7 @@ from bench.cli import main
 from bench.common.stats import metric
 from bench.common.units import human_bytes
 from tests.conftest import REPO, cli as ddpbench
+from tests.support import FIXTURES
 from tests.support.report_variants import make_variant, write
 
 
@@ -281,7 +282,7 @@ def _gpu_window(index: int, per_step: "tuple | None", clock_mhz: float = 1980, r
 def test_ddp_runs_show_each_links_traffic_beside_the_gradient_data_and_where_clocks_were_held_back(real_bundle, tmp_path):
     doc = json.loads(json.dumps(real_bundle))
     host = doc["hosts"][0]
-    h200 = json.loads((REPO / "tests/data/fixtures/h200x1/fingerprint.json").read_text())["gpus"][0]  # max SM clock 1980 MHz
+    h200 = json.loads((FIXTURES / "h200x1" / "fingerprint.json").read_text())["gpus"][0]  # max SM clock 1980 MHz
     host["fingerprint"].update(gpus=[{**h200, "index": i} for i in (0, 1)], gpu_count=2)
     first, last = [r for r in host["runs"] if r["suite"] == "ddp" and r["world_size"] == 2]  # batches 4 and 8
     shm = {"preset": "p2p_off", "backend": "nccl", "env": {}, "nccl_used": ["SHM"], "nccl_via": [], "matches_preset": True}
@@ -318,7 +319,7 @@ def test_ddp_runs_show_each_links_traffic_beside_the_gradient_data_and_where_clo
 def test_collectives_runs_show_their_data_over_nvlink_and_the_report_states_the_samplers_cost(real_bundle, tmp_path):
     doc = json.loads(json.dumps(real_bundle))
     host = doc["hosts"][0]
-    h200 = json.loads((REPO / "tests/data/fixtures/h200x1/fingerprint.json").read_text())["gpus"][0]
+    h200 = json.loads((FIXTURES / "h200x1" / "fingerprint.json").read_text())["gpus"][0]
     host["fingerprint"].update(gpus=[{**h200, "index": i} for i in (0, 1)], gpu_count=2)
     host["fingerprint"]["topology"]["matrix"] = {"GPU0": {"GPU1": "NV18"}, "GPU1": {"GPU0": "NV18"}}
     p2p = {"preset": "default", "backend": "nccl", "env": {}, "nccl_used": ["P2P"], "nccl_via": [], "matches_preset": True}

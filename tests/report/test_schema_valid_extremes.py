@@ -16,11 +16,12 @@ import pytest
 
 from bench.bundle import seal
 from bench.cli import main
+from tests.support import FIXTURES
 from tests.support.report_variants import write
 from tests.support.same_samples import another_bundle_of
 
 MERGE = importlib.import_module("bench.report.merge")  # the module: bench.report.merge is also its function
-COPY_RAW = Path(__file__).resolve().parents[1] / "data" / "fixtures" / "h200x1" / "copy-raw.json"
+COPY_RAW = FIXTURES / "h200x1" / "copy-raw.json"
 
 
 def edited(real: dict, change) -> dict:
@@ -97,7 +98,7 @@ def test_samples_at_the_schemas_bounds_make_a_report_and_a_verdict(samples, real
 
 
 def with_copy_host(real: dict) -> dict:
-    """The real bundle with a second host: the H200's copy runs (tests/data/fixtures/h200x1)."""
+    """The real bundle with a second host: the H200's copy runs (tests/fixtures/h200x1)."""
     raw = json.loads(COPY_RAW.read_text())
     doc = copy.deepcopy(real)
     doc["hosts"].append({"name": "h200", "runtime": "native", "labels": [], "status": "ok", "error": None,

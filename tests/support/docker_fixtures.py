@@ -136,37 +136,39 @@ def docker_engine():
     root = Path(tempfile.mkdtemp(prefix="ddpb-dk-", dir="/tmp"))
     host = f"unix://{root}/docker.sock"
     log = root / "dockerd.log"
-    # Images in memory: deleting a gigabyte of image layers from this machine's disk takes
-    # longer than building them; unmounting a tmpfs takes nothing.
-    (root / "data").mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={DATA_ROOT_SIZE}", "ddpbench-docker", str(root / "data")], check=True)
-    with open(log, "w") as log_file:
-        process = subprocess.Popen(
-            ["dockerd", "--data-root", str(root / "data"), "--exec-root", str(root / "exec"),
-             "--pidfile", str(root / "dockerd.pid"), "--host", host,
-             # This sandbox allows no iptables rules of ours: no bridge, host networking only.
-             "--bridge=none", "--iptables=false", "--ip-masq=false", "--log-level=warn"],
-            stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True,
-        )
     previous = os.environ.get("DOCKER_HOST")
-    os.environ["DOCKER_HOST"] = host
-    try:
+    process = None
+    try:  # whatever stops the start (a failure, a signal), what was started is ended and unmounted
+        # Images in memory: deleting a gigabyte of image layers from this machine's disk takes
+        # longer than building them; unmounting a tmpfs takes nothing.
+        (root / "data").mkdir()
+        subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={DATA_ROOT_SIZE}", "ddpbench-docker", str(root / "data")], check=True)
+        with open(log, "w") as log_file:
+            process = subprocess.Popen(
+                ["dockerd", "--data-root", str(root / "data"), "--exec-root", str(root / "exec"),
+                 "--pidfile", str(root / "dockerd.pid"), "--host", host,
+                 # This sandbox allows no iptables rules of ours: no bridge, host networking only.
+                 "--bridge=none", "--iptables=false", "--ip-masq=false", "--log-level=warn"],
+                stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True,
+            )
+        os.environ["DOCKER_HOST"] = host
         _wait_until(lambda: subprocess.run(["docker", "version"], capture_output=True).returncode == 0,
                     60, process, log, "dockerd")
         yield Engine(host=host, root=root)
     finally:
+        if process is not None:
+            for container in docker("ps", "--quiet", check=False).stdout.split():
+                docker("kill", container, check=False)
+            _stop(process)
         if previous is None:
             os.environ.pop("DOCKER_HOST", None)
         else:
             os.environ["DOCKER_HOST"] = previous
-        for container in docker("ps", "--quiet", check=False).stdout.split():
-            docker("kill", container, check=False)
-        _stop(process)
-        _unmount_below(root)
+        unmount_below(root)
         shutil.rmtree(root, ignore_errors=True)
 
 
-def _unmount_below(root: Path) -> None:
+def unmount_below(root: Path) -> None:
     """The data tmpfs and whatever a stopped dockerd left mounted under its folders, deepest first."""
     mounts = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()]
     for mount in sorted((m for m in mounts if m.startswith(f"{root}/")), reverse=True):
@@ -295,9 +297,11 @@ def docker_registry(docker_engine, tmp_path_factory) -> Registry:
         except OSError:
             return False
 
-    with open(log, "w") as log_file:
-        process = subprocess.Popen(["docker-registry", "serve", str(config)], stdout=log_file, stderr=subprocess.STDOUT)
+    process = None
     try:
+        with open(log, "w") as log_file:  # in a session of its own: a Ctrl-C reaches the tests, whose teardown ends it
+            process = subprocess.Popen(["docker-registry", "serve", str(config)], stdout=log_file,
+                                       stderr=subprocess.STDOUT, start_new_session=True)
         _wait_until(answers, 30, process, log, "docker-registry")
         tiny = f"{address}/ddpbench-tiny:1"
         (folder / "tiny.tar").write_bytes(tiny_image_tar())
@@ -306,4 +310,5 @@ def docker_registry(docker_engine, tmp_path_factory) -> Registry:
         digest = re.search(r"digest: (sha256:[0-9a-f]{64})", pushed).group(1)
         yield Registry(address=address, tiny=tiny, tiny_digest=digest)
     finally:
-        _stop(process)
+        if process is not None:
+            _stop(process)

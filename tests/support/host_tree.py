@@ -9,7 +9,7 @@ from pathlib import Path
 
 from bench.agent.fingerprint import driver_module, iommu, numa, pcie_path
 from bench.common.cpulist import parse_cpulist
-from tests.support.nvml_capture import FIXTURES
+from tests.support import FIXTURES
 
 CONFIG_SPACE_BYTES = 4096
 

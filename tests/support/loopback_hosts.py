@@ -86,6 +86,14 @@ class LoopbackHosts:
             self.hosts.append(LoopbackHost(f"host{index + 1}", address, 0, state / f"host{index + 1}"))
 
     def start(self, foreground: bool = True) -> "LoopbackHosts":
+        """Every host's sshd, answering; where one fails to (or a signal stops the start), those started are ended."""
+        try:
+            return self._start(foreground)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self, foreground: bool) -> "LoopbackHosts":
         self.state.mkdir(parents=True, exist_ok=True)
         Path("/run/sshd").mkdir(parents=True, exist_ok=True)  # sshd's privilege-separation folder
         for key in (self.user_key, self.host_key):
@@ -115,8 +123,9 @@ class LoopbackHosts:
 
     def start_host(self, host: LoopbackHost, foreground: bool) -> None:
         with open(host.log, "ab") as log:
-            if foreground:
-                host.process = subprocess.Popen([SSHD, "-D", "-e", "-f", str(host.config)], stdout=log, stderr=log)
+            if foreground:  # in a session of its own: a Ctrl-C reaches the tests, whose teardown ends it
+                host.process = subprocess.Popen([SSHD, "-D", "-e", "-f", str(host.config)], stdout=log, stderr=log,
+                                                start_new_session=True)
             else:
                 subprocess.run([SSHD, "-f", str(host.config), "-E", str(host.log)], check=True)
 
@@ -191,7 +200,11 @@ def stop_host(host: LoopbackHost, sessions_too: bool = False) -> None:
         except ProcessLookupError:
             pass
     if host.process is not None:
-        host.process.wait(timeout=10)
+        try:
+            host.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            host.process.kill()
+            host.process.wait()
 
 
 def main() -> int:

@@ -3,10 +3,9 @@ the GPU gave it, and every recorded error raised as the NVMLError it was."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from types import SimpleNamespace
 
-FIXTURES = Path(__file__).resolve().parents[1] / "data" / "fixtures"
+from tests.support import FIXTURES
 FIELD_NAMES = {197: "pcie_tx_bytes", 198: "pcie_rx_bytes", 138: "nvlink_tx_kib", 139: "nvlink_rx_kib"}
 ERROR_CODES = {"NVMLError_NotSupported": 3}
 

@@ -56,6 +56,15 @@ class SlurmCluster:
         return {**os.environ, "SLURM_CONF": str(self.conf)}
 
     def start(self) -> "SlurmCluster":
+        """munged, slurmctld and the slurmd, answering; where one fails to (or a signal stops the start),
+        those started are ended."""
+        try:
+            return self._start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self) -> "SlurmCluster":
         f = self.folder
         for sub in ("munge", "state", "log", *(f"spool/{n}" for n in NODES)):
             (f / sub).mkdir(parents=True, exist_ok=True)
@@ -90,19 +99,20 @@ class SlurmCluster:
         (f / "job_submit.lua").write_text(JOB_SUBMIT_LUA)
         munge_files = {"--key-file": key, "--log-file": f / "munge" / "log", "--pid-file": f / "munge" / "pid",
                        "--seed-file": f / "munge" / "seed"}
-        self._start([DAEMONS["munged"], "-F", "--force", "-S", str(socket), *(f"{k}={v}" for k, v in munge_files.items())], "munged")
+        self._start_daemon([DAEMONS["munged"], "-F", "--force", "-S", str(socket), *(f"{k}={v}" for k, v in munge_files.items())], "munged")
         self._wait_for(lambda: socket.exists(), "munged")
-        self._start([DAEMONS["slurmctld"], "-D", "-c"], "slurmctld")
+        self._start_daemon([DAEMONS["slurmctld"], "-D", "-c"], "slurmctld")
         self._wait_for(lambda: self._ask(["scontrol", "ping"]).returncode == 0, "slurmctld")
         for node in NODES:
-            self._start([DAEMONS["slurmd"], "-D", "-N", node], f"slurmd-{node}")
+            self._start_daemon([DAEMONS["slurmd"], "-D", "-N", node], f"slurmd-{node}")
         self._wait_for(lambda: self._ask(["sinfo", "-h", "-p", "debug", "-t", "idle", "-o", "%D"]).stdout.strip() == str(len(NODES)),
                        "the slurmd nodes")
         return self
 
-    def _start(self, argv: list, name: str) -> None:
+    def _start_daemon(self, argv: list, name: str) -> None:
+        # In a session of its own: a Ctrl-C reaches the tests, whose teardown ends it after the jobs.
         with open(self.folder / "log" / f"{name}.out", "ab") as log:
-            self.processes.append(subprocess.Popen(argv, stdout=log, stderr=log, env=self.env))
+            self.processes.append(subprocess.Popen(argv, stdout=log, stderr=log, env=self.env, start_new_session=True))
 
     def _ask(self, argv: list) -> subprocess.CompletedProcess:
         return subprocess.run(argv, capture_output=True, text=True, env=self.env, timeout=30)
@@ -126,13 +136,18 @@ class SlurmCluster:
 
     def stop(self) -> None:
         """Cancel what is left in the queue and let its steps end (a slurmstepd whose slurmd is gone
-        stays behind), then end the daemons."""
-        left = self.active_jobs() if self.processes and self.processes[-1].poll() is None else []
-        if left:
-            self._ask(["scancel", "--full", *left])
-            deadline = time.monotonic() + 30
-            while self.active_jobs() and time.monotonic() < deadline:
-                time.sleep(0.5)
+        stays behind), then end the daemons, whatever the queue answered."""
+        try:
+            left = self.active_jobs() if self.processes and self.processes[-1].poll() is None else []
+            if left:
+                self._ask(["scancel", "--full", *left])
+                deadline = time.monotonic() + 30
+                while self.active_jobs() and time.monotonic() < deadline:
+                    time.sleep(0.5)
+        finally:
+            self._end_daemons()
+
+    def _end_daemons(self) -> None:
         for process in reversed(self.processes):
             if process.poll() is None:
                 process.terminate()
@@ -141,3 +156,4 @@ class SlurmCluster:
                 process.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 process.kill()
+                process.wait()

@@ -25,7 +25,7 @@ from bench.controller.progress import describe_s
 from tests.conftest import REPO, cli
 from tests.support.same_samples import another_bundle_of
 
-PLAN = REPO / "tests" / "data" / "verify-plan.yaml"
+PLAN = REPO / "tests" / "plans" / "verify.yaml"
 # Run-to-run spread of this plan's medians, measured on the shared 2-core development machine
 # (19 runs of the collectives, 6 of this DDP step, load average 1 to 8 from other engineers'
 # tests): busbw medians ranged over a factor 3.6 (2.2 between back-to-back runs), DDP step time

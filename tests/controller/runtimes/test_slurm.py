@@ -24,19 +24,8 @@ from bench.controller.runtimes.base import AgentJob
 from bench.controller.runtimes.slurm import SlurmRuntime, batch_script, state_from_job_output
 from tests.conftest import TEST_PLANS as PLANS, bundle_path_from as bundle_path, cli, start_cli
 from tests.support.loopback_hosts import SSHD, LoopbackHosts, stop_host
-from tests.support.slurm_cluster import SlurmCluster, missing_daemons
 
 PYTHON = sys.executable
-
-
-@pytest.fixture(scope="session")
-def slurm_cluster(tmp_path_factory):
-    missing = missing_daemons()
-    if missing:
-        pytest.fail(f"{', '.join(missing)} missing: `bash tests/system-deps.sh` installs them (slurmctld, slurmd, slurm-client, munge)")
-    cluster = SlurmCluster(tmp_path_factory.mktemp("slurm")).start()
-    yield cluster
-    cluster.stop()
 
 
 @pytest.fixture(scope="session")
