@@ -67,3 +67,9 @@ def test_an_env_that_blinds_the_evidence_or_opens_a_listener_is_refused_naming_t
 def test_nccl_tuning_and_the_evidences_own_values_are_taken():
     check(plan({"NCCL_DEBUG": "INFO", "NCCL_NVLS_ENABLE": "0", "NCCL_BUFFSIZE": "4194304", "NCCL_P2P_LEVEL": "NVL",
                 "NCCL_SOCKET_IFNAME": "=lo"}, ["default", "p2p_off"]), "p.yaml")
+
+
+def test_a_thread_count_that_is_no_number_is_refused_in_one_line():
+    said = refusal(plan({"OMP_NUM_THREADS": "INFO"}, ["default"]))
+    assert "\n" not in said and "suites[0].env.OMP_NUM_THREADS" in said and "a whole number from 1" in said
+    check(plan({"OMP_NUM_THREADS": "2"}, ["default"]), "p.yaml")  # a count is a plan's to choose
