@@ -50,9 +50,11 @@ def test_a_stopped_make_test_leaves_nothing_running(stop, tmp_path):
     token = secrets.token_hex(8)
     log = tmp_path / "make-test.log"
     with open(log, "w") as out:
-        # A process group of its own, as a terminal gives its foreground job.
+        # A process group of its own with Ctrl-C's default action, as a terminal gives its foreground job
+        # (this session may run with SIGINT ignored, as a shell's background job does, and make would inherit it).
         make = subprocess.Popen(["make", "test", f"TESTS={HELPER}"], cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
-                                env={**os.environ, MARK: token}, start_new_session=True)
+                                env={**os.environ, MARK: token}, start_new_session=True,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     started, engine_root = [], None
     try:
         deadline = time.monotonic() + START_S
