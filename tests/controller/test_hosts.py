@@ -78,6 +78,14 @@ def test_schema_refuses_values_that_could_become_commands(tmp_path, settings, fi
     assert message.endswith("fix the hosts file (schema/hosts.schema.json lists what is allowed)")
 
 
+def test_a_thread_count_that_is_no_number_is_refused_before_anything_runs(tmp_path):
+    """The agent's planner reads OMP_NUM_THREADS as each rank's thread count: a word there would end it."""
+    with pytest.raises(UserError) as refused:
+        load_hosts(hosts_file(tmp_path, one_host(env={"OMP_NUM_THREADS": "INFO"})))
+    assert "field hosts[0].env.OMP_NUM_THREADS" in str(refused.value) and "a whole number from 1" in str(refused.value)
+    assert load_hosts(hosts_file(tmp_path, one_host(env={"OMP_NUM_THREADS": "4"}))).hosts[0].env["OMP_NUM_THREADS"] == "4"
+
+
 def test_schema_takes_free_text_where_it_is_only_data(tmp_path):
     settings = {"labels": ["PCIe 4.0 x4", "quote ' \" ; $(id)"], "env": {"X": "$(touch /tmp/pwned)\nline 2"},
                 "workdir": "/tmp/with space; $(id) 'q'"}
