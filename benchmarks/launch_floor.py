@@ -32,6 +32,7 @@ from bench.judging import shared_machine  # noqa: E402
 from bench.common.launch_floor import TABLE, kind_of  # noqa: E402
 from bench.common.run import Run  # noqa: E402
 from bench.common.stats import Floor, Launches  # noqa: E402
+from bench.suites.training import TrainingSuite, pacing  # noqa: E402
 from bench.verify.compare import configurations  # noqa: E402
 
 BUNDLES = REPO / "benchmarks" / "results" / "bundles"
@@ -52,12 +53,18 @@ REPORTED = [
                 "dates": ["2026-11-26"], "launches": 15, "configurations": 3,
                 "says": "0.6%: all_reduce 64 MiB to 1 GiB over 5 launches of quick on 2x H200 NV18 (launch medians 0.2-1.4% "
                         "apart), benchmarks/results/verify_reruns_h200x2.md, 2026-11-26"}},
-    {"match": {"device": "gpu", "preset": "default", "nodes": "one", "metric": "step_time_s"},
+    {"match": {"device": "gpu", "preset": "default", "nodes": "one", "metric": "step_time_s", "pacing": "gpu-bound"},
      "spread_fraction": LEAST, "df": 8,
      "source": {"kind": "reported", "where": "benchmarks/results/verify_reruns_h200x2.md", "machine": "2x H200 NV18",
                 "dates": ["2026-11-26"], "launches": 10, "configurations": 2,
                 "says": "0.5%: GPT-2 DDP step on 1 and 2 GPUs over 5 launches of quick on 2x H200 NV18 (launch medians "
                         "0.4-0.7% apart), benchmarks/results/verify_reruns_h200x2.md, 2026-11-26"}},
+    {"match": {"device": "gpu", "metric": "step_time_s", "pacing": "host-paced"},
+     "spread_fraction": 0.15, "df": 4,
+     "source": {"kind": "reported", "where": "benchmarks/results/pacing_h200.md", "machine": "1x H200",
+                "dates": ["2026-11-28"], "launches": 10, "configurations": 5,
+                "says": "15%: host-paced GPT-2 Large, Llama 3.2 1B (DDP and FSDP) steps at micro-batch 2-4, 2 launches a "
+                        "side minutes apart on 1x H200 (launch medians 14-25% apart), benchmarks/results/pacing_h200.md"}},
     {"match": {"device": "cpu", "preset": "default", "nodes": "one", "metric": "step_time_s"},
      "spread_fraction": 0.065, "df": 20,
      "source": {"kind": "reported", "where": "benchmarks/results/verdict_stability_cpu2.md", "machine": "2-core AMD EPYC VM (shared)",
@@ -91,6 +98,13 @@ def machine(host: dict) -> "tuple[str, str] | None":
         return ",".join(sorted(g["uuid_sha256"] for g in gpus)), f"{len(gpus)}x {gpus[0]['name'].removeprefix('NVIDIA ')}"
     cpu, host_name = fingerprint.get("cpu") or {}, (fingerprint.get("host") or {}).get("hostname_sha256")
     return f"{cpu.get('model')}|{host_name}", f"{cpu.get('model')} ({cpu.get('logical_cpus', '?')} logical CPUs)"
+
+
+def pacing_of(runs: "list[Run]") -> "str | None":
+    """A GPU training configuration's pacing (its floor is kept apart by it), else None."""
+    if not isinstance(suites.get(runs[0].suite), TrainingSuite) or not runs[0].on_gpu:
+        return None
+    return pacing.of_runs(runs).verdict
 
 
 def band(kind) -> dict:
@@ -129,8 +143,9 @@ def measured_floors(paths: "list[Path]") -> list[dict]:
         fit = Launches.of([r.samples(metric) for r in runs], Floor(LEAST, 1, "")).fit()
         if fit is None or fit.launches < 2:
             continue
-        kind = kind_of(run, metric)
-        match = {"device": kind.device, "preset": kind.preset, "nodes": kind.nodes, "metric": metric, **band(kind)}
+        kind = kind_of(run, metric, pacing_of(runs))
+        match = {"device": kind.device, "preset": kind.preset, "nodes": kind.nodes, "metric": metric, **band(kind),
+                 **({"pacing": kind.pacing} if kind.pacing else {})}
         kinds[(json.dumps(match, sort_keys=True), who[1])].append((who[1], fit, launches))
     return [floor_of(json.loads(match), measured) for (match, _), measured in sorted(kinds.items())]
 

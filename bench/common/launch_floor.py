@@ -3,11 +3,16 @@
 measured it on its own multi-launch bundles. A side of a ratio measured by one launch cannot show
 that spread itself: its interval takes the floor (bench/common/stats.py), never zero.
 
+A training run's kind includes its pacing (bench/suites/training/pacing.py): steps the host paced
+moved 14-22% between launches where GPU-bound ones moved under 1%. On a GPU its floor is never
+below the spread its own steps show within a launch: launches cannot agree more closely than the
+steps inside one.
+
 The figures are data, launch_floor.json beside this file, validated against
 schema/launch_floor.schema.json and written by benchmarks/launch_floor.py from bundles (a figure
 no bundle holds keeps its source in words). A kind of run is its device (GPU or CPU), transport
 preset, nodes (one, emulated on one host, several hosts), the metric it is judged by and, for a
-figure of a size (collectives, copies), its size. The entries that name the most of these pool
+figure of a size (collectives, copies), its size, and for a training step its pacing. The entries that name the most of these pool
 (each one machine's or one source's measurement); where none matches, the device's conservative
 default stands and says so.
 """
@@ -17,15 +22,16 @@ from __future__ import annotations
 import functools
 import json
 import math
-from dataclasses import dataclass
+import statistics
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from bench.common.run import Run
-from bench.common.stats import Floor, Launches
+from bench.common.stats import MAD_TO_SIGMA, Floor, Launches
 from bench.common.units import human_bytes
 
 TABLE = Path(__file__).resolve().parent / "launch_floor.json"
-KEYS = ("device", "preset", "nodes", "metric")
+KEYS = ("device", "preset", "nodes", "metric", "pacing")
 
 
 @dataclass(frozen=True)
@@ -37,19 +43,21 @@ class Kind:
     nodes: str  # "one", "emulated" (one host split), "hosts" (several)
     metric: str  # the headline metric its figure is judged by (busbw_gbps, copy_gbps, step_time_s)
     size_bytes: "int | None" = None  # a figure of a size: the bytes of its call
+    pacing: "str | None" = None  # a training step's: gpu-bound, host-paced, cpu or unknown
 
     def __str__(self) -> str:
         nodes = {"one": "one node", "emulated": "emulated nodes", "hosts": "several hosts"}[self.nodes]
         size = f" at {human_bytes(self.size_bytes)}" if self.size_bytes is not None else ""
-        return f"{self.device.upper()} {self.preset} {nodes} {self.metric}{size}"
+        pacing = f" {self.pacing}" if self.pacing else ""
+        return f"{self.device.upper()} {self.preset} {nodes}{pacing} {self.metric}{size}"
 
 
-def kind_of(run: Run, metric: str) -> Kind:
-    """The kind of a run judged by `metric` (its suite's headline metric)."""
+def kind_of(run: Run, metric: str, pacing: "str | None" = None) -> Kind:
+    """The kind of a run judged by `metric` (its suite's headline metric); `pacing`: a training run's."""
     nodes = run.transport.get("nodes")
     spread = "one" if not nodes else "emulated" if nodes.get("emulated") else "hosts"
     size = run.params.get("size_bytes")
-    return Kind("gpu" if run.on_gpu else "cpu", run.preset, spread, metric, size if isinstance(size, int) else None)
+    return Kind("gpu" if run.on_gpu else "cpu", run.preset, spread, metric, size if isinstance(size, int) else None, pacing)
 
 
 @functools.lru_cache(maxsize=1)
@@ -88,8 +96,25 @@ def floor_for(kind: Kind) -> Floor:
     return Floor(spread, df, f"{kind}: {spread:.1%}" + (f", pooled from {sources}" if len(pooled) > 1 else f" ({sources})"))
 
 
-def launches(runs: "list[Run]", metric: str, kind_metric: "str | None" = None) -> Launches:
+def launches(runs: "list[Run]", metric: str, kind_metric: "str | None" = None, pacing: "str | None" = None) -> Launches:
     """The samples of `metric` of each run (one per launch that measured the configuration; at least
     one run), with the floor of their kind; kind_metric: the headline metric whose floor stands for `metric` (a training
-    run's per-sample time moves as its step time does)."""
-    return Launches.of([run.samples(metric) for run in runs], floor_for(kind_of(runs[0], kind_metric or metric)))
+    run's per-sample time moves as its step time does); pacing: a training run's (its floor then fits the
+    spread of its steps within a launch, on a GPU)."""
+    kind = kind_of(runs[0], kind_metric or metric, pacing)
+    samples = [run.samples(metric) for run in runs]
+    floor = floor_for(kind)
+    if pacing is not None and kind.device == "gpu":
+        floor = _at_least_within(floor, samples)
+    return Launches.of(samples, floor)
+
+
+def _at_least_within(floor: Floor, samples: "list[list]") -> Floor:
+    """The floor, raised to the spread of the steps within a launch (the median over the launches of
+    1.4826 MAD / median, robust to a few wild steps) where that is wider."""
+    spreads = [MAD_TO_SIGMA * statistics.median(abs(x - statistics.median(s)) for x in s) / statistics.median(s)
+               for s in samples if len(s) > 1 and statistics.median(s) > 0]
+    within = statistics.median(spreads) if spreads else 0.0
+    if within <= floor.fraction:
+        return floor
+    return replace(floor, fraction=within, source=f"{floor.source}; raised to its steps' own spread within a launch, {within:.1%}")

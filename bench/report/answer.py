@@ -26,6 +26,7 @@ from bench.report import lost_figure as LF
 from bench.report.document import Bullets, Heading, Paragraph, Table
 from bench.report.merge import Comparison, Ranks, Series
 from bench.suites.training import TrainingSuite
+from bench.suites.training.pacing import ADVICE, HOST_PACED, Pacing
 
 TITLE = "The answer: does the link slow training?"
 # Throughput lost to scaling (1 - scaling efficiency): below the first, negligible; to the second, noticeable; past it, severe.
@@ -62,6 +63,12 @@ class Finding:
     baseline: str = ""  # the run it is scaled against, where that is not its own on one rank: "ddp's 1-GPU run"
     hosts: frozenset = frozenset()  # (bundle run id, host name) of the runs it pools: what a bundle's warning concerns
     sampled: "str | None" = None  # how its runs' sampling toward the plan's precision ended (sampling_outcome)
+    pacing: "Pacing | None" = None  # what paced its steps and its baseline's (bench/suites/training/pacing.py)
+
+    @property
+    def host_paced(self) -> bool:
+        """Whether the host paced its steps: its "lost" then measures the host, not the link."""
+        return self.pacing is not None and self.pacing.verdict == HOST_PACED
 
     @property
     def lost(self) -> "float | None":
@@ -162,8 +169,12 @@ def _line(machine: str, workload: str, ranks: str, findings: list[Finding], othe
         return (f"{machine} — {workload}, {ranks} over {_link(base)}: no scaling to judge ({busy}{step}): these bundles hold no "
                 "1-rank run of the same shape to set it against; run world size 1 beside it.")
     head = _headline(scaled)
-    text = (f"{machine} — {workload}, {ranks} over {_link(head)}: {busy}{judged(head)}, {_lost(head)} of the training "
-            f"throughput{_against(head)}{head.flags}")
+    if head.host_paced:
+        text = (f"{machine} — {workload}, {ranks} over {_link(head)}: {busy}{head.pacing.words()}, so its {_lost(head)} of the "
+                f"training throughput{_against(head)}{head.flags} measures the host, not the link; to judge the link, {ADVICE}")
+    else:
+        text = (f"{machine} — {workload}, {ranks} over {_link(head)}: {busy}{judged(head)}, {_lost(head)} of the training "
+                f"throughput{_against(head)}{head.flags}" + (f", {head.pacing.words()}" if head.pacing else ""))
     if precision(head, target) != "-":
         text += f" (its interval {precision(head, target)})"
     if head.exposed_s is not None:
@@ -177,7 +188,8 @@ def _line(machine: str, workload: str, ranks: str, findings: list[Finding], othe
             others[(f.series, f.predicted)].append(f)
     for _, mine in sorted(others.items()):
         other = max(mine, key=lambda f: f.global_batch)
-        text += f" Over {_link(other)}: {verdict(other.lost)}, {_lost(other)}{other.flags} (global batch {other.global_batch})."
+        said = "host-paced, not a link verdict" if other.host_paced else verdict(other.lost)
+        text += f" Over {_link(other)}: {said}, {_lost(other)}{other.flags} (global batch {other.global_batch})."
     for note in head.notes:
         text += f" {note}"
     return text + quiet
@@ -193,11 +205,18 @@ def _table(findings: list[Finding], ranks: Ranks, target: float) -> Table:
         scaled = f.efficiency is not None
         rows.append([f.series.machine, f.workload, f.ranks, _link(f), str(f.global_batch),
                      _interval(f.efficiency) + f.flags if scaled else "-",
-                     f"{judged(f)}: {_lost(f)}{_against(f)}" if scaled else ("no link (1 rank)" if f.ranks.startswith("1 ") else "no baseline"),
-                     precision(f, target), _exposed(f)])
+                     _verdict_cell(f) if scaled else ("no link (1 rank)" if f.ranks.startswith("1 ") else "no baseline"),
+                     precision(f, target), _exposed(f), f.pacing.short() if f.pacing else "-"])
     machine, link = ("host · hardware", "transport used") if ranks.cpu else ("host · GPUs and link", "link NCCL used")
     return Table([machine, "workload", "ranks", link, "global batch", f"scaling % [{LEVEL_LABEL}]",
-                  "verdict: throughput lost", "its interval against the precision target", "exposed communication of step"], rows)
+                  "verdict: throughput lost", "its interval against the precision target", "exposed communication of step",
+                  "paced by (GPU busy share)"], rows)
+
+
+def _verdict_cell(f: Finding) -> str:
+    if f.host_paced:
+        return f"not a link verdict: {_lost(f)}{_against(f)} measures the host (its steps were host-paced)"
+    return f"{judged(f)}: {_lost(f)}{_against(f)}"
 
 
 def _parts(comparison: Comparison) -> list:
@@ -238,10 +257,11 @@ def _figure_rows(findings: list[Finding], concerned) -> list[LF.Row]:
     found = []
     for (machine, workload, ranks, batch), mine in rows.items():
         warned = any(f.flags or concerned(f) for f in mine)
+        paced = " · host-paced: measures the host" if any(f.host_paced for f in mine) else ""
         points = tuple(LF.Lost(_link(f), 100 * (1 - f.efficiency.median),
                                None if f.efficiency.high is None else 100 * (1 - f.efficiency.high),
                                None if f.efficiency.low is None else 100 * (1 - f.efficiency.low)) for f in mine)
-        found.append(LF.Row(machine, workload, f"{ranks} · global batch {batch}", warned, points))
+        found.append(LF.Row(machine, workload, f"{ranks} · global batch {batch}{paced}", warned, points))
     return found
 
 

@@ -266,6 +266,11 @@ class Suite:
         """id(run) -> the run it is scaled against (ddp: its 1-GPU run), for the runs that have one."""
         return {}
 
+    def pacing(self, runs: "list[Run]") -> "Pacing | None":
+        """What paced the runs of one configuration (bench/suites/training/pacing.py), where the suite's
+        figure can be paced by the host rather than by what it measures; None where it cannot."""
+        return None
+
     def derive(self, results: HostResults) -> None:
         """Set figures derived from several runs on this suite's runs, on their records (run.record["derived"],
         run.record["notes"])."""

@@ -24,6 +24,7 @@ from bench.common.stats import Launches, Ratio, Side, Spread, combined_df, cv, f
 from bench.common.transports import nccl_algorithms, setting_key, with_setting
 from bench.errors import UserError
 from bench.judging import shared_machine
+from bench.suites.training.pacing import ADVICE, HOST_PACED
 from bench.verify.machines import differences
 
 DEFAULT_TOLERANCE = 0.05
@@ -123,6 +124,7 @@ class RunVerdict:
     noise_floor: "float | None" = None  # where inconclusive: the tolerance an identical rerun could be judged to
     between_launches: "dict | None" = None  # per side: the spread between launches its interval took (between_launches)
     sampled: "dict | None" = None  # per side: whether its sampling met the plan's precision target (sampling_outcome)
+    pacing: "dict | None" = None  # per side: what paced its steps (Pacing.short), where its suite says
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -148,7 +150,7 @@ def verdict_of(ratio: Spread, tolerance: float, metric: str) -> str:
 
 # Why an interval straddles the band, in the order they are looked for: what the reader can do
 # differs for each (rerun on a quiet machine, more launches, a wider tolerance, more samples).
-INCONCLUSIVE_BECAUSE = ("busy machine", "launches differ", "noise floor", "too few samples", "no interval")
+INCONCLUSIVE_BECAUSE = ("busy machine", "host-paced", "launches differ", "noise floor", "too few samples", "no interval")
 MOST_LAUNCHES = 20  # a plan entry's launch_repeats at most (schema/plan.schema.json)
 
 
@@ -185,7 +187,7 @@ def _launches_to_fit(ratio: Ratio, room: float) -> "int | None":
 
 
 def why_inconclusive(ratio: Ratio, tolerance: float, original: Launches, new: Launches,
-                     shares: tuple = (None, None)) -> "tuple[str, str, float | None]":
+                     shares: tuple = (None, None), paced: tuple = (None, None)) -> "tuple[str, str, float | None]":
     """(one of INCONCLUSIVE_BECAUSE, what it means and what would settle it, the tolerance this machine
     could judge the run to)."""
     if ratio.low is None:
@@ -195,6 +197,14 @@ def why_inconclusive(ratio: Ratio, tolerance: float, original: Launches, new: La
     busy = shared_machine.verdict_reason(shares)
     if busy:
         return "busy machine", f"a busy machine: {straddles}, and {busy}", floor
+    host_paced = [f"{side} {p.words()}" for side, p in zip(("original", "new"), paced) if p is not None and p.verdict == HOST_PACED]
+    if host_paced:
+        one = min(ratio.numerator.launches, ratio.denominator.launches) == 1
+        return "host-paced", (
+            f"steps paced by the host, not the GPU ({'; '.join(host_paced)}): {straddles}, and such steps move "
+            f"{max(original.floor.fraction, new.floor.fraction):.0%} or more from one launch to the next"
+            + (", which one launch a side cannot show" if one else "")
+            + f"; to judge the link, {ADVICE}"), floor
     room = math.log(1 + tolerance) - abs(math.log(ratio.median))
     between, within = _parts(ratio)
     if between > within:
@@ -259,6 +269,7 @@ class Measured:
     new: Launches
     shares: tuple  # the CPU share other processes took: (original, new)
     sampled: tuple  # how each side's sampling ended: (original, new), sampling_outcome's
+    paced: tuple = (None, None)  # what paced each side's steps (a Pacing, or None where its suite cannot say)
 
 
 def _compare_configuration(base: RunVerdict, runs: "list[Run]", new_runs: "list[Run]", machine_differs: list,
@@ -288,13 +299,17 @@ def _compare_configuration(base: RunVerdict, runs: "list[Run]", new_runs: "list[
     ran = (nccl_algorithms(runs[0].transport), nccl_algorithms(new_runs[0].transport))
     if None not in ran and ran[0] != ran[1]:  # NCCL's own choice moved (another version, a tuner): another measurement
         return replace(base, verdict="not comparable", differs=[{"field": "nccl_algorithm", "original": ran[0], "new": ran[1]}])
-    return Measured(base, launch_floor.launches(runs, base.metric), launch_floor.launches(new_runs, base.metric), shares,
-                    (sampling_outcome(runs), sampling_outcome(new_runs)))
+    suite = suites.get(base.suite)
+    paced = (suite.pacing(runs), suite.pacing(new_runs))
+    original, new = (launch_floor.launches(side, base.metric, pacing=p and p.verdict) for side, p in zip((runs, new_runs), paced))
+    return Measured(base, original, new, shares, (sampling_outcome(runs), sampling_outcome(new_runs)), paced)
 
 
 def judge(measured: Measured, tolerances: dict, level: float) -> RunVerdict:
     """The verdict of a configuration both bundles measured: its ratio's interval, at `level`, against the band."""
     base = replace(measured.base, sampled={"original": measured.sampled[0], "new": measured.sampled[1]})
+    if measured.paced != (None, None):
+        base = replace(base, pacing={side: p and p.short() for side, p in zip(("original", "new"), measured.paced)})
     ratio = ratio_interval(measured.new, measured.original, level)
     if ratio is None or ratio.numerator is None:  # a launch median not positive, or a quotient past a float's range
         return replace(base, new_median=statistics.median(measured.new.pooled), verdict="inconclusive",
@@ -309,7 +324,8 @@ def judge(measured: Measured, tolerances: dict, level: float) -> RunVerdict:
     if verdict in ("slower", "faster") and busy:
         verdict, because, reason = "inconclusive", "busy machine", f"a busy machine: {verdict} beyond its interval, but {busy}"
     elif verdict == "inconclusive":
-        because, reason, floor = why_inconclusive(ratio, tolerance, measured.original, measured.new, measured.shares)
+        because, reason, floor = why_inconclusive(ratio, tolerance, measured.original, measured.new, measured.shares,
+                                                  measured.paced)
     return replace(
         base, ratio=ratio.median, ci_low=ratio.low, ci_high=ratio.high, tolerance=tolerance,
         level=level, verdict=verdict, reason=reason, inconclusive_because=because, noise_floor=floor,

@@ -78,14 +78,23 @@ def _sampled_cell(v: RunVerdict) -> str:
 def table(verdicts: "list[RunVerdict]") -> Table:
     levels = {v.level for v in verdicts if v.level is not None}
     label = f"ratio [{percent(levels.pop())} CI]" if len(levels) == 1 else "ratio [CI]"
+    paced = any(v.pacing for v in verdicts)
     header = ["host", "suite", "params", "transport", "ranks", "metric", "original", "new", label, "between launches",
-              "precision target met (original / new)", "verdict"]
+              "precision target met (original / new)", *(["paced by (original / new)"] if paced else []), "verdict"]
     rows = []
     for v, params in zip(verdicts, params_labels(verdicts)):
         host = v.host if v.new_host in (v.host, None) else f"{v.host} -> {v.new_host}"
         rows.append([host, v.suite, params, v.transport, str(v.world_size), v.metric,
-                     _num(v.original_median), _num(v.new_median), _ratio(v), _between_cell(v), _sampled_cell(v), _verdict(v)])
+                     _num(v.original_median), _num(v.new_median), _ratio(v), _between_cell(v), _sampled_cell(v),
+                     *([_pacing_cell(v)] if paced else []), _verdict(v)])
     return Table(header, rows)
+
+
+def _pacing_cell(v: RunVerdict) -> str:
+    """"GPU-bound 97% / host-paced 41%": what paced each side's steps."""
+    if not v.pacing:
+        return "-"
+    return " / ".join(v.pacing[side] or "-" for side in ("original", "new"))
 
 
 def floors_taken(verdicts: "list[RunVerdict]") -> list[str]:
@@ -101,6 +110,7 @@ def floors_taken(verdicts: "list[RunVerdict]") -> list[str]:
 # How the summary names each reason an interval was too wide (compare.INCONCLUSIVE_BECAUSE).
 BECAUSE_WORDS = {
     "busy machine": "a busy machine (rerun on an idle one)",
+    "host-paced": "steps the host paced, not the GPU (make the GPU's work per launch larger to judge the link)",
     "launches differ": "launches that differ more than samples do (more launches settle it, more samples do not)",
     "noise floor": "a noise floor above the tolerance",
     "too few samples": "too few samples (more settle it)",

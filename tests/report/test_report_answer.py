@@ -15,6 +15,7 @@ from bench.common.launch_floor import launches
 from bench.common.run import Run
 from bench.common.stats import ratio_interval
 from bench.report.answer import TITLE, verdict
+from bench.suites.training import pacing
 from tests.support.report_variants import make_variant, write
 
 
@@ -49,7 +50,8 @@ def _expected(doc: dict, run: dict) -> dict:
     base = one_rank.get(batch // run["world_size"]) or one_rank[batch]
     samples = lambda r, m: r["metrics"][m]["samples"]  # noqa: E731
     # One launch a side: the interval takes the launch-to-launch floor of the step time's kind.
-    efficiency = ratio_interval(*(launches([Run(r)], "per_sample_gpu_time_s", "step_time_s") for r in (base, run)))
+    efficiency = ratio_interval(*(launches([Run(r)], "per_sample_gpu_time_s", "step_time_s", pacing.of_run(Run(r)).verdict)
+                                  for r in (base, run)))
     assert efficiency.median == pytest.approx(run["derived"]["scaling_efficiency_fraction"])
     step = statistics.median(samples(run, "step_time_s"))
     exposed = step - statistics.median(samples(base, "step_time_s")) * batch / run["world_size"] / base["params"]["global_batch"]

@@ -12,6 +12,7 @@ import statistics
 from pathlib import Path
 
 from bench.suites.ddp.derived import baselines, derive_scaling
+from bench.suites.training import pacing
 from bench.bundle import seal
 from bench import schemas
 from bench.common.run import Run
@@ -75,6 +76,9 @@ def with_gpus(fingerprint: dict, hardware: str) -> None:
     fingerprint["container"] = {"image": "ghcr.io/example/ddpbench:1", "digest": "sha256:" + "ab12" * 16, "pin": None}
 
 
+GPU_BOUND_PACING = {"verdict": "gpu-bound", "gpu_busy_fraction": 0.97, "power_fraction": None, "mfu_fraction": None, "step_cv": None}
+
+
 def make_variant(bundle: dict, name: str, *, hardware: "str | None" = None, preset: str = "default",
                  nccl_used: tuple = ("P2P",), matches_preset: bool = True, bandwidth: float = 1.0,
                  exposed: "float | None" = None, predicted: bool = False, run_id: "str | None" = None,
@@ -114,6 +118,8 @@ def make_variant(bundle: dict, name: str, *, hardware: "str | None" = None, pres
                 m[key] = _rescale(m[key], 1 / bandwidth, jitter)
         elif run["world_size"] > 1 and exposed is not None:
             _rebuild_ddp(run, found[id(view)].record, exposed, predicted, jitter)
+        if "pacing" in run:  # a GPU host's step, as its profiled kernels would judge it: GPU-bound
+            run["pacing"] = GPU_BOUND_PACING if hardware else pacing.judge(view).as_record()
     derive_scaling(views)
     sealed = seal(doc)
     schemas.validator("bundle").validate(sealed)

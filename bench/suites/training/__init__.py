@@ -33,6 +33,8 @@ from bench.models.shapes import TRANSFORMER_PRESETS, UNET_CONFIGS, UNET_EXTRA
 from bench.suites.base import Figure, HostResults, Suite
 from bench.suites.params import PlanError, SampledParams, merged, resolved
 from bench.suites.training.derived import scaling_warnings
+from bench.suites.training.pacing import Pacing, derive_pacing
+from bench.suites.training.pacing import of_runs as pacing_of_runs
 
 SHARED_SCHEMA = Path(__file__).resolve().parent / "training.schema.json"
 
@@ -188,6 +190,9 @@ class TrainingSuite(Suite):
         runs that has one."""
         raise NotImplementedError
 
+    def pacing(self, runs: "list[Run]") -> Pacing:
+        return pacing_of_runs(runs)
+
     def derive_scaling(self, runs: "list[Run]") -> None:
         """Set derived.scaling_efficiency_fraction on every ok run of this suite among one host's runs."""
         raise NotImplementedError
@@ -209,6 +214,7 @@ class TrainingSuite(Suite):
         return self.priced(params, preset, world_size, host).measured_s
 
     def derive(self, results: HostResults) -> None:
+        derive_pacing(results.runs, self.name)
         self.derive_scaling(results.runs)
         self.derive_prediction(results.runs, results.launches)
 

@@ -15,6 +15,7 @@ from bench.common.stats import LEVEL, Launches, Spread, ratio_interval
 from bench.common.transports import setting_key
 from bench.common.units import count
 from bench.suites.base import warning
+from bench.suites.training import pacing
 
 
 def curve_key(run: Run, nodes_of_launch: dict) -> tuple:
@@ -127,9 +128,10 @@ ABOVE_PERFECT, NEGATIVE_EXPOSED = "scaling_above_perfect", "negative_exposed_com
 
 
 def per_sample_launches(runs: "list[Run]") -> Launches:
-    """The per-sample time x GPUs of each run (a launch each), with the floor of its step time's kind: the
-    sides of a scaling efficiency."""
-    return launch_floor.launches(runs, "per_sample_gpu_time_s", suites.get(runs[0].suite).headline_metric)
+    """The per-sample time x GPUs of each run (a launch each), with the floor of its step time's kind and
+    pacing: the sides of a scaling efficiency."""
+    return launch_floor.launches(runs, "per_sample_gpu_time_s", suites.get(runs[0].suite).headline_metric,
+                                 pacing.of_runs(runs).verdict)
 
 
 def implausible(efficiency: "Spread | None", exposed_s: "float | None") -> list[str]:

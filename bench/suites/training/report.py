@@ -21,7 +21,7 @@ from bench.report import tables as T
 from bench.report.answer import Finding
 from bench.report.merge import MISMATCH, Comparison, RunEntry, Series
 from bench.report.series import Line, pooled
-from bench.suites.training import training_recipe
+from bench.suites.training import pacing, training_recipe
 from bench.suites.training.derived import ABOVE_PERFECT, BASELINE_NOTE, NEGATIVE_EXPOSED, implausible, per_sample_launches
 
 
@@ -99,8 +99,10 @@ def per_sample_ratio(numerator: "list[Run]", denominator: "list[Run]") -> "Ratio
 
 def _finding(name: str, ranks: str, batch: int, entries: list[RunEntry]) -> Finding:
     step = statistics.median(pooled(entries, "step_time_s"))
+    runs = [e.run for e in entries]
     if entries[0].run.world_size == 1:  # its own baseline: no link crossed, nothing to scale
-        return Finding(entries[0].series, name, ranks, batch, step, flags=T.flags(entries), hosts=_hosts(entries))
+        return Finding(entries[0].series, name, ranks, batch, step, flags=T.flags(entries), hosts=_hosts(entries),
+                       pacing=pacing.of_runs(runs))
     bases = _baseline_runs(entries)
     base_step = _samples(bases, "step_time_s")
     efficiency = scaling(entries)
@@ -112,7 +114,7 @@ def _finding(name: str, ranks: str, batch: int, entries: list[RunEntry]) -> Find
     said = list(dict.fromkeys(note for e in entries for note in e.run.notes if note.startswith(BASELINE_NOTE)))
     return Finding(entries[0].series, name, ranks, batch, step, efficiency, exposed, flags=_flags(entries, efficiency, exposed),
                    notes=tuple(f"{note[0].upper()}{note[1:]}." for note in said[:1]), baseline=_against(entries, bases),
-                   hosts=_hosts(entries), sampled=sampling_outcome(bases + [e.run for e in entries]))
+                   hosts=_hosts(entries), sampled=sampling_outcome(bases + runs), pacing=pacing.of_runs(bases + runs))
 
 
 def training_findings(comparison: Comparison, suite: str, workload_of) -> list[Finding]:
