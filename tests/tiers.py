@@ -51,6 +51,7 @@ CHECK = (
     "tests/report/test_figures_agree.py",
     "tests/report/test_gzip_bundles.py",
     "tests/report/test_launch_phases.py",
+    "tests/report/test_pacing.py",
     "tests/report/test_report_answer.py",
     "tests/report/test_report_merge.py",
     "tests/report/test_report_plots.py",
