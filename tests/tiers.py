@@ -23,6 +23,7 @@ CHECK = (
     "tests/agent/test_counters.py",
     "tests/agent/test_fingerprint.py",
     "tests/agent/test_kernel_time.py",
+    "tests/agent/test_launch_imports.py",
     "tests/agent/test_placement.py",
     "tests/agent/test_planning.py",
     "tests/agent/test_sampling.py",

@@ -15,14 +15,15 @@ gradients local on all but the last micro-batch, and what each step's communicat
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
+import inspect
 import resource
 import time
 from dataclasses import dataclass
 from typing import Callable
 
 import torch
-import torch._dynamo  # noqa: F401 - AdamW imports torch's compiler stack when first made: here, with the ranks' imports, not in a model's set-up
 import torch.distributed as dist
 
 from bench.agent import kernel_time, rank_errors, timeline
@@ -123,12 +124,45 @@ def _unrecorded(mark: str) -> None:
     """A step's mark where no timeline is recorded."""
 
 
-def make_optimizer(name: str, module: torch.nn.Module, ctx: Context) -> torch.optim.Optimizer:
+def imports(entry: dict) -> "tuple[str, ...]":
+    """What a training entry's ranks import only when it asks for them: torch's compiler stack for
+    `compile: true` (seconds; torch.compile would import it in the model's set-up)."""
+    return ("torch._dynamo",) if entry.get("compile") else ()
+
+
+def make_optimizer(name: str, module: torch.nn.Module, ctx: Context, compiled: bool = False) -> torch.optim.Optimizer:
     """AdamW (fused on a GPU), or Adafactor: factored second moments, a few bytes per matrix row
-    and column instead of AdamW's 8 bytes per weight, for models that fill a 24 GB card."""
+    and column instead of AdamW's 8 bytes per weight, for models that fill a 24 GB card. Without
+    torch.compile, torch's own class without its compiler guards (eager)."""
+    kind = torch.optim.Adafactor if name == "adafactor" else torch.optim.AdamW
+    if not compiled:
+        kind = eager(kind)
     if name == "adafactor":
-        return torch.optim.Adafactor(module.parameters(), lr=1e-3, foreach=True)
-    return torch.optim.AdamW(module.parameters(), lr=1e-4, fused=ctx.is_cuda)
+        return kind(module.parameters(), lr=1e-3, foreach=True)
+    return kind(module.parameters(), lr=1e-4, fused=ctx.is_cuda)
+
+
+@functools.cache  # one class an optimizer: torch patches each class's step for the profiler once
+def eager(optimizer: "type[torch.optim.Optimizer]") -> "type[torch.optim.Optimizer]":
+    """The optimizer class with its step, zero_grad and add_param_group as written, without the
+    wrappers that keep torch.compile out of them. Those import torch's whole compiler stack
+    (torch._dynamo, inductor, sympy: seconds of a launch's start-up) on first call and change
+    nothing outside compiled code: the step's wrapper only turns gradients off, as here."""
+    base = torch.optim.Optimizer
+
+    class Eager(optimizer):
+        def add_param_group(self, param_group: dict) -> None:
+            inspect.unwrap(base.add_param_group)(self, param_group)
+
+        def zero_grad(self, set_to_none: bool = True) -> None:
+            inspect.unwrap(base.zero_grad)(self, set_to_none)
+
+        @torch.no_grad()
+        def step(self, closure=None):
+            return inspect.unwrap(optimizer.step)(self, closure)
+
+    Eager.__name__ = Eager.__qualname__ = optimizer.__name__  # the profiler's step and zero_grad labels name it
+    return Eager
 
 
 def autocast_for(ctx: Context, precision: str, cache_enabled: bool = True):
@@ -169,7 +203,7 @@ def set_up(ctx: Context, params: TrainingParams, accum: int, build: Callable, st
     precision = strategy.precision(ctx, params)
     wrapped = strategy.wrap(ctx, work, params, precision)
     step_model = strategy.compiled(wrapped) if params.compile else wrapped
-    optimizer = make_optimizer(params.optimizer, work.module, ctx)
+    optimizer = make_optimizer(params.optimizer, work.module, ctx, params.compile)
     return Training(work, strategy, step_model, optimizer, precision, accum, strategy.recorder(ctx, work, params),
                     grads_kept=strategy.grads_kept(params))
 

@@ -64,6 +64,12 @@ def host_id(node: int) -> str:
     return f"{socket.gethostname()}-{os.environ.get('GROUP_RANK', '0')}-node{node}"
 
 
+def launch_imports(spec: LaunchSpec) -> "list[str]":
+    """The modules a launch's ranks use: its suite's ranks, and what they import only for some entries."""
+    ranks = importlib.import_module(suites.get(spec.suite).ranks_module)
+    return [ranks.__name__, *getattr(ranks, "imports", lambda params: ())(spec.params)]
+
+
 def main(spec_paths: "list[str]") -> None:
     specs = [LaunchSpec.read(path) for path in spec_paths]
     spec = specs[0]  # how the ranks start is the same for every launch of a job
@@ -71,7 +77,7 @@ def main(spec_paths: "list[str]") -> None:
     world_size = int(os.environ["WORLD_SIZE"])
     marks = Marks(spec.marks_path if local_rank == 0 else None)
     marks.at("imports", STARTED_S)
-    for module in dict.fromkeys(suites.get(s.suite).ranks_module for s in specs):  # once a job, with the imports
+    for module in dict.fromkeys(m for s in specs for m in launch_imports(s)):  # once a job, with the imports
         importlib.import_module(module)
     marks.enter("device")
     node, ranks_per_node = emulated_node(spec, local_rank, int(os.environ.get("LOCAL_WORLD_SIZE", world_size)))

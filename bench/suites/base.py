@@ -12,6 +12,8 @@ A suite's folder (bench/suites/NAME/) holds, NAME being the suite's name and wri
 - `expected.json` (optional): the expected ranges of its figures (`Suite.figures`), each row with the
   key it holds for and its sources (schema/expected.schema.json; bench/judging/normal.py judges);
 - `ranks.py`: what each rank runs (torch): `run(ctx, entry_params, emit)`, one record per configuration;
+  optionally `imports(entry_params)`, the modules an entry uses that its ranks import only when asked,
+  for the worker to import with the rest (its start-up, not the entry's set-up);
 - `report.py` (optional): `section(comparison, plot, colours) -> blocks`, its part of the report;
   a suite that trains also answers the report's question there: `findings(comparison)` (a list of
   bench.report.answer.Finding) and `answer_plots(comparison, plot, colours)`, which the report's

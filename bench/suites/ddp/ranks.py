@@ -19,7 +19,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from bench.agent import copy_engine_allreduce, rank_errors, timeline
 from bench.agent.harness import Context
-from bench.agent.training import Strategy, Training, autocast_for, run as run_training, set_up as set_up_training
+from bench.agent.training import Strategy, Training, autocast_for, imports, run as run_training, set_up as set_up_training
 from bench.common.stats import metric
 from bench.models import workload
 from bench.suites.ddp.params import Params

@@ -21,7 +21,7 @@ from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
 from bench.agent import collective_counter
 from bench.agent.harness import Context, max_over_ranks
-from bench.agent.training import Strategy, Training, run as run_training
+from bench.agent.training import Strategy, Training, imports, run as run_training
 from bench.common.stats import metric
 from bench.models import workload
 from bench.suites.fsdp.params import Params
