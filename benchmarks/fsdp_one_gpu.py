@@ -29,9 +29,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import suites  # noqa: E402
 from bench.common.host import Capabilities  # noqa: E402
+from bench.errors import PlanError  # noqa: E402
 from bench.suites.training import memory  # noqa: E402
 from bench.suites.fsdp.suite import memory_setup  # noqa: E402
-from bench.suites.params import PlanError  # noqa: E402
 from bench.suites.training import training_recipe  # noqa: E402
 from benchmarks._agent import median, plan_entry, run_plan, table  # noqa: E402
 

@@ -3,12 +3,14 @@ suite's README.md, each relative link reaches a file (and its heading, where it 
 written as code names a file of the repository, and each command of a shell block names what exists:
 `make` targets of the Makefile, `ddpbench` / `python -m bench` subcommands and their options, plans
 given by name. Each suite has a README that names every parameter of its params.schema.json (the
-harness's it refers to included)."""
+harness's it refers to included). docs/writing-a-suite.md's hook table names every hook of
+bench/suites/base.py's Suite, each marked required or optional as the class makes it."""
 
 from __future__ import annotations
 
 import argparse
 import glob
+import inspect
 import json
 import re
 import shlex
@@ -17,6 +19,7 @@ from pathlib import Path
 
 from bench import suites
 from bench.cli import parser
+from bench.suites.base import Suite
 from bench.suites.params import resolved
 from tests.conftest import REPO
 
@@ -260,3 +263,46 @@ def test_the_readme_stays_a_front_door():
     assert size < 10 * 1024, f"README.md is {size} bytes"
     for said in ("make bench", "make test", "## Read next"):
         assert said in text
+
+
+# Found in the suite's folder by the registry, never given by a suite: no hook.
+NOT_HOOKS = {"report_section"}
+
+
+def suite_hooks() -> dict:
+    """Every hook of bench/suites/base.py's Suite -> whether a suite must give it: a class attribute is
+    required where Suite declares it without a value, a method where its body raises NotImplementedError."""
+    attributes = {name: name not in vars(Suite) for name in Suite.__annotations__}
+    methods = {name: "raise NotImplementedError" in inspect.getsource(value) for name, value in vars(Suite).items()
+               if inspect.isfunction(value) and not name.startswith("_") and name not in NOT_HOOKS}
+    return {**attributes, **methods}
+
+
+def hook_table_problems(page: str, hooks: dict) -> list[str]:
+    """What the page's "Every hook" section misses of the hooks, or marks other than required/optional as they are."""
+    section = page.partition("\n## Every hook\n")[2].split("\n## ")[0]
+    marked = {}
+    for line in section.splitlines():
+        found = re.match(r"\| `(\w+)[^|]*\| *(required|optional)\b", line)
+        if found:
+            marked[found.group(1)] = found.group(2)
+    problems = [f"the hook table has no row for {name}" for name in hooks if name not in marked]
+    for name, required in hooks.items():
+        if name in marked and marked[name] != ("required" if required else "optional"):
+            problems.append(f"the hook table marks {name} {marked[name]}, base.py makes it {'required' if required else 'optional'}")
+    return problems
+
+
+def test_the_hook_table_names_every_hook_of_the_suite_class_marked_as_it_is():
+    hooks = suite_hooks()
+    assert {"Params", "headline_metric", "check_plan", "measured_seconds", "warnings"} <= set(hooks)
+    assert hook_table_problems((REPO / "docs" / "writing-a-suite.md").read_text(), hooks) == []
+
+
+def test_the_hook_table_check_finds_a_missing_row_and_a_wrong_mark():
+    page = (REPO / "docs" / "writing-a-suite.md").read_text()
+    page = re.sub(r"^\| `planned_value.*\n", "", page, flags=re.M)
+    page = re.sub(r"^(\| `headline_metric` \| )required", r"\1optional", page, flags=re.M)
+    assert hook_table_problems(page, suite_hooks()) == [
+        "the hook table has no row for planned_value",
+        "the hook table marks headline_metric optional, base.py makes it required"]

@@ -17,8 +17,7 @@ from bench.agent.fingerprint import collect
 from bench.agent.runner import run_plan
 from bench.common import protocol
 from bench.judging.health import health_warnings
-from bench.errors import UserError
-from bench.suites.params import PlanError
+from bench.errors import PlanError, UserError
 
 
 def _emit(event: protocol.Event) -> None:

@@ -15,7 +15,7 @@ from bench.agent.planning import Launch, jobs
 from bench.common import cost
 from bench.common.host import Capabilities
 from bench.common.sampling import TYPICAL_CV, expected_sampling_s
-from bench.suites.params import PlanError
+from bench.errors import PlanError
 
 ETA_OFF_FACTOR = 2.0  # a launch this much longer or shorter than its estimate is said in the log
 # A configuration sampling to a cv_target (a plan's, below its samples' CV) measures about this

@@ -332,10 +332,13 @@ def first_complaint(ctx: Context, complaint: "str | None") -> "str | None":
 
 def run_record(ctx: Context, params: dict, metrics: dict, *, status: str = "ok",
                error: "str | None" = None, error_when_ok: bool = False) -> dict:
-    """One configuration's record, as schema/bundle.schema.json's `run` holds it (the worker adds the
-    launch's suite as it emits it; the controller transport, launch_id and gpu_counters): `error`
-    where the run did not go well, or, with error_when_ok, always; measured_window, the timed calls
-    since the last record (null: none)."""
+    """One configuration's record: schema/bundle.schema.json's `run`, less what others add (rank 0's
+    worker adds the suite as it writes the record; the agent's runner, bench/agent/collect.py's
+    run_records, adds transport, launch_id, repeat, gpu_counters, and env and gpus where the launch has
+    them). `error` is set where one is given, and with error_when_ok even when it is None;
+    `measured_window` is the rank's timed calls since its last record (None: none); `sampling`, how its
+    sampling toward the plan's precision ended, and `notes` are set only where there are some. Taking
+    the window, the sampling and the notes clears them for the next record."""
     record = {"params": params, "world_size": ctx.world_size, "status": status}
     if error is not None or error_when_ok:
         record["error"] = error

@@ -21,7 +21,7 @@ from bench.common.selection import Side, gpu_sets, side_of, variant
 from bench.common.host import Capabilities
 from bench.common.sampling import Precision
 from bench.common.transports import BASE_NCCL_ENV, PRESETS, Nodes, backend_for
-from bench.suites.params import PlanError
+from bench.errors import PlanError
 
 
 @dataclass

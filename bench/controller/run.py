@@ -28,9 +28,8 @@ from bench.controller.progress import HostProgress
 from bench.controller.resume import Previous, finished_launch_ids, keep_raw_file, keep_raw_files, merge_entry
 from bench.controller.runtimes import RUNTIMES, AgentJob, HostError, Runtime
 from bench.controller import stop_signals
-from bench.errors import UserError
+from bench.errors import PlanError, UserError
 from bench.outputs import new_folder
-from bench.suites.params import PlanError
 
 RUN_FILE = "run.json"  # the run's id, start and plan, written first: what a resume needs when no bundle was written
 

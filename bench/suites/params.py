@@ -1,7 +1,7 @@
 """The harness's parameters: typed here, which every suite's Params extends, and their schema beside
 (harness.schema.json: bounds, defaults and descriptions, one $defs entry per class, which a suite's
-params.schema.json refers to); the error a plan gets for what a host cannot do. Plain Python: the
-controller types and checks plans with them, and the ranks (bench/agent/harness.py) sample by them."""
+params.schema.json refers to). Plain Python: the controller types and checks plans with them, and the
+ranks (bench/agent/harness.py) sample by them."""
 
 from __future__ import annotations
 
@@ -12,14 +12,10 @@ from dataclasses import MISSING, dataclass, fields, replace
 from pathlib import Path
 from typing import ClassVar, TypeVar
 
-from bench.errors import UserError
+from bench.errors import PlanError, UserError
 
 HARNESS_SCHEMA = Path(__file__).resolve().parent / "harness.schema.json"
 HARNESS_ID = "urn:ddpbench:schema:harness"
-
-
-class PlanError(Exception):
-    """The plan asks for something this host cannot do; raised before anything is launched."""
 
 
 P = TypeVar("P", bound="SampledParams")

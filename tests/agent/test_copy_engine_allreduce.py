@@ -14,8 +14,8 @@ from bench.agent.kernel_time import kernel_class
 from bench.agent.planning import plan_launches
 from bench.common.host import Capabilities
 from bench.common.protocol import Placement
-from bench.suites.params import PlanError
 from bench.controller.plans import with_defaults
+from bench.errors import PlanError
 from tests.conftest import REPO
 
 TINY_GPT = {"model": "tiny", "micro_batch": 2, "seq_len": 32, "steps": 4, "warmup_steps": 1, "precision": "fp32",

@@ -15,8 +15,7 @@ from bench.controller.hosts import load_hosts
 from bench.controller.inventory import Group, Host, Inventory
 from bench.controller.plans import check, load_plan, with_defaults
 from bench.controller.run import _check_placements
-from bench.errors import UserError
-from bench.suites.params import PlanError
+from bench.errors import PlanError, UserError
 from benchmarks import plan_durations
 from tests.conftest import REPO
 

@@ -17,10 +17,10 @@ from bench.common.host import Capabilities
 from bench.common.timestamps import utc_timestamp
 from bench.controller.plans import check
 from bench.controller.resume import launch_of_plan
+from bench.errors import PlanError
 from bench.report.document import Paragraph
 from bench.report.merge import merge
 from bench.suites.collectives.report import collectives_table, pairs_blocks
-from bench.suites.params import PlanError
 from bench.verify.compare import DEFAULT_TOLERANCE, compare_bundles
 from tests.conftest import cli
 from tests.e2e.test_bad_input import assert_one_line_error

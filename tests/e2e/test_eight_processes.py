@@ -14,7 +14,7 @@ import yaml
 from bench.agent.planning import plan_launches
 from bench.common.host import Capabilities
 from bench.controller.plans import check
-from bench.suites.params import PlanError
+from bench.errors import PlanError
 from tests.conftest import bundle_path_from, cli
 
 RANKS = 8

@@ -25,8 +25,7 @@ from bench.controller import plans
 from bench.controller.inventory import Host, Inventory
 from bench.controller.resume import setting_problem
 from bench.controller.run import _checked_runtimes
-from bench.errors import UserError
-from bench.suites.params import PlanError
+from bench.errors import PlanError, UserError
 from tests.conftest import bundle_path_from, cli
 
 # NCCL's documented environment variables: its user guide's "Environment Variables" page

@@ -12,8 +12,8 @@ import pytest
 from bench.agent.planning import plan_launches
 from bench.agent.runner import run_launch, run_plan
 from bench.common.host import Capabilities
-from bench.suites.params import PlanError
 from bench.controller.plans import check
+from bench.errors import PlanError
 from tests.conftest import REPO
 
 EVERY_OP = {

@@ -11,8 +11,8 @@ from bench.agent.planning import plan_launches
 from bench.agent.runner import run_plan
 from bench.common.host import Capabilities
 from bench.common.protocol import RunEnded
+from bench.errors import PlanError
 from bench.suites.copy.suite import WARMUP_LEAST_S
-from bench.suites.params import PlanError
 from bench.controller.plans import check
 from bench import schemas
 

@@ -9,7 +9,7 @@ from bench.agent.planning import plan_launches
 from bench.cli import main
 from bench.common.host import Capabilities
 from bench.controller.plans import check
-from bench.suites.params import PlanError
+from bench.errors import PlanError
 
 TWO_CORES = Capabilities(gpu_count=0, logical_cpus=2, host_memory_bytes=24 << 30)
 

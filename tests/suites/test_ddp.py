@@ -25,6 +25,7 @@ from bench.agent.harness import Context
 from bench.agent.planning import plan_launches
 from bench.common.host import Capabilities
 from bench.common.run import Run
+from bench.errors import PlanError
 from bench.models import gpt, workload
 from bench.models.shapes import GPT_PRESETS, TRANSFORMER_PRESETS, UNET_CONFIGS
 from bench.suites.ddp import ranks as ddp
@@ -32,7 +33,6 @@ from bench.common.allreduce import curve_time as allreduce_time
 from bench.suites.ddp.derived import derive_prediction, derive_scaling
 from bench.suites.ddp.params import Params
 from bench.suites.training import least_warmup_steps
-from bench.suites.params import PlanError
 from bench.bundle import read_bundle
 from bench.controller.plans import PLANS_DIR, load_plan, plan_names, with_defaults
 from tests.conftest import REPO, cli as ddpbench, start_cli

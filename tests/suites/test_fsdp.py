@@ -26,12 +26,11 @@ from bench.common.run import Run
 from bench.controller.inventory import Group, Host, Inventory
 from bench.controller.plans import check, load_plan, with_defaults
 from bench.controller.run import _check_placements
-from bench.errors import UserError
+from bench.errors import PlanError, UserError
 from bench.models.shapes import LLAMA_PRESETS, TRANSFORMER_PRESETS, units
 from bench.report.merge import HostEntry, RunEntry, Series
 from bench.suites.training import memory
 from bench.suites.fsdp.report.series import sensitivities
-from bench.suites.params import PlanError
 from tests.conftest import REPO, cli as ddpbench
 from tests.support.same_samples import another_bundle_of
 

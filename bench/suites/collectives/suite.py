@@ -12,8 +12,9 @@ from bench.common.run import Run
 from bench.common.transports import backend_for
 from bench.common.units import human_bytes
 from bench.common import cost
+from bench.errors import PlanError
 from bench.suites.base import Figure, HostResults, Suite, warning
-from bench.suites.params import PlanError, SweptParams
+from bench.suites.params import SweptParams
 
 # gloo on a GPU host reduces host tensors with one thread a rank (torchrun's OMP_NUM_THREADS=1):
 # filling the inputs twice, the expected result and the check cost 27 s per GB of buffer on a 2x

@@ -12,8 +12,9 @@ from bench.common.host import Capabilities
 from bench.common.run import Run
 from bench.common.units import human_bytes
 from bench.common import cost
+from bench.errors import PlanError
 from bench.suites.base import Figure, Suite
-from bench.suites.params import PlanError, SweptParams
+from bench.suites.params import SweptParams
 
 # A point's warm-up runs its warmup_iters copies and at least this long: on an H200 the first
 # milliseconds of host-to-device copies into new buffers ran at down to half speed, longer than a few

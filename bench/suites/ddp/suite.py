@@ -10,11 +10,11 @@ from bench.common.host import Capabilities
 from bench.common.run import Run
 from bench.common.transports import backend_for, with_setting
 from bench.common.units import human_bytes
+from bench.errors import PlanError
 from bench.models.shapes import TRANSFORMER_PRESETS
 from bench.suites.training import memory
 from bench.suites.ddp import cost, derived
 from bench.suites.ddp.params import Params
-from bench.suites.params import PlanError
 from bench.suites.training import TrainingSuite, grad_accum_for
 
 

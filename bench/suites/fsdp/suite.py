@@ -13,11 +13,11 @@ from bench.common.host import Capabilities
 from bench.common.run import Run
 from bench.common.transports import backend_for, ranks_label
 from bench.common.units import human_bytes
+from bench.errors import PlanError
 
 from bench.suites.training import memory
 from bench.suites.fsdp import cost, derived
 from bench.suites.fsdp.params import Params
-from bench.suites.params import PlanError
 from bench.suites.training import TrainingSuite, grad_accum_for, training_recipe
 
 

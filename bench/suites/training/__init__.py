@@ -29,9 +29,10 @@ from bench import suites
 from bench.common.host import Capabilities
 from bench.common.run import Run
 from bench.common.transports import ranks_label
+from bench.errors import PlanError
 from bench.models.shapes import TRANSFORMER_PRESETS, UNET_CONFIGS, UNET_EXTRA
 from bench.suites.base import Figure, HostResults, Suite
-from bench.suites.params import PlanError, SampledParams, merged, resolved
+from bench.suites.params import SampledParams, merged, resolved
 from bench.suites.training.derived import scaling_warnings
 from bench.suites.training.pacing import Pacing, derive_pacing
 from bench.suites.training.pacing import of_runs as pacing_of_runs
