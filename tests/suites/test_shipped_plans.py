@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -35,8 +36,14 @@ def planned(plan: dict, machine: str, tmp_path: Path) -> protocol.Planned:
     return found
 
 
+def skip_without_diffusers(plan: dict, side: str) -> None:
+    if not HAS_DIFFUSERS and any({**e["params"], **e.get(side, {})}.get("model") in UNET_CONFIGS for e in plan["suites"]):
+        pytest.skip("diffusers is not installed (the sdxl extra)")
+
+
 @pytest.fixture(autouse=True)
 def idle_cpu(monkeypatch):
+    """The profiles are idle machines: no estimate here is stretched by this machine's load now."""
     monkeypatch.setattr(runner, "cpu_slowdown", lambda cores: 1.0)
 
 
@@ -47,9 +54,7 @@ def test_shipped_plan_dry_runs_within_its_timeout(name, machine, tmp_path):
     the plan here with a PlanError otherwise."""
     plan = load_plan(name)
     assert plan["description"].strip()
-    if not HAS_DIFFUSERS and any(e["suite"] == "ddp" and {**e["params"], **e.get("gpu", {})}["model"] in UNET_CONFIGS
-                                 for e in plan["suites"]) and MACHINES[machine]["gpus"]:
-        pytest.skip("diffusers is not installed (the sdxl extra)")
+    skip_without_diffusers(plan, "gpu" if MACHINES[machine]["gpus"] else "cpu")
     event = planned(plan, machine, tmp_path)
     assert event.estimates_s, f"{name} runs nothing on {machine}"
     over = {launch: seconds for launch, seconds in event.estimates_s.items() if seconds > plan["timeout_s"]}
@@ -60,7 +65,7 @@ def test_shipped_plan_dry_runs_within_its_timeout(name, machine, tmp_path):
 def test_smoke_of_shipped_plan_is_priced_under_a_minute_on_a_cpu(name, tmp_path):
     event = planned(smoke(load_plan(name)), "CPU, 2 cores (idle)", tmp_path)
     assert sum(event.estimates_s.values()) + event.gate_s < SMOKE_LIMIT_S
-    assert all(launch.endswith(("ws1", "ws2")) for launch in event.launches)  # one launch each: no -r2 repeats
+    assert not any(re.search(r"-r\d+$", launch) for launch in event.launches)  # one launch each: no repeats
 
 
 def run_on_cpu(tmp: Path, *args: str):
@@ -101,9 +106,7 @@ def check_ran(done, bundle: dict) -> None:
 @pytest.mark.parametrize("name", plan_names())
 def test_shipped_plan_smoke_runs_on_cpu(name, tmp_path):
     plan = load_plan(name)
-    if not HAS_DIFFUSERS and any(e["suite"] == "ddp" and {**e["params"], **e.get("cpu", {})}["model"] in UNET_CONFIGS
-                                 for e in plan["suites"]):
-        pytest.skip("diffusers is not installed (the sdxl extra)")
+    skip_without_diffusers(plan, "cpu")
     done, bundle, path = run_on_cpu(tmp_path, "--plan", name, "--smoke")
     check_ran(done, bundle)
     assert bundle["smoke"] is True and "smoke run:" in done.stderr
