@@ -83,11 +83,17 @@ def cmd_run(args) -> int:
 
 
 def _dry_run(inventory, plan: dict, out: Path) -> int:
-    """`run --dry-run`: every host's agent plans, checks and prices the plan (its progress prints the
-    launches and the estimate); nothing is launched and nothing is written."""
+    """`run --dry-run`: every host's agent plans, checks and prices the plan; its launches and their
+    estimates are printed, a line each. Nothing is launched and nothing is written."""
     from bench.controller.run import dry_run
 
-    failed = {name: error for name, error in dry_run(inventory, plan, out).items() if error}
+    hosts = dry_run(inventory, plan, out)
+    for name, (_, listing) in hosts.items():
+        for line in listing[:1]:
+            print(terminal(f"host {name}: {line}"))
+        for line in listing[1:]:
+            print(terminal(line))
+    failed = {name: error for name, (error, _) in hosts.items() if error}
     for name, error in failed.items():
         print(terminal(f"error: host {name}: {error}"), file=sys.stderr)
     hosts = len(inventory.hosts)

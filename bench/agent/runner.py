@@ -65,6 +65,7 @@ def run_plan(
         {l.id: l.configurations for l in launches if l.estimate_s},
         sorted(l.id for l in launches if l.estimate_s and l.id in measured),
         sorted(l.id for l in launches if l.id in done_launch_ids), round(gate_seconds(runnable, host, slowdown), 1), slowdown,
+        {l.id: l.skipped_reason for l in launches if l.skipped_reason},
     ))
     if dry_run:
         return _finished(out_dir, raw)

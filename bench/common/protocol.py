@@ -131,7 +131,8 @@ class Planned(Event):
     """What will run and how long each launch should take; measured_before: estimates that are an earlier run's
     durations; finished_before: launches a resumed run finished already (kept, not run again); gate_s: the P2P
     gate's estimate, before the first launch; slowdown: how many times longer CPU work takes on this host now
-    than on an idle one (other processes), which a CPU host's estimates count."""
+    than on an idle one (other processes), which a CPU host's estimates count; skipped: why each launch that
+    does not run here does not."""
 
     kind: ClassVar[str] = "plan"
     launches: list
@@ -141,6 +142,7 @@ class Planned(Event):
     finished_before: list = field(default_factory=list)
     gate_s: float = 0.0
     slowdown: float = 1.0
+    skipped: dict = field(default_factory=dict)
 
 
 @_event

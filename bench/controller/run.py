@@ -102,16 +102,17 @@ def execute(inventory: Inventory, plan: dict, out_root: Path, previous: "Previou
     return path, write_bundle(path, bundle)
 
 
-def dry_run(inventory: Inventory, plan: dict, out_root: Path) -> "dict[str, str | None]":
-    """Each host's agent plans, checks and prices the plan (the progress says its launches and estimate)
-    and launches nothing; {host name: why it refused the plan or failed, or None}. Nothing is written
-    under out_root, whose earlier runs of the plan price the launches they ran."""
+def dry_run(inventory: Inventory, plan: dict, out_root: Path) -> "dict[str, tuple[str | None, list[str]]]":
+    """Each host's agent plans, checks and prices the plan, and launches nothing; {host name: (why it
+    refused the plan or failed, or None; its launches a line each, with their estimates)}. Nothing is
+    written under out_root, whose earlier runs of the plan price the launches they ran."""
     runtimes = _checked_runtimes(inventory, plan)
     with tempfile.TemporaryDirectory(prefix="ddpbench-dry-run-") as folder:
         with HostProgress([h.name for h in inventory.hosts]) as progress:
             items = _host_runs(inventory, runtimes, plan, "dry-run", Path(folder), out_root, progress, dry_run=True)
             _run_units(_units(items, inventory.groups, None), progress)
-    return {name: item.error for name, item in items.items()}
+    return {name: (item.error, HostProgress.plan_listing(progress.planned[name]) if name in progress.planned else [])
+            for name, item in items.items()}
 
 
 def nothing_measured(bundle: dict) -> "str | None":

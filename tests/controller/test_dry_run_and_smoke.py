@@ -37,13 +37,16 @@ def test_smoke_plan_runs_each_configuration_once_at_its_least_work():
     assert {l.id for l in plan_launches(smoked, CPU_HOST)} == first_round
 
 
-def test_dry_run_prints_the_launches_and_estimate_and_launches_nothing(tmp_path, capsys):
+def test_dry_run_lists_each_launch_with_its_estimate_or_why_not_and_launches_nothing(tmp_path, capsys):
     out = tmp_path / "results"
-    status = main(["run", "--hosts", str(hosts_file(tmp_path)), "--plan", "quick", "--dry-run", "--out", str(out)])
+    status = main(["run", "--hosts", str(hosts_file(tmp_path)), "--plan", "seed002", "--smoke", "--dry-run", "--out", str(out)])
     said = capsys.readouterr()
     assert status == 0, said.err
-    assert said.out.strip().splitlines()[-1] == "dry run: the plan checks on 1 host; nothing was launched"
-    assert "[local] 9 launches, estimated " in said.err and "01-ddp-default-ws2-r3 (1 configuration, ~" in said.err
+    lines = said.out.splitlines()
+    assert lines[0].startswith("host local: 7 launches, estimated ") and lines[0].endswith(" in all")
+    assert any(line.startswith("  03-ddp-default-ws2: 1 configuration, ~") for line in lines)
+    assert "  04-ddp-default-ws1: not run: the same configuration as launch 03-ddp-default-ws1, which runs it once" in lines
+    assert lines[-1] == "dry run: the plan checks on 1 host; nothing was launched"
     assert not out.exists()
 
 
