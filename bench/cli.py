@@ -67,7 +67,7 @@ def cmd_run(args) -> int:
     for line in summary_lines(bundle) + launch_time.summary_lines(bundle):
         print(terminal(line), file=sys.stderr)
     if bundle.get("smoke"):
-        print("smoke run: every configuration ran once at its least work; its figures are not measurements", file=sys.stderr)
+        print(terminal("smoke run: every configuration ran once at its least work; its figures are not measurements"), file=sys.stderr)
     for host in failed:
         print(terminal(f"error: host {host['name']}: {host['status']}: {host['error']}"), file=sys.stderr)
     empty = nothing_measured(bundle)
