@@ -19,7 +19,7 @@ from bench.common.escape import terminal
 from bench.common.run import Run
 from bench.controller.hosts import load_hosts
 from bench.controller import stop_signals
-from bench.controller.plans import load_plan, plan_names
+from bench.controller.plans import load_plan, plan_names, smoke
 from bench.docker.cli import add_image_commands
 from bench.errors import UserError
 from bench.judging import shared_machine
@@ -35,16 +35,21 @@ def cmd_run(args) -> int:
 
     previous = None
     if args.resume:
-        if args.plan:
-            raise UserError(f"--resume {args.resume} runs the plan of that run; leave out --plan {args.plan}")
+        for given, flag in ((args.plan, f"--plan {args.plan}"), (args.smoke, "--smoke"), (args.dry_run, "--dry-run")):
+            if given:
+                raise UserError(f"--resume {args.resume} runs the plan of that run as it ran; leave out {flag}")
         previous = load_previous(args.resume)
         plan = previous.plan
         for line in previous.left_out:
             print(terminal(f"warning: --resume {args.resume}: {line}"), file=sys.stderr)
     else:
         plan = load_plan(args.plan or "quick")
+        if args.smoke:
+            plan = smoke(plan)
+    if args.dry_run:
+        return _dry_run(inventory, plan, args.out)
     said = len(previous.left_out) if previous else 0
-    path, bundle = execute(inventory, plan, args.out, previous)
+    path, bundle = execute(inventory, plan, args.out, previous, smoke=previous.smoke if previous else args.smoke)
     for line in previous.left_out[said:] if previous else ():  # from the results a lost host kept, collected since
         print(terminal(f"warning: --resume {args.resume}: {line}"), file=sys.stderr)
     print(terminal(f"bundle: {path}"), flush=True)  # said before the report, which a full disk may stop
@@ -61,6 +66,8 @@ def cmd_run(args) -> int:
         print(terminal(f"warning: {line}"), file=sys.stderr)
     for line in summary_lines(bundle) + launch_time.summary_lines(bundle):
         print(terminal(line), file=sys.stderr)
+    if bundle.get("smoke"):
+        print(terminal("smoke run: every configuration ran once at its least work; its figures are not measurements"), file=sys.stderr)
     for host in failed:
         print(terminal(f"error: host {host['name']}: {host['status']}: {host['error']}"), file=sys.stderr)
     empty = nothing_measured(bundle)
@@ -73,6 +80,26 @@ def cmd_run(args) -> int:
                        f"the same folder with: {resume_command(args.hosts, path.parent)}"), file=sys.stderr)
         return stop_signals.exit_status()
     return 1 if failed or empty or report is None else 0
+
+
+def _dry_run(inventory, plan: dict, out: Path) -> int:
+    """`run --dry-run`: every host's agent plans, checks and prices the plan; its launches and their
+    estimates are printed, a line each. Nothing is launched and nothing is written."""
+    from bench.controller.run import dry_run
+
+    hosts = dry_run(inventory, plan, out)
+    for name, (_, listing) in hosts.items():
+        for line in listing[:1]:
+            print(terminal(f"host {name}: {line}"))
+        for line in listing[1:]:
+            print(terminal(line))
+    failed = {name: error for name, (error, _) in hosts.items() if error}
+    for name, error in failed.items():
+        print(terminal(f"error: host {name}: {error}"), file=sys.stderr)
+    hosts = len(inventory.hosts)
+    print(terminal(f"dry run: the plan {'fails on ' + str(len(failed)) + ' of' if failed else 'checks on'} "
+                   f"{hosts} host{'s' * (hosts > 1)}; nothing was launched"))
+    return 1 if failed else 0
 
 
 def _run_report(bundle: dict, path: Path) -> "Path | None":
@@ -315,6 +342,10 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--out", type=Path, default=Path("results"), help="results folder (default: results)")
     run.add_argument("--resume", type=Path, metavar="RUN_DIR",
                      help="a run folder (results/<run-id>) to finish: skip the launches that finished, merge old and new runs")
+    run.add_argument("--dry-run", action="store_true",
+                     help="plan and check every launch on the hosts, print the launches and the estimate; launch nothing")
+    run.add_argument("--smoke", action="store_true",
+                     help="every configuration once at its least work, no precision target: does the plan run? (its figures are no measurements)")
     run.set_defaults(func=cmd_run)
 
     fingerprint = sub.add_parser("fingerprint", help="print this machine's fingerprint as JSON")

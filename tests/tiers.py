@@ -7,8 +7,9 @@ Every test file is named in one of the two lists (tests/test_tiers.py), so a new
 on purpose. CHECK asks "does it work": unit tests, schema, architecture and docs checks, the test
 session's own rules, and two CPU plans run end to end (tests/report's real bundle: collectives and
 DDP over gloo, then its report, plots and compare; the copy suite's host-to-host copies in
-tests/suites/test_copy.py). FULL_ONLY asks "does it hold", at a cost: files whose plans and
-processes take minutes, that need what `make test` installs (sshd hosts, Slurm, Docker, a browser),
+tests/suites/test_copy.py), and every shipped plan dry-run on the machine profiles of
+benchmarks/plan_durations.py (its smoke runs on this CPU are marked slow). FULL_ONLY asks "does it
+hold", at a cost: files whose plans and processes take minutes, that need what `make test` installs (sshd hosts, Slurm, Docker, a browser),
 or that run the CLI over a matrix of bad, degenerate or extreme inputs, one process a case
 (tests/e2e's bad and hostile input, tests/report's degenerate and schema-extreme bundles)."""
 
@@ -36,6 +37,7 @@ CHECK = (
     "tests/common/test_run.py",
     "tests/common/test_stats.py",
     "tests/controller/test_agent_package.py",
+    "tests/controller/test_dry_run_and_smoke.py",
     "tests/controller/test_hosts.py",
     "tests/controller/test_pins.py",
     "tests/controller/test_plan_env.py",
@@ -64,6 +66,7 @@ CHECK = (
     "tests/suites/test_predict_topologies.py",
     "tests/suites/test_predicted_line.py",
     "tests/suites/test_predictor_validated.py",
+    "tests/suites/test_shipped_plans.py",
     "tests/suites/test_suite_contract.py",
     "tests/verify/test_compare_out.py",
     "tests/verify/test_noise_model.py",

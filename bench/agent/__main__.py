@@ -57,7 +57,7 @@ def main(argv: "list[str] | None" = None) -> int:
     try:
         raw = run_plan(
             plan, Path(args.out), fingerprint, nodes=args.placement, host_env=args.env,
-            done_launch_ids=frozenset(args.skip), progress=_emit, history=args.history,
+            done_launch_ids=frozenset(args.skip), progress=_emit, history=args.history, dry_run=args.dry_run,
         )
     except (PlanError, UserError) as err:  # UserError: a suite this agent does not have
         _emit(protocol.Failed(str(err)))

@@ -42,8 +42,10 @@ def run_plan(
     done_launch_ids: frozenset = frozenset(),
     progress: Callable[[protocol.Event], None] = lambda event: None,
     history: "dict | None" = None,
+    dry_run: bool = False,
 ) -> dict:
-    """Run every launch of the plan; raw.json in out_dir holds the result after each one."""
+    """Run every launch of the plan; raw.json in out_dir holds the result after each one. `dry_run`: plan,
+    check and price every launch (the Planned event says them), and run none, the P2P gate neither."""
     host = Capabilities.of(fingerprint)
     launches = plan_launches(plan, host, nodes, host_env)
     measured = earlier.earlier_durations(history, fingerprint)
@@ -63,7 +65,10 @@ def run_plan(
         {l.id: l.configurations for l in launches if l.estimate_s},
         sorted(l.id for l in launches if l.estimate_s and l.id in measured),
         sorted(l.id for l in launches if l.id in done_launch_ids), round(gate_seconds(runnable, host, slowdown), 1), slowdown,
+        {l.id: l.skipped_reason for l in launches if l.skipped_reason},
     ))
+    if dry_run:
+        return _finished(out_dir, raw)
     gate.check_host(runnable, host, fingerprint, out_dir / "gate", host_env or {}, progress)
     write_raw(out_dir, raw)
 
@@ -87,6 +92,10 @@ def run_plan(
         elif launch.id not in ran:
             run_job(job_of[launch.id], out_dir, progress, keep)
             ran.update(l.id for l in job_of[launch.id])
+    return _finished(out_dir, raw)
+
+
+def _finished(out_dir: Path, raw: dict) -> dict:
     raw["complete"], raw["finished_at"] = True, utc_timestamp(microseconds=True)
     write_raw(out_dir, raw)
     return raw

@@ -105,11 +105,14 @@ def gather_group_runs(entries: dict, groups: tuple) -> None:
         first["runs"].sort(key=lambda run: run["launch_id"])
 
 
-def new_bundle(run_id: str, started: str, plan: dict, hosts: list, incomplete_reason: "str | None" = None) -> dict:
-    """The bundle document around its host entries (each one settled)."""
+def new_bundle(run_id: str, started: str, plan: dict, hosts: list, incomplete_reason: "str | None" = None,
+               smoke: bool = False) -> dict:
+    """The bundle document around its host entries (each one settled); `smoke`: a smoke run's, whose
+    figures are no measurements (`ddpbench run --smoke`)."""
     return {
         "schema_version": SCHEMA_VERSION, "kind": "ddpbench.bundle", "run_id": run_id,
         "started_at": started, "finished_at": utc_timestamp(),
         "complete": incomplete_reason is None, "incomplete_reason": incomplete_reason,
+        **({"smoke": True} if smoke else {}),
         "tool": tool_info(), "plan": plan, "hosts": hosts,
     }

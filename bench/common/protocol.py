@@ -49,6 +49,7 @@ class AgentArgs:
     skip: tuple = ()  # launch ids already finished (resume)
     history: "dict | None" = None  # launch durations of an earlier run of this plan (bench/common/history.py)
     stop_on_stdin_eof: bool = False  # end the run when stdin closes (the SSH connection is gone)
+    dry_run: bool = False  # plan and price the launches, run none
 
     def argv(self, entry: list) -> list:
         """The whole command: `entry` is how the host starts the agent ([python, "-m", "bench.agent"],
@@ -62,6 +63,8 @@ class AgentArgs:
             command += ["--skip", ",".join(sorted(self.skip))]
         if self.history:
             command += ["--history", json.dumps(self.history)]
+        if self.dry_run:
+            command.append("--dry-run")
         return command
 
 
@@ -80,6 +83,7 @@ def agent_parser() -> argparse.ArgumentParser:
     run.add_argument("--skip", default="", help="comma-separated launch ids already finished (resume)")
     run.add_argument("--history", default="null", help="JSON: launch durations of an earlier run of this plan (bench/common/history.py)")
     run.add_argument("--stop-on-stdin-eof", action="store_true", help="end the run when stdin closes (the SSH connection is gone)")
+    run.add_argument("--dry-run", action="store_true", help="plan and price every launch, then stop: run none")
     sub.add_parser("fingerprint", help="print this machine's fingerprint as JSON")
     return parser
 
@@ -90,7 +94,7 @@ def parse_agent_args(namespace: argparse.Namespace) -> AgentArgs:
         plan=namespace.plan, out=namespace.out, env=json.loads(namespace.env),
         placement=Placement(namespace.nnodes, namespace.node_rank, namespace.rendezvous, namespace.job_id),
         skip=tuple(filter(None, namespace.skip.split(","))), history=json.loads(namespace.history),
-        stop_on_stdin_eof=namespace.stop_on_stdin_eof,
+        stop_on_stdin_eof=namespace.stop_on_stdin_eof, dry_run=namespace.dry_run,
     )
 
 
@@ -127,7 +131,8 @@ class Planned(Event):
     """What will run and how long each launch should take; measured_before: estimates that are an earlier run's
     durations; finished_before: launches a resumed run finished already (kept, not run again); gate_s: the P2P
     gate's estimate, before the first launch; slowdown: how many times longer CPU work takes on this host now
-    than on an idle one (other processes), which a CPU host's estimates count."""
+    than on an idle one (other processes), which a CPU host's estimates count; skipped: why each launch that
+    does not run here does not."""
 
     kind: ClassVar[str] = "plan"
     launches: list
@@ -137,6 +142,7 @@ class Planned(Event):
     finished_before: list = field(default_factory=list)
     gate_s: float = 0.0
     slowdown: float = 1.0
+    skipped: dict = field(default_factory=dict)
 
 
 @_event

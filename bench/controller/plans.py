@@ -77,6 +77,28 @@ def check(plan, source: str) -> dict:
     return plan
 
 
+def smoke(plan: dict) -> dict:
+    """The (checked) plan as `ddpbench run --smoke` runs it: every configuration once, in one launch, at
+    the least work its suite's schema allows (SampledParams.SMOKE_LEAST), with no precision target and
+    no sampling past the first batch. It shows that the plan runs, and measures nothing."""
+    plan = copy.deepcopy(plan)
+    plan.pop("precision", None)
+    for entry in plan["suites"]:
+        suite = suites.get(entry["suite"])
+        minimum = {key: spec["minimum"] for key, spec in suite.schema["$defs"]["params"]["properties"].items() if "minimum" in spec}
+        entry["launch_repeats"] = 1
+        typed = suite.params(entry["params"])
+        entry["params"].update({key: minimum[key] for key in typed.SMOKE_LEAST}, **typed.smoke_overrides())
+        for name in ("gpu", "cpu"):
+            override = entry.get(name)
+            if override is None:
+                continue
+            typed = suite.params(side_of(entry, name == "gpu").params)
+            least = {**{key: minimum[key] for key in typed.SMOKE_LEAST}, **typed.smoke_overrides(), "launch_repeats": 1}
+            override.update({key: value for key, value in least.items() if key in override})
+    return plan
+
+
 def load_plan(name_or_path: str) -> dict:
     path = plan_path(name_or_path)
     return check(load_yaml(path, "plan"), str(path))

@@ -81,6 +81,7 @@ class HostProgress:
             console=self.console, disable=not self.live,
         )
         self._tasks = {h: self._bar.add_task("connect", total=None, host=h) for h in hosts}
+        self.planned: "dict[str, protocol.Planned]" = {}  # each host's plan, as its agent said it
 
     def __enter__(self) -> "HostProgress":
         self._bar.start()
@@ -110,6 +111,7 @@ class HostProgress:
     def update(self, host: str, event: protocol.Event) -> None:
         task, state = self._tasks[host], self._states[host]
         if isinstance(event, protocol.Planned):
+            self.planned[host] = event
             state.estimates_s, state.gate_s, state.planned = dict(event.estimates_s), event.gate_s, time.monotonic()
             self._bar.update(task, total=len(event.launches), description="planned")
             self._announce(host, self._plan_text(event))
@@ -155,6 +157,12 @@ class HostProgress:
                 parts.append(f"{launch} ({count(points.get(launch, 0), 'configuration')}, ~{describe_s(estimates[launch])}{source})")
             else:
                 parts.append(f"{launch} ({'finished before' if launch in finished else 'not run'})")
+        return HostProgress._plan_head(event) + ": " + ", ".join(parts)
+
+    @staticmethod
+    def _plan_head(event: protocol.Planned) -> str:
+        """'9 launches, estimated 1 min 17 s (the P2P gate ~5 s) in all'."""
+        estimates, finished = event.estimates_s, event.finished_before
         head = count(len(event.launches), "launch", "launches")
         if finished:
             head += f", {len(finished)} finished before"
@@ -163,7 +171,20 @@ class HostProgress:
                 [f"this CPU {event.slowdown:.1f}x slower than idle: other processes"] if event.slowdown >= SAID_SLOWDOWN else [])
             head += (f", estimated {describe_s(sum(estimates.values()) + event.gate_s)}" + (f" ({'; '.join(said)})" if said else "")
                      + (" for the rest" if finished else " in all"))
-        return head + ": " + ", ".join(parts)
+        return head
+
+    @staticmethod
+    def plan_listing(event: protocol.Planned) -> "list[str]":
+        """The plan's head, then one launch a line with its configurations and estimate, or why it does
+        not run: what `run --dry-run` prints."""
+        lines = [HostProgress._plan_head(event)]
+        for launch in event.launches:
+            if launch in event.estimates_s:
+                lines.append(f"  {launch}: {count(event.configurations.get(launch, 0), 'configuration')}, "
+                             f"~{describe_s(event.estimates_s[launch])}")
+            else:
+                lines.append(f"  {launch}: not run: {event.skipped.get(launch, 'finished before')}")
+        return lines
 
     def finish(self, host: str, error: "str | None") -> None:
         self._states[host].ended = True

@@ -36,6 +36,7 @@ class Previous:
     run_id: str
     started_at: str
     plan: dict
+    smoke: bool = False  # a smoke run's (`ddpbench run --smoke`): its bundle says so again
     entries: dict = field(default_factory=dict)  # host name -> its host_result (from the bundle) or the same shape from raw.json
     left_out: list = field(default_factory=list)  # what the folder held that the resume does not take, one line each
 
@@ -91,7 +92,8 @@ def load_previous(run_dir: Path) -> Previous:
     bundle_path, run_path = run_dir / "bundle.json", run_dir / "run.json"
     if bundle_path.exists():
         bundle = read_bundle(bundle_path)
-        previous = Previous(run_dir, bundle["run_id"], bundle["started_at"], plans.check(bundle["plan"], f"{bundle_path}: plan"))
+        previous = Previous(run_dir, bundle["run_id"], bundle["started_at"], plans.check(bundle["plan"], f"{bundle_path}: plan"),
+                            bundle.get("smoke", False))
         previous.entries = {entry["name"]: previous.checked(entry, "bundle.json") for entry in bundle["hosts"]}
         return previous
     if not run_path.exists():
@@ -100,7 +102,7 @@ def load_previous(run_dir: Path) -> Previous:
     problem = schemas.first_problem(run, "bundle", "run_state")
     if problem:
         raise UserError(f"{run_path}: damaged or not written by `ddpbench run` ({problem}); start a new run instead")
-    previous = Previous(run_dir, run["run_id"], run["started_at"], plans.check(run["plan"], str(run_path)))
+    previous = Previous(run_dir, run["run_id"], run["started_at"], plans.check(run["plan"], str(run_path)), run.get("smoke", False))
     for host_dir in sorted(run_dir.glob("hosts/*/")):
         for path in raw_files(host_dir, previous.left_out):
             previous.take_raw(host_dir.name, path)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -75,12 +76,12 @@ def host_entry_of(item: HostRun) -> dict:
 
 
 def execute(inventory: Inventory, plan: dict, out_root: Path, previous: "Previous | None" = None,
-            verification: "dict | None" = None) -> tuple[Path, dict]:
+            verification: "dict | None" = None, smoke: bool = False) -> tuple[Path, dict]:
     """Run the plan everywhere; returns the bundle's path and the bundle. `previous`: the run
     this one resumes; `verification`: what a rerun of a published bundle records about that
-    bundle (`ddpbench verify`)."""
+    bundle (`ddpbench verify`); `smoke`: the plan is plans.smoke's, and the bundle says so."""
     runtimes = _checked_runtimes(inventory, plan)
-    run_id, started, run_dir = _open_run_folder(out_root, plan, previous)
+    run_id, started, run_dir = _open_run_folder(out_root, plan, previous, smoke)
     with HostProgress([h.name for h in inventory.hosts]) as progress:
         items = _host_runs(inventory, runtimes, plan, run_id, run_dir, out_root, progress)
         if previous:
@@ -93,11 +94,24 @@ def execute(inventory: Inventory, plan: dict, out_root: Path, previous: "Previou
         if interrupted and not complete[name] and not entry["error"]:
             entry["error"] = stop_signals.reason()
         settle(entry, complete[name])
-    bundle = new_bundle(run_id, started, plan, list(entries.values()), stop_signals.reason() if interrupted else None)
+    bundle = new_bundle(run_id, started, plan, list(entries.values()), stop_signals.reason() if interrupted else None, smoke)
     if verification is not None:
         bundle["verification"] = verification
     path = run_dir / "bundle.json"
     return path, write_bundle(path, bundle)
+
+
+def dry_run(inventory: Inventory, plan: dict, out_root: Path) -> "dict[str, tuple[str | None, list[str]]]":
+    """Each host's agent plans, checks and prices the plan, and launches nothing; {host name: (why it
+    refused the plan or failed, or None; its launches a line each, with their estimates)}. Nothing is
+    written under out_root, whose earlier runs of the plan price the launches they ran."""
+    runtimes = _checked_runtimes(inventory, plan)
+    with tempfile.TemporaryDirectory(prefix="ddpbench-dry-run-") as folder:
+        with HostProgress([h.name for h in inventory.hosts]) as progress:
+            items = _host_runs(inventory, runtimes, plan, "dry-run", Path(folder), out_root, progress, dry_run=True)
+            _run_units(_units(items, inventory.groups, None), progress)
+    return {name: (item.error, HostProgress.plan_listing(progress.planned[name]) if name in progress.planned else [])
+            for name, item in items.items()}
 
 
 def nothing_measured(bundle: dict) -> "str | None":
@@ -173,7 +187,7 @@ def _check_axes(plan: dict) -> None:
                 raise UserError(f"the plan's suites[{index}]: {entry['suite']}: {found}")
 
 
-def _open_run_folder(out_root: Path, plan: dict, previous: "Previous | None") -> tuple[str, str, Path]:
+def _open_run_folder(out_root: Path, plan: dict, previous: "Previous | None", smoke: bool) -> tuple[str, str, Path]:
     """(run id, start, folder): the resumed run's, its earlier raw.json files kept aside, or a new
     folder whose run.json records what a resume needs."""
     if previous:
@@ -181,12 +195,12 @@ def _open_run_folder(out_root: Path, plan: dict, previous: "Previous | None") ->
         return previous.run_id, previous.started_at, previous.run_dir
     run_id, started = new_run_id(), utc_timestamp()
     run_dir = new_folder(out_root, run_id, "results folder")
-    write_text(run_dir / RUN_FILE, json.dumps({"run_id": run_id, "started_at": started, "plan": plan}, indent=1))
+    write_text(run_dir / RUN_FILE, json.dumps({"run_id": run_id, "started_at": started, "plan": plan, "smoke": smoke}, indent=1))
     return run_id, started, run_dir
 
 
 def _host_runs(inventory: Inventory, runtimes: dict, plan: dict, run_id: str, run_dir: Path, out_root: Path,
-               progress: HostProgress) -> "dict[str, HostRun]":
+               progress: HostProgress, dry_run: bool = False) -> "dict[str, HostRun]":
     """Each host's agent job, its progress shown under its name."""
     items = {}
     for host in inventory.hosts:
@@ -195,7 +209,7 @@ def _host_runs(inventory: Inventory, runtimes: dict, plan: dict, run_id: str, ru
         item.job = AgentJob(
             host=host, plan=plan, result_dir=run_dir / "hosts" / host.name, run_id=run_id,
             progress=lambda event, name=host.name: progress.update(name, event),
-            history=launch_history(out_root, plan, host.name, run_dir),
+            history=launch_history(out_root, plan, host.name, run_dir), dry_run=dry_run,
         )
         items[host.name] = item
     return items

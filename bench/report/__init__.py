@@ -29,6 +29,8 @@ TITLE = "ddpbench report"
 CPU_ONLY = ("CPU only: every rank of these bundles is a process on a CPU, talking over gloo. This report shows ddpbench "
             "working, not a link: none of its figures is about a link between accelerators; run the plan on a machine with "
             "them to judge one.")
+SMOKE = ("Smoke run: {which} ran every configuration once at its least work (ddpbench run --smoke), to show the plan "
+         "runs. Its figures are not measurements; run the plan without --smoke to measure.")
 
 
 class _Plots:
@@ -129,8 +131,11 @@ def build(comparison: Comparison, out_dir: Path, skipped: list[str]) -> list:
     counters; what failed last, in a section of its own."""
     plot = _Plots(out_dir)
     colours = P.palette([e.series for e in comparison.runs])
-    cpu = [Paragraph(CPU_ONLY, strong=True)] if comparison.ranks.cpu and comparison.runs else []
-    blocks = [Heading(1, TITLE), *cpu, *answer.section(comparison, plot, colours),
+    smoke = [b["run_id"] for b in comparison.bundles if b.get("smoke")]
+    which = f"bundle {smoke[0]}" if len(smoke) == 1 else f"{len(smoke)} of the bundles ({', '.join(smoke)})"
+    notices = [Paragraph(SMOKE.format(which=which), strong=True)] if smoke else []
+    notices += [Paragraph(CPU_ONLY, strong=True)] if comparison.ranks.cpu and comparison.runs else []
+    blocks = [Heading(1, TITLE), *notices, *answer.section(comparison, plot, colours),
               Heading(2, "Hosts"), *_summary(comparison, skipped), T.hosts_table(comparison), *machine.concerns(comparison)]
     results = _suite_sections(comparison, plot, colours)
     results += normal.section(comparison) if results else []

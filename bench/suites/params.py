@@ -34,6 +34,8 @@ class SampledParams:
 
     # Fields the agent sets on a launch's params, which no plan writes and no schema holds.
     AGENT_SET: ClassVar[tuple] = ()
+    # Fields a smoke run (`ddpbench run --smoke`) sets to their schema's minimum: the least work a run takes.
+    SMOKE_LEAST: ClassVar[tuple] = ()
 
     cv_target: "float | None"
     sampling_cap_s: float
@@ -46,6 +48,10 @@ class SampledParams:
     def with_minimum_samples(self: P, count: int) -> P:
         """The same parameters taking `count` samples at least: what the cost model prices a sample by."""
         raise NotImplementedError
+
+    def smoke_overrides(self) -> dict:
+        """What a smoke run sets beside SMOKE_LEAST: its first batch of samples is its last."""
+        return {"cv_target": None}
 
     @classmethod
     def of(cls: "type[P]", entry: dict) -> P:
@@ -64,6 +70,7 @@ class RepeatedParams(SampledParams):
     warmup_iters: int
     iters: int
     repetitions: int
+    SMOKE_LEAST: ClassVar[tuple] = ("warmup_iters", "iters", "repetitions")
 
     @property
     def minimum_samples(self) -> int:

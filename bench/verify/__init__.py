@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bench.bundle import read_bundle
-from bench.verify.compare import compare_bundles, match_hosts, outcome, plan_differences
+from bench.verify.compare import compare_bundles, match_hosts, outcome, plan_differences, refuse_smoke
 from bench.verify.signing import Signature, check_signature
 from bench.verify import verdict
 
@@ -55,7 +55,9 @@ def compare_files(original_path: Path, new_path: Path, *, tolerances: dict, host
     """`ddpbench compare A B`: both bundles checked (sha256, schema, signatures: each one's signer
     against the allowed signers, where given), no rerun; the verdict goes into out_dir."""
     original = read_bundle(original_path)
+    refuse_smoke(original, original_path)
     original_signature = check_signature(original_path, allowed_signers, require_signature)
     new = read_bundle(new_path)
+    refuse_smoke(new, new_path)
     new_signature = check_signature(new_path, allowed_signers, False)
     return judge(original, original_signature, new, new_signature, tolerances, host_map, out_dir)

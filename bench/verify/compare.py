@@ -14,6 +14,7 @@ import json
 import math
 import statistics
 from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 
 from bench import suites
 from bench.common.protocol import parse_launch_id
@@ -29,6 +30,13 @@ from bench.verify.machines import differences
 
 DEFAULT_TOLERANCE = 0.05
 VERDICTS = ("reproduced", "inconclusive", "faster", "slower", "not comparable", "failed")
+
+
+def refuse_smoke(bundle: dict, path: Path) -> None:
+    """A smoke run's bundle (`ddpbench run --smoke`) holds no measurements: there is nothing to judge."""
+    if bundle.get("smoke"):
+        raise UserError(f"{path}: a smoke run's bundle (ddpbench run --smoke), whose figures are no measurements; "
+                        "judge the bundle of a run without --smoke")
 
 
 def higher_is_better(metric: str) -> bool:

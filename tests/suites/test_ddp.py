@@ -1,11 +1,10 @@
 """DDP suite: real runs on the CPU (gloo, torchrun, the agent and the controller), the metrics'
-arithmetic, the compute + exposed communication model, the bad-input cases and every shipped plan."""
+arithmetic, the compute + exposed communication model, the bad-input cases, and the seed plans' place
+beside their posts (tests/suites/test_shipped_plans.py runs every shipped plan)."""
 from __future__ import annotations
 
 import gc
-import importlib.util
 import json
-import math
 import os
 import signal
 import subprocess
@@ -27,7 +26,7 @@ from bench.common.host import Capabilities
 from bench.common.run import Run
 from bench.errors import PlanError
 from bench.models import gpt, workload
-from bench.models.shapes import GPT_PRESETS, TRANSFORMER_PRESETS, UNET_CONFIGS
+from bench.models.shapes import GPT_PRESETS
 from bench.suites.ddp import ranks as ddp
 from bench.common.allreduce import curve_time as allreduce_time
 from bench.suites.ddp.derived import derive_prediction, derive_scaling
@@ -38,7 +37,6 @@ from bench.controller.plans import PLANS_DIR, load_plan, plan_names, with_defaul
 from tests.conftest import REPO, cli as ddpbench, start_cli
 
 CPU_HOST = Capabilities(gpu_count=0, gpu_memory_bytes=0, infiniband=False, logical_cpus=2)
-HAS_DIFFUSERS = importlib.util.find_spec("diffusers") is not None
 # One OpenMP thread per rank: two ranks on two cores, and no spinning threads fighting the
 # other engineers' tests for the same cores.
 HOSTS_YAML = "hosts:\n  - name: local\n    runtime: local\n    env: {OMP_NUM_THREADS: '1'}\n"
@@ -612,34 +610,7 @@ def rank_process(agent_root_pid: int, rank: int) -> psutil.Process:
     raise AssertionError(f"no worker process of rank {rank}")
 
 
-# --- every shipped plan runs on the CPU ----------------------------------------------------------
-
-@pytest.mark.parametrize("name", plan_names())
-def test_shipped_plan_runs_on_cpu(name, tmp_path):
-    plan = load_plan(name)
-    assert plan["description"].strip()
-    uses_unet = any(e["suite"] == "ddp" and {**e["params"], **e.get("cpu", {})}["model"] in UNET_CONFIGS
-                    for e in plan["suites"])
-    if uses_unet and not HAS_DIFFUSERS:
-        pytest.skip("diffusers is not installed (the sdxl extra)")
-    done, bundle = run_plan_on_cpu(tmp_path, name)
-    assert done.returncode == 0, done.stderr
-    host = bundle["hosts"][0]
-    # Launches a CPU override makes identical to an earlier one are skipped, naming it.
-    assert host["status"] == "ok" and all(l["status"] == "ok" or l["error"].startswith("the same configuration as launch")
-                                          for l in host["launches"])
-    assert host["runs"] and all(r["status"] == "ok" for r in host["runs"])
-    has_allreduce = any(r["suite"] == "collectives" and r["params"]["op"] == "all_reduce" for r in host["runs"])
-    for run in ddp_runs(bundle):
-        assert run["params"]["train_flops_per_sample"] > 0
-        assert ("tokens_per_s" in run["metrics"]) == (run["params"]["model"] in TRANSFORMER_PRESETS)
-        if run["world_size"] > 1:
-            weight_bytes = 2 if run["params"]["weights_dtype"] == "bfloat16" else 4
-            assert run["metrics"]["grad_allreduce_bytes"]["summary"]["median"] == weight_bytes * run["params"]["num_params"]
-            assert run["derived"]["scaling_efficiency_fraction"] > 0
-            assert math.isfinite(run["derived"]["exposed_comm_s"])
-            assert (run["derived"]["predicted_step_time_s"] is not None) == has_allreduce
-
+# --- the shipped plans ----------------------------------------------------------------------------
 
 def test_seed_plans_are_shipped_and_cited_beside_their_posts():
     assert {"seed000", "seed001", "seed002"} <= set(plan_names())

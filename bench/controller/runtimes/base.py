@@ -32,12 +32,13 @@ class AgentJob:
     placement: "Placement | None" = None  # multi-node placement, set by the group runner
     extra_env: dict = field(default_factory=dict)  # for the ranks, on top of the host's env (group interfaces)
     history: "dict | None" = None  # launch durations of an earlier run of this plan here (bench/common/history.py)
+    dry_run: bool = False  # the agent plans and prices the launches, and runs none
 
     def agent_args(self, plan_path: str, out_dir: str, *, stop_on_stdin_eof: bool = False) -> AgentArgs:
         """What the agent is told, wherever it runs: every runtime builds its command line from this
         (AgentArgs.argv with how the host starts the agent)."""
         return AgentArgs(plan_path, out_dir, {**self.host.env, **self.extra_env}, self.placement,
-                         tuple(sorted(self.skip_launch_ids)), self.history, stop_on_stdin_eof)
+                         tuple(sorted(self.skip_launch_ids)), self.history, stop_on_stdin_eof, self.dry_run)
 
 
 class Runtime:

@@ -62,6 +62,7 @@ class TrainingParams(SampledParams):
     global_batches: "list | None" = None
     baselines_for: "list | None" = None  # a 1-rank launch's: the world sizes its entry scales to
     AGENT_SET: ClassVar[tuple] = ("baselines_for",)
+    SMOKE_LEAST: ClassVar[tuple] = ("steps", "warmup_steps", "warmup_max_steps")
 
     @property
     def minimum_samples(self) -> int:
@@ -69,6 +70,10 @@ class TrainingParams(SampledParams):
 
     def with_minimum_samples(self, count: int) -> "TrainingParams":
         return replace(self, steps=count)
+
+    def smoke_overrides(self) -> dict:
+        first = {"global_batches": self.global_batches[:1]} if self.global_batches else {}
+        return {**super().smoke_overrides(), **first}
 
     def batches(self, world_size: int) -> list:
         """The global batches a launch trains: the sweep, or one of micro_batch x grad_accum per rank."""
