@@ -14,6 +14,7 @@ import pytest
 
 from tests import tiers
 from tests.support import FIXTURES as FIXTURE_ROOT
+from tests.support.durations import RECORD as DURATIONS_RECORD, FileDurations
 from tests.support.outside_reads import OutsideReads, allowed_roots
 from tests.support.session_processes import MARK, end, mark_this_session, started_by, still_running
 from tests.support.stop_signals import StopSignals
@@ -69,6 +70,17 @@ def _fail_outside_reads(report, when: str) -> None:
         report.sections.append(("files outside the repository", said))
     else:
         report.outcome, report.longrepr = "failed", said
+
+
+def pytest_addoption(parser) -> None:
+    parser.addoption("--record-durations", action="store_true",
+                     help="write the wall and CPU seconds of the files these tests belong to into tests/durations.json "
+                          "(a run of the whole suite rewrites it without this)")
+    parser.addoption("--durations-file", default=str(DURATIONS_RECORD), help="the record to write (default %(default)s)")
+
+
+def pytest_configure(config) -> None:
+    config.pluginmanager.register(FileDurations(config), "file-durations")
 
 
 @pytest.hookimpl(wrapper=True)
