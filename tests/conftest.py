@@ -14,7 +14,7 @@ import pytest
 
 from tests import tiers
 from tests.support import FIXTURES as FIXTURE_ROOT
-from tests.support.durations import RECORD as DURATIONS_RECORD, FileDurations
+from tests.support import durations
 from tests.support.outside_reads import OutsideReads, allowed_roots
 from tests.support.session_processes import MARK, end, mark_this_session, started_by, still_running
 from tests.support.stop_signals import StopSignals
@@ -73,14 +73,12 @@ def _fail_outside_reads(report, when: str) -> None:
 
 
 def pytest_addoption(parser) -> None:
-    parser.addoption("--record-durations", action="store_true",
-                     help="write the wall and CPU seconds of the files these tests belong to into tests/durations.json "
-                          "(a run of the whole suite rewrites it without this)")
-    parser.addoption("--durations-file", default=str(DURATIONS_RECORD), help="the record to write (default %(default)s)")
+    durations.pytest_addoption(parser)
 
 
 def pytest_configure(config) -> None:
-    config.pluginmanager.register(FileDurations(config), "file-durations")
+    """Each test file's wall and CPU seconds, into tests/durations.json (tests/tiers.py)."""
+    durations.pytest_configure(config)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -19,9 +19,19 @@ from pathlib import Path
 import pytest
 
 RECORD = Path(__file__).resolve().parents[1] / "durations.json"
-REPO = RECORD.parents[1]
 WHOLE_SUITE = "make test"  # how a row of the whole suite's run was measured
-SELECTION = "pytest --record-durations, the file's tests run alone"
+SELECTION = "pytest --record-durations FILE..., a selection of files"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--record-durations", action="store_true",
+                     help="write the wall and CPU seconds of the files these tests belong to into the record "
+                          "(a run of the whole suite rewrites it without this)")
+    parser.addoption("--durations-file", default=str(RECORD), help="the record to write (default %(default)s)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(FileDurations(config), "file-durations")
 
 
 def cpu_seconds() -> float:
@@ -47,15 +57,16 @@ class FileDurations:
         try:
             return (yield)
         finally:
-            name = item.path.relative_to(REPO).as_posix()
+            name = item.path.relative_to(self.config.rootpath).as_posix()
             self.wall[name] += time.perf_counter() - wall
             self.cpu[name] += cpu_seconds() - cpu
 
     def whole_suite(self) -> bool:
         """No file, node, mark or keyword chosen, and nothing that stops early or skips what ran before."""
         option = self.config.option
-        return not (option.file_or_dir or option.markexpr or option.keyword or option.deselect or option.maxfail
-                    or option.lf or option.failedfirst or getattr(option, "stepwise", False))
+        chosen = (option.file_or_dir, option.markexpr, option.keyword, option.deselect, option.maxfail,
+                  *(getattr(option, name, None) for name in ("lf", "failedfirst", "stepwise")))  # the cache plugin's
+        return not any(chosen)
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session, exitstatus):
@@ -68,7 +79,7 @@ class FileDurations:
         record = {"files": {}} if whole else read(path)
         rows = record["files"]
         for name in self.wall:
-            rows[name] = {"wall_s": round(self.wall[name], 1), "cpu_s": round(self.cpu[name], 1),
+            rows[name] = {"wall_s": round(self.wall[name], 2), "cpu_s": round(self.cpu[name], 2),
                           "measured": WHOLE_SUITE if whole else SELECTION}
         record["files"] = dict(sorted(rows.items()))
         # The session's wall beside its files' (collection and the session fixtures' teardown too); a
