@@ -1,6 +1,6 @@
 """The test tiers. `make test`, CI's command, runs every test. `make check`, run before each commit,
 runs the tests not marked slow (`pytest -m "not slow"`), under 3 minutes and 2.5 minutes of CPU on a
-2-core machine (CHECK_CPU_BUDGET_S): every test of a FULL_ONLY file is slow (tests/conftest.py marks them), and a test of
+2-core machine: every test of a FULL_ONLY file is slow (tests/conftest.py marks them), and a test of
 a CHECK file is slow where it carries `@pytest.mark.slow` itself.
 
 Every test file is named in one of the two lists (tests/test_tiers.py), so a new file joins a tier
@@ -26,8 +26,7 @@ CI stops a job at 90 minutes on 2 cores; the whole suite's budget keeps it at a 
 
 from __future__ import annotations
 
-# `make check`: the CPU seconds of every CHECK file's tests. A file's row counts its slow tests too,
-# which make check leaves out: the sum is the most make check can take.
+# `make check`: the CPU seconds of the CHECK files' tests not marked slow (each row's check_cpu_s).
 CHECK_CPU_BUDGET_S = 2.5 * 60
 # `make test`: the wall seconds of the whole suite on a quiet 2-core machine.
 WHOLE_SUITE_WALL_BUDGET_S = 30 * 60

@@ -53,10 +53,12 @@ TINY = {
 
 
 def run_cli(*args: str, cwd: Path, timeout_s: float = CASE_TIMEOUT_S):
+    """The command in this process."""
     return ddpbench(*args, cwd=cwd, timeout_s=timeout_s)
 
 
 def run_process(*args: str, cwd: Path, limit_fsize: "int | None" = None, timeout_s: float = CASE_TIMEOUT_S):
+    """The command in a process of its own, under a file size limit where one is given."""
     def limit():
         if limit_fsize is not None:
             resource.setrlimit(resource.RLIMIT_FSIZE, (limit_fsize, limit_fsize))
@@ -102,7 +104,7 @@ def tiny_bundle(tmp_path_factory) -> Path:
     (root / "tiny.yaml").write_text(TINY_PLAN)
     # a real run on a shared 2-core machine: its limit is the run's, not a hostile case's
     done = run_process("run", "--plan", str(root / "tiny.yaml"), "--hosts", str(LOCAL_HOSTS), "--out", str(root / "out"), cwd=root,
-                   timeout_s=300)
+                       timeout_s=300)
     assert done.returncode == 0, done.stderr
     return bundle_path_from(done.stdout)
 

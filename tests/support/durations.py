@@ -1,7 +1,8 @@
 """Each test file's wall and CPU seconds, kept in tests/durations.json (tests/tiers.py holds them to
 its budgets). A test's time is that of its setup, call and teardown: a module's fixtures count to its
 first and last test, a session fixture to the file whose test first asked for it. CPU is this
-process's and that of the children it waited for (getrusage), the ranks and CLIs the tests start.
+process's and that of the children it waited for (getrusage), the ranks and CLIs the tests start;
+`check_cpu_s` is that of the file's tests `make check` runs (those not marked slow).
 
 `make test` (the whole suite, every test passed) writes the record anew; `--record-durations` writes
 the rows of the files a selection ran and keeps the others; `--durations-file` writes another file."""
@@ -49,6 +50,7 @@ class FileDurations:
         self.config = config
         self.wall: "defaultdict[str, float]" = defaultdict(float)
         self.cpu: "defaultdict[str, float]" = defaultdict(float)
+        self.check_cpu: "defaultdict[str, float]" = defaultdict(float)
         self.began = time.perf_counter()
 
     @pytest.hookimpl(wrapper=True)
@@ -60,6 +62,8 @@ class FileDurations:
             name = item.path.relative_to(self.config.rootpath).as_posix()
             self.wall[name] += time.perf_counter() - wall
             self.cpu[name] += cpu_seconds() - cpu
+            if item.get_closest_marker("slow") is None:
+                self.check_cpu[name] += cpu_seconds() - cpu
 
     def whole_suite(self) -> bool:
         """No file, node, mark or keyword chosen, and nothing that stops early or skips what ran before."""
@@ -80,6 +84,7 @@ class FileDurations:
         rows = record["files"]
         for name in self.wall:
             rows[name] = {"wall_s": round(self.wall[name], 2), "cpu_s": round(self.cpu[name], 2),
+                          "check_cpu_s": round(self.check_cpu[name], 2),
                           "measured": WHOLE_SUITE if whole else SELECTION}
         record["files"] = dict(sorted(rows.items()))
         # The session's wall beside its files' (collection and the session fixtures' teardown too); a
