@@ -5,7 +5,8 @@ process's and that of the children it waited for (getrusage), the ranks and CLIs
 `check_cpu_s` is that of the file's tests `make check` runs (those not marked slow).
 
 `make test` (the whole suite, every test passed) writes the record anew; `--record-durations` writes
-the rows of the files a selection ran and keeps the others; `--durations-file` writes another file."""
+the rows of the files a selection ran whose every test passed, and keeps the others; `--durations-file`
+writes another file."""
 
 from __future__ import annotations
 
@@ -51,6 +52,7 @@ class FileDurations:
         self.wall: "defaultdict[str, float]" = defaultdict(float)
         self.cpu: "defaultdict[str, float]" = defaultdict(float)
         self.check_cpu: "defaultdict[str, float]" = defaultdict(float)
+        self.failed: set[str] = set()
         self.began = time.perf_counter()
 
     @pytest.hookimpl(wrapper=True)
@@ -65,6 +67,10 @@ class FileDurations:
             if item.get_closest_marker("slow") is None:
                 self.check_cpu[name] += cpu_seconds() - cpu
 
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.failed:
+            self.failed.add(report.fspath)
+
     def whole_suite(self) -> bool:
         """No file, node, mark or keyword chosen, and nothing that stops early or skips what ran before."""
         option = self.config.option
@@ -74,15 +80,14 @@ class FileDurations:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session, exitstatus):
-        if exitstatus != pytest.ExitCode.OK or not self.wall:
-            return
-        whole = self.whole_suite()
-        if not (whole or self.config.getoption("record_durations")):
+        whole = self.whole_suite() and exitstatus == pytest.ExitCode.OK
+        passed = [name for name in self.wall if name not in self.failed]
+        if not passed or not (whole or self.config.getoption("record_durations")):
             return
         path = Path(self.config.getoption("durations_file"))
         record = {"files": {}} if whole else read(path)
         rows = record["files"]
-        for name in self.wall:
+        for name in passed:
             rows[name] = {"wall_s": round(self.wall[name], 2), "cpu_s": round(self.cpu[name], 2),
                           "check_cpu_s": round(self.check_cpu[name], 2),
                           "measured": WHOLE_SUITE if whole else SELECTION}
