@@ -72,10 +72,8 @@ def ddpbench(*args, cwd: "Path | None" = None, env: "dict | None" = None, timeou
         with _isolated(Path(cwd or sandbox), env or {}, timeout_s, words) as streams:
             try:
                 status = main(list(words))
-            except SystemExit as exit_:
-                status = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
-                if not isinstance(exit_.code, (int, type(None))):  # sys.exit("text") prints it, as Python does
-                    print(exit_.code, file=sys.stderr)
+            except SystemExit as exit_:  # argparse's refusal, --help
+                status = _exit_status(exit_.code)
         done = Done(words, status, *streams.text())
     finally:
         if sandbox is not None:
@@ -83,6 +81,14 @@ def ddpbench(*args, cwd: "Path | None" = None, env: "dict | None" = None, timeou
     if done.returncode in STOP_STATUSES:
         raise KeyboardInterrupt(f"a stop signal ended `ddpbench {' '.join(words)[:200]}`: the tests stop here")
     return done
+
+
+def _exit_status(code) -> int:
+    """The status Python's own exit gives a SystemExit's code; text is printed, as Python prints it."""
+    if code is None or isinstance(code, int):
+        return code or 0
+    print(code, file=sys.stderr)
+    return 1
 
 
 def _sandbox() -> str:
@@ -111,7 +117,7 @@ def _isolated(cwd: Path, env: dict, timeout_s: float, words: tuple):
     streams = _Streams()
     handlers = _signal_handlers()
     environ, path, umask = dict(os.environ), list(sys.path), os.umask(0o022)
-    os.umask(umask)
+    os.umask(umask)  # reading it sets it: put back at once
     root = logging.getLogger()
     root_handlers, root_level = list(root.handlers), root.level
     threads = set(threading.enumerate())
