@@ -14,6 +14,7 @@ import pytest
 
 from tests import tiers
 from tests.support import FIXTURES as FIXTURE_ROOT
+from tests.support import durations
 from tests.support.outside_reads import OutsideReads, allowed_roots
 from tests.support.session_processes import MARK, end, mark_this_session, started_by, still_running
 from tests.support.stop_signals import StopSignals
@@ -69,6 +70,15 @@ def _fail_outside_reads(report, when: str) -> None:
         report.sections.append(("files outside the repository", said))
     else:
         report.outcome, report.longrepr = "failed", said
+
+
+def pytest_addoption(parser) -> None:
+    durations.pytest_addoption(parser)
+
+
+def pytest_configure(config) -> None:
+    """Each test file's wall and CPU seconds, into tests/durations.json (tests/tiers.py)."""
+    durations.pytest_configure(config)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -1,17 +1,21 @@
 """The rules every test session keeps (tests/conftest.py): a test reads only what a clone of the
 repository has, a signal stops the session through its fixtures' teardown, and a process the session
 started and left running is ended and named. `make test`'s whole stop, with every daemon, is
-tests/e2e/test_stopping_make_test.py's."""
+tests/e2e/test_stopping_make_test.py's. A CLI command run in process leaves the process as it found it."""
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
 import sys
 import time
 
+import pytest
+
 from tests.conftest import REPO
+from tests.support import cli_in_process
 from tests.support.outside_reads import OutsideReads
 from tests.support.session_processes import MARK, end, started_by, still_running
 
@@ -128,3 +132,71 @@ def test_a_session_that_leaves_a_process_running_fails_and_names_it(tmp_path):
     assert done.returncode == 1, done.stdout + done.stderr
     assert "1 passed" in done.stdout
     assert "error: processes the tests started still ran after every fixture's teardown, ended now: sleep 600 (pid " in done.stdout
+
+
+# --- the CLI in process (tests/support/cli_in_process.py) ----------------------------------------
+
+def test_a_command_in_process_leaves_the_process_as_it_found_it(monkeypatch, tmp_path):
+    def meddling(argv):
+        os.chdir("/")
+        os.environ["DDPBENCH_LEFT"] = "1"
+        os.environ.pop("HOME", None)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        logging.getLogger().addHandler(logging.StreamHandler())
+        sys.path.append("/nowhere")
+        print("out", argv)
+        print("err", file=sys.stderr)
+        return 3
+
+    before = (os.getcwd(), dict(os.environ), signal.getsignal(signal.SIGTERM), list(logging.getLogger().handlers), list(sys.path))
+    monkeypatch.setattr(cli_in_process, "main", meddling)
+    done = cli_in_process.ddpbench("validate", tmp_path)
+    assert (done.returncode, done.stdout, done.stderr) == (3, f"out ['validate', '{tmp_path}']\n", "err\n")
+    assert (os.getcwd(), dict(os.environ), signal.getsignal(signal.SIGTERM), list(logging.getLogger().handlers),
+            list(sys.path)) == before
+
+
+def test_a_command_in_process_runs_in_a_folder_of_its_own_that_holds_the_default_hosts_file(monkeypatch):
+    seen = []
+    monkeypatch.setattr(cli_in_process, "main", lambda argv: seen.append((os.getcwd(), sorted(os.listdir("hosts")))) or 0)
+    cli_in_process.ddpbench("run")
+    ((folder, hosts),) = seen
+    assert hosts == ["local.yaml"] and folder != os.getcwd() and not os.path.exists(folder)
+
+
+def test_an_argument_argparse_refuses_is_its_usage_and_exit_2():
+    done = cli_in_process.ddpbench("run", "--no-such-option")
+    assert done.returncode == 2 and done.stderr.splitlines()[-1] == "ddpbench: error: unrecognized arguments: --no-such-option"
+
+
+def test_a_warning_a_user_would_see_is_in_stderr(monkeypatch):
+    import warnings
+
+    def warning(argv):
+        warnings.warn("shown", UserWarning)
+        warnings.warn("hidden", DeprecationWarning)
+        return 0
+
+    monkeypatch.setattr(cli_in_process, "main", warning)
+    for _ in range(2):  # shown each time, as each process would
+        err = cli_in_process.ddpbench("report").stderr
+        assert "UserWarning: shown" in err and "hidden" not in err, err
+
+
+def test_a_thread_left_running_a_command_past_its_time_and_a_stop_signal_each_end_the_case(monkeypatch):
+    import threading
+
+    release = threading.Event()
+    monkeypatch.setattr(cli_in_process, "THREAD_GRACE_S", 0.1)
+    monkeypatch.setattr(cli_in_process, "main", lambda argv: threading.Thread(target=release.wait, name="left").start() or 0)
+    with pytest.raises(AssertionError, match=r"left threads running after it returned: \['left'\]"):
+        cli_in_process.ddpbench("run")
+    release.set()
+    monkeypatch.setattr(cli_in_process, "main", lambda argv: time.sleep(30))
+    with pytest.raises(cli_in_process.TookTooLong, match="ran past 0.2 s"):
+        cli_in_process.ddpbench("run", timeout_s=0.2)
+    monkeypatch.setattr(cli_in_process, "main", lambda argv: 130)  # what main returns on Ctrl-C
+    with pytest.raises(KeyboardInterrupt):
+        cli_in_process.ddpbench("run")
+    with pytest.raises(ValueError, match="DDPBENCH_SUITES_PATH"):
+        cli_in_process.ddpbench("suites", env={"DDPBENCH_SUITES_PATH": "/tmp"})

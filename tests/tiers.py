@@ -9,11 +9,29 @@ session's own rules, and two CPU plans run end to end (tests/report's real bundl
 DDP over gloo, then its report, plots and compare; the copy suite's host-to-host copies in
 tests/suites/test_copy.py), and every shipped plan dry-run on the machine profiles of
 benchmarks/plan_durations.py (its smoke runs on this CPU are marked slow). FULL_ONLY asks "does it
-hold", at a cost: files whose plans and processes take minutes, that need what `make test` installs (sshd hosts, Slurm, Docker, a browser),
-or that run the CLI over a matrix of bad, degenerate or extreme inputs, one process a case
-(tests/e2e's bad and hostile input, tests/report's degenerate and schema-extreme bundles)."""
+hold", at a cost: files whose plans and processes take minutes, that need what `make test` installs
+(sshd hosts, Slurm, Docker, a browser), or that run the CLI over a matrix of bad, degenerate or
+extreme inputs (tests/e2e's bad and hostile input, tests/report's degenerate and schema-extreme
+bundles; in process, tests/support/cli_in_process.py).
+
+The budgets below hold tests/durations.json, each test file's wall and CPU seconds, which
+tests/test_tiers.py reads. `make test` (every test, no TESTS selection) rewrites it when every test
+passes; commit it as benchmarks/results/ is, on a quiet 2-core machine:
+
+    make test && git add tests/durations.json
+
+One file's row, after it changed or joined a tier:
+
+    .venv/bin/python -m pytest -q --record-durations tests/agent/test_jobs.py
+
+CI stops a job at 90 minutes on 2 cores; the whole suite's budget keeps it at a third of that."""
 
 from __future__ import annotations
+
+# `make check`: the CPU seconds of the CHECK files' tests not marked slow (each row's check_cpu_s).
+CHECK_CPU_BUDGET_S = 2.5 * 60
+# `make test`: the wall seconds of the whole suite on a quiet 2-core machine.
+WHOLE_SUITE_WALL_BUDGET_S = 30 * 60
 
 CHECK = (
     "tests/test_architecture.py",

@@ -4,8 +4,10 @@ a non-zero exit (2 for bad input), exactly one `error:` line and no traceback, n
 input's run (a payload would create a marker file), no hang (30 s per case), and nothing written
 outside OUT (the command runs in an empty sentinel folder, which must stay empty).
 
-One tiny real run (one rank, one message size) makes the bundle the bundle cases start from;
-only it and one `verify` run torchrun.
+The cases run the CLI in process (tests/support/cli_in_process.py). A process of its own stays where
+the process is the subject: a file size limit, peak memory, what reaches the terminal, and the real
+runs (one tiny run, one rank and one message size, makes the bundle the bundle cases start from; it
+and the `verify` reruns start torchrun).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import pytest
 
 from bench.bundle import canonical_pieces, digest, seal
 from tests.conftest import REPO, bundle_path_from, cli
+from tests.support.cli_in_process import ddpbench
 
 CASE_TIMEOUT_S = 30
 LOCAL_HOSTS = REPO / "hosts" / "local.yaml"
@@ -49,7 +52,13 @@ TINY = {
 }
 
 
-def run_cli(*args: str, cwd: Path, limit_fsize: "int | None" = None, timeout_s: float = CASE_TIMEOUT_S):
+def run_cli(*args: str, cwd: Path, timeout_s: float = CASE_TIMEOUT_S):
+    """The command in this process."""
+    return ddpbench(*args, cwd=cwd, timeout_s=timeout_s)
+
+
+def run_process(*args: str, cwd: Path, limit_fsize: "int | None" = None, timeout_s: float = CASE_TIMEOUT_S):
+    """The command in a process of its own, under a file size limit where one is given."""
     def limit():
         if limit_fsize is not None:
             resource.setrlimit(resource.RLIMIT_FSIZE, (limit_fsize, limit_fsize))
@@ -94,8 +103,8 @@ def tiny_bundle(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("tiny")
     (root / "tiny.yaml").write_text(TINY_PLAN)
     # a real run on a shared 2-core machine: its limit is the run's, not a hostile case's
-    done = run_cli("run", "--plan", str(root / "tiny.yaml"), "--hosts", str(LOCAL_HOSTS), "--out", str(root / "out"), cwd=root,
-                   timeout_s=300)
+    done = run_process("run", "--plan", str(root / "tiny.yaml"), "--hosts", str(LOCAL_HOSTS), "--out", str(root / "out"), cwd=root,
+                       timeout_s=300)
     assert done.returncode == 0, done.stderr
     return bundle_path_from(done.stdout)
 
@@ -218,8 +227,8 @@ def test_verify_refuses_a_sealed_bundle_whose_plan_sets_env(env, bundle_doc, tmp
 def test_verify_shows_the_plan_and_its_env_before_running(tiny_bundle, sandbox):
     """The one rerun: an allowed env is named before anything runs."""
     # A real rerun (torchrun, two ranks): 30 s was missed once on two loaded cores.
-    result = run_cli("verify", str(tiny_bundle), "--hosts", str(LOCAL_HOSTS), "--out", str(sandbox[1]), cwd=sandbox[0],
-                     timeout_s=120)
+    result = run_process("verify", str(tiny_bundle), "--hosts", str(LOCAL_HOSTS), "--out", str(sandbox[1]), cwd=sandbox[0],
+                         timeout_s=120)
     assert result.returncode == 4, result.stderr  # one rank's busbw is 0 by definition: nothing to compare
     assert "Traceback" not in result.stderr
     shown = result.stdout.index("env: NCCL_ALGO=Ring")
@@ -655,7 +664,7 @@ def test_out_where_writing_is_not_permitted(tiny_bundle, sandbox):
 
 def test_out_that_fills_up(tiny_bundle, sandbox):
     """A file size limit stands in for a full disk: the write fails part-way, in one line."""
-    result = run_cli("report", str(tiny_bundle), "--out", str(sandbox[1]), cwd=sandbox[0], limit_fsize=4096)
+    result = run_process("report", str(tiny_bundle), "--out", str(sandbox[1]), cwd=sandbox[0], limit_fsize=4096)
     refused(result, sandbox, "over the file size limit")
 
 
@@ -839,7 +848,7 @@ def test_a_bundles_text_reaches_the_terminal_escaped(tiny_bundle, bundle_doc, tm
         doc["hosts"][0]["fingerprint"]["cpu"]["model"] = f"cpu{ESCAPES}"
 
     path = write_bundle(tmp_path / "cpu" / "bundle.json", resealed(bundle_doc, other_cpu))
-    said = run_cli("verify", str(path), "--hosts", str(LOCAL_HOSTS), "--out", str(sandbox[1]), cwd=sandbox[0])
+    said = run_process("verify", str(path), "--hosts", str(LOCAL_HOSTS), "--out", str(sandbox[1]), cwd=sandbox[0])
     assert said.returncode == 4 and f"cpu{SHOWN}" in said.stdout, said.stdout
     assert not RAW.search(said.stdout + said.stderr)
 
@@ -847,7 +856,7 @@ def test_a_bundles_text_reaches_the_terminal_escaped(tiny_bundle, bundle_doc, tm
         doc.update(complete=False, incomplete_reason=f"stopped{ESCAPES}")
 
     path = write_bundle(tmp_path / "stopped" / "bundle.json", resealed(bundle_doc, incomplete))
-    rerun = run_cli("verify", str(path), "--hosts", str(LOCAL_HOSTS), "--out", str(sandbox[1]), cwd=sandbox[0], timeout_s=300)
+    rerun = run_process("verify", str(path), "--hosts", str(LOCAL_HOSTS), "--out", str(sandbox[1]), cwd=sandbox[0], timeout_s=300)
     assert "Traceback" not in rerun.stderr and f"the launches the original did not finish (stopped{SHOWN})" in rerun.stdout, rerun.stdout
     assert not RAW.search(rerun.stdout + rerun.stderr)
 
@@ -859,7 +868,7 @@ def test_a_bundles_text_reaches_the_terminal_escaped(tiny_bundle, bundle_doc, tm
                              "runs": [], "launches": []})
 
     write_bundle(folder / "bundle.json", resealed(bundle_doc, lost_host))
-    resumed = run_cli("run", "--resume", str(folder), "--hosts", str(LOCAL_HOSTS), cwd=sandbox[0], timeout_s=300)
+    resumed = run_process("run", "--resume", str(folder), "--hosts", str(LOCAL_HOSTS), cwd=sandbox[0], timeout_s=300)
     assert "Traceback" not in resumed.stderr, resumed.stderr
     assert f"error: host ghost: failed: lost{SHOWN}" in resumed.stderr, resumed.stderr
     assert not RAW.search(resumed.stdout + resumed.stderr)

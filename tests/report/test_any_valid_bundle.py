@@ -9,11 +9,8 @@ it fails on, and no command may take more than LIMIT_S.
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import io
 import json
-import signal
 import tempfile
 import time
 from pathlib import Path
@@ -24,7 +21,7 @@ from hypothesis import strategies as st
 
 from bench import schemas
 from bench.bundle import seal
-from bench.cli import main
+from tests.support.cli_in_process import ddpbench as in_process
 from tests.support.schema_strategy import Derived, edges_within
 
 EXAMPLES = 24  # each runs validate, two reports, three compares and a predict: a few minutes on two cores
@@ -90,29 +87,14 @@ def bundles(real: dict) -> st.SearchStrategy:
     return st.one_of(drawn, with_extreme_figures(real)).map(lambda bundle: seal({k: v for k, v in bundle.items() if k != "sha256"}))
 
 
-class TookTooLong(Exception):
-    pass
-
-
 def ddpbench(*args) -> tuple[int, str]:
-    """bench.cli.main as `ddpbench ARGS` runs it: (exit status, stderr); any exception goes up, and so
-    does one that takes more than LIMIT_S (stopped at twice that, should it hang)."""
-    def stop(signum, frame):
-        raise TookTooLong(f"ddpbench {' '.join(map(str, args))[:200]} ran past {2 * LIMIT_S} s")
-
-    err = io.StringIO()
-    previous = signal.signal(signal.SIGALRM, stop)
-    signal.alarm(2 * LIMIT_S)
+    """`ddpbench ARGS` in process: (exit status, stderr); any exception goes up, and so does one that
+    takes more than LIMIT_S (stopped at twice that, should it hang)."""
     began = time.monotonic()
-    try:
-        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-            status = main([str(arg) for arg in args])
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
+    done = in_process(*args, timeout_s=2 * LIMIT_S)
     took = time.monotonic() - began
     assert took < LIMIT_S, f"ddpbench {args[0]} took {took:.0f} s"
-    return status, err.getvalue()
+    return done.returncode, done.stderr
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from bench.bundle import seal
-from bench.cli import main
+from tests.support.cli_in_process import ddpbench
 from tests.support.report_variants import write
 
 REPO = Path(__file__).resolve().parents[2]
@@ -82,18 +82,20 @@ def timeline_step_zero(doc):
     (allreduce_size_zero, r"params\.size_bytes: 0 is less than the minimum of 1"),
     (timeline_step_zero, r"timeline\.steps\[0\]\.step_s: 0\.0 is less than or equal to the minimum of 0"),
 ], ids=["ready_times_short", "step_median_0", "step_samples_0", "allreduce_time_0", "allreduce_size_0", "timeline_step_0"])
-def test_what_no_measurement_gives_is_refused_in_one_line_and_skipped_among_good_bundles(real_bundle, fleet, tmp_path, capsys,
+def test_what_no_measurement_gives_is_refused_in_one_line_and_skipped_among_good_bundles(real_bundle, fleet, tmp_path,
                                                                                          change, says):
     bad = write(tmp_path / "bad" / "bundle.json", edited(real_bundle, change))
-    assert main(["validate", str(bad)]) == 2
-    (line,) = capsys.readouterr().err.splitlines()
+    validated = ddpbench("validate", bad)
+    assert validated.returncode == 2
+    (line,) = validated.stderr.splitlines()
     assert line.startswith(f"error: {bad}: field hosts[0].runs[") and re.search(says, line), line
-    assert main(["report", str(fleet["cpu"]), str(bad), str(fleet["rig-3090"]), "--out", str(tmp_path / "out")]) == 0
-    captured = capsys.readouterr()
-    assert captured.err.splitlines() == [f"warning: skipped: {line[len('error: '):]}"]
-    assert "from 2 bundle(s)" in captured.out
-    assert main(["predict", str(bad)]) == 2
-    (refused,) = capsys.readouterr().err.splitlines()
+    reported = ddpbench("report", fleet["cpu"], bad, fleet["rig-3090"], "--out", tmp_path / "out")
+    assert reported.returncode == 0
+    assert reported.stderr.splitlines() == [f"warning: skipped: {line[len('error: '):]}"]
+    assert "from 2 bundle(s)" in reported.stdout
+    predicted = ddpbench("predict", bad)
+    assert predicted.returncode == 2
+    (refused,) = predicted.stderr.splitlines()
     assert refused.startswith(line)
 
 
@@ -143,17 +145,18 @@ def math_in_names(doc):
     ("cpu", only_tiny_times), ("cpu", efficiency_past_a_percent), ("fsdp", zero_figures), ("gpu", math_in_names),
     ("fsdp", math_in_names),
 ], ids=["times_of_5e-324_and_zeros", "efficiency_of_1e307", "fsdp_with_zero_figures", "math_text_in_a_gpu_name", "math_text_fsdp"])
-def test_what_the_schema_accepts_renders(real_bundle, tmp_path, capsys, source, change):
+def test_what_the_schema_accepts_renders(real_bundle, tmp_path, source, change):
     real = {"cpu": real_bundle, "fsdp": json.loads(FSDP_BUNDLE.read_text()), "gpu": json.loads(GPU_BUNDLE.read_text())}[source]
     bundle = write(tmp_path / "edge" / "bundle.json", edited(real, change))
-    assert main(["validate", str(bundle)]) == 0
-    assert main(["report", str(bundle), "--out", str(tmp_path / "out")]) == 0
-    captured = capsys.readouterr()
-    assert "Traceback" not in captured.err and "fails on" not in captured.err, captured.err
+    assert ddpbench("validate", bundle).returncode == 0
+    reported = ddpbench("report", bundle, "--out", tmp_path / "out")
+    assert reported.returncode == 0
+    assert "Traceback" not in reported.stderr and "fails on" not in reported.stderr, reported.stderr
     assert (tmp_path / "out" / "report.html").exists() and list((tmp_path / "out").glob("*.svg"))
     if change is math_in_names:  # shown as written, not set as math
         assert any(r"$x^$ $\frac{a}$" in svg.read_text() for svg in (tmp_path / "out").glob("*.svg"))
     if runs(real, "ddp"):
-        assert main(["predict", str(bundle)]) == 0, capsys.readouterr().err
-    assert main(["compare", str(bundle), str(bundle), "--out", str(tmp_path / "verdict")]) in (0, 1, 3, 4)
-    assert "Traceback" not in capsys.readouterr().err
+        predicted = ddpbench("predict", bundle)
+        assert predicted.returncode == 0, predicted.stderr
+    compared = ddpbench("compare", bundle, bundle, "--out", tmp_path / "verdict")
+    assert compared.returncode in (0, 1, 3, 4) and "Traceback" not in compared.stderr, compared.stderr

@@ -10,12 +10,12 @@ import statistics
 import pytest
 
 from bench.bundle import seal
-from bench.cli import main
 from bench.common.launch_floor import launches
 from bench.common.run import Run
 from bench.common.stats import ratio_interval
 from bench.report.answer import TITLE, verdict
 from bench.suites.training import pacing
+from tests.support.cli_in_process import ddpbench
 from tests.support.report_variants import make_variant, write
 
 
@@ -28,7 +28,7 @@ def _section(md: str, heading: str) -> str:
 def _answer_of(doc: dict, tmp_path) -> str:
     """The answer section of the report of `doc`, resealed after a test's edits."""
     path = write(tmp_path / "edited.json", seal({k: v for k, v in doc.items() if k != "sha256"}))
-    assert main(["report", str(path), "--out", str(tmp_path / "out")]) == 0
+    assert ddpbench("report", str(path), "--out", str(tmp_path / "out")).returncode == 0
     return _section((tmp_path / "out" / "report.md").read_text(), TITLE)
 
 
@@ -161,7 +161,7 @@ def test_failed_bundles_stand_apart_from_the_results(fleet, real_bundle, tmp_pat
     host.update(name="refused", status="failed", runs=[], launches=[],
                 error="collectives: begin_bytes 8192 is larger than end_bytes 4096; lower begin_bytes")
     bad = write(tmp_path / "failed.json", seal({k: v for k, v in failed.items() if k != "sha256"}))
-    assert main(["report", str(fleet["rig-3090"]), str(bad), "--out", str(tmp_path / "out")]) == 0
+    assert ddpbench("report", str(fleet["rig-3090"]), str(bad), "--out", str(tmp_path / "out")).returncode == 0
     md = (tmp_path / "out" / "report.md").read_text()
     assert "1 host(s) measured nothing: see What failed, at the end." in md.split("\n## Hosts\n", 1)[1].split("\n## ", 1)[0]
     assert "refused" not in _section(md, "Hosts")
@@ -188,7 +188,7 @@ def test_a_busy_bundle_is_kept_apart_from_a_quiet_one_of_the_same_machine(real_b
         launch["cpu_taken_by_others_fraction"] = 0.6
     paths = [write(tmp_path / "quiet.json", real_bundle),
              write(tmp_path / "busy.json", seal({k: v for k, v in busy.items() if k != "sha256"}))]
-    assert main(["report", *map(str, paths), "--out", str(tmp_path / "out")]) == 0
+    assert ddpbench("report", *map(str, paths), "--out", str(tmp_path / "out")).returncode == 0
     md = (tmp_path / "out" / "report.md").read_text()
     answer = _section(md, TITLE)
     assert re.search(r"^- local · CPU only — tiny fp32, 2 processes over default \(gloo\): (negligible|noticeable|severe)", answer, re.M)

@@ -12,11 +12,11 @@ import pytest
 
 from bench.bundle.assembly import derive
 from bench.bundle import seal
-from bench.cli import main
 from bench.common.stats import metric
 from bench.common.units import human_bytes
-from tests.conftest import REPO, cli as ddpbench
+from tests.conftest import REPO
 from tests.support import FIXTURES
+from tests.support.cli_in_process import ddpbench
 from tests.support.report_variants import make_variant, write
 
 
@@ -89,22 +89,24 @@ def test_tables_give_median_spread_and_n_and_flag_the_transport_mismatch(report,
     assert "| 95.2% [" in md  # rig-3090 scales at 1 / 1.05
 
 
-def test_duplicates_are_counted_once(fleet, tmp_path, capsys):
+def test_duplicates_are_counted_once(fleet, tmp_path):
     copy = write(tmp_path / "copy" / "bundle.json", json.loads(fleet["cpu"].read_text()))
-    assert main(["report", str(fleet["cpu"]), str(copy), "--out", str(tmp_path / "out")]) == 0
-    err = capsys.readouterr().err
+    done = ddpbench("report", str(fleet["cpu"]), str(copy), "--out", str(tmp_path / "out"))
+    assert done.returncode == 0
+    err = done.stderr
     assert f"note: {copy} is the same bundle as {fleet['cpu']}" in err
     assert "1 bundle (" in (tmp_path / "out" / "report.md").read_text()
 
 
-def test_a_bad_bundle_is_named_and_skipped(fleet, tmp_path, capsys):
+def test_a_bad_bundle_is_named_and_skipped(fleet, tmp_path):
     doc = json.loads(fleet["cpu"].read_text())
     doc["hosts"][0]["name"] = "tampered"  # the sha256 no longer matches
     bad = write(tmp_path / "bad.json", doc)
     truncated = tmp_path / "truncated.json"
     truncated.write_text(fleet["cpu"].read_text()[:500])
-    assert main(["report", str(fleet["cpu"]), str(bad), str(truncated), "--out", str(tmp_path / "out")]) == 0
-    tampered, cut = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")]
+    done = ddpbench("report", str(fleet["cpu"]), str(bad), str(truncated), "--out", str(tmp_path / "out"))
+    assert done.returncode == 0
+    tampered, cut = [line for line in done.stderr.splitlines() if line.startswith("warning:")]
     assert tampered.startswith(f"warning: skipped: {bad}: field sha256: recorded {doc['sha256'][:16]}... but the content")
     assert tampered.endswith("the bundle was changed after it was written: get the original")
     assert cut == f"warning: skipped: {truncated}: truncated (the JSON ends early); fetch the bundle again or rerun `ddpbench run`"
@@ -125,25 +127,27 @@ def test_strict_stops_at_a_bad_bundle(fleet, tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-def test_a_sealed_bundle_that_breaks_the_schema_is_named_by_field(fleet, tmp_path, capsys):
+def test_a_sealed_bundle_that_breaks_the_schema_is_named_by_field(fleet, tmp_path):
     from bench.bundle import seal
 
     doc = json.loads(fleet["cpu"].read_text())
     doc["hosts"][0]["runs"][0]["metrics"]["busbw_gbps"]["summary"]["n"] = 0
     bad = write(tmp_path / "bad.json", seal(doc))
-    assert main(["report", str(bad), "--out", str(tmp_path / "out")]) == 2
-    assert capsys.readouterr().err.splitlines() == [
+    done = ddpbench("report", str(bad), "--out", str(tmp_path / "out"))
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
         f"error: {bad}: field hosts[0].runs[0].metrics.busbw_gbps.summary.n: 0 is less than the minimum of 1; "
         "the bundle does not follow schema/bundle.schema.json: get the original"]
     assert not (tmp_path / "out").exists()
 
 
-def test_no_valid_bundle_among_several_is_one_error_line(fleet, tmp_path, capsys):
+def test_no_valid_bundle_among_several_is_one_error_line(fleet, tmp_path):
     first, second = tmp_path / "a.json", tmp_path / "b.json"
     first.write_text("<html>404</html>")
     second.write_text("[]")
-    assert main(["report", str(tmp_path / "*.json"), "--out", str(tmp_path / "out")]) == 2
-    assert capsys.readouterr().err.splitlines() == [
+    done = ddpbench("report", str(tmp_path / "*.json"), "--out", str(tmp_path / "out"))
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
         f"error: none of the 2 files is a valid bundle; the first: {first}: not valid JSON (Expecting value: line 1 "
         "column 1 (char 0)); fetch the bundle again or rerun `ddpbench run`"]
 
@@ -156,7 +160,7 @@ def test_an_empty_glob_is_an_error(tmp_path):
         "(`make bench` writes results/*/bundle.json)"]
 
 
-def test_bundles_with_nothing_in_common_still_make_a_report(real_bundle, tmp_path, capsys):
+def test_bundles_with_nothing_in_common_still_make_a_report(real_bundle, tmp_path):
     collectives_only = {**real_bundle, "hosts": [{**real_bundle["hosts"][0],
                                                   "runs": [r for r in real_bundle["hosts"][0]["runs"] if r["suite"] == "collectives"]}]}
     # Without its collectives a bundle has nothing to predict a step time from.
@@ -167,17 +171,17 @@ def test_bundles_with_nothing_in_common_still_make_a_report(real_bundle, tmp_pat
 
     a = write(tmp_path / "a.json", seal(collectives_only))
     b = write(tmp_path / "b.json", ddp_only)
-    assert main(["report", str(a), str(b), "--out", str(tmp_path / "out")]) == 0
+    assert ddpbench("report", str(a), str(b), "--out", str(tmp_path / "out")).returncode == 0
     md = (tmp_path / "out" / "report.md").read_text()
     assert "These bundles have nothing in common" in md
     assert "## Collectives" in md and "## DDP training" in md
     assert "No prediction in these bundles" in md
 
 
-def test_many_hosts_are_grouped_by_gpus_and_link(real_bundle, tmp_path, capsys):
+def test_many_hosts_are_grouped_by_gpus_and_link(real_bundle, tmp_path):
     for i in range(13):
         write(tmp_path / f"b{i}.json", make_variant(real_bundle, f"node-{i:02d}", hardware="4090-pcie-x4", bandwidth=5))
-    assert main(["report", str(tmp_path / "b*.json"), "--out", str(tmp_path / "out")]) == 0
+    assert ddpbench("report", str(tmp_path / "b*.json"), "--out", str(tmp_path / "out")).returncode == 0
     md = (tmp_path / "out" / "report.md").read_text()
     assert "Plots and tables group the hosts by GPUs and link" in md
     rows = [line for line in md.splitlines() if line.startswith("| 13 hosts | 2x RTX 4090, PCIe 4.0 x4 | default via P2P | all_reduce")]
@@ -205,7 +209,7 @@ def test_failed_hosts_runs_and_launches_are_listed_beside_what_did_finish(real_b
     oom = next(r for r in local["runs"] if r["suite"] == "ddp" and r["world_size"] == 2 and r["params"]["global_batch"] == 8)
     oom.update(status="oom", error="out of memory at micro-batch 2", metrics={}, derived={})
     local["launches"][0].update(status="timeout", error="ran past 300 s")
-    assert main(["report", str(write(tmp_path / "a.json", seal(doc))), "--out", str(tmp_path / "out")]) == 0
+    assert ddpbench("report", str(write(tmp_path / "a.json", seal(doc))), "--out", str(tmp_path / "out")).returncode == 0
     md = (tmp_path / "out" / "report.md").read_text()
     # A host that measured nothing is not among the hosts that did: it heads what failed, in one line.
     assert "| dead-box (this machine) | " not in md
@@ -240,7 +244,7 @@ def test_implausible_figures_are_flagged_beside_them_with_their_likely_cause(rea
         launch["cpu_taken_by_others_fraction"] = 0.0 if launch["world_size"] > 1 else 0.45
     derive(host)
     path = write(tmp_path / "too-good.json", seal(doc))
-    assert main(["report", str(path), "--out", str(tmp_path / "out")]) == 0
+    assert ddpbench("report", str(path), "--out", str(tmp_path / "out")).returncode == 0
     md = (tmp_path / "out" / "report.md").read_text()
     # Its 1-rank runs were measured on a busy machine: the 2-rank runs scaled against them are marked (busy) too.
     rows = [[cell.strip() for cell in line.strip("|").split(" | ")] for line in md.splitlines()
@@ -298,7 +302,7 @@ def test_ddp_runs_show_each_links_traffic_beside_the_gradient_data_and_where_clo
         _gpu_window(1, None)]}  # fewer than two samples
     for run in (first, last):
         run["transport"] = shm
-    assert main(["report", str(write(tmp_path / "a.json", seal(doc))), "--out", str(tmp_path / "out")]) == 0
+    assert ddpbench("report", str(write(tmp_path / "a.json", seal(doc))), "--out", str(tmp_path / "out")).returncode == 0
     md = (tmp_path / "out" / "report.md").read_text()
     assert "| host | run | transport | GPU | PCIe traffic per step tx / rx (kernel launches included) |" in md
     labels = [f"tiny fp32, batch {run['params']['global_batch']}, 2 GPUs" for run in (first, last)]
@@ -329,7 +333,7 @@ def test_collectives_runs_show_their_data_over_nvlink_and_the_report_states_the_
     launch = next(l for l in host["launches"] if l["id"] == run["launch_id"])
     launch["gpu_counters"] = {"interval_s": 0.1, "sampler_cpu_s": 0.25, "sampler_duration_s": 10.0, "sweeps_count": 66,
                               "gpus": [_gpu_window(i, (0, 0)) for i in (0, 1)]}
-    assert main(["report", str(write(tmp_path / "a.json", seal(doc))), "--out", str(tmp_path / "out")]) == 0
+    assert ddpbench("report", str(write(tmp_path / "a.json", seal(doc))), "--out", str(tmp_path / "out")).returncode == 0
     md = (tmp_path / "out" / "report.md").read_text()
     rows = table(md, "host | run | transport | GPU")
     size = run["params"]["size_bytes"]  # all_reduce on 2 ranks: each rank sends and receives its size once (bus factor 1)
@@ -352,7 +356,7 @@ def test_a_pair_much_slower_one_way_is_flagged_with_its_samples(real_bundle, tmp
             gbps = [1.0, 1.1, 0.9] if run["params"]["src_rank"] == 1 else [0.4, 0.44, 0.36]
             run["metrics"]["busbw_gbps"] = metric(gbps)
     path = write(tmp_path / "asymmetric.json", seal({k: v for k, v in doc.items() if k != "sha256"}))
-    assert main(["report", str(path), "--out", str(tmp_path / "out")]) == 0
+    assert ddpbench("report", str(path), "--out", str(tmp_path / "out")).returncode == 0
     md = (tmp_path / "out" / "report.md").read_text()
     assert ("local · CPU only · default (gloo), float32 256 KiB: 0 → 1 at 0.4 GB/s is 2.5x slower than 1 → 0 at 1 GB/s "
             "(n=3 and n=3 samples); their p5-p95 do not overlap.") in md

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from bench.bundle import seal
-from bench.cli import main
 from tests.support import FIXTURES
+from tests.support.cli_in_process import ddpbench
 from tests.support.report_variants import write
 from tests.support.same_samples import another_bundle_of
 
@@ -42,13 +42,14 @@ def table_rows(report: Path, first_header: str) -> list[list[str]]:
     return [[cell.strip() for cell in line.strip("|").split(" | ")] for line in lines[start + 2:] if line.startswith("|")]
 
 
-def quiet_exit(capsys) -> str:
-    err = capsys.readouterr().err
-    assert "Traceback" not in err and "warning" not in err, err
-    return err
+def quietly(*args, status=(0,)) -> None:
+    """`ddpbench ARGS` ends with one of `status`, with no traceback and no warning."""
+    done = ddpbench(*args)
+    assert done.returncode in status, (done.returncode, done.stderr)
+    assert "Traceback" not in done.stderr and "warning" not in done.stderr, done.stderr
 
 
-def test_a_ddp_run_whose_per_sample_times_are_the_least_is_reported_with_no_efficiency(real_bundle, tmp_path, capsys):
+def test_a_ddp_run_whose_per_sample_times_are_the_least_is_reported_with_no_efficiency(real_bundle, tmp_path):
     """The 2-process runs' per-sample times the smallest positive double: the ratio to the baseline's
     is past a float's range, so "-" for their scaling (a time of 0 the schema refuses)."""
     def least(doc: dict) -> None:
@@ -57,33 +58,30 @@ def test_a_ddp_run_whose_per_sample_times_are_the_least_is_reported_with_no_effi
                 run["metrics"]["per_sample_gpu_time_s"]["samples"] = [5e-324] * len(run["metrics"]["per_sample_gpu_time_s"]["samples"])
 
     zero = write(tmp_path / "zero.json", edited(real_bundle, least))
-    assert main(["report", str(zero), "--out", str(tmp_path / "out")]) == 0
-    quiet_exit(capsys)
+    quietly("report", str(zero), "--out", str(tmp_path / "out"))
     rows = [row for row in table_rows(tmp_path / "out", "host") if len(row) == 16 and row[5] == "2 processes"]
     # Scaling % of the 2-process rows: no figure. The warnings the real run's own figures drew on a busy
     # machine may follow it (" ⚠ code"): they are the measurement's, not this edit's.
     assert rows and {row[11].split(" ⚠")[0] for row in rows} == {"-"}, rows
 
 
-def test_compare_against_samples_of_zero_says_why_it_cannot_judge(real_bundle, tmp_path, capsys):
+def test_compare_against_samples_of_zero_says_why_it_cannot_judge(real_bundle, tmp_path):
     """The new side's bandwidths all 0 (a log of 0 ended compare), its step times the least the schema
     allows: those runs are judged without an interval, or not at all."""
     original = write(tmp_path / "original.json", edited(real_bundle, lambda d: None))
     zero = write(tmp_path / "zero" / "bundle.json", edited(real_bundle, lambda d: [
         set_samples(d, "ddp", "step_time_s", lambda n: [5e-324] * n), set_samples(d, "collectives", "busbw_gbps", lambda n: [0.0] * n)]))
-    assert main(["compare", str(original), str(zero), "--out", str(tmp_path / "verdict")]) in (1, 3)
-    quiet_exit(capsys)
+    quietly("compare", str(original), str(zero), "--out", str(tmp_path / "verdict"), status=(1, 3))
     runs = json.loads((tmp_path / "verdict" / "verdict.json").read_text())["runs"]
     assert all(run["ci_low"] is None or run["ci_low"] == 0 for run in runs if run["new_median"] == 0)
-    assert main(["compare", str(zero), str(original), "--out", str(tmp_path / "back")]) in (1, 3)
-    quiet_exit(capsys)
+    quietly("compare", str(zero), str(original), "--out", str(tmp_path / "back"), status=(1, 3))
     back = json.loads((tmp_path / "back" / "verdict.json").read_text())["runs"]
     assert {run["verdict"] for run in back if run["original_median"] == 0} == {"not comparable"}  # nothing to compare against 0
 
 
 @pytest.mark.parametrize("samples", [lambda n: [1e15, 5e-324] * (n // 2 + 1), lambda n: [1e15] * n, lambda n: [5e-324] * n],
                          ids=["huge_beside_smallest", "all_huge", "all_smallest"])
-def test_samples_at_the_schemas_bounds_make_a_report_and_a_verdict(samples, real_bundle, tmp_path, capsys):
+def test_samples_at_the_schemas_bounds_make_a_report_and_a_verdict(samples, real_bundle, tmp_path):
     """None * int in the tables once: a ratio past a float's range has no interval, printed [-, -]."""
     def extreme(doc: dict) -> None:
         for run in doc["hosts"][0]["runs"]:
@@ -91,10 +89,8 @@ def test_samples_at_the_schemas_bounds_make_a_report_and_a_verdict(samples, real
                 metric["samples"] = samples(len(metric["samples"]))
 
     bundle = write(tmp_path / "extreme" / "bundle.json", edited(real_bundle, extreme))
-    assert main(["report", str(bundle), "--out", str(tmp_path / "out")]) == 0
-    quiet_exit(capsys)
-    assert main(["compare", str(bundle), str(another_bundle_of(bundle, tmp_path / "again")), "--out", str(tmp_path / "verdict")]) in (0, 1, 3)
-    quiet_exit(capsys)
+    quietly("report", str(bundle), "--out", str(tmp_path / "out"))
+    quietly("compare", str(bundle), str(another_bundle_of(bundle, tmp_path / "again")), "--out", str(tmp_path / "verdict"), status=(0, 1, 3))
 
 
 def with_copy_host(real: dict) -> dict:
@@ -121,10 +117,9 @@ def without_figures(doc: dict) -> None:
             run["params"]["dst_rank"] = 1_000_000
 
 
-def test_runs_without_the_metric_a_figure_needs_are_shown_as_missing(real_bundle, tmp_path, capsys):
+def test_runs_without_the_metric_a_figure_needs_are_shown_as_missing(real_bundle, tmp_path):
     bundle = write(tmp_path / "bare" / "bundle.json", edited(with_copy_host(real_bundle), without_figures))
-    assert main(["report", str(bundle), "--out", str(tmp_path / "out")]) == 0
-    quiet_exit(capsys)
+    quietly("report", str(bundle), "--out", str(tmp_path / "out"))
     md = (tmp_path / "out" / "report.md").read_text()
     # Throttled half the time for reasons not told apart, at the maximum clock: not held back, and no crash.
     assert "| h200 | 00-copy-default-ws1 | GPU0 | 1980 | 3201 | 144 / 700 | 43 | no |" in md
@@ -133,15 +128,15 @@ def test_runs_without_the_metric_a_figure_needs_are_shown_as_missing(real_bundle
     assert "1000000" in (tmp_path / "out").joinpath(next(p.name for p in (tmp_path / "out").glob("p2p-*.svg"))).read_text()
 
 
-def test_a_predicted_step_time_below_zero_is_refused(real_bundle, tmp_path, capsys):
+def test_a_predicted_step_time_below_zero_is_refused(real_bundle, tmp_path):
     """A prediction is compute plus communication: never negative (one drew bars out of the figure)."""
     def negative(doc: dict) -> None:
         next(r for r in doc["hosts"][0]["runs"] if r.get("derived", {}).get("predicted_step_time_s") is not None)[
             "derived"]["predicted_step_time_s"] = -1.0
 
     bundle = write(tmp_path / "negative.json", edited(real_bundle, negative))
-    assert main(["validate", str(bundle)]) == 2
-    assert "derived.predicted_step_time_s: -1.0 is less than the minimum of 0" in capsys.readouterr().err
+    done = ddpbench("validate", bundle)
+    assert done.returncode == 2 and "derived.predicted_step_time_s: -1.0 is less than the minimum of 0" in done.stderr
 
 
 @pytest.fixture
@@ -157,7 +152,7 @@ def failing_on(monkeypatch):
     monkeypatch.setattr(MERGE, "link_summary", link_summary)
 
 
-def test_a_bundle_the_report_fails_on_is_skipped_among_good_ones(failing_on, fleet, real_bundle, tmp_path, capsys):
+def test_a_bundle_the_report_fails_on_is_skipped_among_good_ones(failing_on, fleet, real_bundle, tmp_path):
     def boom(doc: dict) -> None:
         doc["hosts"][0]["fingerprint"]["gpus"] = copy.deepcopy(json.loads(COPY_RAW.read_text())["fingerprint"]["gpus"])
         doc["hosts"][0]["fingerprint"]["gpus"][0]["name"] = "boom"
@@ -165,23 +160,24 @@ def test_a_bundle_the_report_fails_on_is_skipped_among_good_ones(failing_on, fle
 
     bad = write(tmp_path / "bad" / "bundle.json", edited(real_bundle, boom))
     good = [fleet[name] for name in ("cpu", "rig-3090", "rig-4090")]
-    assert main(["report", *map(str, good[:2]), str(bad), str(good[2]), "--out", str(tmp_path / "out")]) == 0
-    captured = capsys.readouterr()
-    assert captured.err.splitlines() == [
+    captured = ddpbench("report", *good[:2], bad, good[2], "--out", tmp_path / "out")
+    assert captured.returncode == 0
+    assert captured.stderr.splitlines() == [
         f"warning: skipped: {bad}: the report fails on this bundle (ZeroDivisionError('float division by zero')), "
         "a bug of ddpbench: please report it"]
-    assert "from 3 bundle(s)" in captured.out
+    assert "from 3 bundle(s)" in captured.stdout
     md = (tmp_path / "out" / "report.md").read_text()
     assert f"> {bad}: valid, but the report fails on it" in md
     assert "b00b00" not in md.replace(str(bad), "")  # none of its runs
 
 
-def test_strict_stops_at_a_bundle_the_report_fails_on(failing_on, fleet, real_bundle, tmp_path, capsys):
+def test_strict_stops_at_a_bundle_the_report_fails_on(failing_on, fleet, real_bundle, tmp_path):
     def boom(doc: dict) -> None:
         doc["hosts"][0]["fingerprint"]["gpus"] = copy.deepcopy(json.loads(COPY_RAW.read_text())["fingerprint"]["gpus"])
         doc["hosts"][0]["fingerprint"]["gpus"][0]["name"] = "boom"
 
     bad = write(tmp_path / "bad.json", edited(real_bundle, boom))
-    assert main(["report", str(fleet["cpu"]), str(bad), "--out", str(tmp_path / "out"), "--strict"]) == 2
-    (line,) = capsys.readouterr().err.splitlines()
+    done = ddpbench("report", fleet["cpu"], bad, "--out", tmp_path / "out", "--strict")
+    assert done.returncode == 2
+    (line,) = done.stderr.splitlines()
     assert line.startswith(f"error: {bad}: the report fails on this bundle") and "--strict" in line

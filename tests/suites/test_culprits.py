@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from bench.agent.planning import plan_launches
-from bench.cli import main
 from bench.common.host import Capabilities
 from bench.controller.plans import check
 from bench.errors import PlanError
+from tests.support.cli_in_process import ddpbench
 
 TWO_CORES = Capabilities(gpu_count=0, logical_cpus=2, host_memory_bytes=24 << 30)
 
@@ -49,6 +49,7 @@ def test_a_cpu_host_is_never_told_to_shard_over_gpus():
     (["run", "--hosts", "{folder}"], "a hosts file"), (["run", "--plan", "{folder}"], "a plan"),
     (["validate", "{folder}"], "a plan or hosts file"),
 ], ids=["hosts", "plan", "validate"])
-def test_a_folder_given_for_a_file_is_named_once(tmp_path, capsys, args, what):
-    assert main([arg.format(folder=tmp_path) for arg in args]) == 2
-    assert capsys.readouterr().err.splitlines() == [f"error: {tmp_path}: a directory; give the path of {what}"]
+def test_a_folder_given_for_a_file_is_named_once(tmp_path, args, what):
+    done = ddpbench(*(arg.format(folder=tmp_path) for arg in args))
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [f"error: {tmp_path}: a directory; give the path of {what}"]

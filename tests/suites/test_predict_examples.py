@@ -11,9 +11,9 @@ import statistics
 
 import pytest
 
-from bench.cli import main
 from bench.suites.ddp.predict import predict
 from tests.conftest import REPO
+from tests.support.cli_in_process import ddpbench
 from tests.test_docs import commands_of, doc_files, shell_lines
 
 BUNDLES = REPO / "benchmarks" / "results" / "bundles"
@@ -51,10 +51,9 @@ def on(bundle, words: list) -> list:
     return [str(bundle) if i == where else w for i, w in enumerate(words)]
 
 
-def run_predict(capsys, *args) -> tuple:
-    status = main(["predict", *map(str, args)])
-    out, err = capsys.readouterr()
-    return status, out, err
+def run_predict(*args) -> tuple:
+    done = ddpbench("predict", *args)
+    return done.returncode, done.stdout, done.stderr
 
 
 def link_rows(text: str) -> list[dict]:
@@ -82,8 +81,8 @@ def test_the_docs_hold_predict_examples_among_them_the_readmes_and_the_multi_nod
 
 
 @pytest.mark.parametrize("where, words", EXAMPLES, ids=[where for where, _ in EXAMPLES])
-def test_each_example_of_the_docs_scales_every_link_row_of_the_featured_bundle(capsys, where, words):
-    status, out, err = run_predict(capsys, *on(FEATURED, words))
+def test_each_example_of_the_docs_scales_every_link_row_of_the_featured_bundle(where, words):
+    status, out, err = run_predict(*on(FEATURED, words))
     assert status == 0, err
     rows = link_rows(out)
     assert rows and all(scaling_of(row).endswith("%") for row in rows), (where, rows)
@@ -91,17 +90,17 @@ def test_each_example_of_the_docs_scales_every_link_row_of_the_featured_bundle(c
 
 @pytest.mark.slow
 @pytest.mark.parametrize("bundle", PUBLISHED, ids=[path.name.split("-")[1].split(".")[0] for path in PUBLISHED])
-def test_each_example_of_the_docs_scales_every_link_row_of_every_published_bundle(capsys, bundle):
+def test_each_example_of_the_docs_scales_every_link_row_of_every_published_bundle(bundle):
     for where, words in EXAMPLES:
-        status, out, err = run_predict(capsys, *on(bundle, words))
+        status, out, err = run_predict(*on(bundle, words))
         assert status == 0, (where, err)
         rows = link_rows(out)
         assert rows and all(scaling_of(row).endswith("%") for row in rows), (where, rows)
 
 
 @pytest.mark.parametrize("bundle", PUBLISHED, ids=[path.name.split("-")[1].split(".")[0] for path in PUBLISHED])
-def test_every_published_bundle_is_predicted_with_a_weak_scaling_on_every_link_row(capsys, bundle):
-    status, out, err = run_predict(capsys, bundle)
+def test_every_published_bundle_is_predicted_with_a_weak_scaling_on_every_link_row(bundle):
+    status, out, err = run_predict(bundle)
     assert status == 0, err
     rows = link_rows(out)
     assert rows and all(row["weak scaling"].endswith("%") for row in rows), rows
@@ -123,8 +122,8 @@ def test_weak_scaling_grows_the_global_batch_and_sets_each_step_against_the_1_gp
         assert p.source == "the 1-GPU run's timeline"
 
 
-def test_strong_scaling_keeps_the_global_batch_where_it_divides_and_says_where_it_does_not(capsys):
-    status, out, err = run_predict(capsys, FEATURED, "--scaling", "strong")
+def test_strong_scaling_keeps_the_global_batch_where_it_divides_and_says_where_it_does_not():
+    status, out, err = run_predict(FEATURED, "--scaling", "strong")
     assert status == 0, err
     rows = link_rows(out)
     assert rows and {row["global batch"] for row in rows} == {"16"} and all(row["strong scaling"].endswith("%") for row in rows)
@@ -135,7 +134,7 @@ def test_strong_scaling_keeps_the_global_batch_where_it_divides_and_says_where_i
            "its 1 micro-batches counted as 2" in out
 
 
-def test_a_bundle_without_a_timeline_is_predicted_from_its_1_gpu_step_and_the_gradients_all_reduce(capsys):
+def test_a_bundle_without_a_timeline_is_predicted_from_its_1_gpu_step_and_the_gradients_all_reduce():
     doc = json.loads(NO_TIMELINE.read_text())
     (host,) = predict([doc])
     one_gpu = _one_gpu_step(doc)
@@ -144,7 +143,7 @@ def test_a_bundle_without_a_timeline_is_predicted_from_its_1_gpu_step_and_the_gr
         assert p.step_s == pytest.approx(one_gpu + p.exposed_s) and p.exposed_s > 0  # every all-reduce after the compute
         assert p.efficiency == pytest.approx(one_gpu / p.step_s)
     assert any(note.startswith("no step timeline in this bundle's runs") for note in host.notes)
-    status, out, _ = run_predict(capsys, NO_TIMELINE)
+    status, out, _ = run_predict(NO_TIMELINE)
     assert status == 0 and all(row["weak scaling"].endswith("%") for row in link_rows(out))
 
 
@@ -158,6 +157,6 @@ def test_a_bundle_without_a_timeline_is_predicted_from_its_1_gpu_step_and_the_gr
     (["--link", "nvlink4+ib-ndr", "--gpus", "12", "--gpus-per-node", "8"],
      "error: --gpus 12 does not fill nodes of --gpus-per-node 8; give a multiple of 8 (e.g. --gpus 16)"),
 ])
-def test_options_that_predict_nothing_are_one_line_with_the_reason_and_the_fix(capsys, args, says):
-    status, out, err = run_predict(capsys, FEATURED, *args)
+def test_options_that_predict_nothing_are_one_line_with_the_reason_and_the_fix(args, says):
+    status, out, err = run_predict(FEATURED, *args)
     assert status == 2 and err == says + "\n" and out == ""

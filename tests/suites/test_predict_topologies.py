@@ -24,7 +24,8 @@ from bench.suites.ddp.predict.results import error_table
 from bench.suites.ddp.predict.sweeps import algorithm_of
 from bench.suites.ddp.predict.topology import link_specs
 from bench.suites.ddp.report.predicted import blocks
-from tests.conftest import REPO, cli
+from tests.conftest import REPO
+from tests.support.cli_in_process import ddpbench
 
 BUNDLES = REPO / "benchmarks" / "results" / "bundles"
 H100_SEED002 = BUNDLES / "20261125T212254Z-56d161.bundle.json"  # gpt2 and gpt2-large at 1 and 2 GPUs, micro-batch 16
@@ -184,7 +185,7 @@ def h100_seed001(tmp_path_factory) -> Path:
 
 
 def test_predict_answers_two_nodes_of_two_gpus_beside_the_flat_links(h100_seed001):
-    done = cli("predict", h100_seed001, "--link", "nvlink4", "--link", "eth-25g", "--link", "nvlink4+eth-25g",
+    done = ddpbench("predict", h100_seed001, "--link", "nvlink4", "--link", "eth-25g", "--link", "nvlink4+eth-25g",
                "--gpus", "4", "--gpus-per-node", "2")
     assert done.returncode == 0, done.stderr
     rows = [[cell.strip() for cell in line.split(" | ")] for line in done.stdout.splitlines() if line.startswith("| local | gpt2-large")]
@@ -195,7 +196,7 @@ def test_predict_answers_two_nodes_of_two_gpus_beside_the_flat_links(h100_seed00
     assert step["nvlink4"] < step["nvlink4+eth-25g"] < step["eth-25g"]  # NVLink inside spares a part of the network's cost
     assert "nvlink4+eth-25g at 2 nodes x 2 GPUs: no all_reduce was measured on this topology" in done.stdout
     assert "no measured all_reduce curve, in this bundle or the link table, for eth-25g (1.5 GB/s, 70 us, cited)" in done.stdout
-    ring = cli("predict", h100_seed001, "--link", "nvlink4+eth-25g", "--gpus", "4", "--gpus-per-node", "2", "--algorithm", "ring")
+    ring = ddpbench("predict", h100_seed001, "--link", "nvlink4+eth-25g", "--gpus", "4", "--gpus-per-node", "2", "--algorithm", "ring")
     ring_rows = [line for line in ring.stdout.splitlines() if line.startswith("| local | gpt2-large") and "| 16 |" in line]
     assert float(ring_rows[0].split(" | ")[7]) > step["nvlink4+eth-25g"]  # at 2 nodes the tree moves 1/1.5 of the ring's bytes
 
@@ -292,7 +293,7 @@ def test_six_runs_of_a_hundred_thousand_buckets_predict_in_seconds():
     (["--link", "nvlink4+nvlink4"], "error: link 'nvlink4+nvlink4': two levels are INTRA+NETWORK"),
 ])
 def test_arguments_outside_sense_are_one_short_line(args, says):
-    done = cli("predict", H100_SEED002, *args)
+    done = ddpbench("predict", H100_SEED002, *args)
     assert done.returncode == 2 and done.stderr.startswith(says), done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and len(done.stderr) < 2000
 
@@ -300,7 +301,7 @@ def test_arguments_outside_sense_are_one_short_line(args, says):
 def test_a_fifo_is_refused_without_naming_an_option_predict_lacks(tmp_path):
     fifo = tmp_path / "bundle.json"
     os.mkfifo(fifo)
-    done = cli("predict", fifo)
+    done = ddpbench("predict", fifo)
     assert done.returncode == 2 and done.stderr.startswith("error:") and "--strict" not in done.stderr, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
 
@@ -308,7 +309,7 @@ def test_a_fifo_is_refused_without_naming_an_option_predict_lacks(tmp_path):
 def test_one_bad_bundle_among_several_is_skipped_with_its_reason(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text("{}")
-    done = cli("predict", H100_SEED002, bad, "--link", "nvlink4")
+    done = ddpbench("predict", H100_SEED002, bad, "--link", "nvlink4")
     assert done.returncode == 0 and "warning: skipped:" in done.stderr and "bad.json" in done.stderr, done.stderr
     assert "### What link do I need?" in done.stdout
 
@@ -319,6 +320,6 @@ def test_a_subnormal_price_in_a_sealed_bundle_is_refused_by_the_schema(tmp_path)
     price_subnormal(doc)
     path = tmp_path / "priced.json"
     path.write_text(json.dumps(seal({k: v for k, v in doc.items() if k != "sha256"})))
-    done = cli("predict", path, "--link", "nvlink4")
+    done = ddpbench("predict", path, "--link", "nvlink4")
     assert done.returncode == 2 and "price_per_hour" in done.stderr and "Traceback" not in done.stderr, done.stderr
     assert not re.search(r"\binf\b", done.stdout)
