@@ -59,12 +59,12 @@ REPORTED = [
                 "dates": ["2026-11-26"], "launches": 10, "configurations": 2,
                 "says": "0.5%: GPT-2 DDP step on 1 and 2 GPUs over 5 launches of quick on 2x H200 NV18 (launch medians "
                         "0.4-0.7% apart), benchmarks/results/verify_reruns_h200x2.md, 2026-11-26"}},
-    {"match": {"device": "gpu", "metric": "step_time_s", "pacing": "host-paced"},
+    {"match": {"device": "gpu", "preset": "default", "nodes": "one", "metric": "step_time_s", "pacing": "host-paced"},
      "spread_fraction": 0.15, "df": 4,
-     "source": {"kind": "reported", "where": "benchmarks/results/pacing_h200.md", "machine": "1x H200",
-                "dates": ["2026-11-28"], "launches": 10, "configurations": 5,
+     "source": {"kind": "reported", "where": "benchmarks/results/pacing_h100.md", "machine": "1x H200",
+                "dates": ["2026-11-27"], "launches": 10, "configurations": 5,
                 "says": "15%: host-paced GPT-2 Large, Llama 3.2 1B (DDP and FSDP) steps at micro-batch 2-4, 2 launches a "
-                        "side minutes apart on 1x H200 (launch medians 14-25% apart), benchmarks/results/pacing_h200.md"}},
+                        "side minutes apart on 1x H200 (launch medians 14-25% apart), benchmarks/results/pacing_h100.md"}},
     {"match": {"device": "cpu", "preset": "default", "nodes": "one", "metric": "step_time_s"},
      "spread_fraction": 0.065, "df": 20,
      "source": {"kind": "reported", "where": "benchmarks/results/verdict_stability_cpu2.md", "machine": "2-core AMD EPYC VM (shared)",
