@@ -79,6 +79,7 @@ CHECK = (
     "tests/report/test_report_scaling.py",
     "tests/suites/test_copy.py",
     "tests/suites/test_culprits.py",
+    "tests/suites/test_micro_batch_auto.py",
     "tests/suites/test_ddp_cuda_graphs.py",
     "tests/suites/test_predict_examples.py",
     "tests/suites/test_predict_topologies.py",

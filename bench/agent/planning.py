@@ -108,13 +108,15 @@ class _Planner:
         each, checked before any is run."""
         side = side_of(entry, self.cuda)
         suite = suites.get(entry["suite"], f"the plan's suites[{index}]")
-        typed = suite.params(side.params)
         found = (fits.side_problem(side, entry["world_sizes"], self.hw, {**entry.get("env", {}), **self.host_env})
                  or algorithms.env_problem(entry.get("env", {}), side.algorithms, side.protocols))
         if found:
             raise PlanError(f"{entry['suite']}: {found}")
         worlds = [2] if side.pairs else fits.world_sizes(entry["world_sizes"], self.hw, side.gpus)
         nnodes = self._placement(side).nnodes
+        side = replace(side, params=suite.resolved_params(side.params, self.hw, [ranks * nnodes for ranks in worlds],
+                                                          nnodes * side.nodes))
+        typed = suite.params(side.params)
         launches = []
         for preset_name in side.transports:
             for per_node in worlds:

@@ -189,6 +189,11 @@ class Suite:
     def check_plan(self, params, host: Capabilities, *, world_size: int, transport: str, nodes: int) -> None:
         """What only this host can judge, before anything is launched: raise PlanError."""
 
+    def resolved_params(self, entry_params: dict, host: Capabilities, world_sizes: list, nodes: int) -> dict:
+        """The entry's params with what only this host can decide filled in (the training family's
+        `micro_batch: auto`); by default as they are."""
+        return entry_params
+
     def configurations(self, params, world_size: int, host: Capabilities) -> int:
         """How many runs (configuration points) one launch records."""
         return 1

@@ -97,7 +97,7 @@ def match_hosts(original: "list[str]", new: "list[str]", explicit: dict) -> tupl
 
 # How long a run sampled and warmed up, not what it measured: a rerun may set them otherwise.
 SAMPLING_PARAMS = frozenset({"cv_target", "sampling_cap_s", "warmup_max_steps", "warmup_tolerance", "launch_repeats",
-                             "timeline_steps"})
+                             "timeline_steps", "micro_batch_auto"})
 
 
 def measured(params: dict) -> dict:

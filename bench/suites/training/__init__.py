@@ -33,6 +33,7 @@ from bench.errors import PlanError
 from bench.models.shapes import TRANSFORMER_PRESETS, UNET_CONFIGS, UNET_EXTRA
 from bench.suites.base import Figure, HostResults, Suite
 from bench.suites.params import SampledParams, merged, resolved
+from bench.suites.training import auto, memory
 from bench.suites.training.derived import scaling_warnings
 from bench.suites.training.pacing import Pacing, derive_pacing
 from bench.suites.training.pacing import of_runs as pacing_of_runs
@@ -198,6 +199,17 @@ class TrainingSuite(Suite):
 
     def pacing(self, runs: "list[Run]") -> Pacing:
         return pacing_of_runs(runs)
+
+    def resolved_params(self, entry_params: dict, host: Capabilities, world_sizes: list, nodes: int) -> dict:
+        return auto.resolve(self, entry_params, host, world_sizes, nodes)
+
+    def memory_setup(self, params: TrainingParams, world_size: int, nodes: int) -> memory.Setup:
+        """What the memory estimate reads of a launch of the entry: by default a full copy on each rank."""
+        return memory.Setup(
+            model=params.model, strategy="replicated", shards=1, micro_batch=params.micro_batch, seq_len=params.seq_len,
+            precision=params.precision, weights_dtype=params.weights_dtype, optimizer=params.optimizer,
+            checkpointing=params.activation_checkpointing,
+            accumulating=any(grad_accum_for(b, world_size, params.micro_batch) > 1 for b in params.batches(world_size)))
 
     def derive_scaling(self, runs: "list[Run]") -> None:
         """Set derived.scaling_efficiency_fraction on every ok run of this suite among one host's runs."""
