@@ -94,6 +94,10 @@ def check_answer_figure(md: str, drawn: dict) -> int:
     assert len(points) == len(largest), (len(points), len(largest))
     for (machine, workload, ranks, link), row in largest.items():
         group = f"{workload} · {ranks} · global batch {row['global batch']}"
+        # A figure row is marked host-paced where any of its links' rows is.
+        paced = any(r["paced by (GPU busy share)"].startswith("host-paced") for (m, w, k, _), r in largest.items()
+                    if (m, w, k) == (machine, workload, ranks) and r["global batch"] == row["global batch"])
+        group += " · host-paced: measures the host" if paced else ""
         (value,) = [v for title, v in points if title == machine and v["label"] == link and v["group"].removesuffix(" ⚠") == group]
         scaling, low, high = spread(row["scaling % [95% CI]"])
         # To the 0.1 the table prints.
