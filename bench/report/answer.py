@@ -210,7 +210,7 @@ def _table(findings: list[Finding], ranks: Ranks, target: float) -> Table:
     machine, link = ("host · hardware", "transport used") if ranks.cpu else ("host · GPUs and link", "link NCCL used")
     return Table([machine, "workload", "ranks", link, "global batch", f"scaling % [{LEVEL_LABEL}]",
                   "verdict: throughput lost", "its interval against the precision target", "exposed communication of step",
-                  "paced by (GPU busy share)"], rows)
+                  "paced by" if ranks.cpu else "paced by (GPU busy share)"], rows)
 
 
 def _verdict_cell(f: Finding) -> str:

@@ -95,7 +95,7 @@ def check_answer_figure(md: str, drawn: dict) -> int:
     for (machine, workload, ranks, link), row in largest.items():
         group = f"{workload} · {ranks} · global batch {row['global batch']}"
         # A figure row is marked host-paced where any of its links' rows is.
-        paced = any(r["paced by (GPU busy share)"].startswith("host-paced") for (m, w, k, _), r in largest.items()
+        paced = any(column(r, "paced by (GPU busy share)", "paced by").startswith("host-paced") for (m, w, k, _), r in largest.items()
                     if (m, w, k) == (machine, workload, ranks) and r["global batch"] == row["global batch"])
         group += " · host-paced: measures the host" if paced else ""
         (value,) = [v for title, v in points if title == machine and v["label"] == link and v["group"].removesuffix(" ⚠") == group]
