@@ -136,6 +136,7 @@ def _run_once(job: "list[Launch]", out_dir: Path, progress: Callable[[protocol.E
 
     with counters.Sampler() as sampler:
         def finish(index: int, status: str, error: "str | None", job_ended_s: float) -> None:
+            reporters[index].poll()  # its last configurations, written since the last poll, are said before it ends
             launch, begun = job[index], kept[1]
             launch_marks = marks.read()[index]
             last = index == len(job) - 1
