@@ -42,8 +42,10 @@ def _rows() -> dict:
 def test_every_test_file_has_a_row_of_its_wall_and_cpu_seconds():
     listed = {*tiers.CHECK, *tiers.FULL_ONLY}
     rows = _rows()
+    # A row's figures wait for the next whole-suite run that passes where its "measured" says "not yet".
     unmeasured = sorted(name for name in listed
-                        if not all(isinstance(rows.get(name, {}).get(key), (int, float)) for key in ("wall_s", "cpu_s", "check_cpu_s")))
+                        if not all(isinstance(rows.get(name, {}).get(key), (int, float)) for key in ("wall_s", "cpu_s", "check_cpu_s"))
+                        and not rows.get(name, {}).get("measured", "").startswith("not yet"))
     assert unmeasured == [], (f"{len(unmeasured)} test files without their wall and CPU seconds in tests/durations.json: "
                               f"{unmeasured}; tests/tiers.py says how to record them")
     assert sorted(set(rows) - listed) == [], "tests/durations.json has rows of files that no tier names"
