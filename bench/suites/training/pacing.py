@@ -49,11 +49,6 @@ class Pacing:
     def as_record(self) -> dict:
         return asdict(self)
 
-    @property
-    def measures_link(self) -> bool:
-        """Whether the run's step time can show what its link costs: not where the host paced it."""
-        return self.verdict in (GPU_BOUND, UNKNOWN)
-
     def words(self) -> str:
         """"GPU-bound (GPU busy 97% of the step)", "paced by the host (GPU busy 41% of the step)"."""
         busy = "" if self.gpu_busy_fraction is None else f" (GPU busy {self.gpu_busy_fraction:.0%} of the step)"
