@@ -1,42 +1,24 @@
-"""Python, torch, CUDA, NCCL and cuDNN versions, and the container image in use."""
+"""torch's versions (with its CUDA, NCCL and cuDNN), read in torch_child.py, and the container image in use."""
 from __future__ import annotations
 
 import json
-import platform
 from pathlib import Path
 from typing import Mapping
-
-try:
-    import torch
-except ImportError:
-    torch = None
 
 DEFAULT_PIN_PATH = "/etc/ddpbench/pin.json"
 PIN_KEYS = ("image", "digest", "base_image", "torch", "nccl", "git_commit")
 
 
-def versions() -> dict:
+def torch_versions(torch) -> dict:
+    """torch's version and those of the CUDA, NCCL ('2.28.9') and cuDNN (91900 for 9.19.0) it was built
+    with; NCCL's and cuDNN's need no GPU, and only a CUDA build has them."""
+    cuda = torch.version.cuda
     return {
-        "python": platform.python_version(),
-        "torch": None if torch is None else str(torch.__version__),
-        "torch_cuda": None if torch is None else torch.version.cuda,
+        "torch": str(torch.__version__),
+        "torch_cuda": cuda,
+        "nccl": ".".join(str(part) for part in torch.cuda.nccl.version()) if cuda else None,
+        "cudnn": torch.backends.cudnn.version() if cuda else None,
     }
-
-
-# A CUDA build of torch is enough for the next two: torch.cuda.is_available() would initialise
-# the CUDA driver in this process, which breaks CUDA in any child forked afterwards.
-def nccl_version() -> str | None:
-    """'2.28.9'; ncclGetVersion needs no GPU."""
-    if torch is None or not torch.version.cuda:
-        return None
-    return ".".join(str(part) for part in torch.cuda.nccl.version())
-
-
-def cudnn_version() -> int | None:
-    """91900 for cuDNN 9.19.0, as torch reports it."""
-    if torch is None or not torch.version.cuda:
-        return None
-    return torch.backends.cudnn.version()
 
 
 def container(env: Mapping[str, str]) -> dict:
