@@ -13,8 +13,8 @@ from bench.bundle import seal
 from bench.common.stats import metric
 from bench.report.answer import TITLE
 from tests.conftest import cli
-from tests.support.report_reading import (ANSWER_FIGURE, check_answer_figure, check_per_sample_figures, check_scaling_bars, figures,
-                                          section, table_with)
+from tests.support.report_reading import (ANSWER_FIGURE, check_answer_figure, check_per_sample_figures, check_prediction_figure,
+                                          check_scaling_bars, figures, section, table_with)
 
 
 @pytest.fixture(scope="module")
@@ -88,3 +88,9 @@ def test_a_negative_exposed_communication_flag_stands_only_beside_a_negative_fig
     assert ("⚠ negative_exposed_comm" in line) == flagged
     # Each launch's own flag stays in the DDP section's list of flagged figures, with its cause.
     assert "one launch's baseline ran slow" in section(md, "DDP training")
+
+
+def test_the_prediction_figure_draws_the_predicted_against_measured_tables_model(md, drawn):
+    """The figure and the table give one figure for the compute + exposed communication model: each launch's row of
+    the table says the same compute + all-reduce = step that the figure draws for its configuration."""
+    assert check_prediction_figure(md, drawn) >= 4  # the CPU host, rig-3090, and rig-4090 over two transports

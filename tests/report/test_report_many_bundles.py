@@ -90,7 +90,7 @@ def nine(real_bundle) -> list[dict]:
     """Nine bundles of nine machines: three GPU kinds, each at three speeds, 12 collective lines each."""
     wide = _widened(real_bundle)
     kinds = ("3090-nvlink", "4090-pcie-x4", "h200-nvlink")
-    return [make_variant(wide, f"rig-{i}", hardware=kinds[i % 3], bandwidth=1 + i, exposed=0.05 * (i + 1), predicted=True)
+    return [make_variant(wide, f"rig-{i}", hardware=kinds[i % 3], bandwidth=1 + i, exposed=0.05 * (i + 1))
             for i in range(9)]
 
 

@@ -162,3 +162,37 @@ def check_scaling_bars(md: str, drawn: dict) -> int:
         median, low, high = spread(row["scaling % [95% CI]"])
         assert (bar["value"], bar["low"], bar["high"]) == pytest.approx((median, low, high), abs=0.051)
     return len(bars)
+
+
+PREDICTED_FIGURE = "predicted-step-time"
+MODEL = re.compile(r"^([-\d.]+) \+ ([-\d.]+) = ([-\d.]+) \(")
+
+
+def check_prediction_figure(md: str, drawn: dict) -> int:
+    """Each row of the measured-against-predicted figure is the compute + exposed communication model of the rows
+    of "Predicted against measured" of its host and configuration (every launch of it: one model, its inputs
+    pooled), its compute and all-reduce as the cell splits them; and each such row is drawn. Returns the rows."""
+    (panel,) = drawn[PREDICTED_FIGURE]["axes"]
+    unit = axis_unit(panel["xlabel"])
+    values = {(v["group"], v["label"]): v["value"] for v in panel["values"]}
+    rows = [row for row in table_with(section(md, "Predicted against measured"), "link replayed")]
+    model = next(name for name in rows[0] if name.startswith("compute + exposed communication model ms"))
+    ranks = next(name for name in rows[0] if name in ("GPUs", "processes"))
+    drawn_rows = 0
+    for group in dict.fromkeys(group for group, _ in values):
+        where, shape = group.split(" — ")
+        host, preset = where.split(" · ")[0], where.split(" · ")[-1].split(" ")[0]  # "default via P2P": preset default
+        found = re.fullmatch(r"(\S+) \S+, batch (\d+), (\d+) \S+", shape)
+        assert found, group
+        model_name, batch, count = found.groups()
+        mine = [row for row in rows if (row["host"], row["transport"], row["model"], row["global batch"], row[ranks])
+                == (host, preset, model_name, batch, count)]
+        assert mine, (group, rows)
+        for row in mine:
+            compute, allreduce, step = map(float, MODEL.match(row[model]).groups())
+            assert close(values[group, "predicted: compute"] * unit, compute * 1e-3), (group, row[model])
+            assert close(values[group, "predicted: all-reduce"] * unit, allreduce * 1e-3), (group, row[model])
+            assert close(values[group, "predicted"] * unit, step * 1e-3), (group, row[model])
+        drawn_rows += len(mine)
+    assert drawn_rows == len([row for row in rows if row[model] != "-"])
+    return drawn_rows

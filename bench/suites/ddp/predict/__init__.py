@@ -157,12 +157,13 @@ class _Host:
         slowdown = self.slowdowns.of(path.name, algorithm, leave_out=run)
         allreduce_s = self.durations.of(path.topology)
         one_gpu, own, exposed = self.sources.one_gpu_replayed(work, accum), self.profiles.own(run), self.sources.exposed(work, accum)
+        modelled = exposed.step(allreduce_s) if exposed else None
         return Against(
             self.result.host, run, path.name,
             one_gpu.step(allreduce_s, slowdown).step_s if one_gpu else None,
             replay(own.timeline(accum), allreduce_s, slowdown).step_s if own else None,
-            exposed.step(allreduce_s).step_s if exposed else None, slowdown, shape, algorithm, key[2], path.topology,
-            self.slowdowns.of_run(run), self.sources.one_gpu_busy(work))
+            modelled.step_s if modelled else None, slowdown, shape, algorithm, key[2], path.topology,
+            self.slowdowns.of_run(run), self.sources.one_gpu_busy(work), modelled.comm_s if modelled else None)
 
 
 def predict_host(host: dict, name: str, specs: list, gpus: "int | None", gpus_per_node: "int | None" = None,

@@ -7,7 +7,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from bench.common.stats import METHOD
-from bench.common.units import time_unit
+from bench.common.units import plain, time_unit
 from bench.report import plots as P
 from bench.report.merge import GPU_RANKS, Ranks
 from bench.report.series import Line
@@ -21,10 +21,11 @@ def efficiency_caption(ranks: Ranks) -> str:
 
 
 def prediction_caption(ranks: Ranks) -> str:
-    return ("The compute + exposed communication model: predicted step time = the step's compute (1-"
-            f"{ranks.one} step time at this global batch / #{ranks.many}) + the exposed all-reduce time of the gradient "
-            "bytes. Each bar splits into that compute and the exposed communication. Error bars on measured: p5-p95 of "
-            "the step-time samples.")
+    return (f"The compute + exposed communication model, the column of that name in \"Predicted against measured\" below: "
+            f"the step's compute (the 1-{ranks.one} step at this work per {ranks.one}, its launches pooled) + the all-reduce "
+            f"of the gradient bytes on what the {ranks.many} crossed, none of it hidden. A bar per host of a bundle and "
+            "configuration; its measured bar splits the same compute from the rest of the step. Error bars on measured: "
+            "p5-p95 of the step times of every launch, pooled.")
 
 
 BASELINES_NAMED = 4
@@ -129,15 +130,15 @@ def _efficiency_panel(ax, bars: list[Bar], series: list, colours: dict, top: flo
 
 
 def prediction_figure(predictions: list[Prediction], ranks: Ranks = GPU_RANKS) -> Figure:
-    """Measured against predicted step time, each bar split into compute and exposed communication."""
+    """Measured against the compute + exposed communication model's step, each bar split into the model's compute
+    and the rest: the modelled all-reduce, or what the measured step took past that compute."""
     fig = P.figure(1.3 + 1.0 * len(predictions) + P.legend_height(4))
     ax = fig.add_subplot()
     factor, unit = time_unit([max(p.measured.high, p.predicted) for p in predictions])
     right = max(max(p.measured.high, p.predicted) for p in predictions) * factor or 1.0  # all 0: an axis all the same
     for row, p in enumerate(predictions):
         # The row's title above its two bars, across the plot: a long series label fits there.
-        ax.text(right * 0.005, -row * 3.2 + 0.55, f"{p.series.label} — {p.group.replace(chr(10), ', ')}", fontsize=8,
-                va="bottom")
+        ax.text(right * 0.005, -row * 3.2 + 0.55, p.group, fontsize=8, va="bottom")
     rows = -3.2 * np.arange(len(predictions))
     ticks = []
     # One barh per kind of bar, for all rows: matplotlib's cost per call, not per bar, is most of building this plot.
@@ -146,18 +147,22 @@ def prediction_figure(predictions: list[Prediction], ranks: Ranks = GPU_RANKS) -
             ("measured", -1.55, "#d62728", [p.measured.median for p in predictions], [p.measured.high for p in predictions])):
         ys = rows + offset
         # A step faster than its compute share (noise, or the 1-GPU run's own overhead) exposes nothing: all grey.
-        computes = np.array([min(p.compute, total) if p.compute is not None else 0.0 for p, total in zip(predictions, totals)])
+        computes = np.array([min(p.compute, total) for p, total in zip(predictions, totals)])
         totals = np.array(totals)
         ax.barh(ys, computes * factor, 1.0, color="#b0b0b0",
-                label=f"compute: 1-{ranks.one} step time at this batch / #{ranks.many}" if name == "predicted" else None)
-        ax.barh(ys, (totals - computes) * factor, 1.0, left=computes * factor, color=colour, label=f"exposed communication, {name}")
+                label=f"compute: the 1-{ranks.one} step at this work per {ranks.one}" if name == "predicted" else None)
+        ax.barh(ys, (totals - computes) * factor, 1.0, left=computes * factor, color=colour,
+                label="all-reduce of the gradients, modelled: none of it hidden" if name == "predicted" else
+                "the rest of the step, measured: exposed communication")
         for y, total, end in zip(ys, totals, ends):
-            ax.text(end * factor + right * 0.01, y, f"{total * factor:.3g} {unit}", va="center", fontsize=8)
+            ax.text(end * factor + right * 0.01, y, f"{plain(total * factor, 4)} {unit}", va="center", fontsize=8)
         ticks += [(y, name) for y in ys]
     spreads = [p.measured.scaled(factor) for p in predictions]
     for p, spread in zip(predictions, spreads):
-        row = f"{p.series.label} — {p.group.replace(chr(10), ', ')}"
+        row = p.group
         P.drawn_value(ax, "predicted", row, p.predicted * factor)
+        P.drawn_value(ax, "predicted: compute", row, p.compute * factor)
+        P.drawn_value(ax, "predicted: all-reduce", row, p.allreduce * factor)
         P.drawn_value(ax, "measured", row, spread.median, spread.low, spread.high)
     medians = np.array([spread.median for spread in spreads])
     ax.errorbar(medians, rows - 1.55, xerr=[medians - [spread.low for spread in spreads], [spread.high for spread in spreads] - medians],
@@ -166,7 +171,7 @@ def prediction_figure(predictions: list[Prediction], ranks: Ranks = GPU_RANKS) -
     ax.set_ylim(-len(predictions) * 3.2 + 1.2, 1.3)
     ax.set_xlim(0, right * 1.15)
     ax.set_xlabel(f"step time ({unit})")
-    ax.set_title("Measured against predicted DDP step time (compute + exposed communication)", fontsize=11)
+    ax.set_title("Measured against predicted DDP step time (the compute + exposed communication model)", fontsize=11)
     ax.grid(True, axis="x", alpha=0.3)
     P.legend(fig, ax)
     return fig

@@ -143,7 +143,7 @@ def against_table(found: list[HostPrediction]) -> "Table | None":
                 _measured_cell(a),
                 f"{_ms(a.from_one_gpu)} ({relative(a.error(a.from_one_gpu))})",
                 f"{_ms(a.from_own_steps)} ({relative(a.error(a.from_own_steps))})",
-                f"{_ms(a.exposed_model)} ({relative(a.error(a.exposed_model))})",
+                _model_cell(a),
                 f"{a.slowdown.compute:.2f} / {a.slowdown.comm:.2f}",
             ])
     if not rows:
@@ -151,7 +151,18 @@ def against_table(found: list[HostPrediction]) -> "Table | None":
     return Table(["host", "model", "global batch", ranks.many, "topology", "transport", "algorithm", "link replayed",
                   "measured step ms: median [p5, p95]",
                   f"predicted from the 1-{ranks.one} timeline ms (error)", "predicted from its own steps without all-reduce ms (error)",
-                  "compute + exposed communication model ms (error)", "slowdown: compute / all-reduce"], rows)
+                  f"{MODEL_COLUMN} ms: compute + all-reduce = step (error)", "slowdown: compute / all-reduce"], rows)
+
+
+MODEL_COLUMN = "compute + exposed communication model"
+
+
+def _model_cell(a: Against) -> str:
+    """"117 + 11.7 = 128.7 (-20.2%)": the model's compute (the 1-GPU step at this work per GPU, its launches pooled),
+    its all-reduce, their sum and its error; the figure "Measured against predicted step time" draws the same."""
+    if a.exposed_model is None:
+        return "-"
+    return f"{_ms(a.exposed_compute_s)} + {_ms(a.exposed_allreduce_s)} = {_ms(a.exposed_model)} ({relative(a.error(a.exposed_model))})"
 
 
 def _signed(errors: tuple) -> str:
@@ -168,7 +179,7 @@ def errors_table(rows: list[ErrorRow], ranks: Ranks) -> "Table | None":
     if not rows:
         return None
     header = ["host", ranks.many, "topology", "link replayed", "algorithm", "launches", "runs", f"from the 1-{ranks.one} timeline",
-              "from its own steps without all-reduce", "compute + exposed communication model", "validated",
+              "from its own steps without all-reduce", MODEL_COLUMN, "validated",
               "all-reduce in the step / its sweep alone"]
     if not ranks.cpu:
         header.append(f"1-{ranks.one} step's GPU busy")
