@@ -36,9 +36,9 @@ SEVERE_ABOVE = 0.15
 
 def thresholds(ranks: Ranks) -> str:
     return (f"Verdicts judge the training throughput N {ranks.many} lose against N times one {ranks.one} (1 − scaling "
-            f"efficiency, its {LEVEL_LABEL} in brackets): negligible under {NEGLIGIBLE_BELOW:.0%} lost, noticeable to "
-            f"{SEVERE_ABOVE:.0%}, severe past it. Exposed communication: the step time less the 1-{ranks.one} step time for "
-            f"the same work per {ranks.one}." + (" Every rank is a process on this CPU, talking over gloo." if ranks.cpu else ""))
+            f"efficiency, its {LEVEL_LABEL} in brackets, as measured: an end below 0 lies above perfect scaling): negligible "
+            f"under {NEGLIGIBLE_BELOW:.0%} lost, noticeable to {SEVERE_ABOVE:.0%}, severe past it. Exposed communication: the "
+            f"step time less the 1-{ranks.one} step time for the same work per {ranks.one}." + (" Every rank is a process on this CPU, talking over gloo." if ranks.cpu else ""))
 
 def busy_apart(ranks: Ranks) -> str:
     return (f"Runs marked (busy) ran while other processes took more than {shared_machine.BUSY_ABOVE_FRACTION:.0%} of the "
@@ -102,14 +102,14 @@ def _interval(spread: Spread) -> str:
 
 
 def _lost(finding: Finding) -> str:
-    """"20% lost [18, 23]": the interval of the loss is the efficiency's, turned around; above-perfect
-    scaling (no correct measurement gives it: flagged ⚠) is said as such."""
+    """"20% lost [18, 23]": the interval of the loss is the efficiency's, turned around, as measured (the
+    figure draws the same; an end below 0 is scaling above perfect, within the noise); a median above
+    perfect scaling (no correct measurement gives it: flagged ⚠) is said as such."""
     spread = finding.efficiency
+    interval = "" if spread.low is None or spread.high is None else f"[{(1 - spread.high) * 100:.1f}, {(1 - spread.low) * 100:.1f}]"
     if finding.lost < 0:
-        return f"none lost ({_percent(-finding.lost)} above perfect scaling)"
-    if spread.low is None or spread.high is None:
-        return f"{_percent(finding.lost)} lost"
-    return f"{_percent(finding.lost)} lost [{max(0.0, 1 - spread.high) * 100:.1f}, {(1 - spread.low) * 100:.1f}]"
+        return f"none lost ({_percent(-finding.lost)} above perfect scaling{', lost ' + interval if interval else ''})"
+    return f"{_percent(finding.lost)} lost" + (f" {interval}" if interval else "")
 
 
 def lost_target(comparison: Comparison) -> float:

@@ -13,8 +13,8 @@ from bench.bundle import seal
 from bench.common.stats import metric
 from bench.report.answer import TITLE
 from tests.conftest import cli
-from tests.support.report_reading import (ANSWER_FIGURE, check_answer_figure, check_per_sample_figures, check_prediction_figure,
-                                          check_scaling_bars, figures, section, table_with)
+from tests.support.report_reading import (ANSWER_FIGURE, check_answer_figure, check_answer_lines, check_per_sample_figures,
+                                          check_prediction_figure, check_scaling_bars, figures, section, table_with)
 
 
 @pytest.fixture(scope="module")
@@ -40,6 +40,16 @@ def test_the_answer_opens_with_its_figure_before_any_prose(md):
 
 def test_the_answer_figure_draws_the_answer_tables_figures(md, drawn):
     assert check_answer_figure(md, drawn) >= 4  # the CPU host, rig-3090, and rig-4090 over two transports
+    assert check_answer_lines(md) >= 4
+
+
+def test_a_lost_interval_past_perfect_scaling_is_said_as_the_figure_draws_it(md, drawn):
+    """The edited GPU hosts keep the CPU run's spread: their intervals reach past 100% scaling, and the words
+    print the end below 0 that the figure draws, as the scaling column's end above 100 says."""
+    lows = [value["low"] for panel in drawn[ANSWER_FIGURE]["axes"] for value in panel["values"]]
+    assert min(lows) < 0
+    said = " ".join(row["verdict: throughput lost"] for row in _answer_rows(md))
+    assert f"lost [{min(lows):.1f}, " in said and "lost [0.0, " not in said
 
 
 def test_each_per_sample_point_is_a_step_times_row(md, drawn):

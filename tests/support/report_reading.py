@@ -80,6 +80,20 @@ def column(row: dict, *names: str) -> str:
     return next(row[name] for name in names if name in row)
 
 
+LOST_INTERVAL = re.compile(r"lost \[(-?[\d.]+), (-?[\d.]+)\]")
+
+
+def check_answer_lines(md: str) -> int:
+    """Each interval of the share lost in the verdict lines is one of the answer table's verdict cells (those
+    check_answer_figure sets against the figure), as printed there. Returns the intervals checked."""
+    answer = section(md, TITLE)
+    cells = {interval for row in table_with(answer, "verdict: throughput lost")
+             for interval in LOST_INTERVAL.findall(row["verdict: throughput lost"])}
+    said = [interval for line in answer.splitlines() if line.startswith("- ") for interval in LOST_INTERVAL.findall(line)]
+    assert set(said) <= cells, (said, cells)
+    return len(said)
+
+
 def check_answer_figure(md: str, drawn: dict) -> int:
     """Each point of the answer's figure is a row of the answer's table at its series' largest global
     batch, and each such row is a point: lost = 100 - scaling, its interval the scaling's turned
@@ -103,10 +117,13 @@ def check_answer_figure(md: str, drawn: dict) -> int:
         # To the 0.1 the table prints.
         assert value["value"] == pytest.approx(100 - scaling, abs=0.051)
         assert value["low"] == pytest.approx(100 - high, abs=0.051) and value["high"] == pytest.approx(100 - low, abs=0.051)
-        said = row["verdict: throughput lost"]  # "noticeable: 6.2% lost [..]", or "none lost (1.8% above perfect scaling)"
-        above = re.search(r"none lost \(([\d.]+)% above perfect scaling\)", said)
+        said = row["verdict: throughput lost"]  # "noticeable: 6.2% lost [..]", or "none lost (1.8% above perfect scaling, lost [..])"
+        above = re.search(r"none lost \(([\d.]+)% above perfect scaling", said)
         lost = -float(above.group(1)) if above else float(re.search(r"([\d.]+)% lost", said).group(1))
         assert value["value"] == pytest.approx(lost, abs=0.051)
+        # The words give the interval the figure draws, as measured: an end below 0 is printed so, not clamped.
+        (low, high), = LOST_INTERVAL.findall(said) or [(None, None)]
+        assert (value["low"], value["high"]) == (pytest.approx(float(low), abs=0.051), pytest.approx(float(high), abs=0.051)), said
         if "⚠" in row["scaling % [95% CI]"]:
             assert value["group"].endswith(" ⚠")
     return len(points)
