@@ -20,9 +20,10 @@ from bench import suites
 from bench import schemas
 from bench.common.sampling import Precision
 from bench.common.stats import LEVEL_LABEL, Spread
-from bench.common.units import plain, time_unit
+from bench.common.units import count, plain, time_unit
 from bench.judging import shared_machine
 from bench.report import lost_figure as LF
+from bench.report import tables as T
 from bench.report.document import Bullets, Heading, Paragraph, Table
 from bench.report.merge import Comparison, Ranks, Series
 from bench.suites.training import TrainingSuite
@@ -290,11 +291,7 @@ def section(comparison: Comparison, plot, colours: dict) -> list:
     busy = {entry.series for entry in comparison.runs if entry.series.busy}
     apart = [Paragraph(busy_apart(comparison.ranks), warning=True)] if busy else []
     if not findings:
-        training = sorted(name for name in suites.names() if isinstance(suites.get(name), TrainingSuite))
-        return blocks + [Paragraph(
-            f"No training run in these bundles (suites {', '.join(training)}): nothing says how much the link costs "
-            "training. Run a plan that trains (quick, seed000, seed001, seed001-sharded or seed002); the sections below "
-            "show what the links themselves do.", warning=True)] + apart
+        return blocks + [Paragraph(_no_training(comparison), warning=True)] + apart
     shared = shared_hosts(comparison)
 
     def concerned(finding: Finding) -> list[str]:
@@ -313,6 +310,24 @@ def section(comparison: Comparison, plot, colours: dict) -> list:
         if hasattr(part, "answer_plots"):
             blocks += part.answer_plots(comparison, plot, colours)
     return blocks
+
+
+def _no_training(comparison: Comparison) -> str:
+    """Why the answer has no finding: a host failed, the training runs or launches failed, or the plans train nothing."""
+    training = sorted(name for name in suites.names() if isinstance(suites.get(name), TrainingSuite))
+    planned = sorted({entry["suite"] for bundle in comparison.bundles for entry in bundle["plan"]["suites"]} & set(training))
+    hosts = [host.name for host in T.failed_hosts(comparison)]
+    launches = [launch for host in comparison.hosts for launch in host.host["launches"]]
+    runs = any(entry.run.suite in training for entry in comparison.failed) or any(
+        launch["suite"] in training and launch["status"] in ("failed", "timeout") for launch in launches)
+    if planned and (hosts or runs):
+        why = f"{count(len(hosts), 'host')} failed ({', '.join(hosts)})" if hosts else f"its {' and '.join(planned)} runs failed"
+        return (f"No training run measured: the plan trains ({', '.join(planned)}), but {why}, so nothing says how much the "
+                "link costs training. What failed, at the end, says why; fix it and run the plan again.")
+    advice = ("Run a plan that trains (quick, seed000, seed001, seed001-sharded or seed002); the sections below show"
+              if not planned else "The sections below show")
+    return (f"No training run in these bundles (suites {', '.join(training)}): nothing says how much the link costs training. "
+            f"{advice} what the links themselves do.")
 
 
 def _others(comparison: Comparison, series: set) -> list[str]:
