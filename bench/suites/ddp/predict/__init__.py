@@ -41,7 +41,7 @@ from bench.suites.ddp.predict.slowdowns import fit_slowdowns
 from bench.suites.ddp.predict.sweeps import Curves, algorithm_of, crossed_by_runs, crossed_key, sweeps_of_rows
 from bench.suites.ddp.predict.timelines import Profiles
 from bench.suites.ddp.predict.topology import Durations, link_specs, spec_name, spec_topology, swept
-from bench.suites.ddp.predict.validated import UNVALIDATED, runs_like, topology_path
+from bench.suites.ddp.predict.validated import UNVALIDATED, runs_like, topology_link
 
 MAX_GPUS = 65536
 MAX_GPUS_PER_NODE = 1024
@@ -128,7 +128,7 @@ class _Host:
         if not compute.replayed or self.result.cpu:
             return UNVALIDATED
         column = "from_one_gpu" if compute.source.startswith(ONE_GPU_SOURCE) else "from_own_steps"
-        return runs_like(self.gpu, gpus, topology.nodes, topology_path(topology), self.algorithm, column)
+        return runs_like(self.gpu, gpus, topology.nodes, topology_link(topology), self.algorithm, column)
 
     def measured(self, config: Configuration, gpus: int, per_sample: "float | None") -> None:
         """The runs that measured the configuration at `gpus` GPUs, each a row beside the predictions and

@@ -45,8 +45,8 @@ def source_caption(ranks: Ranks, scalings: list) -> str:
 
 
 LIKE_CAPTION = ("The predictor's error on runs like this one: its signed error (predicted / measured - 1, mean and range) on "
-                f"this project's GPU bundles of that GPU count, nodes, path and algorithm, over at least {MIN_LAUNCHES} launches "
-                "(bench/suites/ddp/predictor_error.json); unvalidated where none stands behind it.")
+                f"this project's GPU bundles of that GPU count, nodes, link and algorithm, over at least {MIN_LAUNCHES} launches "
+                "(bench/suites/ddp/predictor_error.json); unvalidated where none stands behind it, as on a link no bundle measured.")
 
 
 def ranks_of(found: list[HostPrediction]) -> Ranks:
