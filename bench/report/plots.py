@@ -2,12 +2,13 @@
 SVG, with the values it drew beside them (NAME.json: see drawn()).
 
 Sized for a blog column: 8 inches wide, shown at about 800 px, where 10 pt text is about 14 px.
-A series keeps its colour in every plot of a report; the legend sits under the axes, where it
+A series keeps its colour in every plot of a report, and from one report to the next; the legend sits under the axes, where it
 cannot hide data.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
@@ -43,23 +44,29 @@ def slug(text: str) -> str:
 LINESTYLES = ["-", "-.", ":"]  # never "--": a dashed line is a 1-GPU baseline
 
 
+def style_of(identity: str) -> dict:
+    """matplotlib's color, marker and linestyle of a series, from what it is (its label) alone, never from the
+    other series of a report: a link keeps its look from one report to the next, a bundle added or not. Two
+    series may draw alike: a figure tells them apart where they meet (Distinct, the bars' hatches)."""
+    slot = int.from_bytes(hashlib.sha256(identity.encode()).digest()[:8], "big")
+    return {"color": PALETTE[slot % len(PALETTE)], "marker": MARKERS[slot // len(PALETTE) % len(MARKERS)],
+            "linestyle": LINESTYLES[slot // (len(PALETTE) * len(MARKERS)) % len(LINESTYLES)]}
+
+
 class Palette(dict):
-    """series -> colour, and machine (host · hardware) -> the colour of its first series, for baselines
-    (a dict: every suite's part reads colours[series]); style() adds a marker and a line style, so
-    that lines stay told apart where colours repeat or cannot be seen (print, colour blindness)."""
+    """series -> colour, and machine (host · hardware) -> a colour of its own, for baselines (a dict: every
+    suite's part reads colours[series]), each from its identity (style_of); style() adds a marker and a line
+    style, so that lines stay told apart where colours repeat or cannot be seen (print, colour blindness)."""
 
     def __init__(self, series: list[Series]):
         super().__init__()
-        self.order = {s: i for i, s in enumerate(sorted(set(series)))}
-        for s, i in self.order.items():
-            self[s] = PALETTE[i % len(PALETTE)]
-            self.setdefault(s.machine, self[s])
+        for s in set(series):
+            self[s] = style_of(s.label)["color"]
+            self[s.machine] = style_of(s.machine)["color"]
 
     def style(self, series: Series) -> dict:
-        """matplotlib's color, marker and linestyle of a series: no two of the first 40 series alike."""
-        i = self.order.get(series, len(self.order))
-        return {"color": self.get(series, PALETTE[i % len(PALETTE)]), "marker": MARKERS[(i + i // len(PALETTE)) % len(MARKERS)],
-                "linestyle": LINESTYLES[i % len(LINESTYLES)]}
+        """matplotlib's color, marker and linestyle of a series (style_of its label)."""
+        return style_of(series.label)
 
 
 def palette(series: list[Series]) -> Palette:

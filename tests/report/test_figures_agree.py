@@ -104,3 +104,29 @@ def test_the_prediction_figure_draws_the_predicted_against_measured_tables_model
     """The figure and the table give one figure for the compute + exposed communication model: each launch's row of
     the table says the same compute + all-reduce = step that the figure draws for its configuration."""
     assert check_prediction_figure(md, drawn) >= 4  # the CPU host, rig-3090, and rig-4090 over two transports
+
+
+def _bytes(size: str) -> float:
+    value, unit = size.split()
+    return float(value) * 1024 ** ["B", "KiB", "MiB", "GiB", "TiB"].index(unit)
+
+
+def test_the_busbw_table_lists_each_lines_sizes_ascending(md):
+    rows = table_with(section(md, "Collectives"), "algbw GB/s median [p5, p95]")
+    lines = {}
+    for row in rows:
+        key = (row["host"], row["transport"], row["op"], row["dtype"], row["place"], row["ranks"])
+        lines.setdefault(key, []).append(_bytes(row["size"]))
+    assert lines and all(sizes == sorted(sizes) and len(sizes) > 1 for sizes in lines.values()), lines
+
+
+def test_a_mixed_report_never_calls_the_cpus_processes_gpus(md, drawn):
+    """The fleet holds a CPU host beside GPU hosts: the words its figures and tables share say both, and the CPU's own
+    rows say processes."""
+    (xlabel,) = [panel["xlabel"] for panel in drawn[ANSWER_FIGURE]["axes"] if panel["xlabel"]]
+    assert "by N GPUs or processes against N × one" in xlabel
+    assert any(panel["title"] == "local · CPU only" for panel in drawn[ANSWER_FIGURE]["axes"])
+    per_sample = [panel["ylabel"] for name, figure in drawn.items() if name.startswith("per-sample-") for panel in figure["axes"]]
+    assert per_sample and all("× #GPUs or processes" in label for label in per_sample)
+    cpu = [row for row in table_with(section(md, "Predicted against measured"), "link replayed") if row["host"].startswith("local")]
+    assert cpu and all(row["topology"] == "1 node x 2 processes" and row["algorithm"] == "the backend's choice" for row in cpu)

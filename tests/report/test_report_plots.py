@@ -9,6 +9,7 @@ import json
 
 import pytest
 from matplotlib.collections import LineCollection
+from matplotlib.colors import to_hex
 
 from bench.report import plots as P
 from bench.suites.collectives.report import plots as CP
@@ -205,3 +206,21 @@ def test_busbw_lines_of_one_series_are_told_apart_by_marker(comparison, colours)
     fig = CP.busbw_figure(ops, {}, colours)
     drawn = [l for l in fig.axes[0].lines if l.get_label() in {line.label for line in ops}]
     assert len({l.get_color() for l in drawn}) == 1 and len({l.get_marker() for l in drawn}) == 3
+
+
+def _looks(fig) -> dict:
+    """label -> (colour, marker) of each line a figure drew with a legend entry."""
+    return {line.get_label(): (to_hex(line.get_color()), line.get_marker()) for ax in fig.axes for line in ax.get_lines()
+            if not line.get_label().startswith("_") and line.get_marker() in P.MARKERS}
+
+
+def test_a_series_keeps_its_colour_and_marker_when_a_bundle_is_added(docs):
+    """The report of the CPU run and rig-4090, then of the whole fleet (rig-3090 sorts before rig-4090): every line of the
+    first is drawn alike in the second."""
+    fewer, every = merge([docs["cpu"], docs["rig-4090"]]), merge(list(docs.values()))
+    drawn = []
+    for comparison in (fewer, every):
+        lines = CS.busbw_lines(comparison)
+        drawn.append(_looks(CP.busbw_figure(lines, {}, P.palette([e.series for e in comparison.runs]))))
+    assert len(drawn[0]) == 2 and len(drawn[1]) == 4
+    assert drawn[0] == {label: look for label, look in drawn[1].items() if label in drawn[0]}

@@ -194,7 +194,7 @@ def check_prediction_figure(md: str, drawn: dict) -> int:
     values = {(v["group"], v["label"]): v["value"] for v in panel["values"]}
     rows = [row for row in table_with(section(md, "Predicted against measured"), "link replayed")]
     model = next(name for name in rows[0] if name.startswith("compute + exposed communication model ms"))
-    ranks = next(name for name in rows[0] if name in ("GPUs", "processes"))
+    ranks = next(name for name in rows[0] if name in ("GPUs", "processes", "GPUs or processes"))
     drawn_rows = 0
     for group in dict.fromkeys(group for group, _ in values):
         where, shape = group.split(" — ")

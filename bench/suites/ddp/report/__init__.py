@@ -105,4 +105,4 @@ def ddp_table(comparison: Comparison, bars: list[Bar]) -> "Table | None":
     return Table(["host", T.hardware_header(comparison), "transport", "model", "recipe",
                   ranks.many if ranks.cpu else "GPUs or processes", "global batch", "accum",
                   "step time median [p5, p95]", f"per-sample time × {ranks.many}", "samples/s", f"scaling % [{LEVEL_LABEL}]",
-                  "MFU %", "peak memory", "bundles"], rows, lead=len(answers))
+                  "MFU %", "peak memory", "bundles"], rows, lead=tuple(range(len(answers))))

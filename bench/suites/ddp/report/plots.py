@@ -3,6 +3,8 @@ efficiency bars, and measured against predicted step time."""
 
 from __future__ import annotations
 
+from collections import defaultdict
+
 import numpy as np
 from matplotlib.figure import Figure
 
@@ -96,11 +98,18 @@ def efficiency_figure(bars: list[Bar], colours: dict, ranks: Ranks = GPU_RANKS) 
     return fig
 
 
-def _hatch(series, colours: dict) -> "str | None":
-    """A transport mismatch striped; past the palette's colours, a series dotted, so that no two bars look alike."""
-    if series.mismatch:
-        return "//"
-    return ".." if colours.order.get(series, 0) >= len(P.PALETTE) else None
+HATCHES = ("..", "xx", "oo", "++")
+
+
+def _hatches(series: list, colours: dict) -> dict:
+    """series -> its bars' hatch: a transport mismatch striped; a series whose colour an earlier one of the
+    figure has, dotted (then crossed, ...), so that no two bars look alike."""
+    found, seen = {}, defaultdict(int)
+    for s in series:
+        earlier = seen[colours[s]]
+        seen[colours[s]] += 1
+        found[s] = "//" if s.mismatch else HATCHES[(earlier - 1) % len(HATCHES)] if earlier else None
+    return found
 
 
 def _efficiency_panel(ax, bars: list[Bar], series: list, colours: dict, top: float) -> None:
@@ -110,6 +119,7 @@ def _efficiency_panel(ax, bars: list[Bar], series: list, colours: dict, top: flo
     width = 0.8 / most
     # Values written on the bars only where a bar is wide enough for "100%" at 8 pt.
     labelled = P.AXES_WIDTH_PT / len(groups) * width >= 4 * 8 * P.CHAR_WIDTH_EM
+    hatches = _hatches(series, colours)
     for x, group in enumerate(groups):
         mine = sorted((bar for bar in bars if bar.tick == group), key=lambda bar: series.index(bar.series))
         for i, bar in enumerate(mine):
@@ -117,7 +127,7 @@ def _efficiency_panel(ax, bars: list[Bar], series: list, colours: dict, top: flo
             v = bar.value
             low, high = (v.low, v.high) if v.low is not None and v.high is not None else (v.median, v.median)
             ax.bar(at, v.median * 100, width * 0.92, yerr=[[(v.median - low) * 100], [(high - v.median) * 100]], capsize=3,
-                   color=colours[bar.series], hatch=_hatch(bar.series, colours), edgecolor="white", label=bar.series.label)
+                   color=colours[bar.series], hatch=hatches[bar.series], edgecolor="white", label=bar.series.label)
             P.drawn_value(ax, bar.series.label, group, v.median * 100, low * 100, high * 100)
             if labelled:  # at the foot of the bar, clear of the error bar
                 ax.text(at, 2, f"{v.median * 100:.0f}%", ha="center", va="bottom", fontsize=8, fontweight="bold",
