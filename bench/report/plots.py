@@ -44,29 +44,44 @@ def slug(text: str) -> str:
 LINESTYLES = ["-", "-.", ":"]  # never "--": a dashed line is a 1-GPU baseline
 
 
-def style_of(identity: str) -> dict:
-    """matplotlib's color, marker and linestyle of a series, from what it is (its label) alone, never from the
-    other series of a report: a link keeps its look from one report to the next, a bundle added or not. Two
-    series may draw alike: a figure tells them apart where they meet (Distinct, the bars' hatches)."""
-    slot = int.from_bytes(hashlib.sha256(identity.encode()).digest()[:8], "big")
-    return {"color": PALETTE[slot % len(PALETTE)], "marker": MARKERS[slot // len(PALETTE) % len(MARKERS)],
+def _slot(identity: str) -> int:
+    return int.from_bytes(hashlib.sha256(identity.encode()).digest()[:8], "big")
+
+
+def style_of(identity: str, shift: int = 0) -> dict:
+    """matplotlib's color, marker and linestyle of a series, from what it is (its label), never from its place among
+    the other series of a report: a link keeps its look from one report to the next, a bundle added or not. shift
+    moves it to the next marker of its colour (past all ten, the next colour): Palette's way around a clash."""
+    slot = _slot(identity)
+    colour, marker = slot % len(PALETTE) + shift // len(MARKERS), slot // len(PALETTE) + shift
+    return {"color": PALETTE[colour % len(PALETTE)], "marker": MARKERS[marker % len(MARKERS)],
             "linestyle": LINESTYLES[slot // (len(PALETTE) * len(MARKERS)) % len(LINESTYLES)]}
 
 
 class Palette(dict):
     """series -> colour, and machine (host · hardware) -> a colour of its own, for baselines (a dict: every
-    suite's part reads colours[series]), each from its identity (style_of); style() adds a marker and a line
-    style, so that lines stay told apart where colours repeat or cannot be seen (print, colour blindness)."""
+    suite's part reads colours[series]); style() adds a marker and a line style, so that lines stay told apart
+    where colours repeat or cannot be seen (print, colour blindness). Each is its identity's (style_of); where
+    two series of the report would look alike, the one whose identity sorts later takes its colour's next
+    marker, so that no two series of a report share a colour and a marker."""
 
     def __init__(self, series: list[Series]):
         super().__init__()
-        for s in set(series):
-            self[s] = style_of(s.label)["color"]
+        self.styles, taken = {}, set()
+        for s in sorted(set(series), key=lambda s: (_slot(s.label), s.label)):
+            shift = next((k for k in range(len(PALETTE) * len(MARKERS)) if _look(style_of(s.label, k)) not in taken), 0)
+            self.styles[s] = style_of(s.label, shift)
+            taken.add(_look(self.styles[s]))
+            self[s] = self.styles[s]["color"]
             self[s.machine] = style_of(s.machine)["color"]
 
     def style(self, series: Series) -> dict:
-        """matplotlib's color, marker and linestyle of a series (style_of its label)."""
-        return style_of(series.label)
+        """matplotlib's color, marker and linestyle of a series (a copy: a figure may change its marker)."""
+        return dict(self.styles.get(series) or style_of(series.label))
+
+
+def _look(style: dict) -> tuple:
+    return style["color"], style["marker"]
 
 
 def palette(series: list[Series]) -> Palette:

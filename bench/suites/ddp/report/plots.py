@@ -3,6 +3,7 @@ efficiency bars, and measured against predicted step time."""
 
 from __future__ import annotations
 
+import textwrap
 from collections import defaultdict
 
 import numpy as np
@@ -31,6 +32,9 @@ def prediction_caption(ranks: Ranks) -> str:
 
 
 BASELINES_NAMED = 4
+TITLE_WRAP = 85  # characters of an 11 pt title a line: about the figure's 8 inches
+ROW_TITLE_WRAP = 100  # characters of an 8 pt row title a line, within the axes
+ROW_PITCH = 3.2  # a prediction figure's row: its two bars (1 high each) and a line of title above them
 
 
 def _baselines_label(ranks: Ranks) -> str:
@@ -75,8 +79,9 @@ def per_sample_figure(workload: Workload, lines: list[Line], colours: dict, pred
     ax.set_ylim(bottom=0)
     ax.set_xlabel("global batch size (samples per optimizer step, log scale)")
     ax.set_ylabel(f"per-sample time × #{ranks.many} ({unit})")
-    ax.set_title(f"Time per sample × #{ranks.many} (lower is better; the dashed 1-{ranks.one} line is perfect scaling)\n{workload.title}",
-                 fontsize=11)
+    # Wrapped where the words for both kinds of rank would run past the figure's edge.
+    said = f"Time per sample × #{ranks.many} (lower is better; the dashed 1-{ranks.one} line is perfect scaling)"
+    ax.set_title(f"{textwrap.fill(said, TITLE_WRAP)}\n{workload.title}", fontsize=11)
     ax.grid(True, alpha=0.3)
     P.legend(fig, ax)
     return fig
@@ -142,14 +147,18 @@ def _efficiency_panel(ax, bars: list[Bar], series: list, colours: dict, top: flo
 def prediction_figure(predictions: list[Prediction], ranks: Ranks = GPU_RANKS) -> Figure:
     """Measured against the compute + exposed communication model's step, each bar split into the model's compute
     and the rest: the modelled all-reduce, or what the measured step took past that compute."""
-    fig = P.figure(1.3 + 1.0 * len(predictions) + P.legend_height(4))
+    # The row's title above its two bars, across the plot; a longer one (a bundle named, a mismatch) on two lines,
+    # its configuration on the second, the rows apart by as much more.
+    titles = [p.group if len(p.group) <= ROW_TITLE_WRAP else p.group.replace(" — ", "\n— ", 1) for p in predictions]
+    lines = max(title.count("\n") + 1 for title in titles)
+    pitch = ROW_PITCH + 0.55 * (lines - 1)
+    fig = P.figure(1.3 + pitch / ROW_PITCH * len(predictions) + P.legend_height(4))
     ax = fig.add_subplot()
     factor, unit = time_unit([max(p.measured.high, p.predicted) for p in predictions])
     right = max(max(p.measured.high, p.predicted) for p in predictions) * factor or 1.0  # all 0: an axis all the same
-    for row, p in enumerate(predictions):
-        # The row's title above its two bars, across the plot: a long series label fits there.
-        ax.text(right * 0.005, -row * 3.2 + 0.55, p.group, fontsize=8, va="bottom")
-    rows = -3.2 * np.arange(len(predictions))
+    for row, title in enumerate(titles):
+        ax.text(right * 0.005, -row * pitch + 0.55, title, fontsize=8, va="bottom")
+    rows = -pitch * np.arange(len(predictions))
     ticks = []
     # One barh per kind of bar, for all rows: matplotlib's cost per call, not per bar, is most of building this plot.
     for name, offset, colour, totals, ends in (
@@ -178,7 +187,7 @@ def prediction_figure(predictions: list[Prediction], ranks: Ranks = GPU_RANKS) -
     ax.errorbar(medians, rows - 1.55, xerr=[medians - [spread.low for spread in spreads], [spread.high for spread in spreads] - medians],
                 fmt="none", color="black", capsize=3, linewidth=1.2, label="p5-p95 of the measured step times")
     ax.set_yticks([y for y, _ in ticks], [name for _, name in ticks], fontsize=8)
-    ax.set_ylim(-len(predictions) * 3.2 + 1.2, 1.3)
+    ax.set_ylim(-(len(predictions) - 1) * pitch - 2.0, 0.75 + 0.55 * lines)
     ax.set_xlim(0, right * 1.15)
     ax.set_xlabel(f"step time ({unit})")
     ax.set_title("Measured against predicted DDP step time (the compute + exposed communication model)", fontsize=11)
