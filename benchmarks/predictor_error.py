@@ -108,7 +108,7 @@ def document() -> dict:
                 continue
             summary = link_summary(host["fingerprint"])
             for found in predict([{**bundle, "hosts": [host]}], scaling=None):
-                measured.append((name, bundle["run_id"], summary["link_label"], summary["gpu"], summary["link_class"], found))
+                measured.append((name, bundle["run_id"], summary["link_label"], summary["gpu"], host["fingerprint"], found))
         sources[name] = {**bundle_source(path, bundle),
                          "says": "its DDP runs' median steps, against which the predictor's error is taken (benchmarks/predictor_error.py)"}
     rows = rows_of(measured)

@@ -51,7 +51,7 @@ def make_bundles(real: dict, count: int, folder: Path) -> None:
     for i in range(count):
         hardware, preset, bandwidth, exposed = MACHINES[i % len(MACHINES)]
         doc = make_variant(real, f"host-{i:04d}", hardware=hardware, preset=preset, bandwidth=bandwidth,
-                           exposed=exposed, predicted=hardware is not None, jitter=jitter,
+                           exposed=exposed, jitter=jitter,
                            run_id=f"{real['run_id'][:-6]}{i:06x}")
         write(folder / f"{i:04d}" / "bundle.json", doc)
 

@@ -75,7 +75,7 @@ def _summary(comparison: Comparison, skipped: list[str]) -> list:
     bundles = comparison.bundles
     ids = ", ".join(b["run_id"] for b in bundles) if len(bundles) <= 10 else f"{bundles[0]['run_id']} ... {bundles[-1]['run_id']}"
     versions = ", ".join(f"{v} ({n} bundle{'s' * (n > 1)})" for v, n in sorted(comparison.tool_versions.items()))
-    failed = len(comparison.hosts) - len(T.measured_hosts(comparison))
+    failed = len(T.failed_hosts(comparison))
     machines = count(comparison.machines, "machine")
     if len(comparison.hosts) != comparison.machines:  # bundles of one box, or hosts-file entries that are one box
         machines += f" ({count(len(comparison.hosts), 'host entry', 'host entries')} of the bundles)"
@@ -143,7 +143,7 @@ def build(comparison: Comparison, out_dir: Path, skipped: list[str]) -> list:
     if counters:
         results += [Heading(2, "GPU counters"), *counters]
     blocks += results or [Paragraph("No successful run in these bundles: nothing to plot or tabulate.", warning=True)]
-    failed_hosts, failures = T.failed_hosts(comparison), T.failures_table(comparison)
+    failed_hosts, failures = T.failed_hosts_lines(comparison), T.failures_table(comparison)
     if failed_hosts or failures:
         blocks += [Heading(2, "What failed"), *([failed_hosts] if failed_hosts else []), *([failures] if failures else [])]
     plot.render()

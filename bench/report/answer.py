@@ -20,9 +20,10 @@ from bench import suites
 from bench import schemas
 from bench.common.sampling import Precision
 from bench.common.stats import LEVEL_LABEL, Spread
-from bench.common.units import plain, time_unit
+from bench.common.units import count, plain, time_unit
 from bench.judging import shared_machine
 from bench.report import lost_figure as LF
+from bench.report import tables as T
 from bench.report.document import Bullets, Heading, Paragraph, Table
 from bench.report.merge import Comparison, Ranks, Series
 from bench.suites.training import TrainingSuite
@@ -36,9 +37,9 @@ SEVERE_ABOVE = 0.15
 
 def thresholds(ranks: Ranks) -> str:
     return (f"Verdicts judge the training throughput N {ranks.many} lose against N times one {ranks.one} (1 − scaling "
-            f"efficiency, its {LEVEL_LABEL} in brackets): negligible under {NEGLIGIBLE_BELOW:.0%} lost, noticeable to "
-            f"{SEVERE_ABOVE:.0%}, severe past it. Exposed communication: the step time less the 1-{ranks.one} step time for "
-            f"the same work per {ranks.one}." + (" Every rank is a process on this CPU, talking over gloo." if ranks.cpu else ""))
+            f"efficiency, its {LEVEL_LABEL} in brackets, as measured: an end below 0 lies above perfect scaling): negligible "
+            f"under {NEGLIGIBLE_BELOW:.0%} lost, noticeable to {SEVERE_ABOVE:.0%}, severe past it. Exposed communication: the "
+            f"step time less the 1-{ranks.one} step time for the same work per {ranks.one}." + (" Every rank is a process on this CPU, talking over gloo." if ranks.cpu else ""))
 
 def busy_apart(ranks: Ranks) -> str:
     return (f"Runs marked (busy) ran while other processes took more than {shared_machine.BUSY_ABOVE_FRACTION:.0%} of the "
@@ -102,14 +103,14 @@ def _interval(spread: Spread) -> str:
 
 
 def _lost(finding: Finding) -> str:
-    """"20% lost [18, 23]": the interval of the loss is the efficiency's, turned around; above-perfect
-    scaling (no correct measurement gives it: flagged ⚠) is said as such."""
+    """"20% lost [18, 23]": the interval of the loss is the efficiency's, turned around, as measured (the
+    figure draws the same; an end below 0 is scaling above perfect, within the noise); a median above
+    perfect scaling (no correct measurement gives it: flagged ⚠) is said as such."""
     spread = finding.efficiency
+    interval = "" if spread.low is None or spread.high is None else f"[{(1 - spread.high) * 100:.1f}, {(1 - spread.low) * 100:.1f}]"
     if finding.lost < 0:
-        return f"none lost ({_percent(-finding.lost)} above perfect scaling)"
-    if spread.low is None or spread.high is None:
-        return f"{_percent(finding.lost)} lost"
-    return f"{_percent(finding.lost)} lost [{max(0.0, 1 - spread.high) * 100:.1f}, {(1 - spread.low) * 100:.1f}]"
+        return f"none lost ({_percent(-finding.lost)} above perfect scaling{', lost ' + interval if interval else ''})"
+    return f"{_percent(finding.lost)} lost" + (f" {interval}" if interval else "")
 
 
 def lost_target(comparison: Comparison) -> float:
@@ -290,11 +291,7 @@ def section(comparison: Comparison, plot, colours: dict) -> list:
     busy = {entry.series for entry in comparison.runs if entry.series.busy}
     apart = [Paragraph(busy_apart(comparison.ranks), warning=True)] if busy else []
     if not findings:
-        training = sorted(name for name in suites.names() if isinstance(suites.get(name), TrainingSuite))
-        return blocks + [Paragraph(
-            f"No training run in these bundles (suites {', '.join(training)}): nothing says how much the link costs "
-            "training. Run a plan that trains (quick, seed000, seed001, seed001-sharded or seed002); the sections below "
-            "show what the links themselves do.", warning=True)] + apart
+        return blocks + [Paragraph(_no_training(comparison), warning=True)] + apart
     shared = shared_hosts(comparison)
 
     def concerned(finding: Finding) -> list[str]:
@@ -313,6 +310,24 @@ def section(comparison: Comparison, plot, colours: dict) -> list:
         if hasattr(part, "answer_plots"):
             blocks += part.answer_plots(comparison, plot, colours)
     return blocks
+
+
+def _no_training(comparison: Comparison) -> str:
+    """Why the answer has no finding: a host failed, the training runs or launches failed, or the plans train nothing."""
+    training = sorted(name for name in suites.names() if isinstance(suites.get(name), TrainingSuite))
+    planned = sorted({entry["suite"] for bundle in comparison.bundles for entry in bundle["plan"]["suites"]} & set(training))
+    hosts = [host.name for host in T.failed_hosts(comparison)]
+    launches = [launch for host in comparison.hosts for launch in host.host["launches"]]
+    runs = any(entry.run.suite in training for entry in comparison.failed) or any(
+        launch["suite"] in training and launch["status"] in ("failed", "timeout") for launch in launches)
+    if planned and (hosts or runs):
+        why = f"{count(len(hosts), 'host')} failed ({', '.join(hosts)})" if hosts else f"its {' and '.join(planned)} runs failed"
+        return (f"No training run measured: the plan trains ({', '.join(planned)}), but {why}, so nothing says how much the "
+                "link costs training. What failed, at the end, says why; fix it and run the plan again.")
+    advice = ("Run a plan that trains (quick, seed000, seed001, seed001-sharded or seed002); the sections below show"
+              if not planned else "The sections below show")
+    return (f"No training run in these bundles (suites {', '.join(training)}): nothing says how much the link costs training. "
+            f"{advice} what the links themselves do.")
 
 
 def _others(comparison: Comparison, series: set) -> list[str]:

@@ -29,7 +29,7 @@ class Bullets:
 class Table:
     header: list
     rows: list  # of lists of str, one per header column
-    lead: int = 0  # the first rows are the ones the answer reads: a long table in HTML shows them and folds the rest
+    lead: tuple = ()  # the indices of the rows the answer reads: a long table in HTML shows them and folds the rest
 
 
 @dataclass(frozen=True)

@@ -45,7 +45,8 @@ def _table(table: Table) -> str:
     """A table; a long one folded (details) under the figure it follows, the rows the answer reads shown above the fold."""
     if len(table.rows) <= FOLD_ABOVE:
         return _rows(table, table.rows)
-    lead, rest = table.rows[:table.lead], table.rows[table.lead:]
+    lead = [row for i, row in enumerate(table.rows) if i in table.lead]
+    rest = [row for i, row in enumerate(table.rows) if i not in table.lead]
     summary = f"the other {len(rest)} rows" if lead else f"the table: {len(rest)} rows"
     return ((_rows(table, lead) if lead else "")
             + f"<details><summary>Show {summary}</summary>{_rows(table, rest)}</details>")

@@ -60,7 +60,8 @@ def lost_figure(rows: list[Row], bands: tuple, unit: str, interval: str) -> Figu
     "GPUs" or "processes", and interval ("95% CI"), for the axis."""
     machines = list(dict.fromkeys(row.machine for row in rows))
     links = sorted({point.link for row in rows for point in row.points})
-    styles = {link: {"color": P.PALETTE[i % len(P.PALETTE)], "marker": P.MARKERS[i % len(P.MARKERS)]} for i, link in enumerate(links)}
+    distinct = P.Distinct()
+    styles = {link: distinct.claim({key: value for key, value in P.style_of(link).items() if key != "linestyle"}) for link in links}
     counts = [sum(row.machine == machine for row in rows) for machine in machines]
     fig = P.figure(height_in(rows))
     axes = fig.subplots(len(machines), 1, squeeze=False, sharex=True, gridspec_kw={"height_ratios": counts})[:, 0]

@@ -41,6 +41,8 @@ class Ranks:
 
 
 GPU_RANKS, CPU_RANKS = Ranks("GPU", "GPUs", False), Ranks("process", "processes", True)
+# Bundles of both: no word of a figure or line shared by their runs calls a CPU's processes GPUs.
+MIXED_RANKS = Ranks("GPU or process", "GPUs or processes", False)
 
 
 @dataclass(frozen=True, order=True)
@@ -152,6 +154,8 @@ class Comparison:
 
     @property
     def ranks(self) -> Ranks:
+        if {entry.run.on_gpu for entry in self.runs} == {True, False}:
+            return MIXED_RANKS
         return GPU_RANKS if any(host.link.get("gpu_count") for host in self.hosts) else CPU_RANKS
 
 

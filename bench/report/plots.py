@@ -2,12 +2,13 @@
 SVG, with the values it drew beside them (NAME.json: see drawn()).
 
 Sized for a blog column: 8 inches wide, shown at about 800 px, where 10 pt text is about 14 px.
-A series keeps its colour in every plot of a report; the legend sits under the axes, where it
+A series keeps its colour in every plot of a report, and from one report to the next; the legend sits under the axes, where it
 cannot hide data.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
@@ -43,23 +44,44 @@ def slug(text: str) -> str:
 LINESTYLES = ["-", "-.", ":"]  # never "--": a dashed line is a 1-GPU baseline
 
 
+def _slot(identity: str) -> int:
+    return int.from_bytes(hashlib.sha256(identity.encode()).digest()[:8], "big")
+
+
+def style_of(identity: str, shift: int = 0) -> dict:
+    """matplotlib's color, marker and linestyle of a series, from what it is (its label), never from its place among
+    the other series of a report: a link keeps its look from one report to the next, a bundle added or not. shift
+    moves it to the next marker of its colour (past all ten, the next colour): Palette's way around a clash."""
+    slot = _slot(identity)
+    colour, marker = slot % len(PALETTE) + shift // len(MARKERS), slot // len(PALETTE) + shift
+    return {"color": PALETTE[colour % len(PALETTE)], "marker": MARKERS[marker % len(MARKERS)],
+            "linestyle": LINESTYLES[slot // (len(PALETTE) * len(MARKERS)) % len(LINESTYLES)]}
+
+
 class Palette(dict):
-    """series -> colour, and machine (host · hardware) -> the colour of its first series, for baselines
-    (a dict: every suite's part reads colours[series]); style() adds a marker and a line style, so
-    that lines stay told apart where colours repeat or cannot be seen (print, colour blindness)."""
+    """series -> colour, and machine (host · hardware) -> a colour of its own, for baselines (a dict: every
+    suite's part reads colours[series]); style() adds a marker and a line style, so that lines stay told apart
+    where colours repeat or cannot be seen (print, colour blindness). Each is its identity's (style_of); where
+    two series of the report would look alike, the one whose identity sorts later takes its colour's next
+    marker, so that no two series of a report share a colour and a marker."""
 
     def __init__(self, series: list[Series]):
         super().__init__()
-        self.order = {s: i for i, s in enumerate(sorted(set(series)))}
-        for s, i in self.order.items():
-            self[s] = PALETTE[i % len(PALETTE)]
-            self.setdefault(s.machine, self[s])
+        self.styles, taken = {}, set()
+        for s in sorted(set(series), key=lambda s: (_slot(s.label), s.label)):
+            shift = next((k for k in range(len(PALETTE) * len(MARKERS)) if _look(style_of(s.label, k)) not in taken), 0)
+            self.styles[s] = style_of(s.label, shift)
+            taken.add(_look(self.styles[s]))
+            self[s] = self.styles[s]["color"]
+            self[s.machine] = style_of(s.machine)["color"]
 
     def style(self, series: Series) -> dict:
-        """matplotlib's color, marker and linestyle of a series: no two of the first 40 series alike."""
-        i = self.order.get(series, len(self.order))
-        return {"color": self.get(series, PALETTE[i % len(PALETTE)]), "marker": MARKERS[(i + i // len(PALETTE)) % len(MARKERS)],
-                "linestyle": LINESTYLES[i % len(LINESTYLES)]}
+        """matplotlib's color, marker and linestyle of a series (a copy: a figure may change its marker)."""
+        return dict(self.styles.get(series) or style_of(series.label))
+
+
+def _look(style: dict) -> tuple:
+    return style["color"], style["marker"]
 
 
 def palette(series: list[Series]) -> Palette:

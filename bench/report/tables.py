@@ -114,23 +114,28 @@ def _digest(fp: dict) -> str:
     return container.get("image") or "-"
 
 
-def measured_hosts(comparison: Comparison) -> list[HostEntry]:
-    """The hosts with at least one ok run: the others are listed under what failed, not among the results."""
+def failed_hosts(comparison: Comparison) -> list[HostEntry]:
+    """The hosts that failed and measured nothing. A healthy member of a multi-node group measured nothing
+    of its own (its group's runs are on the first member's entry) and did not fail."""
     ok = {id(entry.host) for entry in comparison.runs}
-    return [host for host in comparison.hosts if id(host) in ok]
+    return [host for host in comparison.hosts if id(host) not in ok and host.host["status"] != "ok"]
+
+
+def _status(raw: dict) -> str:
+    return raw["status"] + (f": {raw['error']}" if raw.get("error") else "")
 
 
 def hosts_table(comparison: Comparison) -> Table:
+    """Every host of the bundles, one that failed among them with its status."""
     if comparison.ranks.cpu:
         return _cpu_hosts_table(comparison)
     rows = []
-    for host in measured_hosts(comparison):
+    for host in comparison.hosts:
         fp, raw = host.fingerprint, host.host
         software = fp.get("software") or {}
         gpus = fp.get("gpus") or []
-        status = raw["status"] + (f": {raw['error']}" if raw.get("error") else "")
         rows.append([
-            host.name + (f" ({', '.join(raw['labels'])})" if raw["labels"] else ""), host.run_id, status,
+            host.name + (f" ({', '.join(raw['labels'])})" if raw["labels"] else ""), host.run_id, _status(raw),
             " + ".join(sorted({g["name"] for g in gpus})) or "none", str(len(gpus)), _link(host), _pcie(fp),
             str(fp.get("driver_version") or "-"), str(software.get("torch") or "-"), str(software.get("nccl") or "-"),
             _digest(fp), host.tool_version,
@@ -142,11 +147,10 @@ def hosts_table(comparison: Comparison) -> Table:
 def _cpu_hosts_table(comparison: Comparison) -> Table:
     """The hosts where none has a GPU: each one's CPU, its cores and its software."""
     rows = []
-    for host in measured_hosts(comparison):
+    for host in comparison.hosts:
         fp, raw = host.fingerprint, host.host
         cpu = fp.get("cpu") or {}
-        status = raw["status"] + (f": {raw['error']}" if raw.get("error") else "")
-        rows.append([host.name + (f" ({', '.join(raw['labels'])})" if raw["labels"] else ""), host.run_id, status,
+        rows.append([host.name + (f" ({', '.join(raw['labels'])})" if raw["labels"] else ""), host.run_id, _status(raw),
                      str(cpu.get("model") or "-"), str(cpu.get("logical_cpus") or "-"),
                      str((fp.get("software") or {}).get("torch") or "-"), _digest(fp), host.tool_version])
     return Table(["host (labels)", "bundle", "status", "CPU", "cores", "torch", "image", "ddpbench"], rows)
@@ -176,11 +180,9 @@ def warnings_blocks(comparison: Comparison, suite: str) -> list:
 
 # --- What failed ----------------------------------------------------------------------------
 
-def failed_hosts(comparison: Comparison) -> "Bullets | None":
-    """One line per host that measured nothing: its name, bundle and why."""
-    measured = set(map(id, measured_hosts(comparison)))
-    lines = [f"{host.name} (bundle {host.run_id}): {host.host['status']}" + (f": {host.host['error']}" if host.host.get("error") else "")
-             for host in comparison.hosts if id(host) not in measured]
+def failed_hosts_lines(comparison: Comparison) -> "Bullets | None":
+    """One line per host that failed and measured nothing: its name, bundle and why."""
+    lines = [f"{host.name} (bundle {host.run_id}): {_status(host.host)}" for host in failed_hosts(comparison)]
     return Bullets(lines) if lines else None
 
 

@@ -115,6 +115,9 @@ class Suite:
     Params: ClassVar[type]  # a SampledParams subclass: the entry's params, typed
     headline_metric: ClassVar[str]  # the metric verify and compare judge a run by
     identity_params: ClassVar[tuple] = ()  # params verify's table shows for every run, varying or not
+    # Params a run records of what it measured (its model's size), which no plan sets: verify's table names
+    # one only where no param a plan sets tells its rows apart.
+    recorded_params: ClassVar[tuple] = ()
     # Where its part stands in a report: what the links do alone (copies, collectives) before training.
     report_order: ClassVar[int] = 100
     # Measures a link between ranks (collectives): one rank measures nothing, so where world size `all`

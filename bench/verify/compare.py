@@ -297,7 +297,7 @@ def _compare_configuration(base: RunVerdict, runs: "list[Run]", new_runs: "list[
     if not new_runs:
         return replace(base, verdict="failed", reason=new_error or "the new bundle has no such run")
     if not any(r.ok for r in new_runs):
-        return replace(base, verdict="failed", reason=f"{new_runs[0].status}: {new_runs[0].error}")
+        return replace(base, verdict="failed", reason=f"{new_runs[0].status}: {new_runs[0].error or 'no error recorded'}")
     new_runs = _with_metric(new_runs, base.metric)
     if not new_runs:
         return replace(base, verdict="failed", reason=f"the new run has no {base.metric}")

@@ -66,6 +66,20 @@ def differences(original: dict, new: dict, ignore: "frozenset[str]" = frozenset(
     ]
 
 
+def said(value) -> str:
+    """A field's or a parameter's value in words: "none" for None or an empty list, a list's items joined by commas."""
+    if value is None or value == []:
+        return "none"
+    if isinstance(value, (list, tuple)):
+        return ",".join(said(item) for item in value)
+    return str(value)
+
+
+def differs_text(differs: list) -> str:
+    """"gpu_model NVIDIA H100 80GB HBM3 -> none; pcie_gen 5,5 -> none": each field that differs, in words."""
+    return "; ".join(f"{d['field']} {said(d['original'])} -> {said(d['new'])}" for d in differs)
+
+
 # What `verify` reads of a host before it runs anything there: its GPUs (`nvidia-smi -L`), whether
 # NVLink joins them (`nvidia-smi topo -m`, the matrix the fingerprint reads too), its CPU model and
 # its cores (online, as the agent's os.cpu_count() counts them).

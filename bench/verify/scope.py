@@ -26,7 +26,8 @@ from bench.controller.progress import describe_s
 from bench.controller.shell import CommandNotFound, LocalShell
 from bench.errors import UserError
 from bench.verify.compare import entry_differences
-from bench.verify.machines import PROBE_SCRIPT, PROBE_TIMEOUT_S, Probe, light_profile, machine_words, parse_probe, probe_differences
+from bench.verify.machines import (PROBE_SCRIPT, PROBE_TIMEOUT_S, Probe, differs_text, light_profile, machine_words, parse_probe,
+                                   probe_differences)
 
 # A batch scheduler's runtime runs the agent on the nodes its job gets, not at the host's address:
 # those are known once the job runs, and their fingerprints decide.
@@ -102,12 +103,12 @@ def _hosts_left_out(original: dict, inventory: Inventory, pairs: list, rule: str
         if new is None:
             left.append({"host": old, "reason": f"no host of the hosts file pairs with it (hosts paired {rule}): add one, or pair it with --host-map"})
         elif host["fingerprint"] is None:
-            left.append({"host": old, "reason": f"the bundle holds no fingerprint of it (its run failed: {host.get('error')}): nothing to compare with"})
+            left.append({"host": old, "reason": f"the bundle holds no fingerprint of it (its run failed: {host.get('error') or 'no error recorded'}): nothing to compare with"})
         elif (old, new) in found and (differ := probe_differences(host["fingerprint"], found[(old, new)])):
             theirs, mine = light_profile(host["fingerprint"]), found[(old, new)]
             needs = machine_words(theirs.get("gpu_count", 0), theirs.get("gpu_model"), theirs.get("link_class"), theirs.get("cpu_model"))
             has = machine_words(len(mine.gpus), " + ".join(sorted(set(mine.gpus))), mine.link_class, mine.cpu_model)
-            fields = "; ".join(f"{d['field']} {d['original']} -> {d['new']}" for d in differ)
+            fields = differs_text(differ)
             left.append({"host": old, "reason": f"it ran on {needs}; host {new} has {has} ({fields}): a machine with {needs} can verify it"})
         else:
             kept.append((old, new))

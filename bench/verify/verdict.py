@@ -15,26 +15,40 @@ from bench.report import markdown as markdown_renderer
 from bench.report.document import Bullets, Heading, Paragraph, Table
 from bench.common.units import human_bytes
 from bench.verify.compare import VERDICTS, RunVerdict, higher_is_better
+from bench.verify.machines import differs_text, said
 
 
 
 def _param(key: str, value) -> str:
     if key.endswith("_bytes") and isinstance(value, (int, float)):
         return f"{key[:-len('_bytes')]}={human_bytes(value)}"
-    return f"{key}={value}"
+    return f"{key}={said(value)}"
+
+
+def _shown_params(verdicts: "list[RunVerdict]", suite: str) -> list:
+    """The params that tell a suite's rows apart, the same way for every suite: its identity params, then each
+    other param that splits rows no param before it and no other column (host, transport, ranks, metric) tells
+    apart; a plan's scalar params before sweep lists and before what a run records of itself (recorded_params)."""
+    mine = [v for v in verdicts if v.suite == suite]
+    shown = list(suites.get(suite).identity_params)
+
+    def rows(keys: list) -> int:
+        return len({(v.host, v.new_host, v.transport, v.world_size, v.metric,
+                     *(json.dumps(v.params.get(k), sort_keys=True) for k in keys)) for v in mine})
+
+    recorded = suites.get(suite).recorded_params
+    others = sorted({k for v in mine for k in v.params if k not in shown},
+                    key=lambda k: (any(isinstance(v.params.get(k), (list, dict)) for v in mine), k in recorded, k))
+    for key in others:
+        if rows([*shown, key]) > rows(shown):
+            shown.append(key)
+    return shown
 
 
 def params_labels(verdicts: "list[RunVerdict]") -> list[str]:
-    """Each run's identifying parameters: the suite's usual ones plus those that vary between its runs."""
-    varying: dict = {}
-    for suite in {v.suite for v in verdicts}:
-        runs = [v.params for v in verdicts if v.suite == suite]
-        keys = sorted({k for p in runs for k in p})
-        always = suites.get(suite).identity_params  # shown for every run of the suite, varying or not
-        varying[suite] = list(always) + [
-            k for k in keys if k not in always and len({json.dumps(p.get(k), sort_keys=True) for p in runs}) > 1
-        ]
-    return [" ".join(_param(k, v.params[k]) for k in varying[v.suite] if k in v.params) for v in verdicts]
+    """Each run's identifying parameters (_shown_params of its suite)."""
+    shown = {suite: _shown_params(verdicts, suite) for suite in {v.suite for v in verdicts}}
+    return [" ".join(_param(k, v.params[k]) for k in shown[v.suite] if k in v.params) for v in verdicts]
 
 
 def _num(x: "float | None") -> str:
@@ -50,7 +64,7 @@ def _ratio(v: RunVerdict) -> str:
 
 def _verdict(v: RunVerdict) -> str:
     if v.differs:
-        return v.verdict + ": " + "; ".join(f"{d['field']} {d['original']} -> {d['new']}" for d in v.differs)
+        return v.verdict + ": " + differs_text(v.differs)
     return v.verdict + (f": {v.reason}" if v.reason else "")
 
 
@@ -139,7 +153,7 @@ def _not_compared(verdicts: "list[RunVerdict]") -> str:
     said = []
     for v in verdicts:
         if v.verdict == "not comparable":
-            text = "; ".join(f"{d['field']} {d['original']} -> {d['new']}" for d in v.differs) or v.reason or ""
+            text = differs_text(v.differs) or v.reason or ""
             if text and text not in said:
                 said.append(text)
     return " | ".join(said[:3]) + (f" | and {len(said) - 3} more" if len(said) > 3 else "")
@@ -193,7 +207,8 @@ def markdown(doc: dict, verdicts: "list[RunVerdict]") -> str:
         f"new: run {new['run_id']}, sha256 {new['sha256'][:16]}..., {new['signature']['text']}",
         "hosts paired " + doc["hosts_paired"] + ": " + ", ".join(f"{p['original']} -> {p['new'] or '(none)'}" for p in doc["host_pairs"]),
     ]
-    items += [f"deviation: {d['field']}{' on ' + d['host'] if d.get('host') else ''}: {d['original']} -> {d['used']} ({d['note']})" for d in doc["deviations"]]
+    items += [f"deviation: {d['field']}{' on ' + d['host'] if d.get('host') else ''}: {said(d['original'])} -> {said(d['used'])} "
+              f"({d['note']})" for d in doc["deviations"]]
     items += [f"left out of the rerun: {left_out_name(item)}: {item['reason']}" for item in doc.get("left_out", [])]
     items += [f"launch-to-launch floor (a side of one launch cannot show its own): {floor}" for floor in floors_taken(verdicts)]
     items += [

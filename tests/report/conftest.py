@@ -38,8 +38,8 @@ def fleet(real_bundle, tmp_path_factory) -> dict:
     root = tmp_path_factory.mktemp("fleet")
     docs = {
         "cpu": real_bundle,
-        "rig-3090": make_variant(real_bundle, "rig-3090", hardware="3090-nvlink", bandwidth=40, exposed=0.05, predicted=True),
-        "rig-4090": make_variant(real_bundle, "rig-4090", hardware="4090-pcie-x4", bandwidth=5, exposed=0.25, predicted=True),
+        "rig-3090": make_variant(real_bundle, "rig-3090", hardware="3090-nvlink", bandwidth=40, exposed=0.05),
+        "rig-4090": make_variant(real_bundle, "rig-4090", hardware="4090-pcie-x4", bandwidth=5, exposed=0.25),
         "rig-4090-p2p_off": make_variant(real_bundle, "rig-4090", hardware="4090-pcie-x4", preset="p2p_off",
                                          nccl_used=("P2P",), matches_preset=False, bandwidth=3, exposed=0.6),
     }

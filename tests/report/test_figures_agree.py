@@ -13,8 +13,8 @@ from bench.bundle import seal
 from bench.common.stats import metric
 from bench.report.answer import TITLE
 from tests.conftest import cli
-from tests.support.report_reading import (ANSWER_FIGURE, check_answer_figure, check_per_sample_figures, check_scaling_bars, figures,
-                                          section, table_with)
+from tests.support.report_reading import (ANSWER_FIGURE, check_answer_figure, check_answer_lines, check_per_sample_figures,
+                                          check_prediction_figure, check_scaling_bars, figures, section, table_with)
 
 
 @pytest.fixture(scope="module")
@@ -40,6 +40,16 @@ def test_the_answer_opens_with_its_figure_before_any_prose(md):
 
 def test_the_answer_figure_draws_the_answer_tables_figures(md, drawn):
     assert check_answer_figure(md, drawn) >= 4  # the CPU host, rig-3090, and rig-4090 over two transports
+    assert check_answer_lines(md) >= 4
+
+
+def test_a_lost_interval_past_perfect_scaling_is_said_as_the_figure_draws_it(md, drawn):
+    """The edited GPU hosts keep the CPU run's spread: their intervals reach past 100% scaling, and the words
+    print the end below 0 that the figure draws, as the scaling column's end above 100 says."""
+    lows = [value["low"] for panel in drawn[ANSWER_FIGURE]["axes"] for value in panel["values"]]
+    assert min(lows) < 0
+    said = " ".join(row["verdict: throughput lost"] for row in _answer_rows(md))
+    assert f"lost [{min(lows):.1f}, " in said and "lost [0.0, " not in said
 
 
 def test_each_per_sample_point_is_a_step_times_row(md, drawn):
@@ -88,3 +98,35 @@ def test_a_negative_exposed_communication_flag_stands_only_beside_a_negative_fig
     assert ("⚠ negative_exposed_comm" in line) == flagged
     # Each launch's own flag stays in the DDP section's list of flagged figures, with its cause.
     assert "one launch's baseline ran slow" in section(md, "DDP training")
+
+
+def test_the_prediction_figure_draws_the_predicted_against_measured_tables_model(md, drawn):
+    """The figure and the table give one figure for the compute + exposed communication model: each launch's row of
+    the table says the same compute + all-reduce = step that the figure draws for its configuration."""
+    assert check_prediction_figure(md, drawn) >= 4  # the CPU host, rig-3090, and rig-4090 over two transports
+
+
+def _bytes(size: str) -> float:
+    value, unit = size.split()
+    return float(value) * 1024 ** ["B", "KiB", "MiB", "GiB", "TiB"].index(unit)
+
+
+def test_the_busbw_table_lists_each_lines_sizes_ascending(md):
+    rows = table_with(section(md, "Collectives"), "algbw GB/s median [p5, p95]")
+    lines = {}
+    for row in rows:
+        key = (row["host"], row["transport"], row["op"], row["dtype"], row["place"], row["ranks"])
+        lines.setdefault(key, []).append(_bytes(row["size"]))
+    assert lines and all(sizes == sorted(sizes) and len(sizes) > 1 for sizes in lines.values()), lines
+
+
+def test_a_mixed_report_never_calls_the_cpus_processes_gpus(md, drawn):
+    """The fleet holds a CPU host beside GPU hosts: the words its figures and tables share say both, and the CPU's own
+    rows say processes."""
+    (xlabel,) = [panel["xlabel"] for panel in drawn[ANSWER_FIGURE]["axes"] if panel["xlabel"]]
+    assert "by N GPUs or processes against N × one" in xlabel
+    assert any(panel["title"] == "local · CPU only" for panel in drawn[ANSWER_FIGURE]["axes"])
+    per_sample = [panel["ylabel"] for name, figure in drawn.items() if name.startswith("per-sample-") for panel in figure["axes"]]
+    assert per_sample and all("× #GPUs or processes" in label for label in per_sample)
+    cpu = [row for row in table_with(section(md, "Predicted against measured"), "link replayed") if row["host"].startswith("local")]
+    assert cpu and all(row["topology"] == "1 node x 2 processes" and row["algorithm"] == "the backend's choice" for row in cpu)

@@ -64,7 +64,8 @@ def test_the_report_opens_with_the_answer(fleet_report):
     assert headings[0] == f"## {TITLE}"
     answer = _section(md, TITLE)
     assert "negligible under 5% lost, noticeable to 15%, severe past it" in answer
-    assert "![Per-sample time × #GPUs, tiny, fp32, 32 tokens x micro-batch 2](per-sample-tiny-fp32-s32-mb2.png)" in answer
+    # The fleet's CPU host trains beside its GPU hosts: the figure they share names both kinds of rank.
+    assert "![Per-sample time × #GPUs or processes, tiny, fp32, 32 tokens x micro-batch 2](per-sample-tiny-fp32-s32-mb2.png)" in answer
 
 
 @pytest.mark.parametrize("name, expected_verdict", [("rig-3090", "negligible"), ("rig-4090", "severe"),
@@ -83,7 +84,7 @@ def test_each_line_of_the_answer_is_the_bundles_figures(fleet, fleet_report, nam
         assert row[1:3] == ["tiny fp32", "2 GPUs"]
         assert row[5] == f"{e.median * 100:.1f}% [{e.low * 100:.1f}, {e.high * 100:.1f}]"
         assert row[6].startswith(f"{expected_verdict}")
-        assert row[6].endswith(f": {want['lost'] * 100:.1f}% lost [{max(0, 1 - e.high) * 100:.1f}, {(1 - e.low) * 100:.1f}]")
+        assert row[6].endswith(f": {want['lost'] * 100:.1f}% lost [{(1 - e.high) * 100:.1f}, {(1 - e.low) * 100:.1f}]")
         assert verdict(want["lost"]) == expected_verdict
         width = (e.high - e.low) * 100
         assert row[7].startswith(f"{width:.1f} points wide, {'within' if width <= 5 else 'wider than'} the 5-point target")
@@ -153,8 +154,8 @@ def test_without_training_runs_the_answer_says_so(real_bundle, tmp_path):
 
 
 def test_failed_bundles_stand_apart_from_the_results(fleet, real_bundle, tmp_path):
-    """make test used to leave bundles of refused plans in results/; reported beside good ones, they
-    are one line each under What failed, not rows of the hosts table."""
+    """make test used to leave bundles of refused plans in results/; reported beside good ones, each is
+    a line under What failed and a row of the hosts table that says it failed, and nothing in the answer."""
     failed = json.loads(json.dumps(real_bundle))
     failed["run_id"] = failed["run_id"][:-6] + "fa11ed"
     host = failed["hosts"][0]
@@ -164,10 +165,43 @@ def test_failed_bundles_stand_apart_from_the_results(fleet, real_bundle, tmp_pat
     assert ddpbench("report", str(fleet["rig-3090"]), str(bad), "--out", str(tmp_path / "out")).returncode == 0
     md = (tmp_path / "out" / "report.md").read_text()
     assert "1 host(s) measured nothing: see What failed, at the end." in md.split("\n## Hosts\n", 1)[1].split("\n## ", 1)[0]
-    assert "refused" not in _section(md, "Hosts")
+    (row,) = [line for line in _section(md, "Hosts").splitlines() if line.startswith("| refused")]
+    assert f"| {failed['run_id']} | failed: collectives: begin_bytes 8192 is larger than end_bytes 4096" in row
     assert (f"- refused (bundle {failed['run_id']}): failed: collectives: begin_bytes 8192 is larger than end_bytes 4096; "
             "lower begin_bytes") in _section(md, "What failed")
     assert "refused" not in _section(md, TITLE)
+
+
+def test_a_host_that_failed_is_what_the_answer_says_and_a_row_of_the_hosts_table(real_bundle, tmp_path):
+    """The Docker host down: the plan trains, and the answer says the host failed, not that the plan trains nothing."""
+    doc = json.loads(json.dumps(real_bundle))
+    assert "ddp" in {entry["suite"] for entry in doc["plan"]["suites"]}
+    doc["hosts"][0].update(name="gpu-box", runtime="docker", status="failed", fingerprint=None, runs=[], launches=[],
+                           error="docker: Cannot connect to the Docker daemon at unix:///var/run/docker.sock; start it")
+    path = write(tmp_path / "down.json", seal({k: v for k, v in doc.items() if k != "sha256"}))
+    assert ddpbench("report", str(path), "--out", str(tmp_path / "out")).returncode == 0
+    md = (tmp_path / "out" / "report.md").read_text()
+    answer = _section(md, TITLE)
+    assert "No training run measured: the plan trains (ddp), but 1 host failed (gpu-box)" in answer
+    assert "Run a plan that trains" not in answer
+    (row,) = [line for line in _section(md, "Hosts").splitlines() if line.startswith("| gpu-box")]
+    assert "| failed: docker: Cannot connect to the Docker daemon" in row
+    assert "- gpu-box (bundle " in _section(md, "What failed")
+
+
+def test_a_healthy_member_of_a_multi_node_group_is_not_a_failure(real_bundle, tmp_path):
+    """A group's runs are all on its first member's entry: the second measured nothing of its own and failed nothing."""
+    doc = json.loads(json.dumps(real_bundle))
+    first = doc["hosts"][0]
+    second = {**json.loads(json.dumps(first)), "name": "node2", "runs": [], "node_rank": 1, "group": "pair"}
+    # One all-reduce run is all the group's job need have measured (and all this report need draw).
+    first.update(name="node1", node_rank=0, group="pair", runs=[next(r for r in first["runs"] if r["params"].get("op") == "all_reduce")])
+    doc["hosts"].append(second)
+    path = write(tmp_path / "pair.json", seal({k: v for k, v in doc.items() if k != "sha256"}))
+    assert ddpbench("report", str(path), "--out", str(tmp_path / "out")).returncode == 0
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "## What failed" not in md and "measured nothing" not in md
+    assert [line.split(" | ")[2] for line in _section(md, "Hosts").splitlines() if line.startswith("| node")] == ["ok", "ok"]
 
 
 def test_a_multi_gpu_run_without_a_baseline_says_what_is_missing(real_bundle, tmp_path):

@@ -9,11 +9,13 @@ import json
 
 import pytest
 from matplotlib.collections import LineCollection
+from matplotlib.colors import to_hex
 
 from bench.report import plots as P
 from bench.suites.collectives.report import plots as CP
 from bench.suites.collectives.report import series as CS
 from bench.suites.ddp.report import plots as DP
+from bench.suites.ddp.report import predicted as PR
 from bench.suites.ddp.report import series as DS
 from bench.report.merge import merge
 
@@ -120,30 +122,33 @@ def test_efficiency_bars_match_the_bundles_scaling_efficiency(docs, comparison, 
         assert bar.value.low <= bar.value.median <= bar.value.high
 
 
-def test_prediction_plot_splits_step_time_into_compute_and_exposed_communication(comparison):
-    # The CPU run carries its own prediction (from its all_reduce results); the p2p_off copy none.
-    assert {(p.series.host, p.series.transport) for p in DS.predictions(comparison)} == {
-        ("local", "default (gloo)"), ("rig-3090", "default via P2P"), ("rig-4090", "default via P2P")}
-    predictions = [p for p in DS.predictions(comparison) if p.series.host != "local"]
+@pytest.fixture(scope="module")
+def predictions(comparison) -> list:
+    return DS.predictions(comparison, PR.hosts(comparison))
+
+
+def test_prediction_plot_splits_step_time_into_compute_and_exposed_communication(predictions):
+    # A row per host and configuration the predictor set against the compute + exposed communication model.
+    assert {p.group.split(",")[0] for p in predictions} == {"local", "rig-3090", "rig-4090"}  # "rig-3090, bundle ..."
+    predictions = [p for p in predictions if not p.group.startswith("local")]
     fig = DP.prediction_figure(predictions)
     ax = fig.axes[0]
     assert ax.get_xlabel() in ("step time (ms)", "step time (s)")
     assert "predicted" in ax.get_title().lower()
-    assert set(legend_texts(fig)) == {"compute: 1-GPU step time at this batch / #GPUs", "exposed communication, predicted",
-                                      "exposed communication, measured", "p5-p95 of the measured step times"}
+    assert set(legend_texts(fig)) == {"compute: the 1-GPU step at this work per GPU",
+                                      "all-reduce of the gradients, modelled: none of it hidden",
+                                      "the rest of the step, measured: exposed communication", "p5-p95 of the measured step times"}
     factor = 1e3 if ax.get_xlabel() == "step time (ms)" else 1.0
     orange = [bar.get_width() for bar in ax.patches if bar.get_facecolor()[:3] == pytest.approx((1.0, 0.498, 0.055), abs=0.01)]
     red = [bar.get_width() for bar in ax.patches if bar.get_facecolor()[:3] == pytest.approx((0.839, 0.153, 0.157), abs=0.01)]
     for p, predicted_comm, measured_comm in zip(predictions, orange, red):
-        exposed = 0.05 if p.series.host == "rig-3090" else 0.25  # what the edited bundles carry
-        assert p.measured.median == pytest.approx(p.compute * (1 + exposed))
-        assert p.predicted == pytest.approx(p.compute * (1 + 0.8 * exposed))
-        assert predicted_comm == pytest.approx(0.8 * exposed * p.compute * factor)
-        assert measured_comm == pytest.approx(exposed * p.compute * factor)
+        assert p.predicted == pytest.approx(p.compute + p.allreduce) and p.allreduce > 0
+        assert predicted_comm == pytest.approx(p.allreduce * factor)
+        assert measured_comm == pytest.approx(max(0.0, p.measured.median - p.compute) * factor)
 
 
-def test_a_step_faster_than_its_compute_share_shows_no_exposed_communication(comparison):
-    (p, *_) = [p for p in DS.predictions(comparison) if p.series.host != "local"]
+def test_a_step_faster_than_its_compute_share_shows_no_exposed_communication(predictions):
+    (p, *_) = [p for p in predictions if not p.group.startswith("local")]
     faster = dataclasses.replace(p, compute=p.measured.median * 1.2)
     ax = DP.prediction_figure([faster]).axes[0]
     factor = 1e3 if ax.get_xlabel() == "step time (ms)" else 1.0
@@ -201,3 +206,21 @@ def test_busbw_lines_of_one_series_are_told_apart_by_marker(comparison, colours)
     fig = CP.busbw_figure(ops, {}, colours)
     drawn = [l for l in fig.axes[0].lines if l.get_label() in {line.label for line in ops}]
     assert len({l.get_color() for l in drawn}) == 1 and len({l.get_marker() for l in drawn}) == 3
+
+
+def _looks(fig) -> dict:
+    """label -> (colour, marker) of each line a figure drew with a legend entry."""
+    return {line.get_label(): (to_hex(line.get_color()), line.get_marker()) for ax in fig.axes for line in ax.get_lines()
+            if not line.get_label().startswith("_") and line.get_marker() in P.MARKERS}
+
+
+def test_a_series_keeps_its_colour_and_marker_when_a_bundle_is_added(docs):
+    """The report of the CPU run and rig-4090, then of the whole fleet (rig-3090 sorts before rig-4090): every line of the
+    first is drawn alike in the second."""
+    fewer, every = merge([docs["cpu"], docs["rig-4090"]]), merge(list(docs.values()))
+    drawn = []
+    for comparison in (fewer, every):
+        lines = CS.busbw_lines(comparison)
+        drawn.append(_looks(CP.busbw_figure(lines, {}, P.palette([e.series for e in comparison.runs]))))
+    assert len(drawn[0]) == 2 and len(drawn[1]) == 4
+    assert drawn[0] == {label: look for label, look in drawn[1].items() if label in drawn[0]}

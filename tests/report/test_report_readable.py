@@ -38,7 +38,7 @@ def crowd(real_bundle, tmp_path_factory) -> list[dict]:
     docs = [real_bundle]
     for i in range(11):
         doc = make_variant(real_bundle, f"rig-{i:02d}", hardware=HARDWARE[i % 3], preset=PRESETS[i % 3],
-                           nccl_used=("P2P", "SHM", "NET")[i % 3:][:1], bandwidth=1 + i, exposed=0.02 * (i + 1), predicted=True)
+                           nccl_used=("P2P", "SHM", "NET")[i % 3:][:1], bandwidth=1 + i, exposed=0.02 * (i + 1))
         docs.append(_batches_times(doc, 2 ** (i % 6)))
     for i, doc in enumerate(docs):
         write(root / f"{i}.json", doc)

@@ -11,6 +11,7 @@ import pytest
 from bench.common.run import Run
 from bench.errors import UserError
 from bench.suites.ddp.predict import predict
+from bench.suites.ddp.predict.topology import REPORT_LINKS
 from bench.suites.ddp.predict.validated import FILE, MIN_LAUNCHES, UNVALIDATED, read, run_path, table
 from benchmarks.predictor_error import document, dump
 from tests.conftest import REPO
@@ -36,11 +37,15 @@ def test_every_column_stands_on_enough_launches_and_cites_bundles_of_its_machine
     assert not [row for row in rows if row["gpus"] == 4]
 
 
-def test_a_prediction_on_a_validated_path_says_its_error_and_elsewhere_unvalidated():
-    (host,) = predict([json.loads(H100_SEED002.read_text())], ["nvlink4", "eth-25g", "25,10"], scaling=None)
+def test_a_prediction_on_a_validated_link_says_its_error_and_elsewhere_unvalidated():
+    (host,) = predict([json.loads(H100_SEED002.read_text())], [*REPORT_LINKS, "25,10"], scaling=None)
     said = {p.link: p.like for p in host.links_predicted}
     assert said["nvlink4"].endswith("launches, 2x NVIDIA H100 80GB HBM3, NVLink NV18") and "%" in said["nvlink4"]
     assert said["eth-25g"] == UNVALIDATED and said["25,10"] == UNVALIDATED  # 2 nodes of 1 GPU; a link of the user's own
+    # An NVLink and a host-memory path were validated on H100s: never an RTX 3090's bridge or a PCIe x1 box.
+    assert said["rtx3090-nvlink-bridge"] == UNVALIDATED and said["pcie4-x1-host"] == UNVALIDATED
+    validated = {row["link"] for row in table()}
+    assert {link for link, like in said.items() if like != UNVALIDATED} <= validated
     assert all(p.like == "" for p in host.predicted if p.measured is not None)
 
 
@@ -60,7 +65,7 @@ def test_a_runs_path_is_what_nccl_said_it_used(transport, world_size, nodes, pat
 def test_a_damaged_table_is_one_line_naming_the_file_and_the_field(tmp_path):
     path = tmp_path / "predictor_error.json"
     path.write_text(json.dumps({"sources": {}, "errors": [{"machine": "m", "gpu": "g", "gpus": 1, "nodes": 1, "path": "nvlink",
-                                                            "algorithm": None, "sources": ["x"]}]}))
+                                                            "link": "nvlink4", "algorithm": None, "sources": ["x"]}]}))
     with pytest.raises(UserError) as refused:
         read(path)
     said = str(refused.value)

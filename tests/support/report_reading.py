@@ -80,6 +80,20 @@ def column(row: dict, *names: str) -> str:
     return next(row[name] for name in names if name in row)
 
 
+LOST_INTERVAL = re.compile(r"lost \[(-?[\d.]+), (-?[\d.]+)\]")
+
+
+def check_answer_lines(md: str) -> int:
+    """Each interval of the share lost in the verdict lines is one of the answer table's verdict cells (those
+    check_answer_figure sets against the figure), as printed there. Returns the intervals checked."""
+    answer = section(md, TITLE)
+    cells = {interval for row in table_with(answer, "verdict: throughput lost")
+             for interval in LOST_INTERVAL.findall(row["verdict: throughput lost"])}
+    said = [interval for line in answer.splitlines() if line.startswith("- ") for interval in LOST_INTERVAL.findall(line)]
+    assert set(said) <= cells, (said, cells)
+    return len(said)
+
+
 def check_answer_figure(md: str, drawn: dict) -> int:
     """Each point of the answer's figure is a row of the answer's table at its series' largest global
     batch, and each such row is a point: lost = 100 - scaling, its interval the scaling's turned
@@ -103,10 +117,13 @@ def check_answer_figure(md: str, drawn: dict) -> int:
         # To the 0.1 the table prints.
         assert value["value"] == pytest.approx(100 - scaling, abs=0.051)
         assert value["low"] == pytest.approx(100 - high, abs=0.051) and value["high"] == pytest.approx(100 - low, abs=0.051)
-        said = row["verdict: throughput lost"]  # "noticeable: 6.2% lost [..]", or "none lost (1.8% above perfect scaling)"
-        above = re.search(r"none lost \(([\d.]+)% above perfect scaling\)", said)
+        said = row["verdict: throughput lost"]  # "noticeable: 6.2% lost [..]", or "none lost (1.8% above perfect scaling, lost [..])"
+        above = re.search(r"none lost \(([\d.]+)% above perfect scaling", said)
         lost = -float(above.group(1)) if above else float(re.search(r"([\d.]+)% lost", said).group(1))
         assert value["value"] == pytest.approx(lost, abs=0.051)
+        # The words give the interval the figure draws, as measured: an end below 0 is printed so, not clamped.
+        (low, high), = LOST_INTERVAL.findall(said) or [(None, None)]
+        assert (value["low"], value["high"]) == (pytest.approx(float(low), abs=0.051), pytest.approx(float(high), abs=0.051)), said
         if "⚠" in row["scaling % [95% CI]"]:
             assert value["group"].endswith(" ⚠")
     return len(points)
@@ -162,3 +179,37 @@ def check_scaling_bars(md: str, drawn: dict) -> int:
         median, low, high = spread(row["scaling % [95% CI]"])
         assert (bar["value"], bar["low"], bar["high"]) == pytest.approx((median, low, high), abs=0.051)
     return len(bars)
+
+
+PREDICTED_FIGURE = "predicted-step-time"
+MODEL = re.compile(r"^([-\d.]+) \+ ([-\d.]+) = ([-\d.]+) \(")
+
+
+def check_prediction_figure(md: str, drawn: dict) -> int:
+    """Each row of the measured-against-predicted figure is the compute + exposed communication model of the rows
+    of "Predicted against measured" of its host and configuration (every launch of it: one model, its inputs
+    pooled), its compute and all-reduce as the cell splits them; and each such row is drawn. Returns the rows."""
+    (panel,) = drawn[PREDICTED_FIGURE]["axes"]
+    unit = axis_unit(panel["xlabel"])
+    values = {(v["group"], v["label"]): v["value"] for v in panel["values"]}
+    rows = [row for row in table_with(section(md, "Predicted against measured"), "link replayed")]
+    model = next(name for name in rows[0] if name.startswith("compute + exposed communication model ms"))
+    ranks = next(name for name in rows[0] if name in ("GPUs", "processes", "GPUs or processes"))
+    drawn_rows = 0
+    for group in dict.fromkeys(group for group, _ in values):
+        where, shape = group.split(" — ")
+        host, preset = where.split(" · ")[0], where.split(" · ")[-1].split(" ")[0]  # "default via P2P": preset default
+        found = re.fullmatch(r"(\S+) \S+, batch (\d+), (\d+) \S+", shape)
+        assert found, group
+        model_name, batch, count = found.groups()
+        mine = [row for row in rows if (row["host"], row["transport"], row["model"], row["global batch"], row[ranks])
+                == (host, preset, model_name, batch, count)]
+        assert mine, (group, rows)
+        for row in mine:
+            compute, allreduce, step = map(float, MODEL.match(row[model]).groups())
+            assert close(values[group, "predicted: compute"] * unit, compute * 1e-3), (group, row[model])
+            assert close(values[group, "predicted: all-reduce"] * unit, allreduce * 1e-3), (group, row[model])
+            assert close(values[group, "predicted"] * unit, step * 1e-3), (group, row[model])
+        drawn_rows += len(mine)
+    assert drawn_rows == len([row for row in rows if row[model] != "-"])
+    return drawn_rows

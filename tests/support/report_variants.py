@@ -49,7 +49,7 @@ def _rescale(found: dict, factor: float, jitter: "random.Random | None") -> dict
     return metric([s * factor * noise() for s in found["samples"]])
 
 
-def _rebuild_ddp(run: dict, baseline: dict, exposed: float, predicted: bool, jitter) -> None:
+def _rebuild_ddp(run: dict, baseline: dict, exposed: float, jitter) -> None:
     noise = (lambda: jitter.lognormvariate(0, 0.05)) if jitter else (lambda: 1.0)
     p, n = run["params"], run["world_size"]
     # The baseline's step at this run's work per rank (its global batch / N, or strong scaling's G, over N).
@@ -64,7 +64,7 @@ def _rebuild_ddp(run: dict, baseline: dict, exposed: float, predicted: bool, jit
         tokens_per_s=metric([p["global_batch"] * p["seq_len"] / t for t in steps]),
     )
     # The real run's own prediction does not describe the rebuilt numbers.
-    run["derived"]["predicted_step_time_s"] = compute * (1 + 0.8 * exposed) if predicted else None
+    run["derived"]["predicted_step_time_s"] = None
 
 
 def with_gpus(fingerprint: dict, hardware: str) -> None:
@@ -81,15 +81,14 @@ GPU_BOUND_PACING = {"verdict": "gpu-bound", "gpu_busy_fraction": 0.97, "power_fr
 
 def make_variant(bundle: dict, name: str, *, hardware: "str | None" = None, preset: str = "default",
                  nccl_used: tuple = ("P2P",), matches_preset: bool = True, bandwidth: float = 1.0,
-                 exposed: "float | None" = None, predicted: bool = False, run_id: "str | None" = None,
+                 exposed: "float | None" = None, run_id: "str | None" = None,
                  jitter: "random.Random | None" = None) -> dict:
     """A re-sealed copy of a real bundle as if another host had made it.
 
     bandwidth multiplies every collective's bandwidth. exposed, where given, rebuilds each
     multi-rank DDP run from its 1-GPU baseline: step time = (the 1-GPU step at its work per GPU) x (1 + exposed),
     keeping the run's own spread, so scaling efficiency is 1 / (1 + exposed) whatever the machine's
-    load was when the real run ran; predicted then adds derived.predicted_step_time_s with 80% of
-    that exposed communication. jitter, where given, multiplies every sample by its own noise (5%).
+    load was when the real run ran. jitter, where given, multiplies every sample by its own noise (5%).
     """
     doc = copy.deepcopy(bundle)
     tag = hashlib.sha256(f"{name} {preset}".encode()).hexdigest()
@@ -117,7 +116,7 @@ def make_variant(bundle: dict, name: str, *, hardware: "str | None" = None, pres
             for key in ("time_s", "time_max_rank_s"):
                 m[key] = _rescale(m[key], 1 / bandwidth, jitter)
         elif run["world_size"] > 1 and exposed is not None:
-            _rebuild_ddp(run, found[id(view)].record, exposed, predicted, jitter)
+            _rebuild_ddp(run, found[id(view)].record, exposed, jitter)
         if "pacing" in run:  # a GPU host's step, as its profiled kernels would judge it: GPU-bound
             run["pacing"] = GPU_BOUND_PACING if hardware else pacing.judge(view).as_record()
     derive_scaling(views)

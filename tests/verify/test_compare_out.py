@@ -8,7 +8,13 @@ import shutil
 import stat
 from pathlib import Path
 
+from bench import suites
+from bench.bundle import seal
+from bench.common.transports import with_setting
+from bench.verify.compare import RunVerdict, configurations
+from bench.verify.verdict import table
 from tests.conftest import REPO, cli
+from tests.support.cli_in_process import ddpbench
 
 PUBLISHED = REPO / "benchmarks" / "results" / "bundles"
 # Two runs of one plan on one 2x H100: comparable, run by run.
@@ -44,3 +50,47 @@ def test_compare_of_bundles_in_a_read_only_folder_writes_only_into_out(tmp_path)
     assert elsewhere.returncode == 0, elsewhere.stderr
     assert sorted(p.name for p in (tmp_path / "verdicts").iterdir()) == ["verdict.json", "verdict.md"]
     assert _listing(held) == before
+
+
+def _resealed(name: str, tmp_path: Path, edit=lambda doc: None) -> Path:
+    """A published bundle as another run of its plan: a new run id, edited, sealed again."""
+    doc = json.loads((PUBLISHED / name).read_text())
+    doc.pop("sha256")
+    doc["run_id"] = doc["run_id"][:-6] + "c0ffee"
+    edit(doc)
+    path = tmp_path / f"again-{name}"
+    path.write_text(json.dumps(seal(doc)))
+    return path
+
+
+def _rows(verdict_md: str) -> list[list[str]]:
+    return [line.strip("|").split(" | ") for line in verdict_md.splitlines() if line.startswith("| ") and not line.startswith("| host ")]
+
+
+def test_the_params_column_shows_what_tells_the_rows_apart_alike_for_every_suite():
+    """A 1x H100 bundle of DDP and FSDP runs, a row per configuration as compare makes them: each suite's rows by
+    their model and global batch (and FSDP's sharding), never by what a run records of itself (num_params,
+    train_flops_per_sample) or a sweep's list (global_batches)."""
+    (host,) = json.loads((PUBLISHED / "20261206T055626Z-1c418f.bundle.json").read_text())["hosts"]
+    verdicts = [RunVerdict(host["name"], host["name"], run.suite, run.params, with_setting(run.preset, run), run.world_size,
+                           suites.get(run.suite).headline_metric, "reproduced")
+                for run, *_ in configurations(host["runs"]).values()]
+    rows = table(verdicts).rows
+    assert {(row[1], row[2]) for row in rows} == {
+        ("ddp", "model=gpt2 global_batch=8"), ("ddp", "model=gpt2-large global_batch=16"), ("ddp", "model=gpt2-large global_batch=64"),
+        ("fsdp", "model=llama3.2-1b sharding=full global_batch=16")}
+    assert len({tuple(row[:6]) for row in rows}) == len(rows)  # host, suite, params, transport, ranks, metric: one row each
+
+
+def test_verdict_text_says_an_absent_value_in_words(tmp_path):
+    """Set against a copy whose host has no GPU: each field that differs is said, none of it as None or []."""
+    def without_gpus(doc: dict) -> None:
+        fingerprint = doc["hosts"][0]["fingerprint"]
+        fingerprint.update(gpus=[], gpu_count=0)
+        fingerprint["software"]["nccl"] = None
+
+    done = ddpbench("compare", PUBLISHED / ORIGINAL, _resealed(ORIGINAL, tmp_path, without_gpus), "--out", tmp_path / "out")
+    text = (tmp_path / "out" / "verdict.md").read_text()
+    assert done.returncode != 0 and "NOT COMPARABLE" in text
+    assert "gpu_count 2 -> 0" in text and "-> none" in text and "pcie_gen 5,5 -> none" in text
+    assert "None" not in text and "[]" not in text

@@ -135,6 +135,7 @@ class TrainingSuite(Suite):
 
     headline_metric = "step_time_s"
     identity_params = ("model", "global_batch")
+    recorded_params = ("num_params", "train_flops_per_sample")
     # The params a step's time hangs on: a figure's recipe, which an expected range holds for alike.
     recipe_params: ClassVar[tuple] = ("model", "micro_batch", "seq_len", "grad_accum", "precision", "compile", "weights_dtype",
                                       "activation_checkpointing", "optimizer")

@@ -275,8 +275,9 @@ def scaling_figure(found: ScalingFigure) -> Figure:
     drawn = [x for x in xs if x in found.ideal]
     ax.plot(drawn, [found.ideal_at(x) for x in drawn], color=P.BASELINE_COLOUR, linestyle="--", linewidth=1.2, label=ideal)
     P.drawn_line(ax, ideal, [(x, found.ideal_at(x)) for x in drawn])
+    distinct = P.Distinct()
     for line in found.lines:
-        P.errorbar(ax, line, 1.0, colours.style(line.series))
+        P.errorbar(ax, line, 1.0, distinct.claim(colours.style(line.series)))
     shaded = False
     for count, per_node in found.boundaries:
         # Between one node's rank count and the next measured one: the points left of it fit in a node.

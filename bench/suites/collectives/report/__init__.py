@@ -3,7 +3,7 @@ the point-to-point bandwidth matrices, and every GPU pair's (an entry's pairs: a
 
 from __future__ import annotations
 
-from bench.common.links import pair_label, pair_path
+from bench.common.links import CPU_ONLY, pair_label, pair_path
 from bench.common.units import human_bytes
 from bench.report import plots as P
 from bench.report import tables as T
@@ -41,7 +41,7 @@ def section(comparison: Comparison, plot, colours: dict) -> list:
         for i, matrix in enumerate(largest.values()):
             stem = f"p2p-{i + 1}-{P.slug(matrix.series.label)}"
             blocks.append(plot(CP.p2p_figure, (matrix,), stem, f"Point-to-point bandwidth, {matrix.series.label}",
-                               CP.CPU_P2P_CAPTION if comparison.ranks.cpu else CP.P2P_CAPTION))
+                               CP.CPU_P2P_CAPTION if matrix.series.hardware == CPU_ONLY else CP.P2P_CAPTION))
         blocks.append(p2p_table(comparison))
         blocks += [Paragraph(line, warning=True) for line in asymmetric_pairs(CS.p2p_matrices(comparison))]
     return [Heading(2, "Collectives"), *blocks] if blocks else []
@@ -52,11 +52,11 @@ def collectives_table(comparison: Comparison) -> "Table | None":
     rows = []
     groups = T.grouped(entries, lambda e: (e.params["op"], e.params["dtype"], e.params["in_place"], e.run.world_size,
                                             e.params["size_bytes"]))
-    # Each line's largest message first: the bandwidth a link reaches, what a reader sets against its peak.
+    # Sizes ascending within each line; its largest message's row is the one HTML shows above the fold: the
+    # bandwidth a link reaches, what a reader sets against its peak.
     largest = {}
     for key, _ in groups:
         largest[key[:-1]] = max(largest.get(key[:-1], 0), key[-1])
-    groups.sort(key=lambda item: (item[0][-1] != largest[item[0][:-1]], item[0]))
     for key, group in groups:
         _, op, dtype, in_place, ws, size = key
         time = T.pooled_spread(group, "time_s")
@@ -67,7 +67,7 @@ def collectives_table(comparison: Comparison) -> "Table | None":
         return None
     return Table(["host", T.hardware_header(comparison), "transport", "op", "dtype", "place", "ranks", "size",
                   "busbw GB/s median [p5, p95]", "algbw GB/s median [p5, p95]", "time median [p5, p95]", "bundles"], rows,
-                 lead=len(largest))
+                 lead=tuple(i for i, (key, _) in enumerate(groups) if key[-1] == largest[key[:-1]]))
 
 
 def p2p_table(comparison: Comparison) -> "Table | None":

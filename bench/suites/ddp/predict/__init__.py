@@ -41,7 +41,7 @@ from bench.suites.ddp.predict.slowdowns import fit_slowdowns
 from bench.suites.ddp.predict.sweeps import Curves, algorithm_of, crossed_by_runs, crossed_key, sweeps_of_rows
 from bench.suites.ddp.predict.timelines import Profiles
 from bench.suites.ddp.predict.topology import Durations, link_specs, spec_name, spec_topology, swept
-from bench.suites.ddp.predict.validated import UNVALIDATED, runs_like, topology_path
+from bench.suites.ddp.predict.validated import UNVALIDATED, runs_like, topology_link
 
 MAX_GPUS = 65536
 MAX_GPUS_PER_NODE = 1024
@@ -128,7 +128,7 @@ class _Host:
         if not compute.replayed or self.result.cpu:
             return UNVALIDATED
         column = "from_one_gpu" if compute.source.startswith(ONE_GPU_SOURCE) else "from_own_steps"
-        return runs_like(self.gpu, gpus, topology.nodes, topology_path(topology), self.algorithm, column)
+        return runs_like(self.gpu, gpus, topology.nodes, topology_link(topology), self.algorithm, column)
 
     def measured(self, config: Configuration, gpus: int, per_sample: "float | None") -> None:
         """The runs that measured the configuration at `gpus` GPUs, each a row beside the predictions and
@@ -157,12 +157,13 @@ class _Host:
         slowdown = self.slowdowns.of(path.name, algorithm, leave_out=run)
         allreduce_s = self.durations.of(path.topology)
         one_gpu, own, exposed = self.sources.one_gpu_replayed(work, accum), self.profiles.own(run), self.sources.exposed(work, accum)
+        modelled = exposed.step(allreduce_s) if exposed else None
         return Against(
             self.result.host, run, path.name,
             one_gpu.step(allreduce_s, slowdown).step_s if one_gpu else None,
             replay(own.timeline(accum), allreduce_s, slowdown).step_s if own else None,
-            exposed.step(allreduce_s).step_s if exposed else None, slowdown, shape, algorithm, key[2], path.topology,
-            self.slowdowns.of_run(run), self.sources.one_gpu_busy(work))
+            modelled.step_s if modelled else None, slowdown, shape, algorithm, key[2], path.topology,
+            self.slowdowns.of_run(run), self.sources.one_gpu_busy(work), modelled.comm_s if modelled else None)
 
 
 def predict_host(host: dict, name: str, specs: list, gpus: "int | None", gpus_per_node: "int | None" = None,

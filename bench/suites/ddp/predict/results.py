@@ -78,10 +78,16 @@ class Against:
     topology: "Topology | None" = None  # what its all-reduces were replayed on
     fitted: "Slowdown | None" = None  # its own two arms' slowdown there (never the one it is predicted with)
     one_gpu_busy: "float | None" = None  # the share of the 1-GPU step its GPU computed (Sources.one_gpu_busy)
+    exposed_allreduce_s: "float | None" = None  # the compute + exposed communication model's all-reduce: its step less its compute
 
     @property
     def measured(self) -> dict:
         return self.run.metric("step_time_s")["summary"]
+
+    @property
+    def exposed_compute_s(self) -> "float | None":
+        """The compute + exposed communication model's compute: the 1-GPU step for this work per GPU, pooled over its launches."""
+        return None if self.exposed_model is None else self.exposed_model - self.exposed_allreduce_s
 
     def error(self, predicted: "float | None") -> "float | None":
         return predicted / self.measured["median"] - 1 if predicted is not None else None

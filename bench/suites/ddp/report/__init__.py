@@ -20,14 +20,15 @@ from bench.suites.ddp.report import plots as DP
 from bench.suites.ddp.report import predicted as PR
 from bench.suites.ddp.report import series as DS
 from bench.suites.ddp.report.answer import answer_plots, findings  # noqa: F401 (the answer's hooks: bench/report/answer.py)
-from bench.suites.ddp.report.series import Bar, Prediction, group_label
+from bench.suites.ddp.report.series import Bar, group_label
 from bench.suites.training.report import workload
 
 
 def section(comparison: Comparison, plot, colours: dict) -> list:
     """The ddp suite's part of a report: scaling, prediction, what each link gives, step times."""
-    bars, predicted, ranks = DS.efficiency_bars(comparison), DS.predictions(comparison), comparison.ranks
-    table = ddp_table(comparison, bars, predicted)
+    found = PR.hosts(comparison)
+    bars, predicted, ranks = DS.efficiency_bars(comparison), DS.predictions(comparison, found), comparison.ranks
+    table = ddp_table(comparison, bars)
     if not table:
         return []
     # The per-sample time x #GPUs opens the report, in its answer (answer.py: findings, answer_plots).
@@ -43,9 +44,9 @@ def section(comparison: Comparison, plot, colours: dict) -> list:
         blocks.append(plot(DP.prediction_figure, (predicted, ranks), "predicted-step-time", "Measured against predicted step time",
                            DP.prediction_caption(ranks)))
     else:
-        blocks.append(Paragraph("No prediction in these bundles (derived.predicted_step_time_s): nothing to set the "
-                                "measured step times against."))
-    blocks += PR.blocks(PR.hosts(comparison))
+        blocks.append(Paragraph("No N-rank run with a 1-rank run and an all_reduce sweep of its link in these bundles: "
+                                "nothing to set the measured step times against."))
+    blocks += PR.blocks(found)
     blocks += [Heading(3, "Step times"), table, *T.warnings_blocks(comparison, "ddp")]
     return blocks
 
@@ -67,11 +68,10 @@ def _ddp_key(entry: RunEntry) -> tuple:
     return (series, workload(entry), entry.params["global_batch"], entry.run.world_size, entry.run.on_gpu)
 
 
-def ddp_table(comparison: Comparison, bars: list[Bar], predictions: list[Prediction]) -> "Table | None":
-    """Step times per series and configuration, with the scaling efficiency and prediction of the plots."""
+def ddp_table(comparison: Comparison, bars: list[Bar]) -> "Table | None":
+    """Step times per series and configuration, with the scaling efficiency of the plots."""
     entries = [e for e in comparison.runs if e.run.suite == "ddp"]
     efficiency = {(bar.series, bar.group): bar.value for bar in bars}
-    predicted = {(p.series, p.group): p.predicted for p in predictions}
     rows = []
     groups = defaultdict(list)
     for entry in entries:
@@ -95,7 +95,6 @@ def ddp_table(comparison: Comparison, bars: list[Bar], predictions: list[Predict
             T.time_spread(T.pooled_spread(group, "per_sample_gpu_time_s")),
             T.spread(T.pooled_spread(group, "samples_per_s"), 1, 4),
             (T.percent_spread(eff) if eff else ("100% (baseline)" if ws == 1 else "-")) + T.flags(group),
-            T.seconds(predicted[(series, label)]) if (series, label) in predicted else "-",
             T.percent_spread(mfu) if mfu else "-",
             human_bytes(memory) if memory is not None else "-",
             T.bundles_cell(group),
@@ -106,4 +105,4 @@ def ddp_table(comparison: Comparison, bars: list[Bar], predictions: list[Predict
     return Table(["host", T.hardware_header(comparison), "transport", "model", "recipe",
                   ranks.many if ranks.cpu else "GPUs or processes", "global batch", "accum",
                   "step time median [p5, p95]", f"per-sample time × {ranks.many}", "samples/s", f"scaling % [{LEVEL_LABEL}]",
-                  "predicted step", "MFU %", "peak memory", "bundles"], rows, lead=len(answers))
+                  "MFU %", "peak memory", "bundles"], rows, lead=tuple(range(len(answers))))

@@ -3,11 +3,14 @@ efficiency bars, and measured against predicted step time."""
 
 from __future__ import annotations
 
+import textwrap
+from collections import defaultdict
+
 import numpy as np
 from matplotlib.figure import Figure
 
 from bench.common.stats import METHOD
-from bench.common.units import time_unit
+from bench.common.units import plain, time_unit
 from bench.report import plots as P
 from bench.report.merge import GPU_RANKS, Ranks
 from bench.report.series import Line
@@ -21,13 +24,17 @@ def efficiency_caption(ranks: Ranks) -> str:
 
 
 def prediction_caption(ranks: Ranks) -> str:
-    return ("The compute + exposed communication model: predicted step time = the step's compute (1-"
-            f"{ranks.one} step time at this global batch / #{ranks.many}) + the exposed all-reduce time of the gradient "
-            "bytes. Each bar splits into that compute and the exposed communication. Error bars on measured: p5-p95 of "
-            "the step-time samples.")
+    return (f"The compute + exposed communication model, the column of that name in \"Predicted against measured\" below: "
+            f"the step's compute (the 1-{ranks.one} step at this work per {ranks.one}, its launches pooled) + the all-reduce "
+            f"of the gradient bytes on what the {ranks.many} crossed, none of it hidden. A bar per host of a bundle and "
+            "configuration; its measured bar splits the same compute from the rest of the step. Error bars on measured: "
+            "p5-p95 of the step times of every launch, pooled.")
 
 
 BASELINES_NAMED = 4
+TITLE_WRAP = 85  # characters of an 11 pt title a line: about the figure's 8 inches
+ROW_TITLE_WRAP = 100  # characters of an 8 pt row title a line, within the axes
+ROW_PITCH = 3.2  # a prediction figure's row: its two bars (1 high each) and a line of title above them
 
 
 def _baselines_label(ranks: Ranks) -> str:
@@ -72,8 +79,9 @@ def per_sample_figure(workload: Workload, lines: list[Line], colours: dict, pred
     ax.set_ylim(bottom=0)
     ax.set_xlabel("global batch size (samples per optimizer step, log scale)")
     ax.set_ylabel(f"per-sample time × #{ranks.many} ({unit})")
-    ax.set_title(f"Time per sample × #{ranks.many} (lower is better; the dashed 1-{ranks.one} line is perfect scaling)\n{workload.title}",
-                 fontsize=11)
+    # Wrapped where the words for both kinds of rank would run past the figure's edge.
+    said = f"Time per sample × #{ranks.many} (lower is better; the dashed 1-{ranks.one} line is perfect scaling)"
+    ax.set_title(f"{textwrap.fill(said, TITLE_WRAP)}\n{workload.title}", fontsize=11)
     ax.grid(True, alpha=0.3)
     P.legend(fig, ax)
     return fig
@@ -95,11 +103,18 @@ def efficiency_figure(bars: list[Bar], colours: dict, ranks: Ranks = GPU_RANKS) 
     return fig
 
 
-def _hatch(series, colours: dict) -> "str | None":
-    """A transport mismatch striped; past the palette's colours, a series dotted, so that no two bars look alike."""
-    if series.mismatch:
-        return "//"
-    return ".." if colours.order.get(series, 0) >= len(P.PALETTE) else None
+HATCHES = ("..", "xx", "oo", "++")
+
+
+def _hatches(series: list, colours: dict) -> dict:
+    """series -> its bars' hatch: a transport mismatch striped; a series whose colour an earlier one of the
+    figure has, dotted (then crossed, ...), so that no two bars look alike."""
+    found, seen = {}, defaultdict(int)
+    for s in series:
+        earlier = seen[colours[s]]
+        seen[colours[s]] += 1
+        found[s] = "//" if s.mismatch else HATCHES[(earlier - 1) % len(HATCHES)] if earlier else None
+    return found
 
 
 def _efficiency_panel(ax, bars: list[Bar], series: list, colours: dict, top: float) -> None:
@@ -109,6 +124,7 @@ def _efficiency_panel(ax, bars: list[Bar], series: list, colours: dict, top: flo
     width = 0.8 / most
     # Values written on the bars only where a bar is wide enough for "100%" at 8 pt.
     labelled = P.AXES_WIDTH_PT / len(groups) * width >= 4 * 8 * P.CHAR_WIDTH_EM
+    hatches = _hatches(series, colours)
     for x, group in enumerate(groups):
         mine = sorted((bar for bar in bars if bar.tick == group), key=lambda bar: series.index(bar.series))
         for i, bar in enumerate(mine):
@@ -116,7 +132,7 @@ def _efficiency_panel(ax, bars: list[Bar], series: list, colours: dict, top: flo
             v = bar.value
             low, high = (v.low, v.high) if v.low is not None and v.high is not None else (v.median, v.median)
             ax.bar(at, v.median * 100, width * 0.92, yerr=[[(v.median - low) * 100], [(high - v.median) * 100]], capsize=3,
-                   color=colours[bar.series], hatch=_hatch(bar.series, colours), edgecolor="white", label=bar.series.label)
+                   color=colours[bar.series], hatch=hatches[bar.series], edgecolor="white", label=bar.series.label)
             P.drawn_value(ax, bar.series.label, group, v.median * 100, low * 100, high * 100)
             if labelled:  # at the foot of the bar, clear of the error bar
                 ax.text(at, 2, f"{v.median * 100:.0f}%", ha="center", va="bottom", fontsize=8, fontweight="bold",
@@ -129,16 +145,20 @@ def _efficiency_panel(ax, bars: list[Bar], series: list, colours: dict, top: flo
 
 
 def prediction_figure(predictions: list[Prediction], ranks: Ranks = GPU_RANKS) -> Figure:
-    """Measured against predicted step time, each bar split into compute and exposed communication."""
-    fig = P.figure(1.3 + 1.0 * len(predictions) + P.legend_height(4))
+    """Measured against the compute + exposed communication model's step, each bar split into the model's compute
+    and the rest: the modelled all-reduce, or what the measured step took past that compute."""
+    # The row's title above its two bars, across the plot; a longer one (a bundle named, a mismatch) on two lines,
+    # its configuration on the second, the rows apart by as much more.
+    titles = [p.group if len(p.group) <= ROW_TITLE_WRAP else p.group.replace(" — ", "\n— ", 1) for p in predictions]
+    lines = max(title.count("\n") + 1 for title in titles)
+    pitch = ROW_PITCH + 0.55 * (lines - 1)
+    fig = P.figure(1.3 + pitch / ROW_PITCH * len(predictions) + P.legend_height(4))
     ax = fig.add_subplot()
     factor, unit = time_unit([max(p.measured.high, p.predicted) for p in predictions])
     right = max(max(p.measured.high, p.predicted) for p in predictions) * factor or 1.0  # all 0: an axis all the same
-    for row, p in enumerate(predictions):
-        # The row's title above its two bars, across the plot: a long series label fits there.
-        ax.text(right * 0.005, -row * 3.2 + 0.55, f"{p.series.label} — {p.group.replace(chr(10), ', ')}", fontsize=8,
-                va="bottom")
-    rows = -3.2 * np.arange(len(predictions))
+    for row, title in enumerate(titles):
+        ax.text(right * 0.005, -row * pitch + 0.55, title, fontsize=8, va="bottom")
+    rows = -pitch * np.arange(len(predictions))
     ticks = []
     # One barh per kind of bar, for all rows: matplotlib's cost per call, not per bar, is most of building this plot.
     for name, offset, colour, totals, ends in (
@@ -146,27 +166,31 @@ def prediction_figure(predictions: list[Prediction], ranks: Ranks = GPU_RANKS) -
             ("measured", -1.55, "#d62728", [p.measured.median for p in predictions], [p.measured.high for p in predictions])):
         ys = rows + offset
         # A step faster than its compute share (noise, or the 1-GPU run's own overhead) exposes nothing: all grey.
-        computes = np.array([min(p.compute, total) if p.compute is not None else 0.0 for p, total in zip(predictions, totals)])
+        computes = np.array([min(p.compute, total) for p, total in zip(predictions, totals)])
         totals = np.array(totals)
         ax.barh(ys, computes * factor, 1.0, color="#b0b0b0",
-                label=f"compute: 1-{ranks.one} step time at this batch / #{ranks.many}" if name == "predicted" else None)
-        ax.barh(ys, (totals - computes) * factor, 1.0, left=computes * factor, color=colour, label=f"exposed communication, {name}")
+                label=f"compute: the 1-{ranks.one} step at this work per {ranks.one}" if name == "predicted" else None)
+        ax.barh(ys, (totals - computes) * factor, 1.0, left=computes * factor, color=colour,
+                label="all-reduce of the gradients, modelled: none of it hidden" if name == "predicted" else
+                "the rest of the step, measured: exposed communication")
         for y, total, end in zip(ys, totals, ends):
-            ax.text(end * factor + right * 0.01, y, f"{total * factor:.3g} {unit}", va="center", fontsize=8)
+            ax.text(end * factor + right * 0.01, y, f"{plain(total * factor, 4)} {unit}", va="center", fontsize=8)
         ticks += [(y, name) for y in ys]
     spreads = [p.measured.scaled(factor) for p in predictions]
     for p, spread in zip(predictions, spreads):
-        row = f"{p.series.label} — {p.group.replace(chr(10), ', ')}"
+        row = p.group
         P.drawn_value(ax, "predicted", row, p.predicted * factor)
+        P.drawn_value(ax, "predicted: compute", row, p.compute * factor)
+        P.drawn_value(ax, "predicted: all-reduce", row, p.allreduce * factor)
         P.drawn_value(ax, "measured", row, spread.median, spread.low, spread.high)
     medians = np.array([spread.median for spread in spreads])
     ax.errorbar(medians, rows - 1.55, xerr=[medians - [spread.low for spread in spreads], [spread.high for spread in spreads] - medians],
                 fmt="none", color="black", capsize=3, linewidth=1.2, label="p5-p95 of the measured step times")
     ax.set_yticks([y for y, _ in ticks], [name for _, name in ticks], fontsize=8)
-    ax.set_ylim(-len(predictions) * 3.2 + 1.2, 1.3)
+    ax.set_ylim(-(len(predictions) - 1) * pitch - 2.0, 0.75 + 0.55 * lines)
     ax.set_xlim(0, right * 1.15)
     ax.set_xlabel(f"step time ({unit})")
-    ax.set_title("Measured against predicted DDP step time (compute + exposed communication)", fontsize=11)
+    ax.set_title("Measured against predicted DDP step time (the compute + exposed communication model)", fontsize=11)
     ax.grid(True, axis="x", alpha=0.3)
     P.legend(fig, ax)
     return fig

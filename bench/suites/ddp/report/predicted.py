@@ -9,7 +9,7 @@ import math
 from bench.common.stats import Spread
 from bench.common.units import plain
 from bench.report.document import Bullets, Heading, Paragraph, Table
-from bench.report.merge import CPU_RANKS, GPU_RANKS, Comparison, Ranks
+from bench.report.merge import CPU_RANKS, GPU_RANKS, MIXED_RANKS, Comparison, Ranks
 from bench.suites.ddp.predict import predict_host
 from bench.suites.ddp.predict.results import CHOSEN, Against, ErrorRow, HostPrediction, Predicted, error_table, relative
 from bench.suites.ddp.predict.scaling import STRONG, WEAK
@@ -45,13 +45,14 @@ def source_caption(ranks: Ranks, scalings: list) -> str:
 
 
 LIKE_CAPTION = ("The predictor's error on runs like this one: its signed error (predicted / measured - 1, mean and range) on "
-                f"this project's GPU bundles of that GPU count, nodes, path and algorithm, over at least {MIN_LAUNCHES} launches "
-                "(bench/suites/ddp/predictor_error.json); unvalidated where none stands behind it.")
+                f"this project's GPU bundles of that GPU count, nodes, link and algorithm, over at least {MIN_LAUNCHES} launches "
+                "(bench/suites/ddp/predictor_error.json); unvalidated where none stands behind it, as on a link no bundle measured.")
 
 
 def ranks_of(found: list[HostPrediction]) -> Ranks:
-    """Processes where every host's ranks computed on its CPU, else GPUs."""
-    return CPU_RANKS if found and all(host.cpu for host in found) else GPU_RANKS
+    """Processes where every host's ranks computed on its CPU, GPUs where none did, else both."""
+    cpu = {host.cpu for host in found}
+    return MIXED_RANKS if cpu == {True, False} else CPU_RANKS if cpu == {True} else GPU_RANKS
 
 
 def _in_ranks(text: str, ranks: Ranks) -> str:
@@ -103,12 +104,13 @@ def links_table(found: list[HostPrediction]) -> "Table | None":
     rows, ranks, scalings = [], ranks_of(found), scalings_of(found)
     priced = any(p.samples_per_dollar is not None for host in found for p in host.predicted)
     for host in found:
+        mine = ranks_of([host])
         for p in sorted(host.predicted, key=lambda p: (p.workload, p.global_batch, p.gpus, p.measured is None, p.step_s)):
             scaling = f"{p.efficiency:.1%}" if p.efficiency is not None and math.isfinite(p.efficiency) else "-"
             if len(scalings) > 1 and scaling != "-":
                 scaling += f" {p.scaling}"
-            row = [p.host, _recipe(p), str(p.global_batch), str(p.gpus), _in_ranks(p.shape, ranks), p.link, p.basis, _ms(p.step_s), scaling,
-                   _figure(p.samples_per_s), _ms(p.exposed_s), _in_ranks(p.source, ranks) or "-"]
+            row = [p.host, _recipe(p), str(p.global_batch), str(p.gpus), _in_ranks(p.shape, mine), p.link, p.basis, _ms(p.step_s), scaling,
+                   _figure(p.samples_per_s), _ms(p.exposed_s), _in_ranks(p.source, mine) or "-"]
             if priced:
                 row.insert(10, _figure(p.samples_per_dollar))
             if not ranks.cpu:  # what a CPU's processes would take is no GPU's, which the errors are
@@ -135,15 +137,16 @@ def against_table(found: list[HostPrediction]) -> "Table | None":
     """Predicted against measured for every measured transport, with the signed error."""
     rows, ranks = [], ranks_of(found)
     for host in found:
+        mine = ranks_of([host])
         for a in host.against:
             p = a.run.params
             rows.append([
-                host.host, p["model"], str(p["global_batch"]), str(a.run.world_size), _in_ranks(a.shape, ranks),
-                a.run.preset, _algorithm(a.algorithm or CHOSEN, ranks), _in_ranks(a.link, ranks),
+                host.host, p["model"], str(p["global_batch"]), str(a.run.world_size), _in_ranks(a.shape, mine),
+                a.run.preset, _algorithm(a.algorithm or CHOSEN, mine), _in_ranks(a.link, mine),
                 _measured_cell(a),
                 f"{_ms(a.from_one_gpu)} ({relative(a.error(a.from_one_gpu))})",
                 f"{_ms(a.from_own_steps)} ({relative(a.error(a.from_own_steps))})",
-                f"{_ms(a.exposed_model)} ({relative(a.error(a.exposed_model))})",
+                _model_cell(a),
                 f"{a.slowdown.compute:.2f} / {a.slowdown.comm:.2f}",
             ])
     if not rows:
@@ -151,7 +154,18 @@ def against_table(found: list[HostPrediction]) -> "Table | None":
     return Table(["host", "model", "global batch", ranks.many, "topology", "transport", "algorithm", "link replayed",
                   "measured step ms: median [p5, p95]",
                   f"predicted from the 1-{ranks.one} timeline ms (error)", "predicted from its own steps without all-reduce ms (error)",
-                  "compute + exposed communication model ms (error)", "slowdown: compute / all-reduce"], rows)
+                  f"{MODEL_COLUMN} ms: compute + all-reduce = step (error)", "slowdown: compute / all-reduce"], rows)
+
+
+MODEL_COLUMN = "compute + exposed communication model"
+
+
+def _model_cell(a: Against) -> str:
+    """"117 + 11.7 = 128.7 (-20.2%)": the model's compute (the 1-GPU step at this work per GPU, its launches pooled),
+    its all-reduce, their sum and its error; the figure "Measured against predicted step time" draws the same."""
+    if a.exposed_model is None:
+        return "-"
+    return f"{_ms(a.exposed_compute_s)} + {_ms(a.exposed_allreduce_s)} = {_ms(a.exposed_model)} ({relative(a.error(a.exposed_model))})"
 
 
 def _signed(errors: tuple) -> str:
@@ -162,19 +176,21 @@ def _signed(errors: tuple) -> str:
     return relative(mean) if least == most else f"{relative(mean)} ({relative(least)} to {relative(most)})"
 
 
-def errors_table(rows: list[ErrorRow], ranks: Ranks) -> "Table | None":
+def errors_table(rows: list[ErrorRow], found: list[HostPrediction]) -> "Table | None":
     """The predictor's signed error per host, world size, topology, link and algorithm, whether enough launches
     stand behind it, and what a miss comes from, measured."""
     if not rows:
         return None
+    ranks, each = ranks_of(found), {host.host: ranks_of([host]) for host in found}
     header = ["host", ranks.many, "topology", "link replayed", "algorithm", "launches", "runs", f"from the 1-{ranks.one} timeline",
-              "from its own steps without all-reduce", "compute + exposed communication model", "validated",
+              "from its own steps without all-reduce", MODEL_COLUMN, "validated",
               "all-reduce in the step / its sweep alone"]
     if not ranks.cpu:
         header.append(f"1-{ranks.one} step's GPU busy")
     body = []
     for r in rows:
-        row = [r.host, str(r.gpus), _in_ranks(r.shape, ranks), _in_ranks(r.link, ranks), _algorithm(r.algorithm, ranks),
+        mine = each[r.host]
+        row = [r.host, str(r.gpus), _in_ranks(r.shape, mine), _in_ranks(r.link, mine), _algorithm(r.algorithm, mine),
                str(r.launches), str(r.runs), _signed(r.from_one_gpu), _signed(r.from_own_steps), _signed(r.exposed_model),
                unvalidated(r.launches) or "yes",
                "-" if r.in_step_over_sweep is None else f"{r.in_step_over_sweep:.2f}x"]
@@ -198,8 +214,7 @@ def errors_caption(ranks: Ranks) -> str:
 
 
 def notes(found: list[HostPrediction]) -> list:
-    ranks = ranks_of(found)
-    lines = sorted({f"{host.host}: {_in_ranks(note, ranks)}" for host in found for note in host.notes})
+    lines = sorted({f"{host.host}: {_in_ranks(note, ranks_of([host]))}" for host in found for note in host.notes})
     return [Bullets(lines)] if lines else []
 
 
@@ -218,5 +233,5 @@ def blocks(found: list[HostPrediction]) -> list:
                           f"the run predicted; none where no other run crossed that link. The 1-{ranks.one} timeline column "
                           f"takes nothing else from the N-{ranks.one} runs."), against,
                 Heading(3, "The predictor's error"), Paragraph(errors_caption(ranks)),
-                errors_table(error_table(found), ranks)]
+                errors_table(error_table(found), found)]
     return out + notes(found)

@@ -7,8 +7,6 @@ interval of bench/common/stats.py's model of launches and samples."""
 from __future__ import annotations
 
 import math
-
-import statistics
 from collections import defaultdict
 from dataclasses import dataclass, replace
 
@@ -19,11 +17,6 @@ from bench.report import series as S
 from bench.report.merge import Comparison, Ranks, RunEntry, Series
 from bench.report.series import Line, pooled
 from bench.suites.training.report import Workload, scaling, workload
-
-
-def _baseline_samples(entries: list[RunEntry], metric: str) -> list:
-    distinct = {id(e.baseline): e.baseline for e in entries if e.baseline is not None}
-    return [s for run in distinct.values() for s in run.samples(metric)]
 
 
 def per_sample_lines(comparison: Comparison) -> dict[Workload, list[Line]]:
@@ -97,30 +90,40 @@ def efficiency_bars(comparison: Comparison) -> list[Bar]:
 
 @dataclass
 class Prediction:
+    """One configuration of one host (of one bundle) measured against the compute + exposed communication
+    model, as the table "Predicted against measured" gives it for each of its launches."""
+
     series: Series
-    group: str
-    measured: Spread  # step time, s
-    predicted: float  # s, the median over the pooled runs' predictions
-    compute: "float | None"  # s, the 1-GPU step time at this global batch / #GPUs: the step with no communication
+    group: str  # "host · hardware · transport — model recipe, batch 16, 2 GPUs"
+    measured: Spread  # step time, s, every launch's samples pooled
+    compute: float  # s, the 1-GPU step at this work per GPU, pooled over its launches: the step with no communication
+    allreduce: float  # s, the gradients' all-reduce on what the runs crossed, none of it hidden
+
+    @property
+    def predicted(self) -> float:
+        return self.compute + self.allreduce
 
 
-def predictions(comparison: Comparison) -> list[Prediction]:
-    """Measured against predicted step time, for runs that carry derived.predicted_step_time_s."""
+def predictions(comparison: Comparison, found: list) -> list[Prediction]:
+    """Measured against the compute + exposed communication model, a row per host of a bundle
+    (HostPrediction.host names the bundle where there are several) and configuration that the
+    predictor (bench/suites/ddp/predict/, `found`) set against the model."""
+    entries = {id(entry.run.record): entry for entry in comparison.runs}
     groups = defaultdict(list)
-    for entry in comparison.runs:
-        predicted = entry.run.derived.get("predicted_step_time_s")
-        if entry.run.suite == "ddp" and entry.run.world_size > 1 and predicted is not None and entry.samples("step_time_s"):
-            groups[(_ddp_group(entry), entry.series)].append(entry)
-    found = []
-    for (key, series), entries in sorted(groups.items()):
-        _, batch, ws, _ = key
-        base = _baseline_samples(entries, "per_sample_gpu_time_s")
-        found.append(Prediction(
-            series, group_label(key), Spread.of(pooled(entries, "step_time_s")),
-            statistics.median(e.run.derived["predicted_step_time_s"] for e in entries),
-            statistics.median(base) * batch / ws if base else None,
-        ))
-    return found
+    for host in found:
+        for a in host.against:
+            entry = entries.get(id(a.run.record))
+            if entry is not None and a.exposed_model is not None:
+                # The model's inputs are pooled over launches: one model for every launch of a configuration.
+                model = (a.exposed_compute_s, a.exposed_allreduce_s)
+                groups[(host.host, _ddp_group(entry), entry.series, a.shape, a.algorithm, a.link, model)].append(entry)
+    rows = []
+    for (host, key, series, *_, model), mine in sorted(groups.items(), key=lambda item: str(item[0])):
+        w, batch, ws, gpus = key
+        where = f"{host} · {series.hardware}{' (busy)' * series.busy} · {series.transport_label}"
+        rows.append(Prediction(series, f"{where} — {w.model} {w.recipe}, batch {batch}, {ranks_label(ws, gpus)}",
+                               Spread.of(pooled(mine, "step_time_s")), *model))
+    return rows
 
 
 def predicted_lines(found: list, ranks: Ranks) -> "dict[Workload, list]":
