@@ -26,7 +26,6 @@ from bench.controller.pricing import hold, price
 from bench.bundle.assembly import tool_info
 from bench.controller.run import execute
 from bench.verify import judge
-from bench.errors import UserError
 from bench.verify.compare import match_hosts, refuse_smoke
 from bench.verify.machines import image_ref
 from bench.verify.scope import Scope, comparable_part, recorded, unused_hosts

@@ -27,6 +27,7 @@ from bench.errors import UserError
 from bench.verify.compare import entry_differences
 from bench.verify.machines import light_profile, machine_words, probe_differences
 
+
 def probe(host: Host) -> "Probe | None":
     """What the host's machine has (controller.probe); a host that cannot be reached is a UserError:
     nothing could run there."""
