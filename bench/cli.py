@@ -6,6 +6,7 @@ import argparse
 import difflib
 import gc
 import json
+import math
 import re
 import shlex
 import subprocess
@@ -28,8 +29,9 @@ from bench.yamlfile import load_yaml
 
 def cmd_run(args) -> int:
     stop_signals.install()
+    _check_max_hours(args.max_hours)
     inventory = load_hosts(args.hosts)
-    from bench.controller.pricing import check_max_hours, hold
+    from bench.controller.pricing import hold
     from bench.controller.run import execute, nothing_measured, priced
     from bench.controller.resume import load_previous
     from bench.judging.summary import summary_lines
@@ -49,7 +51,6 @@ def cmd_run(args) -> int:
             plan = smoke(plan)
     if args.dry_run:
         return _dry_run(inventory, plan, args.out)
-    check_max_hours(args.max_hours)
 
     def within_bound() -> None:
         cost = priced(inventory, plan, previous)
@@ -211,12 +212,11 @@ def _ask(question: str) -> bool:
 
 
 def cmd_verify(args) -> int:
-    from bench.controller.pricing import check_max_hours
     from bench.verify.compare import parse_host_map, parse_tolerances
     from bench.verify.rerun import verify
 
     stop_signals.install()
-    check_max_hours(args.max_hours)
+    _check_max_hours(args.max_hours)
     done = verify(
         args.bundle, args.hosts, args.out, image=args.image, tolerances=parse_tolerances(args.tolerance),
         host_map=parse_host_map(args.host_map), allowed_signers=args.allowed_signers,
@@ -341,6 +341,11 @@ def _verdict_options(command: argparse.ArgumentParser) -> None:
     command.add_argument("--allowed-signers", type=Path, help="ssh-keygen allowed signers file: the keys you trust")
     command.add_argument("--require-signature", action="store_true",
                          help="refuse an original bundle that is unsigned or not signed by an allowed signer")
+
+
+def _check_max_hours(max_hours: float) -> None:
+    if not 0 < max_hours < math.inf:
+        raise UserError(f"--max-hours {max_hours:g}: give a positive number of hours, e.g. --max-hours 4")
 
 
 def _bound_options(command: argparse.ArgumentParser, what: str) -> None:

@@ -24,6 +24,7 @@ from bench.controller.probe import Probe, probe
 from bench.controller.progress import SAID_SLOWDOWN, describe_s
 from bench.errors import PlanError, UserError
 
+
 @dataclass(frozen=True)
 class HostPrice:
     host: str
@@ -44,6 +45,8 @@ class Price:
     @property
     def text(self) -> str:
         """"estimated 3 min 13 s by the cost model on these hosts (host local's CPU 3.6x slower than idle: other processes)"."""
+        if all(h.seconds is None for h in self.hosts):
+            return "not priced: the cost model knows none of these hosts before its agent runs"
         slow = [f"host {h.host}'s CPU {h.slowdown:.1f}x slower than idle: other processes"
                 for h in self.hosts if h.seconds is not None and h.slowdown >= SAID_SLOWDOWN]
         return (f"estimated {describe_s(self.seconds)} by the cost model on these hosts"
@@ -96,11 +99,6 @@ def probe_all(inventory: Inventory) -> "dict[str, Probe | str | None]":
 
     with ThreadPoolExecutor(max_workers=max(1, min(16, len(inventory.hosts)))) as pool:
         return dict(zip((h.name for h in inventory.hosts), pool.map(read, inventory.hosts)))
-
-
-def check_max_hours(max_hours: float) -> None:
-    if not 0 < max_hours < math.inf:
-        raise UserError(f"--max-hours {max_hours:g}: give a positive number of hours, e.g. --max-hours 4")
 
 
 def hold(command: str, cost: Price, max_hours: float, assume_yes: bool, ask: "Callable[[str], bool] | None") -> None:

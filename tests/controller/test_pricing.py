@@ -152,7 +152,7 @@ def test_a_host_the_probe_cannot_read_is_said_unpriced_and_a_loaded_cpu_stretche
                   for load in (0.5, 8.0))
     assert busy.seconds > 3 * idle.seconds and "host local's CPU 4.0x slower than idle: other processes" in busy.text
     unreadable = price(LOCAL, plan, {"local": "connecting to 127.0.0.2:22: timed out"})
-    assert unreadable.seconds == 0 and unreadable.not_priced() == [
+    assert unreadable.seconds == 0 and unreadable.text.startswith("not priced: ") and unreadable.not_priced() == [
         "host local is not priced before it runs (connecting to 127.0.0.2:22: timed out): --max-hours does not bound it"]
 
 
