@@ -169,5 +169,5 @@ def recorded(original: dict, scope: Scope) -> Recorded:
     slowest = max((launches_s(hosts[old], left) for old, _ in scope.pairs), default=0.0)
     notes = [f"{describe_s(slowest)} of launches and {describe_s(outside)} of start-up"]
     if not original["complete"]:
-        notes.append(f"not counted: the launches it did not finish ({original.get('incomplete_reason') or 'incomplete'})")
+        notes.append(f"not counted: the launches the original did not finish ({original.get('incomplete_reason') or 'incomplete'})")
     return Recorded(outside + slowest, f"the bundle records {describe_s(outside + slowest)} on its own machine ({'; '.join(notes)})")
