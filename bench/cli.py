@@ -6,6 +6,7 @@ import argparse
 import difflib
 import gc
 import json
+import math
 import re
 import shlex
 import subprocess
@@ -28,8 +29,10 @@ from bench.yamlfile import load_yaml
 
 def cmd_run(args) -> int:
     stop_signals.install()
+    _check_max_hours(args.max_hours)
     inventory = load_hosts(args.hosts)
-    from bench.controller.run import execute, nothing_measured
+    from bench.controller.pricing import hold
+    from bench.controller.run import execute, nothing_measured, priced
     from bench.controller.resume import load_previous
     from bench.judging.summary import summary_lines
 
@@ -48,8 +51,16 @@ def cmd_run(args) -> int:
             plan = smoke(plan)
     if args.dry_run:
         return _dry_run(inventory, plan, args.out)
+
+    def within_bound() -> None:
+        cost = priced(inventory, plan, previous)
+        for line in [f"run: {cost.text}", *(f"run: {line}" for line in cost.not_priced())]:
+            print(terminal(line), flush=True)
+        hold("run", cost, args.max_hours, args.yes, _ask if sys.stdin.isatty() else None)
+
     said = len(previous.left_out) if previous else 0
-    path, bundle = execute(inventory, plan, args.out, previous, smoke=previous.smoke if previous else args.smoke)
+    path, bundle = execute(inventory, plan, args.out, previous, smoke=previous.smoke if previous else args.smoke,
+                           approve=within_bound)
     for line in previous.left_out[said:] if previous else ():  # from the results a lost host kept, collected since
         print(terminal(f"warning: --resume {args.resume}: {line}"), file=sys.stderr)
     print(terminal(f"bundle: {path}"), flush=True)  # said before the report, which a full disk may stop
@@ -182,8 +193,8 @@ def cmd_report(args) -> int:
 
 
 # verify/compare: one exit status per outcome (docs/verify.md).
-EXIT_OF_OUTCOME = {"passed": 0, "same bundle": 0, "failed": 1, "inconclusive": 3, "not comparable": 4}
-VERIFY_MAX_HOURS = 2.0  # a rerun estimated past it waits for a yes
+EXIT_OF_OUTCOME = {"passed": 0, "same bundle": 0, "failed": 1, "inconclusive": 3, "not comparable": 4, "incomplete": 5}
+MAX_HOURS = 2.0  # run and verify: a plan priced past it waits for a yes
 
 
 def _finish_verdict(outcome: str, text: str, paths) -> int:
@@ -205,8 +216,7 @@ def cmd_verify(args) -> int:
     from bench.verify.rerun import verify
 
     stop_signals.install()
-    if not 0 < args.max_hours < float("inf"):
-        raise UserError(f"--max-hours {args.max_hours:g}: give a positive number of hours, e.g. --max-hours 4")
+    _check_max_hours(args.max_hours)
     done = verify(
         args.bundle, args.hosts, args.out, image=args.image, tolerances=parse_tolerances(args.tolerance),
         host_map=parse_host_map(args.host_map), allowed_signers=args.allowed_signers,
@@ -220,7 +230,8 @@ def cmd_verify(args) -> int:
     print(terminal(f"bundle: {done.bundle_path}"))
     status = _finish_verdict(done.outcome, done.text, done.verdict_paths)
     if not done.bundle["complete"]:
-        print(terminal(f"{stop_signals.reason()}: the new bundle holds what finished; the verdict covers it"), file=sys.stderr)
+        print(terminal(f"{stop_signals.reason()}: the new bundle holds what finished, and the verdict judges only that; "
+                       "verify again to judge the rest"), file=sys.stderr)
         return stop_signals.exit_status()
     return status
 
@@ -332,6 +343,18 @@ def _verdict_options(command: argparse.ArgumentParser) -> None:
                          help="refuse an original bundle that is unsigned or not signed by an allowed signer")
 
 
+def _check_max_hours(max_hours: float) -> None:
+    if not 0 < max_hours < math.inf:
+        raise UserError(f"--max-hours {max_hours:g}: give a positive number of hours, e.g. --max-hours 4")
+
+
+def _bound_options(command: argparse.ArgumentParser, what: str) -> None:
+    command.add_argument("--max-hours", type=float, default=MAX_HOURS,
+                         help=f"refuse {what} the cost model prices past this many hours on these hosts unless --yes or a "
+                              f"yes at the prompt (default {MAX_HOURS:g})")
+    command.add_argument("--yes", action="store_true", help=f"run {what} priced past --max-hours without asking")
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="ddpbench", description="Does my GPU interconnect slow my training?")
     sub = top.add_subparsers(dest="command", required=True)
@@ -346,6 +369,7 @@ def parser() -> argparse.ArgumentParser:
                      help="plan and check every launch on the hosts, print the launches and the estimate; launch nothing")
     run.add_argument("--smoke", action="store_true",
                      help="every configuration once at its least work, no precision target: does the plan run? (its figures are no measurements)")
+    _bound_options(run, "a plan")
     run.set_defaults(func=cmd_run)
 
     fingerprint = sub.add_parser("fingerprint", help="print this machine's fingerprint as JSON")
@@ -368,9 +392,7 @@ def parser() -> argparse.ArgumentParser:
     verify.add_argument("--hosts", type=Path, default=Path("hosts/local.yaml"), help="hosts file (default: hosts/local.yaml)")
     verify.add_argument("--out", type=Path, default=Path("results"), help="results folder; the new bundle goes to OUT/<run id>/ (default: results)")
     verify.add_argument("--image", help="run this image instead of the bundle's (recorded as a deviation)")
-    verify.add_argument("--max-hours", type=float, default=VERIFY_MAX_HOURS,
-                        help="refuse a rerun estimated past this many hours unless --yes or a yes at the prompt (default 2)")
-    verify.add_argument("--yes", action="store_true", help="run a rerun estimated past --max-hours without asking")
+    _bound_options(verify, "a rerun")
     verify.add_argument("--key", type=Path, help="sign the new bundle with this SSH private key (as `sign` does); its "
                         "signature is then checked against --allowed-signers like the original's")
     _verdict_options(verify)

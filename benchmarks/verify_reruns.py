@@ -82,7 +82,7 @@ def run_reruns(original: Path, hosts: str, out: Path, count: int, budget_s: floa
 
 
 def verdict_rows(out: Path, times: dict) -> list[str]:
-    columns = ["reproduced", *(f"inconclusive: {b}" for b in INCONCLUSIVE_BECAUSE), "slower", "faster", "not comparable", "failed"]
+    columns = ["reproduced", *(f"inconclusive: {b}" for b in INCONCLUSIVE_BECAUSE), "slower", "faster", "not comparable", "failed", "incomplete"]
     lines = ["| rerun | outcome (exit) | " + " | ".join(columns) + " | verify s | estimate s | original s | verify / original |",
              "|---|---|" + "---|" * (len(columns) + 4)]
     totals: Counter = Counter()

@@ -60,6 +60,7 @@ CHECK = (
     "tests/controller/test_hosts.py",
     "tests/controller/test_pins.py",
     "tests/controller/test_plan_env.py",
+    "tests/controller/test_pricing.py",
     "tests/controller/test_progress.py",
     "tests/e2e/test_boundaries.py",
     "tests/e2e/test_escaping.py",
@@ -88,6 +89,7 @@ CHECK = (
     "tests/suites/test_shipped_plans.py",
     "tests/suites/test_suite_contract.py",
     "tests/verify/test_compare_out.py",
+    "tests/verify/test_interrupted_rerun.py",
 )
 
 FULL_ONLY = (

@@ -72,6 +72,12 @@ def plan_modelled(launches: "list[Launch]", host: Capabilities, slowdown: float 
             for job in jobs([l for l in launches if not l.skipped_reason]) for index, launch in enumerate(job)}
 
 
+def plan_seconds(launches: "list[Launch]", host: Capabilities, slowdown: float = 1.0) -> float:
+    """These launches (those to run) by the cost model, and the P2P gate before them: the estimate a host's
+    agent announces for them where no earlier run here measured them."""
+    return sum(m.seconds for m in plan_modelled(launches, host, slowdown).values()) + gate_seconds(launches, host, slowdown)
+
+
 def gate_seconds(launches: "list[Launch]", host: Capabilities, slowdown: float = 1.0) -> float:
     """The P2P gate before the first of these launches (bench/agent/gate.py): its arms, or nothing where
     it has nothing to check."""
@@ -101,7 +107,12 @@ def cpu_slowdown(cores: int) -> float:
         load = os.getloadavg()[0]
     except OSError:
         return 1.0
-    return max(1.0, load / max(1, cores))
+    return slowdown_at(load, cores)
+
+
+def slowdown_at(load: float, cores: int) -> float:
+    """cpu_slowdown at a 1-minute load average of `load` on `cores` cores, rounded as the agent says it."""
+    return round(max(1.0, load / max(1, cores)), 2)
 
 
 def estimate_launch(launch: Launch, by_model: Modelled, measured_s: "float | None" = None) -> None:

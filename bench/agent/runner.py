@@ -49,7 +49,7 @@ def run_plan(
     host = Capabilities.of(fingerprint)
     launches = plan_launches(plan, host, nodes, host_env)
     measured = earlier.earlier_durations(history, fingerprint)
-    slowdown = round(cpu_slowdown(host.logical_cpus), 2) if host.kind == "cpu" else 1.0
+    slowdown = cpu_slowdown(host.logical_cpus) if host.kind == "cpu" else 1.0
     runnable = [l for l in launches if not l.skipped_reason and l.id not in done_launch_ids]
     by_model = plan_modelled(runnable, host, slowdown)
     for launch in runnable:

@@ -14,6 +14,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from bench import suites
 from bench.bundle import agent_raw_problem, write_bundle
@@ -25,6 +26,7 @@ from bench.common.timestamps import utc_timestamp
 from bench.controller.earlier_runs import launch_history
 from bench.controller.groups import run_group
 from bench.controller.inventory import Group, Host, Inventory
+from bench.controller.pricing import Price, price, probe_all
 from bench.controller.progress import HostProgress
 from bench.controller.resume import Previous, finished_launch_ids, keep_raw_file, keep_raw_files, merge_entry
 from bench.controller.runtimes import RUNTIMES, AgentJob, HostError, Runtime
@@ -76,11 +78,15 @@ def host_entry_of(item: HostRun) -> dict:
 
 
 def execute(inventory: Inventory, plan: dict, out_root: Path, previous: "Previous | None" = None,
-            verification: "dict | None" = None, smoke: bool = False) -> tuple[Path, dict]:
+            verification: "dict | None" = None, smoke: bool = False,
+            approve: "Callable[[], None]" = lambda: None) -> tuple[Path, dict]:
     """Run the plan everywhere; returns the bundle's path and the bundle. `previous`: the run
     this one resumes; `verification`: what a rerun of a published bundle records about that
-    bundle (`ddpbench verify`); `smoke`: the plan is plans.smoke's, and the bundle says so."""
+    bundle (`ddpbench verify`); `smoke`: the plan is plans.smoke's, and the bundle says so;
+    `approve`: once every host's input is checked, before anything is written or started (it
+    raises to stop the run: `run` holds the plan's price to --max-hours there)."""
     runtimes = _checked_runtimes(inventory, plan)
+    approve()
     run_id, started, run_dir = _open_run_folder(out_root, plan, previous, smoke)
     with HostProgress([h.name for h in inventory.hosts]) as progress:
         items = _host_runs(inventory, runtimes, plan, run_id, run_dir, out_root, progress)
@@ -99,6 +105,17 @@ def execute(inventory: Inventory, plan: dict, out_root: Path, previous: "Previou
         bundle["verification"] = verification
     path = run_dir / "bundle.json"
     return path, write_bundle(path, bundle)
+
+
+def priced(inventory: Inventory, plan: dict, previous: "Previous | None" = None) -> Price:
+    """The plan's price on these hosts before any agent starts (pricing.py), less the launches a resumed
+    run finished (on every member of a host's group)."""
+    def finished(host: Host) -> frozenset:
+        group = inventory.group_of(host.name)
+        return finished_launch_ids([previous.entries.get(name) for name in (group.hosts if group else (host.name,))])
+
+    skip = {host.name: finished(host) for host in inventory.hosts} if previous else {}
+    return price(inventory, plan, probe_all(inventory), skip)
 
 
 def dry_run(inventory: Inventory, plan: dict, out_root: Path) -> "dict[str, tuple[str | None, list[str]]]":

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bench.bundle import read_bundle
-from bench.verify.compare import compare_bundles, match_hosts, outcome, plan_differences, refuse_smoke
+from bench.verify.compare import compare_bundles, match_hosts, outcome, plan_differences, refuse_smoke, rerun_stopped
 from bench.verify.signing import Signature, check_signature
 from bench.verify import verdict
 
@@ -44,6 +44,7 @@ def judge(original: dict, original_signature: Signature, new: dict, new_signatur
         "original": _bundle_info(original, original_signature), "new": _bundle_info(new, new_signature),
         "hosts_paired": rule, "host_pairs": [{"original": a, "new": b} for a, b in pairs], "deviations": deviations, "tolerances": tolerances,
         "plans_differ": plans_differ, "left_out": left_out,
+        "rerun_stopped": rerun_stopped(new),
     }
     doc = verdict.document(context, verdicts, result)
     text = verdict.markdown(doc, verdicts)

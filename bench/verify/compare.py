@@ -29,7 +29,7 @@ from bench.suites.training.pacing import ADVICE, HOST_PACED
 from bench.verify.machines import differences
 
 DEFAULT_TOLERANCE = 0.05
-VERDICTS = ("reproduced", "inconclusive", "faster", "slower", "not comparable", "failed")
+VERDICTS = ("reproduced", "inconclusive", "faster", "slower", "not comparable", "failed", "incomplete")
 
 
 def refuse_smoke(bundle: dict, path: Path) -> None:
@@ -37,6 +37,16 @@ def refuse_smoke(bundle: dict, path: Path) -> None:
     if bundle.get("smoke"):
         raise UserError(f"{path}: a smoke run's bundle (ddpbench run --smoke), whose figures are no measurements; "
                         "judge the bundle of a run without --smoke")
+
+
+def rerun_stopped(new: dict) -> "str | None":
+    """Why the new bundle's run stopped before its end ("interrupted (SIGTERM)"), or None: it ran to its end."""
+    return None if new["complete"] else new.get("incomplete_reason") or "early"
+
+
+def stopped_before(stopped: str, what: str) -> str:
+    """"the rerun was stopped (interrupted (SIGTERM)) before it measured this run"."""
+    return f"the rerun was stopped ({stopped}) before it measured {what}"
 
 
 def higher_is_better(metric: str) -> bool:
@@ -281,9 +291,10 @@ class Measured:
 
 
 def _compare_configuration(base: RunVerdict, runs: "list[Run]", new_runs: "list[Run]", machine_differs: list,
-                           new_error: "str | None", shares: tuple = (None, None)) -> "RunVerdict | Measured":
+                           new_error: "str | None", shares: tuple = (None, None), stopped: "str | None" = None) -> "RunVerdict | Measured":
     """The verdict of one configuration measured by `runs` (one per repeat of its launch) and by
-    `new_runs` in the new bundle, or, where both measured it, what judge() needs."""
+    `new_runs` in the new bundle, or, where both measured it, what judge() needs. `stopped`: why the new
+    bundle's run stopped early (a stop signal): a run it never reached is incomplete, no evidence."""
     if not any(r.ok for r in runs):
         return replace(base, verdict="not comparable", reason=f"the original run did not succeed ({runs[0].status}: {runs[0].error})")
     runs = _with_metric(runs, base.metric)
@@ -294,6 +305,8 @@ def _compare_configuration(base: RunVerdict, runs: "list[Run]", new_runs: "list[
         return replace(base, verdict="not comparable", differs=machine_differs)
     if base.original_median <= 0:  # nothing to compare with, whatever the rerun did (or skipped: one-rank busbw)
         return replace(base, verdict="not comparable", reason=_why_not_positive(base))
+    if not new_runs and stopped:
+        return replace(base, verdict="incomplete", reason=stopped_before(stopped, "this run"))
     if not new_runs:
         return replace(base, verdict="failed", reason=new_error or "the new bundle has no such run")
     if not any(r.ok for r in new_runs):
@@ -374,6 +387,7 @@ def _configurations_of(original: dict, new: dict, pairs: "list[tuple]", ignore: 
     entries_left = {item["entry"]: item["reason"] for item in left_out if "entry" in item}
     new_hosts = {h["name"]: h for h in new["hosts"]}
     original_hosts = {h["name"]: h for h in original["hosts"]}
+    stopped = rerun_stopped(new)
     verdicts = []
     for name, new_name in pairs:
         host, new_host = original_hosts[name], new_hosts.get(new_name)
@@ -399,7 +413,7 @@ def _configurations_of(original: dict, new: dict, pairs: "list[tuple]", ignore: 
                 continue
             new_error = None if new_host is None else new_host.get("error")
             shares = (_others_share(host, runs), _others_share(new_host, new_runs.get(key, [])))
-            verdicts.append(_compare_configuration(base, runs, new_runs.get(key, []), machine_differs, new_error, shares))
+            verdicts.append(_compare_configuration(base, runs, new_runs.get(key, []), machine_differs, new_error, shares, stopped))
     return verdicts
 
 
@@ -439,11 +453,14 @@ def entry_differences(before: dict, now: dict) -> list[str]:
 
 def outcome(verdicts: "list[RunVerdict]") -> str:
     """passed: some run compared and every compared run reproduced; failed: a run was slower,
-    faster or lost by the rerun; inconclusive: none failed but some interval was too wide to
-    judge; not comparable: no run could be compared (nothing was judged, so nothing failed)."""
+    faster or lost by the rerun; incomplete: none failed, but the rerun was stopped before some run;
+    inconclusive: none failed but some interval was too wide to judge; not comparable: no run could
+    be compared (nothing was judged, so nothing failed)."""
     compared = [v.verdict for v in verdicts if v.verdict != "not comparable"]
     if not compared:
         return "not comparable"
     if any(v in ("faster", "slower", "failed") for v in compared):
         return "failed"
+    if "incomplete" in compared:
+        return "incomplete"
     return "inconclusive" if "inconclusive" in compared else "passed"

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
-
 from bench.common.links import link_summary, pairs_without_p2p
+from bench.controller.probe import Probe
 from bench.judging.health import gpu_warnings, machine_concerns
 
 # The machine's concerns that change the path a run's bytes take. A small /dev/shm stops runs
@@ -78,52 +76,6 @@ def said(value) -> str:
 def differs_text(differs: list) -> str:
     """"gpu_model NVIDIA H100 80GB HBM3 -> none; pcie_gen 5,5 -> none": each field that differs, in words."""
     return "; ".join(f"{d['field']} {said(d['original'])} -> {said(d['new'])}" for d in differs)
-
-
-# What `verify` reads of a host before it runs anything there: its GPUs (`nvidia-smi -L`), whether
-# NVLink joins them (`nvidia-smi topo -m`, the matrix the fingerprint reads too), its CPU model and
-# its cores (online, as the agent's os.cpu_count() counts them).
-# A second or two, against the fingerprint's tens of seconds (its link under load, its gate).
-PROBE_SCRIPT = (
-    "if command -v nvidia-smi >/dev/null 2>&1; then nvidia-smi -L 2>/dev/null; echo '--- topology'; "
-    "nvidia-smi topo -m 2>/dev/null; fi; echo '--- cpu'; grep -m1 '^model name' /proc/cpuinfo; "
-    "echo '--- devices'; ls /dev 2>/dev/null | grep -c '^nvidia[0-9]'; echo '--- cores'; getconf _NPROCESSORS_ONLN"
-)
-PROBE_TIMEOUT_S = 60.0
-_GPU_LINE = re.compile(r"^GPU \d+: (.+?) \(UUID")
-
-
-@dataclass(frozen=True)
-class Probe:
-    """What the probe found: GPU names (None: not known), their link class, the CPU model, the cores (None: not known)."""
-
-    gpus: "tuple[str, ...] | None"
-    link_class: "str | None"
-    cpu_model: "str | None"
-    cores: "int | None" = None
-
-
-def parse_probe(text: str) -> Probe:
-    sections: dict = {"gpus": []}
-    current = "gpus"
-    for line in text.splitlines():
-        if line.startswith("--- "):
-            current = line[4:].strip()
-            sections[current] = []
-        else:
-            sections.setdefault(current, []).append(line)
-    names = tuple(m.group(1).strip() for m in map(_GPU_LINE.match, sections["gpus"]) if m)
-    devices = "".join(sections.get("devices", [])).strip()
-    # No GPU listed: none where no /dev/nvidiaN exists either, else not known (a driver without nvidia-smi).
-    gpus = names if names or devices == "0" else None
-    topology = "\n".join(sections.get("topology", []))
-    if gpus is None or not gpus:
-        link = None if gpus is None else "none"
-    else:
-        link = "nvlink" if re.search(r"\bNV\d+\b", topology) else "pcie" if topology.strip() else None
-    cpu = next((line.split(":", 1)[1].strip() for line in sections.get("cpu", []) if ":" in line), None)
-    cores = "".join(sections.get("cores", [])).strip()
-    return Probe(gpus, link, cpu, int(cores) if cores.isdigit() and int(cores) > 0 else None)
 
 
 def light_profile(fingerprint: dict) -> dict:

@@ -3,32 +3,32 @@
 Everything that can be refused is checked before anything runs (the bundle's sha256 and schema,
 its signature, the plan, the hosts file, the host pairs, the tolerances), then what of the bundle
 these hosts can compare (scope.py): only that part reruns, and where none can, nothing runs. The
-rerun takes the plan as the original ran it, its sample counts included: on a machine of the same
-kind it takes the original's time, which is its estimate; one estimated past --max-hours waits
-for a yes. Nothing from the bundle names a file to write: the new bundle goes to OUT/<new run
-id>/, as `ddpbench run` writes it.
+rerun takes the plan as the original ran it, its sample counts included, priced by the cost model
+on these hosts beside what the bundle records (its author's figures bound nothing); one priced past
+--max-hours waits for a yes. Nothing from the bundle names a file to write: the new bundle goes to
+OUT/<new run id>/, as `ddpbench run` writes it.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from bench.bundle import read_bundle
 from bench.common.escape import terminal
+from bench.common.host import Capabilities
 from bench.controller import plans
 from bench.controller.hosts import load_hosts
 from bench.controller.inventory import Inventory
+from bench.controller.pricing import hold, price
 from bench.bundle.assembly import tool_info
 from bench.controller.run import execute
 from bench.verify import judge
-from bench.errors import UserError
 from bench.verify.compare import match_hosts, refuse_smoke
 from bench.verify.machines import image_ref
-from bench.verify.scope import Estimate, Scope, comparable_part, estimate, unused_hosts
+from bench.verify.scope import Scope, comparable_part, recorded, unused_hosts
 from bench.verify.signing import Signature, check_key, check_signature, sign
 from bench.verify.verdict import left_out_name
 
@@ -87,14 +87,11 @@ def nothing_comparable(original: dict, scope: Scope) -> str:
     return "\n".join(lines)
 
 
-def _within_bound(cost: Estimate, max_hours: float, assume_yes: bool, ask: "Callable[[str], bool] | None") -> None:
-    """Refuse a rerun estimated past max_hours, unless the reader said yes (--yes, or at the prompt)."""
-    if cost.seconds <= max_hours * 3600 or assume_yes:
-        return
-    question = f"verify is {cost.text}, past --max-hours {max_hours:g}"
-    if ask is not None and ask(f"{question}: run it? [y/N] "):
-        return
-    raise UserError(f"{question}; pass --yes to run it anyway, or --max-hours {math.ceil(cost.seconds / 3600 * 10) / 10:g} or more")
+def known_machines(original: dict, scope: Scope) -> "dict[str, Capabilities]":
+    """{new host: its machine as the bundle's fingerprint of its original describes it}: what a rerun is
+    priced on where the probe cannot read the host (a batch scheduler's nodes)."""
+    fingerprints = {h["name"]: h["fingerprint"] for h in original["hosts"]}
+    return {new: Capabilities.of(fingerprints[old]) for old, new in scope.pairs if fingerprints.get(old)}
 
 
 def verify(bundle_path: Path, hosts_path: Path, out_root: Path, *, image: "str | None", tolerances: dict,
@@ -103,7 +100,8 @@ def verify(bundle_path: Path, hosts_path: Path, out_root: Path, *, image: "str |
            announce: "Callable[[str], None]" = lambda line: print(terminal(line))) -> Verified:
     """Rerun the part of the bundle these hosts can compare, and judge it. `announce` gets what
     is left out, what the plan will run (its environment included) and the estimate before
-    anything runs; a rerun estimated past max_hours needs assume_yes or `ask` to say yes. With `key`,
+    anything runs: the rerun priced by the cost model on these hosts (controller.pricing), beside what the
+    bundle records it took; one priced past max_hours needs assume_yes or `ask` to say yes. With `key`,
     the new bundle is signed and its signature judged by the rule the original's is (allowed_signers)."""
     original = read_bundle(bundle_path)
     refuse_smoke(original, bundle_path)
@@ -121,12 +119,14 @@ def verify(bundle_path: Path, hosts_path: Path, out_root: Path, *, image: "str |
     for name in unused_hosts(inventory, scope):
         announce(f"not used: host {name} of the hosts file reruns no host of the bundle")
     rerun_inventory, verification = plan_rerun(original, signature, scope.inventory, pairs, rule, image)
-    cost = estimate(original, scope)
+    cost = price(rerun_inventory, scope.plan, scope.probes, known=known_machines(original, scope))
     verification.update(left_out=scope.left_out, estimated_s=round(cost.seconds, 1))
     for line in plans.describe(scope.plan):
         announce(line)
-    announce(f"verify: {cost.text}")
-    _within_bound(cost, max_hours, assume_yes, ask)
+    announce(f"verify: {cost.text}; {recorded(original, scope).text}")
+    for line in cost.not_priced():
+        announce(f"verify: {line}")
+    hold("verify", cost, max_hours, assume_yes, ask)
     path, new = execute(rerun_inventory, scope.plan, out_root, verification=verification)
     if key is not None:
         sign(path, key)

@@ -1,7 +1,7 @@
 """What of a published bundle these hosts can rerun, found in seconds before anything runs there.
 
 Each host of the hosts file that pairs with one of the bundle's is probed lightly (its GPUs, their
-link, its CPU and cores: machines.PROBE_SCRIPT), and each entry of the bundle's plan is compared with
+link, its CPU and cores: bench.controller.probe), and each entry of the bundle's plan is compared with
 what this ddpbench would run for it and judged against what each host has (bench.common.fits: NCCL's
 algorithms on a host without a GPU, more processes than cores). A host whose machine differs, or an
 entry this ddpbench would run otherwise or a host cannot run, is left out, and said; where nothing
@@ -13,47 +13,29 @@ fingerprints still decide after the rerun: the probe reads a few fields, and a f
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from bench.common.fits import side_problem
-from bench.common.host import Capabilities
 from bench.common.protocol import parse_launch_id
 from bench.common.selection import side_of
 from bench.controller.errors import HostError
 from bench.controller.inventory import Host, Inventory
+from bench.controller.probe import Probe, probe as read_host
 from bench.controller.progress import describe_s
-from bench.controller.shell import CommandNotFound, LocalShell
 from bench.errors import UserError
 from bench.verify.compare import entry_differences
-from bench.verify.machines import (PROBE_SCRIPT, PROBE_TIMEOUT_S, Probe, differs_text, light_profile, machine_words, parse_probe,
-                                   probe_differences)
-
-# A batch scheduler's runtime runs the agent on the nodes its job gets, not at the host's address:
-# those are known once the job runs, and their fingerprints decide.
-SCHEDULED_RUNTIMES = frozenset({"slurm"})
+from bench.verify.machines import differs_text, light_profile, machine_words, probe_differences
 
 
 def probe(host: Host) -> "Probe | None":
-    """What the host's machine has, read over its own way in (this machine, or SSH); None where
-    it runs elsewhere. A host that cannot be reached is a UserError: nothing could run there."""
-    if host.runtime in SCHEDULED_RUNTIMES:
-        return None
+    """What the host's machine has (controller.probe); a host that cannot be reached is a UserError:
+    nothing could run there."""
     try:
-        if host.address:
-            from bench.controller.ssh import SSHShell  # fabric and paramiko: only for hosts reached over SSH
-
-            shell = SSHShell.connect(host)
-        else:
-            shell = LocalShell()
-        try:
-            done = shell.run(["sh", "-c", PROBE_SCRIPT], timeout=PROBE_TIMEOUT_S, what="reading the host's GPUs")
-        finally:
-            shell.close()
-    except (HostError, CommandNotFound) as err:
+        return read_host(host)
+    except HostError as err:
         raise UserError(f"host {host.name!r}: {err}; verify reads each host's GPUs before it runs anything, so every host "
                         "of the hosts file must be reachable: fix its entry or leave it out") from None
-    return parse_probe(done.stdout)
 
 
 @dataclass(frozen=True)
@@ -65,6 +47,7 @@ class Scope:
     plan: dict
     pairs: list  # (original host, new host) of the hosts that rerun
     left_out: list
+    probes: dict = field(default_factory=dict)  # new host name -> what its probe read (none for a batch scheduler's)
 
     @property
     def nothing(self) -> bool:
@@ -115,10 +98,6 @@ def _hosts_left_out(original: dict, inventory: Inventory, pairs: list, rule: str
     return kept, left, {new: probed for (_, new), probed in found.items() if probed is not None}
 
 
-# What a probe cannot read is not held against a host: cores where unknown, InfiniBand.
-UNKNOWN_CORES = 1 << 20
-
-
 def _entries_no_host_runs(plan: dict, inventory: Inventory, kept: list, probes: dict, left: set) -> list[dict]:
     """An entry a rerunning host cannot run at all, judged as its agent would judge it (bench.common.fits)
     from what the probe read: left out before anything launches, the host named with why."""
@@ -129,7 +108,7 @@ def _entries_no_host_runs(plan: dict, inventory: Inventory, kept: list, probes: 
         if index in left:
             continue
         for new, probe in judged:
-            hw = Capabilities(gpu_count=len(probe.gpus), logical_cpus=probe.cores or UNKNOWN_CORES, infiniband=True)
+            hw = probe.capabilities()
             problem = side_problem(side_of(entry, hw.cuda), entry["world_sizes"], hw, {**entry.get("env", {}), **hosts[new].env})
             if problem:
                 found.append({"entry": index, "reason": f"host {new} cannot run this {entry['suite']} entry: {problem}"})
@@ -154,7 +133,7 @@ def comparable_part(original: dict, plan: dict, inventory: Inventory, pairs: lis
     rerun_plan = {**plan, "suites": [e for i, e in enumerate(plan["suites"]) if i not in entries_left]}
     rerun_hosts = Inventory(hosts=tuple(h for h in inventory.hosts if h.name in running),
                             groups=tuple(g for g in inventory.groups if set(g.hosts) <= running))
-    return Scope(rerun_hosts, rerun_plan, kept, left + hosts_left)
+    return Scope(rerun_hosts, rerun_plan, kept, left + hosts_left, {name: found for name, found in probes.items() if name in running})
 
 
 def unused_hosts(inventory: Inventory, scope: Scope) -> list[str]:
@@ -169,15 +148,15 @@ def _seconds_between(start: "str | None", end: "str | None") -> "float | None":
 
 
 @dataclass(frozen=True)
-class Estimate:
+class Recorded:
     seconds: float
     text: str
 
 
-def estimate(original: dict, scope: Scope) -> Estimate:
-    """How long the rerun takes: what the kept launches took in the original, on machines of this
-    kind (the probe found them so), host by host in parallel, plus the original's time outside its
-    launches (start-up, fingerprints, gate). The rerun samples as the original did, so no more."""
+def recorded(original: dict, scope: Scope) -> Recorded:
+    """What the rerun's part took where the bundle was made, as the bundle records it: its kept launches,
+    host by host in parallel, and its time outside its launches (start-up, fingerprints, gate). Said
+    beside the rerun's price, never in its place: its author wrote it, on another machine."""
     left = scope.entries_left_out()
     hosts = {h["name"]: h for h in original["hosts"]}
 
@@ -188,8 +167,7 @@ def estimate(original: dict, scope: Scope) -> Estimate:
     wall = _seconds_between(original.get("started_at"), original.get("finished_at"))
     outside = max(0.0, wall - slowest_all) if wall is not None else 0.0
     slowest = max((launches_s(hosts[old], left) for old, _ in scope.pairs), default=0.0)
-    seconds = outside + slowest
-    notes = [f"{describe_s(slowest)} of launches and {describe_s(outside)} of start-up, as the original took them"]
+    notes = [f"{describe_s(slowest)} of launches and {describe_s(outside)} of start-up"]
     if not original["complete"]:
         notes.append(f"not counted: the launches the original did not finish ({original.get('incomplete_reason') or 'incomplete'})")
-    return Estimate(seconds, f"estimated {describe_s(seconds)} ({'; '.join(notes)})")
+    return Recorded(outside + slowest, f"the bundle records {describe_s(outside + slowest)} on its own machine ({'; '.join(notes)})")

@@ -14,7 +14,7 @@ from bench.outputs import prepare_folder
 from bench.report import markdown as markdown_renderer
 from bench.report.document import Bullets, Heading, Paragraph, Table
 from bench.common.units import human_bytes
-from bench.verify.compare import VERDICTS, RunVerdict, higher_is_better
+from bench.verify.compare import VERDICTS, RunVerdict, higher_is_better, stopped_before
 from bench.verify.machines import differs_text, said
 
 
@@ -159,7 +159,8 @@ def _not_compared(verdicts: "list[RunVerdict]") -> str:
     return " | ".join(said[:3]) + (f" | and {len(said) - 3} more" if len(said) > 3 else "")
 
 
-def summary(verdicts: "list[RunVerdict]", result: str, plans_differ: "list[str]") -> str:
+def summary(verdicts: "list[RunVerdict]", result: str, plans_differ: "list[str]", stopped: str = "early") -> str:
+    """The verdict's last line; `stopped`: why the new bundle's run stopped before its end (its incomplete_reason)."""
     if result == "same bundle":
         return ("SAME BUNDLE: the original and the new bundle are one bundle (one sha256): a bundle always matches "
                 "itself, so nothing was judged; compare it with a rerun (ddpbench verify reruns it)")
@@ -167,18 +168,23 @@ def summary(verdicts: "list[RunVerdict]", result: str, plans_differ: "list[str]"
         return f"NOT COMPARABLE: the plans differ ({', '.join(plans_differ)}); compare bundles of one plan"
     counts = Counter(v.verdict for v in verdicts)
     figures = ", ".join(f"{counts[name]} {name}" for name in VERDICTS if counts[name])
-    compared = sum(counts[name] for name in VERDICTS if name != "not comparable")
+    compared = sum(counts[name] for name in VERDICTS if name not in ("not comparable", "incomplete"))
     if result == "not comparable":
         return f"NOT COMPARABLE: no run could be compared ({figures}): {_not_compared(verdicts)}"
     uncompared = f"; {counts['not comparable']} not comparable: {_not_compared(verdicts)}" if counts["not comparable"] else ""
+    unreached = f"; {counts['incomplete']} incomplete: {stopped_before(stopped, 'them')}" if counts["incomplete"] else ""
+    undecided = f"; the inconclusive ones: {_inconclusive_reasons(verdicts)}" if counts["inconclusive"] else ""
     if result == "passed":
         return f"PASS: every compared run reproduced ({figures}){uncompared}"
+    if result == "incomplete":
+        unmeasured = f"{counts['incomplete']} of {compared + counts['incomplete']} runs"
+        judged = f"none of the {compared} compared differed" if compared else "nothing was compared"
+        return f"INCOMPLETE: {stopped_before(stopped, unmeasured)}, no evidence either way; {judged} ({figures}){undecided}{uncompared}"
     if result == "inconclusive":
         return (f"INCONCLUSIVE: {counts['inconclusive']} of {compared} compared runs could not be judged, none differed "
                 f"({figures}): {_inconclusive_reasons(verdicts)}{uncompared}")
     differed = compared - counts["reproduced"] - counts["inconclusive"]
-    undecided = f"; the inconclusive ones: {_inconclusive_reasons(verdicts)}" if counts["inconclusive"] else ""
-    return f"FAIL: {differed} of {compared} compared runs did not reproduce ({figures}){undecided}{uncompared}"
+    return f"FAIL: {differed} of {compared} compared runs did not reproduce ({figures}){undecided}{unreached}{uncompared}"
 
 
 def document(context: dict, verdicts: "list[RunVerdict]", result: str) -> dict:
@@ -188,7 +194,7 @@ def document(context: dict, verdicts: "list[RunVerdict]", result: str) -> dict:
     return {
         "kind": "ddpbench.verdict", **context, "method": "ratio = new median / original median; " + method,
         "outcome": result, "passed": result == "passed",
-        "summary": summary(verdicts, result, context["plans_differ"]), "runs": [v.to_json() for v in verdicts],
+        "summary": summary(verdicts, result, context["plans_differ"], context["rerun_stopped"] or "early"), "runs": [v.to_json() for v in verdicts],
     }
 
 

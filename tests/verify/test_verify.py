@@ -7,8 +7,10 @@ import json
 import math
 import os
 import shutil
+import signal
 import sys
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -22,7 +24,7 @@ from bench.verify.compare import verdict_of
 from bench.verify.rerun import plan_rerun
 from bench.verify.signing import Signature
 from bench.controller.progress import describe_s
-from tests.conftest import REPO, cli
+from tests.conftest import REPO, cli, start_cli
 from tests.support.same_samples import another_bundle_of
 
 PLAN = REPO / "tests" / "plans" / "verify.yaml"
@@ -128,7 +130,7 @@ def test_honest_rerun_reproduces(original, hosts_file, tmp_path):
     assert new["verification"]["of_sha256"] == load(original)["sha256"]
     assert new["plan"] == load(original)["plan"] and new["verification"]["left_out"] == []
     estimate = new["verification"]["estimated_s"]
-    assert 0 < estimate and f"verify: estimated {describe_s(estimate)} (" in done.stdout
+    assert 0 < estimate and f"verify: estimated {describe_s(estimate)} by the cost model on these hosts" in done.stdout
     assert new["verification"]["host_pairs"] == [{"original": "local", "new": "local"}]
     runs = verdicts(new_path.parent)
     assert len(runs) == sum(len(h["runs"]) for h in load(original)["hosts"]) == 3
@@ -452,6 +454,37 @@ def test_a_rerun_estimated_past_the_bound_is_refused_unless_asked_for(original, 
                preexec_fn=lambda: os.dup2(os.open(os.devnull, os.O_RDONLY), 0))  # stdin not a terminal: no prompt
     one_line_error(done, "error: verify is estimated ", ", past --max-hours 0.0001; pass --yes to run it anyway, or --max-hours 0.")
     assert not list((tmp_path / "out").glob("*/bundle.json"))
+
+
+def recorded_launches(raw: Path) -> list:
+    try:
+        return json.loads(raw.read_text())["launches"]
+    except ValueError:
+        return []  # caught between write and rename: not yet
+
+
+def test_a_rerun_stopped_by_sigterm_is_incomplete_and_keeps_what_it_compared(original, tmp_path):
+    """The original as published with a DDP entry of 10,000 steps (a day's timeout): SIGTERM once the rerun's all-reduces are
+    recorded. Those are judged; the DDP run the rerun never finished is incomplete, not a failure."""
+    def long_ddp(doc: dict) -> None:
+        doc["plan"]["suites"][1]["params"]["steps"] = 10_000
+        doc["plan"]["timeout_s"] = 86_400
+    published = derive(original, tmp_path, "long", long_ddp)
+    out = tmp_path / "out"
+    process = start_cli("verify", published, "--out", out, "--tolerance", HONEST_TOLERANCE, "--yes")
+    deadline = time.time() + 300
+    while not any(recorded_launches(path) for path in out.glob("*/hosts/local/raw.json")):
+        assert time.time() < deadline and process.poll() is None, "the rerun's first launch never finished"
+        time.sleep(0.5)
+    process.send_signal(signal.SIGTERM)
+    stdout, stderr = process.communicate(timeout=120)
+    assert process.returncode == 143, stdout + stderr
+    (folder,) = [path.parent for path in out.glob("*/verdict.json")]
+    verdict = load(folder / "verdict.json")
+    assert [run["verdict"] for run in verdict["runs"]] == ["reproduced", "reproduced", "incomplete"]
+    assert verdict["outcome"] == "incomplete" and "FAIL" not in stdout
+    assert "**INCOMPLETE: the rerun was stopped (interrupted (SIGTERM)) before it measured 1 of 3 runs" in stdout
+    assert "interrupted (SIGTERM): the new bundle holds what finished, and the verdict judges only that" in stderr
 
 
 def test_an_unreachable_host_is_refused_before_anything_runs(original, tmp_path):
