@@ -34,6 +34,7 @@ VERSION_TEXT = re.compile(r"(0|[1-9][0-9]{0,5})\.(0|[1-9][0-9]{0,5})")
 # Passes over a newer minor's document, each dropping the fields this schema does not know at one
 # depth: a bundle nests deeper than this nowhere.
 MAX_UNKNOWN_PASSES = 16
+IMPORTED = "ddpbench.imported"  # the kind of a bundle made of another tool's result (`ddpbench import`): no plan
 MAX_BUNDLE_BYTES = 256 * 1024 * 1024
 MAX_DEPTH = 64
 # The Python objects a bundle's text may become, at the most (estimated from the text before one

@@ -60,6 +60,7 @@ def collect(env: Mapping[str, str] | None = None, root: Path = Path("/")) -> dic
             _fill_nvlink(gpus, nvlink_status)
 
     limit = probe("memory limit", lambda: system.memory_limit(root))
+    nccl, headers = probe("nccl", software.nccl_version), probe("nccl headers", software.nccl_headers_version)
     cpu_default = {"model": None, "sockets": None, "cores_physical": None, "logical_cpus": os.cpu_count() or 1, "numa_nodes": None}
     fingerprint = {
         "fingerprint_version": FINGERPRINT_VERSION,
@@ -79,7 +80,8 @@ def collect(env: Mapping[str, str] | None = None, root: Path = Path("/")) -> dic
         "network": probe("network", system.network, {"nics": [], "infiniband": []}),
         "software": {
             **probe("software", software.versions, {"python": platform.python_version(), "torch": None, "torch_cuda": None}),
-            "nccl": probe("nccl", software.nccl_version),
+            "nccl": nccl,
+            **({"nccl_headers": headers} if headers != nccl else {}),
             "cudnn": probe("cudnn", software.cudnn_version),
         },
         "container": probe("container", lambda: software.container(env),

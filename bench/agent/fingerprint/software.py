@@ -1,10 +1,13 @@
 """Python, torch, CUDA, NCCL and cuDNN versions, and the container image in use."""
 from __future__ import annotations
 
+import ctypes
 import json
 import platform
 from pathlib import Path
 from typing import Mapping
+
+from bench.common.nccl_log import version_text
 
 try:
     import torch
@@ -25,11 +28,26 @@ def versions() -> dict:
 
 # A CUDA build of torch is enough for the next two: torch.cuda.is_available() would initialise
 # the CUDA driver in this process, which breaks CUDA in any child forked afterwards.
-def nccl_version() -> str | None:
-    """'2.28.9'; ncclGetVersion needs no GPU."""
+def nccl_headers_version() -> str | None:
+    """'2.28.9': the NCCL headers torch was built with (torch.cuda.nccl.version())."""
     if torch is None or not torch.version.cuda:
         return None
-    return ".".join(str(part) for part in torch.cuda.nccl.version())
+    return ".".join(str(part) for part in torch.cuda.nccl.version()[:3])
+
+
+def nccl_version(maps: Path = Path("/proc/self/maps")) -> str | None:
+    """'2.28.9': the NCCL library this process loaded with torch, by its ncclGetVersion, which needs no
+    GPU and initialises nothing; the headers' version where torch holds NCCL in itself (no libnccl
+    mapped). A wheel of nvidia-nccl installed over torch's gives a library unlike the headers."""
+    if torch is None or not torch.version.cuda:
+        return None
+    mapped = next((line.split()[-1] for line in maps.read_text().splitlines() if "/libnccl.so" in line), None)
+    if mapped is None:
+        return nccl_headers_version()
+    code = ctypes.c_int()
+    if ctypes.CDLL(mapped).ncclGetVersion(ctypes.byref(code)) != 0:
+        raise RuntimeError(f"ncclGetVersion of {mapped} failed")
+    return version_text(code.value)
 
 
 def cudnn_version() -> int | None:
