@@ -23,7 +23,7 @@ from bench.controller.plans import load_plan, plan_names, smoke
 from bench.docker.cli import add_image_commands
 from bench.errors import UserError
 from bench.judging import shared_machine
-from bench.outputs import disk_problem
+from bench.outputs import disk_problem, prepare_folder
 from bench.yamlfile import load_yaml
 
 def cmd_run(args) -> int:
@@ -386,7 +386,7 @@ def cmd_export(args) -> int:
         if not found:
             raise UserError(f"{args.bundle}: no run times a collective nccl-tests has a program for "
                             f"({', '.join(nccl_tests.PROGRAMS)}); export a bundle of the collectives sweep (e.g. PLAN=quick)")
-        out = args.out or Path("export")
+        out = prepare_folder(args.out or Path("export"), "exported nccl-tests files")
         for name, document in found.items():
             write_text(out / name, nccl_tests.dumps(document) + "\n")
             print(terminal(f"nccl-tests: {out / name}"))

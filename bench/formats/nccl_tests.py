@@ -80,7 +80,7 @@ def read(path: Path) -> ResultFile:
                         "give the file of nccl-tests' -J or rccl-tests' --output_file")
     version = document.get("version")
     if version not in READ_VERSIONS:
-        raise UserError(f"{path}: field version: {str(version)[:20]!r} is not an nccl-tests JSON file version ddpbench reads "
+        raise UserError(f"{path}: field version: {repr(version)[:20]} is not an nccl-tests JSON file version ddpbench reads "
                         f"({', '.join(map(str, READ_VERSIONS))}); write it with nccl-tests 2.18 to 2.19 (-J FILE.json)")
     _check(path, document, "nccl_tests")
     return _nccl(path, document)
@@ -253,24 +253,27 @@ def _document(bundle: dict, host: dict, rows: list) -> dict:
                 continue
             measured = placed[in_place][1]
             row[key], row[f"{key}_per_iter"] = _measured(measured, size, _suite().bus_factor(call.op, world_size))
-        row.update(actual_iterations=run.params.get("iters", len(run.samples("time_s"))), experiment_name="")
+        row.update(actual_iterations=len(run.samples("time_s")), experiment_name="")
         results.append(row)
     fp = host.get("fingerprint") or {}
-    gpus = fp.get("gpus") or []
-    devices = [{"rank": rank, "group": 0, "pid": 0, "hostname": host["name"], "device": rank,
-                "device_hex": ((gpus[rank] if rank < len(gpus) else {}).get("pci_bus_id") or "")[:10],
-                "device_info": (gpus[rank] if rank < len(gpus) else {}).get("name") or "unknown"} for rank in range(world_size)]
+    first_gpu = (fp.get("gpus") or [{}])[0]
+    # as one process of world_size GPUs (-g) writes it: its first GPU only
+    devices = [{"rank": 0, "group": 0, "pid": 0, "hostname": host["name"], "device": 0,
+                "device_hex": (first_gpu.get("pci_bus_id") or "")[:10], "device_info": first_gpu.get("name") or "unknown"}]
     bandwidths = [placement["bus_bw"] for row in results for key, _ in PLACEMENTS if (placement := row[key])]
     sizes = [row["size"] for row in results]
     nccl = ((fp.get("software") or {}).get("nccl") or "0.0.0").split(".")
-    first = rows[0][1].params
+    # A sample of ddpbench is the mean of `iters` calls: nccl-tests' iteration of -m aggregated calls.
+    first = rows[0][1]
+    iterations, aggregated = len(first.samples("time_s")), first.params.get("iters", 1)
     return {
         "version": WRITTEN_VERSION, "start_time": bundle["started_at"].replace("T", " ").rstrip("Z"),
-        "args": [program, "-b", str(min(sizes)), "-e", str(max(sizes)), "-g", str(world_size), "-I", "1"], "env": [],
+        "args": [program, "-b", str(min(sizes)), "-e", str(max(sizes)), "-g", str(world_size), "-n", str(iterations),
+                 "-m", str(aggregated), "-I", "1"], "env": [],
         "nccl_version": int(nccl[0]) * 10000 + int(nccl[1]) * 100 + int(nccl[2]),
         "config": {"nthreads": 1, "ngpus": world_size, "minimum_bytes": min(sizes), "maximum_bytes": max(sizes),
-                   "step_bytes": 0, "warmup_iters": first.get("warmup_iters", 0), "iterations": first.get("iters", 1),
-                   "aggregated_iterations": 1, "validation": 1, "graph": int(bool(first.get("cuda_graph"))),
+                   "step_bytes": 0, "warmup_iters": first.params.get("warmup_iters", 0), "iterations": iterations,
+                   "aggregated_iterations": aggregated, "validation": 1, "graph": int(bool(first.params.get("cuda_graph"))),
                    "blocking_collectives": "false", "per_iter_timing": "true", "per_iter_skip": 0, "parallel_init": "false",
                    "devices": devices},
         "results": results,

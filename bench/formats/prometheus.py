@@ -18,7 +18,7 @@ def text(bundle: dict) -> str:
     for placed in figures(bundle):
         figure = placed.figure
         name = PREFIX + re.sub(r"[^a-zA-Z0-9_]", "_", figure.name)
-        labels = {"run_id": bundle["run_id"], "host": placed.host, "run": placed.label, "link": placed.link,
+        labels = {"run_id": bundle["run_id"], "host": placed.host, "run": placed.label, "variant": placed.variant, "link": placed.link,
                   "ranks": figure.key.get("ranks"), "repeat": placed.repeat,
                   **{key: figure.key[key] for key in ("size_bytes", "dtype") if figure.key.get(key) is not None}}
         family = families.setdefault(name, (figure, []))[1]

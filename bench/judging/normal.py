@@ -102,8 +102,9 @@ def _missing(figure: str, key: dict, rows: list, alike: list) -> tuple[str, tupl
     if alike:  # a small message or copy measures latency more than the link
         return f"{what}: ranges hold {_sizes(alike)}", ("size",)
     near = [(fields, row) for row in rows if set(fields := differs(row["key"], key)) <= set(SETTING)]
-    if near and all(fields == ["nccl"] for fields, _ in near):
-        held = " and ".join(sorted({str(row["key"]["nccl"]) for _, row in near}))
+    other_nccl = [row for fields, row in near if fields == ["nccl"]]
+    if other_nccl:
+        held = " and ".join(sorted({str(row["key"]["nccl"]) for row in other_nccl}))
         return (f"no reference for NCCL {key.get('nccl') or '(version unknown)'}: the ranges of {what} were measured "
                 f"with NCCL {held}, whose choice of algorithm may differ"), ("nccl",)
     if not near:
