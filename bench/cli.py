@@ -134,7 +134,7 @@ def cmd_validate(args) -> int:
     for path in args.files:
         if intoto.is_statement(path):
             statement = intoto.read(path)
-            signed = check_signature(path, args.allowed_signers, args.allowed_signers is not None).describe()
+            signed = check_signature(path, args.allowed_signers, False).describe()
             print(terminal(f"{path}: ok: in-toto Statement, {statement.get('predicate', {}).get('result', 'no result')} of "
                            f"{', '.join(subject.get('name', '?') for subject in statement['subject'])}; {signed}"))
             continue

@@ -71,7 +71,7 @@ def _what(path: Path, found, fingerprint_here: bool, nccl_log: "Path | None") ->
     if nccl_log is None:
         lacks.append("the transport NCCL used: give the run's NCCL_DEBUG=INFO output with --nccl-log")
     if not found.checked:
-        lacks.append("a check of its results: some were not checked (nccl-tests -c 0)")
+        lacks.append("a check of its results: some were not checked (-c 0)")
     if found.format == "rccl-tests":
         lacks.append("each iteration's time and the RCCL version: rccl-tests' list has neither")
     elif not any(len(result.times_us) > 1 for result in found.results):
@@ -104,7 +104,7 @@ def _runs(found, log: "str | None") -> list:
         call = result.call
         factor = suite.bus_factor(call.op, found.world_size)
         record = {"suite": suite.name, "params": suite.collective_run_params(call), "world_size": found.world_size,
-                  "transport": transport, "launch_id": launch_id(0, suite.name, preset, found.world_size, result.repeat),
+                  "transport": dict(transport), "launch_id": launch_id(0, suite.name, preset, found.world_size, result.repeat),
                   "repeat": result.repeat, **({"env": env} if env else {})}
         if result.wrong:
             record.update(status="failed", error=f"{found.format}' check found {result.wrong} wrong element(s)", metrics={})

@@ -222,14 +222,14 @@ def _env(lines: list) -> dict:
 
 def files(bundle: dict) -> dict:
     """{file name: nccl-tests' -J document} of the bundle's runs that time a collective nccl-tests has a
-    program for: one file per host, collective, transport and world size, as one nccl-tests run writes."""
+    program for: one file per host, launch and collective, as one nccl-tests run writes."""
     groups: dict = {}
     for host in bundle["hosts"]:
         for run in map(Run, host["runs"]):
             call = suites.get(run.suite).collective_call(run)
             if call is None or not run.ok or "time_s" not in run.metrics:
                 continue
-            name = f"{host['name']}-{call.op}-{run.preset}-ws{run.world_size}-r{run.repeat}.json"
+            name = f"{host['name']}-{run.launch_id}-{call.op}.json"
             groups.setdefault(name, (host, []))[1].append((call, run))
     return {name: _document(bundle, host, rows) for name, (host, rows) in groups.items()}
 

@@ -55,7 +55,7 @@ def test_nccl_tests_json_is_read_back_as_the_same_figures(imported, tmp_path):
     done = ddpbench("export", imported, "--format", "nccl-tests", "--out", tmp_path)
     assert done.returncode == 0, done.stderr
     (path,) = tmp_path.glob("*.json")
-    assert done.stdout == f"nccl-tests: {path}\n" and path.name == "imported-all_reduce-default-ws2-r1.json"
+    assert done.stdout == f"nccl-tests: {path}\n" and path.name == "imported-00-collectives-default-ws2-all_reduce.json"
     document = json.loads(path.read_text())
     assert (document["version"], document["args"][0], document["config"]["per_iter_timing"]) == (3, "all_reduce_perf", "true")
     row = document["results"][0]
