@@ -6,6 +6,7 @@ PY := $(VENV)/bin/python
 HOSTS ?= hosts/local.yaml
 PLAN ?= quick
 OUT ?= results
+TEST_WORKERS ?= 2
 # The CPU build of this version lies on the CI machines' disk; a host whose python3 has torch
 # (in the system, a venv or a conda env) keeps its own: see `venv` below.
 TORCH_VERSION := 2.13.0
@@ -49,13 +50,15 @@ setup: $(VENV)/.test-installed
 bench: $(VENV)/.installed
 	$(PY) -m bench run --hosts $(HOSTS) --plan $(PLAN) --out $(OUT)
 
-# `make test` runs every test, or those of TESTS='tests/suites/test_ddp.py ...'. Ctrl-C or a SIGTERM
+# `make test` runs every test, or those of TESTS='tests/suites/test_ddp.py ...', in TEST_WORKERS
+# processes (pytest-xdist; 0: in pytest's own). Many tests wait on ranks, daemons and timeouts: two
+# workers keep both of CI's cores busy. Ctrl-C or a SIGTERM
 # to make stops it cleanly: pytest is make's own child (exec: no shell between them to swallow
 # the SIGTERM make passes on), and the tests end the daemons they started (tests/conftest.py).
 # A SIGINT sent to make's process alone, not to its group as Ctrl-C sends it, make keeps to itself.
 test: $(VENV)/.test-installed
 	bash tests/system-deps.sh
-	exec $(PY) -m pytest -q $(TESTS)
+	exec $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup $(TESTS)
 
 # Before each commit: the tests not marked slow, under 3 minutes and 2.5 minutes of CPU on 2 cores,
 # its 10 slowest named. It needs none of the system packages that `make test` installs, and leaves

@@ -10,6 +10,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import hypothesis  # noqa: F401 - imported now: its plugin would at the session's end, past the 5 s an xdist worker has then
 import pytest
 
 from tests import tiers
@@ -96,20 +97,34 @@ def pytest_make_collect_report(collector):
     return report
 
 
+# What each pytest-xdist worker found left running after its teardown, said by the controller.
+WORKERS_LEFT: list = []
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:
+    WORKERS_LEFT.extend(getattr(node, "workeroutput", {}).get("left_running", []))
+
+
 @pytest.hookimpl(wrapper=True, trylast=True)  # inside the terminal's: its summary comes after
 def pytest_sessionfinish(session):
     """Around the teardown of the session's fixtures: a stop signal from here on is set aside (the
     teardown ends the daemons), and a process the session started that still runs after it is
     ended and named. Where the tests ran to their end, a fixture or a test left it: the session
     fails. An interrupted one may have cut a process's parent short (a CLI under test, killed
-    with its test): it stays interrupted."""
+    with its test): it stays interrupted. A worker hands what it found to the controller."""
     STOP_SIGNALS.tearing_down = True
     result = yield
     left = still_running(started_by(os.getpid(), MARK, SESSION), grace_s=5)
-    if left:
-        end(left)
-        named = "; ".join(map(str, left))
-        interrupted = session.exitstatus == pytest.ExitCode.INTERRUPTED
+    end(left)
+    found = [(str(process), session.exitstatus == pytest.ExitCode.INTERRUPTED) for process in left]
+    if hasattr(session.config, "workerinput"):
+        session.config.workeroutput["left_running"] = found
+        return result
+    found += WORKERS_LEFT
+    if found:
+        named = "; ".join(name for name, _ in found)
+        interrupted = session.exitstatus == pytest.ExitCode.INTERRUPTED or all(stopped for _, stopped in found)
         session.config.pluginmanager.get_plugin("terminalreporter").write_line(
             f"processes the interrupted tests left running, ended now: {named}" if interrupted else
             f"error: processes the tests started still ran after every fixture's teardown, ended now: {named}; "
@@ -119,13 +134,27 @@ def pytest_sessionfinish(session):
     return result
 
 
-@pytest.hookimpl(tryfirst=True)  # before `-m` selects by the marks
+# Files whose tests share a session fixture that costs minutes run in one pytest-xdist worker, so
+# that it is made once: the Docker engine and its images, the default plan's CPU run.
+SHARED_SESSION_FIXTURES = {"docker_engine": "docker", "docker_cpu_image": "docker", "docker_registry": "docker",
+                           "quick_run": "quick-run"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` selects by the marks, and before xdist reads the groups
 def pytest_collection_modifyitems(items) -> None:
-    """Every test of a FULL_ONLY file is slow: `make check` leaves it to `make test` (tests/tiers.py)."""
+    """Every test of a FULL_ONLY file is slow: `make check` leaves it to `make test` (tests/tiers.py).
+    Under `make test`'s workers (--dist loadgroup) a file's tests stay together, as its module
+    fixtures are made once; files sharing a costly session fixture go to one worker."""
     full_only = {REPO / path for path in tiers.FULL_ONLY}
+    group_of_file: dict = {}
+    for item in items:
+        shared = [SHARED_SESSION_FIXTURES[name] for name in item.fixturenames if name in SHARED_SESSION_FIXTURES]
+        group_of_file.setdefault(item.path, set()).update(shared)
     for item in items:
         if item.path in full_only:
             item.add_marker(pytest.mark.slow)
+        shared = sorted(group_of_file[item.path])
+        item.add_marker(pytest.mark.xdist_group(shared[0] if shared else item.path.relative_to(REPO).as_posix()))
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -1,6 +1,6 @@
 """The report's "Is my number normal?" section: every figure of the runs' suites as the judging found
 it against the expected range of its key (bench/judging/normal.py): within, below with its likely
-causes, above, or no reference, each range with its sources."""
+causes, above, or no reference, each range with its sources, and for a training run what paced it."""
 
 from __future__ import annotations
 
@@ -26,15 +26,20 @@ def section(comparison: Comparison) -> list:
             "The expected ranges (the expected.json of each suite's folder) are per accelerator model and link, so none holds the "
             f"{len(judged)} judged figure(s) of these CPU runs: set them against a run of the same plan on another CPU.")]
     verdicts = Counter(found.verdict for _, found in judged)
+    ranged = [(entry, found) for entry, found in judged if found.verdict != NO_REFERENCE]
+    # A training figure is about the link only where the GPU paced its steps: each row says what did.
+    paced = {id(entry): entry.suite.pacing([entry.run]) for entry, _ in ranged}
     rows = [[entry.host.name, entry.label, entry.series.transport_label, _value(found), found.expected(),
              found.verdict + (" ⚠" if found.verdict == "below" else ""), found.why or "-"]
-            for entry, found in judged if found.verdict != NO_REFERENCE]
+            + ([paced[id(entry)].short() if paced[id(entry)] else "-"] if any(paced.values()) else [])
+            for entry, found in ranged]
     blocks = [Heading(2, "Is my number normal?"), Paragraph(
         f"Each run's judged figures (the median; a scaling efficiency) against the range a correct measurement gives on the same GPU "
         f"model and link, from public figures and this project's own (the expected.json of each suite's folder): {counts(verdicts)}. "
         "A figure below its range comes with the causes this bundle shows.", warning=bool(verdicts["below"]))]
     if rows:
-        blocks.append(Table(["host", "run", "transport", "figure", "expected (GPU, link; sources)", "verdict", "likely causes"], rows))
+        blocks.append(Table(["host", "run", "transport", "figure", "expected (GPU, link; sources)", "verdict", "likely causes"]
+                            + (["paced by (GPU busy share)"] if any(paced.values()) else []), rows))
     missing = Counter(found.why for _, found in judged if found.verdict == NO_REFERENCE)
     if missing:
         blocks.append(Paragraph("No reference for " + "; ".join(f"{n} figure(s): {why}" for why, n in sorted(missing.items()))

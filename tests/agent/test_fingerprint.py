@@ -280,11 +280,16 @@ def test_collect_image_from_env_and_unreadable_pin(tmp_path):
     assert any(error.startswith("container: JSONDecodeError") for error in fp["probe_errors"])
 
 
-def collect_in_subprocess(blocked: tuple[str, ...], path_prefix: str | None = None) -> dict:
-    """collect() in a fresh interpreter where `blocked` modules cannot be imported."""
-    prelude = "".join(f"sys.modules[{name!r}] = None; " for name in blocked)
-    code = f"import sys, json; {prelude}from bench.agent.fingerprint import collect; print(json.dumps(collect()))"
+def collect_in_subprocess(blocked: tuple[str, ...], path_prefix: str | None = None, shims: "Path | None" = None) -> dict:
+    """collect() in a fresh interpreter where `blocked` modules cannot be imported, by it or by
+    the children it starts (a package of each name that raises ImportError, first on the path)."""
     env = {**os.environ, "DDPBENCH_IMAGE_PIN": "/nonexistent/pin.json"}
+    if blocked:
+        for name in blocked:
+            (shims / name).mkdir(parents=True)
+            (shims / name / "__init__.py").write_text(f"raise ImportError('{name} is blocked for this test')\n")
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(shims), os.environ.get("PYTHONPATH")]))
+    code = "import json; from bench.agent.fingerprint import collect; print(json.dumps(collect()))"
     if path_prefix:
         env["PATH"] = path_prefix + os.pathsep + env["PATH"]
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
@@ -294,8 +299,8 @@ def collect_in_subprocess(blocked: tuple[str, ...], path_prefix: str | None = No
 
 @pytest.mark.slow
 @pytest.mark.parametrize("blocked", [("psutil", "pynvml"), ("psutil", "pynvml", "torch")])
-def test_collect_without_optional_packages(blocked):
-    fp = collect_in_subprocess(blocked)
+def test_collect_without_optional_packages(blocked, tmp_path):
+    fp = collect_in_subprocess(blocked, shims=tmp_path)
     assert_valid(fp)
     assert fp["gpu_count"] == 0
     assert fp["cpu"]["logical_cpus"] >= 1 and fp["memory_total_bytes"] > 0  # from /proc
@@ -316,7 +321,7 @@ def test_collect_through_nvidia_smi_h200x2(tmp_path, nvlink_prints, links, link_
     script = tmp_path / "nvidia-smi"
     script.write_text(f'#!/bin/sh\ncase "$*" in\n{cases}  *) exit 2;;\nesac\n')
     script.chmod(script.stat().st_mode | stat.S_IEXEC)
-    fp = collect_in_subprocess(("pynvml",), path_prefix=str(tmp_path))
+    fp = collect_in_subprocess(("pynvml",), path_prefix=str(tmp_path), shims=tmp_path / "shims")
     assert_valid(fp)
     assert fp["probes"]["gpu_source"] == "nvidia-smi"
     assert (fp["gpu_count"], fp["driver_version"], fp["cuda_driver_version"]) == (2, "580.159.04", "13.0")
@@ -431,3 +436,16 @@ def test_collect_on_a_bare_root_validates_and_states_what_each_probe_cost(tmp_pa
     assert fp["probe_errors"] == []
     assert {"nvml", "iommu", "numa", "/dev/shm"} <= set(fp["probes"]["durations_s"])
     assert fp["probes"]["duration_s"] >= max(fp["probes"]["durations_s"].values())
+
+
+def test_the_agent_reads_torchs_versions_without_importing_torch():
+    """torch is read in a child: the agent's own process never spends the seconds of importing it."""
+    code = ("import sys, json; import bench.agent.__main__; from bench.agent.fingerprint import collect; "
+            "fp = collect(); print(json.dumps([fp['software']['torch'], 'torch' in sys.modules]))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "DDPBENCH_IMAGE_PIN": "/nonexistent/pin.json"})
+    assert done.returncode == 0, done.stderr
+    version, imported = json.loads(done.stdout)
+    import torch
+
+    assert version == torch.__version__ and not imported

@@ -68,20 +68,46 @@ def test_exposed_communication_agrees_with_every_pair_of_intervals(seed):
     assert kernel_time.covered(comm, compute) == pytest.approx(pairs)
 
 
+class Event:
+    """What kernels_by_step reads of torch's profiler events (torch.autograd._KinetoEvent)."""
+
+    def __init__(self, name, device, begin_us, end_us, annotation=False):
+        self._name, self._device, self._span, self._annotation = name, device, (begin_us * 1000, end_us * 1000), annotation
+
+    def name(self):
+        return self._name
+
+    def device_type(self):
+        return self._device
+
+    def is_user_annotation(self):
+        return self._annotation
+
+    def start_ns(self):
+        return self._span[0]
+
+    def end_ns(self):
+        return self._span[1]
+
+
 def test_kernels_go_to_the_step_whose_window_holds_them():
-    mark = {"name": kernel_time.STEP_MARK, "cat": "user_annotation"}
-    trace = {"traceEvents": [
-        {**mark, "ts": 2000, "dur": 1000}, {**mark, "ts": 0, "dur": 1000},
-        {"name": "nvjet", "cat": "kernel", "ts": 100, "dur": 300},
-        {"name": "ncclDevKernel", "cat": "kernel", "ts": 2500, "dur": 100},
-        {"name": kernel_time.STEP_MARK, "cat": "gpu_user_annotation", "ts": 0, "dur": 3000},
-        {"name": "aten::mm", "cat": "cpu_op", "ts": 150, "dur": 10},
-    ]}
-    assert kernels_by_step(trace) == [[("nvjet", 100e-6, 400e-6)], [("ncclDevKernel", 2500e-6, 2600e-6)]]
+    from torch.autograd import DeviceType
+
+    cpu, gpu = DeviceType.CPU, DeviceType.CUDA
+    events = [
+        Event(kernel_time.STEP_MARK, cpu, 2000, 3000, annotation=True), Event(kernel_time.STEP_MARK, cpu, 0, 1000, annotation=True),
+        Event("nvjet", gpu, 100, 400), Event("ncclDevKernel", gpu, 2500, 2600),
+        Event(kernel_time.STEP_MARK, gpu, 0, 3000, annotation=True),  # the annotation mirrored on the GPU: no kernel
+        Event("Optimizer.step#AdamW.step", gpu, 2100, 2900, annotation=True),
+        Event("Memset (Device)", gpu, 150, 160), Event("aten::mm", cpu, 150, 160),
+        Event("Memcpy DtoD (Device -> Device)", gpu, 2700, 2800),
+    ]
+    assert kernels_by_step(events) == [[("nvjet", 100e-6, 400e-6)],
+                                       [("ncclDevKernel", 2500e-6, 2600e-6), ("Memcpy DtoD (Device -> Device)", 2700e-6, 2800e-6)]]
 
 
 def test_profiled_steps_are_found_in_torch_profilers_own_trace():
-    """The step windows come from torch.profiler's trace as this torch writes it (no kernels on a CPU)."""
+    """The step windows come from torch.profiler's events as this torch records them (no kernels on a CPU)."""
     ran = []
     model = torch.nn.Linear(8, 8)
     breakdowns = kernel_time.profile_steps(lambda: ran.append(model(torch.ones(2, 8)).sum().backward()), 3, torch.device("cpu"))

@@ -15,7 +15,9 @@ from bench.common.stats import Launches, family_level, metric, ratio_interval
 from bench.report.answer import TITLE
 from bench.suites.training import pacing
 from bench.verify.compare import verdict_of
+from tests.conftest import REPO
 from tests.report.test_report_answer import _answer_of, _rows, _section
+from tests.support.cli_in_process import ddpbench
 from tests.support.report_variants import make_variant
 
 TOLERANCE = 0.05
@@ -109,3 +111,16 @@ def test_a_cpu_run_says_its_processes_are_paced_by_the_cpu(fleet_report):
     answer = _section((fleet_report / "report.md").read_text(), TITLE)
     cpu_rows = [row for row in _rows(answer) if row[2].endswith("processes")]
     assert cpu_rows and all(row[-1] == "CPU" for row in cpu_rows)
+
+
+@pytest.mark.slow  # a report of 26 GPU runs
+def test_is_my_number_normal_says_what_paced_each_training_row(tmp_path):
+    """The H100 bundle of every shipped training entry: its GPU-bound rows and its host-paced ones,
+    each "normal?" row with the pacing its run had, as the answer's table gives it."""
+    bundle = REPO / "benchmarks/results/bundles/20261206T092007Z-c3b1ad.bundle.json.gz"
+    assert ddpbench("report", str(bundle), "--out", str(tmp_path)).returncode == 0
+    normal = _section((tmp_path / "report.md").read_text(), "Is my number normal?")
+    header = next(line for line in normal.splitlines() if line.startswith("| host |"))
+    assert header.rstrip(" |").endswith("paced by (GPU busy share)")
+    paced = [row[-1] for row in _rows(normal) if row[0] == "local"]
+    assert any(cell.startswith("GPU-bound 9") for cell in paced) and any(cell.startswith("host-paced ") for cell in paced)

@@ -6,7 +6,8 @@ process's and that of the children it waited for (getrusage), the ranks and CLIs
 
 `make test` (the whole suite, every test passed) writes the record anew; `--record-durations` writes
 the rows of the files a selection ran whose every test passed, and keeps the others; `--durations-file`
-writes another file."""
+writes another file. Under pytest-xdist each worker measures its files and hands them to the
+controller (workeroutput), which writes the record."""
 
 from __future__ import annotations
 
@@ -67,6 +68,19 @@ class FileDurations:
             if item.get_closest_marker("slow") is None:
                 self.check_cpu[name] += cpu_seconds() - cpu
 
+    @staticmethod
+    def is_worker(config: pytest.Config) -> bool:
+        return hasattr(config, "workerinput")
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node, error) -> None:
+        """A worker's files, measured there (pytest-xdist's hook, on the controller)."""
+        measured = getattr(node, "workeroutput", {}).get("file_durations", {})
+        for name, (wall, cpu, check_cpu) in measured.items():
+            self.wall[name] += wall
+            self.cpu[name] += cpu
+            self.check_cpu[name] += check_cpu
+
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.failed:
             self.failed.add(report.fspath)
@@ -80,6 +94,10 @@ class FileDurations:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session, exitstatus):
+        if self.is_worker(self.config):
+            self.config.workeroutput["file_durations"] = {
+                name: (self.wall[name], self.cpu[name], self.check_cpu[name]) for name in self.wall}
+            return
         whole = self.whole_suite() and exitstatus == pytest.ExitCode.OK
         passed = [name for name in self.wall if name not in self.failed]
         if not passed or not (whole or self.config.getoption("record_durations")):

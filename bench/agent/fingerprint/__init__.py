@@ -1,8 +1,8 @@
 """Machine fingerprint: everything needed to judge whether two results are comparable.
 
 `collect()` returns a dict that schema/fingerprint.schema.json describes. It imports only the
-standard library, plus torch, pynvml and psutil when they are installed, and never raises: a
-failing probe leaves its field null (or empty) and adds a line to "probe_errors".
+standard library, plus pynvml and psutil when they are installed (torch in a child: torch_child.py),
+and never raises: a failing probe leaves its field null (or empty) and adds a line to "probe_errors".
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import Callable, Mapping
 
 from bench.common.timestamps import utc_timestamp
 
-from . import driver_module, environment, iommu, link_load, numa, nvidia_smi, nvml, pcie_path, software, system
+from . import driver_module, environment, iommu, numa, nvidia_smi, nvml, pcie_path, software, system, torch_child
 
 __all__ = ["FINGERPRINT_VERSION", "collect"]
 
@@ -47,8 +47,9 @@ def collect(env: Mapping[str, str] | None = None, root: Path = Path("/")) -> dic
     gpu_facts = gpu_facts or {"driver_version": None, "cuda_driver_version": None, "gpus": []}
     gpus = gpu_facts["gpus"]
     health = gpu_facts.get("health") or {"source": "none", "gpus": []}
-    # The link under load needs NVML and torch on a GPU; without them it stays "not measured".
-    loaded = (probe("link under load", link_load.run) if gpus and gpu_source == "nvml" else None) or {}
+    # torch's probes run in a child beside the others. The link under load needs NVML and torch on a
+    # GPU; without them it stays "not measured".
+    child = probe("torch", lambda: torch_child.start(link=bool(gpus) and gpu_source == "nvml"))
 
     topology = {"matrix": None, "p2p_read": None, "p2p_write": None, "cpu_affinity": None, "numa_affinity": None}
     if gpus:  # no GPU, no topology: spares the nvidia-smi calls that could each hang 10 s
@@ -59,8 +60,10 @@ def collect(env: Mapping[str, str] | None = None, root: Path = Path("/")) -> dic
         if nvlink_status is not None:
             _fill_nvlink(gpus, nvlink_status)
 
+    from_torch = (probe("torch", lambda: torch_child.result(child)) if child else None) or {}
+    errors.extend(from_torch.get("errors", []))
+    loaded = from_torch.get("link_load") or {}
     limit = probe("memory limit", lambda: system.memory_limit(root))
-    nccl, headers = probe("nccl", software.nccl_version), probe("nccl headers", software.nccl_headers_version)
     cpu_default = {"model": None, "sockets": None, "cores_physical": None, "logical_cpus": os.cpu_count() or 1, "numa_nodes": None}
     fingerprint = {
         "fingerprint_version": FINGERPRINT_VERSION,
@@ -78,12 +81,7 @@ def collect(env: Mapping[str, str] | None = None, root: Path = Path("/")) -> dic
         "health": health,
         "link_load": {key: loaded.get(key) for key in ("pcie_loaded", "p2p_access", "nvlink_loaded")},
         "network": probe("network", system.network, {"nics": [], "infiniband": []}),
-        "software": {
-            **probe("software", software.versions, {"python": platform.python_version(), "torch": None, "torch_cuda": None}),
-            "nccl": nccl,
-            **({"nccl_headers": headers} if headers != nccl else {}),
-            "cudnn": probe("cudnn", software.cudnn_version),
-        },
+        "software": {"python": platform.python_version(), **(from_torch.get("software") or torch_child.NO_TORCH)},
         "container": probe("container", lambda: software.container(env),
                            {"image": env.get("DDPBENCH_IMAGE") or None, "digest": None, "pin": None}),
         "env": probe("env", lambda: environment.allowed(env), {}),

@@ -5,23 +5,17 @@ Many GPUs train their link down when idle (GeForce cards at rest report Gen 1), 
 generation and width read at rest say little about the link a run gets. This probe copies
 pinned host memory to each GPU in turn for a moment and reads the link through NVML while
 the copies run; then, for each GPU with a peer it may access, it copies to that peer and reads
-its NVLinks (how many are active, at what speed). It runs as its own process (`python -m bench.agent.fingerprint.link_load`,
-JSON on stdout) so that its CUDA context is gone before anything is measured.
+its NVLinks (how many are active, at what speed). It runs in the fingerprint's child process
+(torch_child.py), so that its CUDA context is gone before anything is measured.
 """
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import time
 
 from bench.agent.fingerprint.nvml import nvlink_state
-from bench.common.paths import SOURCE_ROOT
 
 BURST_BYTES = 64 << 20
 BURST_S = 0.3  # long enough for the link to train up; GeForce cards take a few ms
-TIMEOUT_S = 60
 
 
 def _nvml_handle(nvml, props) -> tuple[int, object]:
@@ -99,17 +93,3 @@ def probe() -> dict:
         nvml.nvmlShutdown()
     p2p = {f"GPU{indices[a]}": {f"GPU{indices[b]}": b in access[a] for b in range(count) if b != a} for a in range(count)}
     return {"pcie_loaded": loaded, "p2p_access": p2p, "nvlink_loaded": nvlink or None}
-
-
-def run() -> dict:
-    """The probe's result from a child process; raises with the child's last line when it fails."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(SOURCE_ROOT), os.environ.get("PYTHONPATH")]))}
-    done = subprocess.run([sys.executable, "-m", __name__], capture_output=True, text=True, timeout=TIMEOUT_S, env=env)
-    if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
-        raise RuntimeError(f"link probe failed: {last}")
-    return json.loads(done.stdout)
-
-
-if __name__ == "__main__":
-    print(json.dumps(probe()))

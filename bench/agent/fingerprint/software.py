@@ -1,60 +1,44 @@
-"""Python, torch, CUDA, NCCL and cuDNN versions, and the container image in use."""
+"""torch's versions (with its CUDA, NCCL and cuDNN), read in torch_child.py, and the container image in use."""
 from __future__ import annotations
 
 import ctypes
 import json
-import platform
 from pathlib import Path
 from typing import Mapping
 
 from bench.common.nccl_log import version_text
 
-try:
-    import torch
-except ImportError:
-    torch = None
-
 DEFAULT_PIN_PATH = "/etc/ddpbench/pin.json"
 PIN_KEYS = ("image", "digest", "base_image", "torch", "nccl", "git_commit")
 
 
-def versions() -> dict:
+def torch_versions(torch) -> dict:
+    """torch's version and those of the CUDA, NCCL ('2.28.9') and cuDNN (91900 for 9.19.0) it was built
+    with; NCCL's and cuDNN's need no GPU, and only a CUDA build has them. NCCL's is the library's it
+    loaded, and the headers' (torch.cuda.nccl.version()) beside it where they differ: a wheel of
+    nvidia-nccl installed over torch's gives another library."""
+    cuda = torch.version.cuda
+    headers = ".".join(str(part) for part in torch.cuda.nccl.version()[:3]) if cuda else None
+    library = nccl_library_version() if cuda else None
     return {
-        "python": platform.python_version(),
-        "torch": None if torch is None else str(torch.__version__),
-        "torch_cuda": None if torch is None else torch.version.cuda,
+        "torch": str(torch.__version__),
+        "torch_cuda": cuda,
+        "nccl": library or headers,
+        **({"nccl_headers": headers} if library and library != headers else {}),
+        "cudnn": torch.backends.cudnn.version() if cuda else None,
     }
 
 
-# A CUDA build of torch is enough for the next two: torch.cuda.is_available() would initialise
-# the CUDA driver in this process, which breaks CUDA in any child forked afterwards.
-def nccl_headers_version() -> str | None:
-    """'2.28.9': the NCCL headers torch was built with (torch.cuda.nccl.version())."""
-    if torch is None or not torch.version.cuda:
-        return None
-    return ".".join(str(part) for part in torch.cuda.nccl.version()[:3])
-
-
-def nccl_version(maps: Path = Path("/proc/self/maps")) -> str | None:
-    """'2.28.9': the NCCL library this process loaded with torch, by its ncclGetVersion, which needs no
-    GPU and initialises nothing; the headers' version where torch holds NCCL in itself (no libnccl
-    mapped). A wheel of nvidia-nccl installed over torch's gives a library unlike the headers."""
-    if torch is None or not torch.version.cuda:
-        return None
+def nccl_library_version(maps: Path = Path("/proc/self/maps")) -> "str | None":
+    """'2.28.9': the NCCL library this process mapped with torch, by its ncclGetVersion (it needs no
+    GPU and starts nothing); None where torch holds NCCL in itself (no libnccl mapped)."""
     mapped = next((line.split()[-1] for line in maps.read_text().splitlines() if "/libnccl.so" in line), None)
     if mapped is None:
-        return nccl_headers_version()
+        return None
     code = ctypes.c_int()
     if ctypes.CDLL(mapped).ncclGetVersion(ctypes.byref(code)) != 0:
         raise RuntimeError(f"ncclGetVersion of {mapped} failed")
     return version_text(code.value)
-
-
-def cudnn_version() -> int | None:
-    """91900 for cuDNN 9.19.0, as torch reports it."""
-    if torch is None or not torch.version.cuda:
-        return None
-    return torch.backends.cudnn.version()
 
 
 def container(env: Mapping[str, str]) -> dict:

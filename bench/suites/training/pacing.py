@@ -17,13 +17,8 @@ from __future__ import annotations
 import statistics
 from dataclasses import asdict, dataclass
 
+from bench.common.pacing_verdicts import GPU_BOUND, HOST_PACED, ON_CPU, UNKNOWN
 from bench.common.run import Run
-
-GPU_BOUND = "gpu-bound"
-HOST_PACED = "host-paced"
-ON_CPU = "cpu"
-UNKNOWN = "unknown"
-VERDICTS = (GPU_BOUND, HOST_PACED, ON_CPU, UNKNOWN)
 
 # A GPU-bound step keeps its GPU busy at least this share of the step: 97-98% measured on GPT-2 at
 # micro-batch 16 and on CUDA graphs; host-paced eager steps at micro-batch 2 kept it 19-55% busy.
@@ -36,7 +31,7 @@ ADVICE = ("make the GPU's work per launch larger: a larger micro_batch, cuda_gra
 class Pacing:
     """One run's pacing verdict and the figures it stands on (bundle schema: run.pacing)."""
 
-    verdict: str  # one of VERDICTS
+    verdict: str  # one of bench/common/pacing_verdicts.py
     gpu_busy_fraction: "float | None"  # kernels' share of the median step (profiled); None: not profiled
     power_fraction: "float | None"  # median power over the enforced limit, the busiest GPU's
     mfu_fraction: "float | None"

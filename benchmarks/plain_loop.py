@@ -1,0 +1,113 @@
+"""Is the suite's step the model's own? Each 1-GPU training run of a bundle beside a plain PyTorch loop of
+the same model, micro-batch, accumulation and precision, timed on this GPU right after.
+
+    python3 benchmarks/plain_loop.py BUNDLE [--steps 20] [--warmup 5]
+
+The plain loop is what a practitioner writes: the preset's model (bench/models), autocast, torch's
+fused AdamW (or Adafactor where the run used it), `loss / accum` backward per micro-batch, step and zero_grad; CUDA events around each
+step, the median of `steps` after `warmup`. It prints a table: the run's median step, the plain
+loop's, and their ratio. Runs with CUDA graphs or compile are listed as not compared: a plain loop
+of those is a different program. Standard library, torch and the repository only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import statistics
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch  # noqa: E402
+
+from bench.models import workload  # noqa: E402
+from benchmarks._agent import table  # noqa: E402
+
+TRAINING = ("ddp", "fsdp")
+
+
+def read(path: Path) -> dict:
+    opened = gzip.open(path, "rt") if path.suffix == ".gz" else path.open()
+    with opened as f:
+        return json.load(f)
+
+
+def plain_step_ms(params: dict, steps: int, warmup: int) -> float:
+    """The median step of the plain loop, in ms."""
+    device = torch.device("cuda", 0)
+    choice = SimpleNamespace(model=params["model"], micro_batch=params["micro_batch"], seq_len=params.get("seq_len"),
+                             seed=params.get("seed", 0), weights_dtype=params.get("weights_dtype", "float32"),
+                             activation_checkpointing=params.get("activation_checkpointing", False))
+    accum = params["grad_accum"]
+    work = workload.build(choice, accum, device, 0)
+    if params.get("optimizer") == "adafactor":
+        optimizer = torch.optim.Adafactor(work.module.parameters(), lr=1e-3, foreach=True)
+    else:
+        optimizer = torch.optim.AdamW(work.module.parameters(), lr=1e-4, fused=True)
+    bf16 = params.get("precision") == "bf16"
+    times = []
+    for step in range(warmup + steps):
+        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        begin.record()
+        for micro in work.micro_batches:
+            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16):
+                loss = work.module(*micro) / accum
+            loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        end.record()
+        end.synchronize()
+        if step >= warmup:
+            times.append(begin.elapsed_time(end))
+    del work, optimizer
+    torch.cuda.empty_cache()
+    return statistics.median(times)
+
+
+def describe(run: dict) -> str:
+    p = run["params"]
+    name = run["suite"] + (f" {p['sharding']}" if p.get("sharding") else "")
+    return f"{name} {p['model']} micro-batch {p['micro_batch']} x{p['grad_accum']}"
+
+
+def rows(bundle: dict, steps: int, warmup: int) -> list:
+    """One row per run; the plain loop timed once per configuration (a run's launch repeats share it)."""
+    found, plain_of = [], {}
+    for host in bundle["hosts"]:
+        for run in host["runs"]:
+            if run["suite"] not in TRAINING or run["world_size"] != 1 or run["status"] != "ok":
+                continue
+            p = run["params"]
+            suite_ms = run["metrics"]["step_time_s"]["summary"]["median"] * 1e3
+            if p.get("cuda_graphs") or p.get("compile"):
+                found.append([describe(run), f"{suite_ms:.1f}", "-", "not compared: " + ("CUDA graphs" if p.get("cuda_graphs") else "compile")])
+                continue
+            key = json.dumps([describe(run), p.get("seq_len"), p.get("precision"), p.get("weights_dtype"),
+                              p.get("activation_checkpointing"), p.get("optimizer")])
+            if key not in plain_of:
+                plain_of[key] = plain_step_ms(p, steps, warmup)
+            plain = plain_of[key]
+            found.append([describe(run), f"{suite_ms:.1f}", f"{plain:.1f}", f"{suite_ms / plain:.3f}"])
+    return found
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("bundle", type=Path)
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=5)
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        sys.exit("error: plain_loop.py needs a GPU (torch.cuda.is_available() is False); run it on the GPU host of the bundle")
+    torch.backends.cuda.matmul.allow_tf32 = True  # as the suite's ranks set them
+    torch.backends.cudnn.allow_tf32 = True
+    print(table(["run (1 GPU)", "suite step ms", "plain loop ms", "suite / plain"], rows(read(args.bundle), args.steps, args.warmup)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
