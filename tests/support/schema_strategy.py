@@ -171,7 +171,7 @@ class Derived:
                 found.update(draw(st.dictionaries(names, values, max_size=min(MAX_ITEMS, most - len(found)))))
             for condition in conditions:  # a run's params follow its suite: drawn again under `then`
                 holds = _validator(json.dumps(condition["if"]), name).is_valid(found)
-                then, _ = self._resolve(condition["then" if holds else "else"], name)
+                then, _ = self._resolve(condition["then"] if holds else condition.get("else", {}), name)
                 for key in then.get("not", {}).get("required", []):  # a field the branch rules out
                     found.pop(key, None)
                 for key, spec in then.get("properties", {}).items():
