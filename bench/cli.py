@@ -1,4 +1,4 @@
-"""`ddpbench` / `python -m bench`: run, fingerprint, validate, report, predict, verify, compare, sign, suites."""
+"""`ddpbench` / `python -m bench`: run, fingerprint, validate, report, predict, verify, compare, sign, suites, import, export."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from bench.controller.plans import load_plan, plan_names, smoke
 from bench.docker.cli import add_image_commands
 from bench.errors import UserError
 from bench.judging import shared_machine
-from bench.outputs import disk_problem
+from bench.outputs import disk_problem, prepare_folder
 from bench.yamlfile import load_yaml
 
 def cmd_run(args) -> int:
@@ -139,7 +139,16 @@ def cmd_fingerprint(args) -> int:
 
 
 def cmd_validate(args) -> int:
+    from bench.formats import intoto
+    from bench.verify.signing import check_signature
+
     for path in args.files:
+        if intoto.is_statement(path):
+            statement = intoto.read(path)
+            signed = check_signature(path, args.allowed_signers, False).describe()
+            print(terminal(f"{path}: ok: in-toto Statement, {statement.get('predicate', {}).get('result', 'no result')} of "
+                           f"{', '.join(subject.get('name', '?') for subject in statement['subject'])}; {signed}"))
+            continue
         if path.name.endswith((".json", ".json.gz")):
             bundle = read_bundle(path)
             print(terminal(f"{path}: ok: bundle {bundle['run_id']}, {len(bundle['hosts'])} host(s), "
@@ -197,10 +206,25 @@ EXIT_OF_OUTCOME = {"passed": 0, "same bundle": 0, "failed": 1, "inconclusive": 3
 MAX_HOURS = 2.0  # run and verify: a plan priced past it waits for a yes
 
 
-def _finish_verdict(outcome: str, text: str, paths) -> int:
+def _finish_verdict(outcome: str, text: str, paths, args, original: Path, new: Path) -> int:
     print(terminal(text))
     print(terminal(f"verdict: {paths[0]} and {paths[1].name}"))
+    _verdict_exports(args, paths[1], original, new)
     return EXIT_OF_OUTCOME[outcome]
+
+
+def _verdict_exports(args, verdict_path: Path, original: Path, new: Path) -> None:
+    """--junit and --in-toto: the verdict just written, as JUnit XML and as an in-toto Statement."""
+    from bench.common.files import write_text
+    from bench.formats import intoto, junit
+
+    verdict = json.loads(verdict_path.read_text())
+    if args.junit:
+        write_text(args.junit, junit.text(verdict))
+        print(terminal(f"junit: {args.junit}"))
+    if args.in_toto:
+        write_text(args.in_toto, intoto.text(intoto.statement(verdict, verdict_path, original, new)))
+        print(terminal(f"in-toto: {args.in_toto} (sign it: ddpbench sign {args.in_toto} --key KEY)"))
 
 
 def _ask(question: str) -> bool:
@@ -228,7 +252,7 @@ def cmd_verify(args) -> int:
         print(terminal(done.text))
         return EXIT_OF_OUTCOME[done.outcome]
     print(terminal(f"bundle: {done.bundle_path}"))
-    status = _finish_verdict(done.outcome, done.text, done.verdict_paths)
+    status = _finish_verdict(done.outcome, done.text, done.verdict_paths, args, args.bundle, done.bundle_path)
     if not done.bundle["complete"]:
         print(terminal(f"{stop_signals.reason()}: the new bundle holds what finished, and the verdict judges only that; "
                        "verify again to judge the rest"), file=sys.stderr)
@@ -244,7 +268,7 @@ def cmd_compare(args) -> int:
         args.original, args.new, tolerances=parse_tolerances(args.tolerance), host_map=parse_host_map(args.host_map),
         allowed_signers=args.allowed_signers, require_signature=args.require_signature, out_dir=args.out,
     )
-    return _finish_verdict(outcome, text, paths)
+    return _finish_verdict(outcome, text, paths, args, args.original, args.new)
 
 
 def cmd_predict(args) -> int:
@@ -332,6 +356,61 @@ def cmd_sign(args) -> int:
     return 0
 
 
+def cmd_import(args) -> int:
+    from bench.formats.imported import import_file
+
+    fingerprint = _fingerprint_here() if args.fingerprint else None
+    path, bundle = import_file(args.result, args.out, fingerprint, args.nccl_log)
+    runs = bundle["hosts"][0]["runs"]
+    print(terminal(f"bundle: {path} (kind imported: {len(runs)} run(s) of {bundle['imported']['format']})"))
+    for lack in bundle["imported"]["lacks"]:
+        print(terminal(f"lacks: {lack}"), file=sys.stderr)
+    return 0
+
+
+def _fingerprint_here() -> dict:
+    """This machine's fingerprint, which the agent takes (the controller side never imports torch)."""
+    from bench.schemas import validate
+
+    done = subprocess.run([sys.executable, "-m", "bench.agent", "fingerprint"], capture_output=True, text=True)
+    try:
+        fingerprint = json.loads(done.stdout) if done.returncode == 0 else None
+    except ValueError:
+        fingerprint = None
+    if fingerprint is None:
+        raise UserError(f"--fingerprint: the agent could not fingerprint this machine ({done.stderr.strip()[-300:] or 'no output'}); "
+                        "run `ddpbench fingerprint` to see why, or import without --fingerprint")
+    validate("fingerprint", fingerprint, "--fingerprint", "the agent's fingerprint does not follow its schema: a bug of ddpbench")
+    return fingerprint
+
+
+EXPORT_FORMATS = ("nccl-tests", "bmf", "prometheus")
+
+
+def cmd_export(args) -> int:
+    from bench.common.files import write_text
+    from bench.formats import bmf, nccl_tests, prometheus
+
+    bundle = read_bundle(args.bundle)
+    if args.format == "nccl-tests":
+        found = nccl_tests.files(bundle)
+        if not found:
+            raise UserError(f"{args.bundle}: no run times a collective nccl-tests has a program for "
+                            f"({', '.join(nccl_tests.PROGRAMS)}); export a bundle of the collectives sweep (e.g. PLAN=quick)")
+        out = prepare_folder(args.out or Path("export"), "exported nccl-tests files")
+        for name, document in found.items():
+            write_text(out / name, nccl_tests.dumps(document) + "\n")
+            print(terminal(f"nccl-tests: {out / name}"))
+        return 0
+    text = (bmf if args.format == "bmf" else prometheus).text(bundle)
+    if args.out:
+        write_text(args.out, text)
+        print(terminal(f"{args.format}: {args.out}"))
+    else:
+        print(terminal(text), end="")
+    return 0
+
+
 def _verdict_options(command: argparse.ArgumentParser) -> None:
     command.add_argument("--tolerance", action="append", default=[], metavar="[METRIC=]FRACTION",
                          help="reproduced when the ratio of medians is within a factor 1+FRACTION either way "
@@ -341,6 +420,9 @@ def _verdict_options(command: argparse.ArgumentParser) -> None:
     command.add_argument("--allowed-signers", type=Path, help="ssh-keygen allowed signers file: the keys you trust")
     command.add_argument("--require-signature", action="store_true",
                          help="refuse an original bundle that is unsigned or not signed by an allowed signer")
+    command.add_argument("--junit", type=Path, metavar="FILE", help="also write the verdict as JUnit XML, a testcase per run")
+    command.add_argument("--in-toto", type=Path, metavar="NAME.intoto.json",
+                         help="also write the verdict as an in-toto Statement (Test Result predicate) that `sign` signs")
 
 
 def _check_max_hours(max_hours: float) -> None:
@@ -377,6 +459,7 @@ def parser() -> argparse.ArgumentParser:
 
     validate = sub.add_parser("validate", help="check bundles (.json, .json.gz), hosts files and plans (.yaml)")
     validate.add_argument("files", nargs="+", type=Path)
+    validate.add_argument("--allowed-signers", type=Path, help="an in-toto Statement's signature (FILE.sig) must be of a key this file lists")
     validate.set_defaults(func=cmd_validate)
 
     report = sub.add_parser("report", help="merge bundles into report.md, report.html and plots (PNG and SVG)")
@@ -420,10 +503,25 @@ def parser() -> argparse.ArgumentParser:
                          help="NCCL's all-reduce algorithm on the links named (default: the faster for each bucket, as NCCL picks)")
     predict.set_defaults(func=cmd_predict)
 
-    sign = sub.add_parser("sign", help="sign a bundle with your SSH key (writes BUNDLE.sig)")
+    sign = sub.add_parser("sign", help="sign a bundle or an in-toto Statement with your SSH key (writes FILE.sig)")
     sign.add_argument("bundle", type=Path)
     sign.add_argument("--key", type=Path, required=True, help="your private SSH key, e.g. ~/.ssh/id_ed25519")
     sign.set_defaults(func=cmd_sign)
+
+    imported = sub.add_parser("import", help="make a bundle of an nccl-tests (-J) or rccl-tests JSON result, for report and compare")
+    imported.add_argument("result", type=Path, metavar="RESULT.json")
+    imported.add_argument("--out", type=Path, default=Path("results"), help="results folder; the bundle goes to OUT/<run id>/ (default: results)")
+    imported.add_argument("--fingerprint", action="store_true",
+                          help="take this machine's fingerprint into the bundle: only on the machine that ran the file")
+    imported.add_argument("--nccl-log", type=Path, metavar="LOG",
+                          help="the same run's output with NCCL_DEBUG=INFO, whose lines say which transport NCCL used")
+    imported.set_defaults(func=cmd_import)
+
+    export = sub.add_parser("export", help="a bundle's figures as nccl-tests JSON, Bencher BMF or Prometheus text")
+    export.add_argument("bundle", type=Path)
+    export.add_argument("--format", choices=EXPORT_FORMATS, required=True)
+    export.add_argument("--out", type=Path, help="a file (bmf, prometheus; default: standard output) or a folder (nccl-tests; default: export)")
+    export.set_defaults(func=cmd_export)
 
     listing = sub.add_parser("suites", help="list the suites (those on DDPBENCH_SUITES_PATH too), each with its parameters")
     listing.add_argument("--json", action="store_true", help="as JSON: each suite's name, description and parameters")

@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # the reference implementation only explains an invalid docum
     from referencing import Registry
 
 SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schema"
-NAMES = ("bundle", "plan", "hosts", "fingerprint")
+NAMES = ("bundle", "plan", "hosts", "fingerprint", "nccl-tests", "in-toto")
 PLAN_ID = "urn:ddpbench:schema:plan"
 
 

@@ -55,6 +55,8 @@ CHECK = (
     "tests/common/test_replay.py",
     "tests/common/test_run.py",
     "tests/common/test_stats.py",
+    "tests/formats/test_export.py",
+    "tests/formats/test_import.py",
     "tests/controller/test_agent_package.py",
     "tests/controller/test_dry_run_and_smoke.py",
     "tests/controller/test_hosts.py",

@@ -24,10 +24,17 @@ from bench.common.files import write_text
 from bench.errors import UserError
 from bench.inputfile import GivenTwice, loads, lone_surrogate, read_input
 
-SCHEMA_VERSION = 1
-# Reading an older bundle: MIGRATIONS[v] turns a version-v document into a version-(v+1) one.
-# A version with no chain of migrations up to SCHEMA_VERSION is refused, never guessed at.
+# MAJOR.MINOR. A minor adds what a reader of the same major may pass over (a field, a kind); a
+# major changes what a field means. Bundles before the minor was written say the integer 1 (1.0).
+SCHEMA_VERSION = "1.1"
+# Reading an older major: MIGRATIONS[m] turns a major-m document into a major-(m+1) one. A major
+# with no chain of migrations up to SCHEMA_VERSION's is refused, never guessed at.
 MIGRATIONS: "dict[int, Callable[[dict], dict]]" = {}
+VERSION_TEXT = re.compile(r"(0|[1-9][0-9]{0,5})\.(0|[1-9][0-9]{0,5})")
+# Passes over a newer minor's document, each dropping the fields this schema does not know at one
+# depth: a bundle nests deeper than this nowhere.
+MAX_UNKNOWN_PASSES = 16
+IMPORTED = "ddpbench.imported"  # the kind of a bundle made of another tool's result (`ddpbench import`): no plan
 MAX_BUNDLE_BYTES = 256 * 1024 * 1024
 MAX_DEPTH = 64
 # The Python objects a bundle's text may become, at the most (estimated from the text before one
@@ -227,22 +234,62 @@ def _field(path: tuple) -> str:
     return f"field {where if len(where) <= 200 else where[:197] + '...'}"
 
 
-def readable_versions() -> list[int]:
-    """SCHEMA_VERSION and every older version with an unbroken chain of migrations up to it."""
-    versions = [SCHEMA_VERSION]
-    while versions[0] - 1 in MIGRATIONS:
-        versions.insert(0, versions[0] - 1)
-    return versions
+def version_of(value) -> "tuple[int, int] | None":
+    """(major, minor) of a schema_version: "1.1", or the integer 1 of the bundles before minors (1.0)."""
+    if type(value) is int and value >= 0:
+        return value, 0
+    found = VERSION_TEXT.fullmatch(value) if isinstance(value, str) else None
+    return (int(found[1]), int(found[2])) if found else None
+
+
+def readable_majors() -> list[int]:
+    """SCHEMA_VERSION's major and every older one with an unbroken chain of migrations up to it."""
+    majors = [version_of(SCHEMA_VERSION)[0]]
+    while majors[0] - 1 in MIGRATIONS:
+        majors.insert(0, majors[0] - 1)
+    return majors
 
 
 def migrate(document: dict) -> dict:
-    """An older (already integrity-checked) document brought up to SCHEMA_VERSION, step by step.
+    """An older major's (already integrity-checked) document brought up to SCHEMA_VERSION's, step by step.
 
     The result keeps the original's sha256, which then names the bundle as it was published.
     """
-    for version in range(document["schema_version"], SCHEMA_VERSION):
-        document = MIGRATIONS[version](document)
+    for major in range(version_of(document["schema_version"])[0], version_of(SCHEMA_VERSION)[0]):
+        document = MIGRATIONS[major](document)
     return document
+
+
+def without_unknown_fields(document: dict) -> dict:
+    """A newer minor's document as this schema reads it: every field it does not know left out (a
+    minor only adds fields that a reader may pass over)."""
+    validator = schemas.fast_validator("bundle")
+    for _ in range(MAX_UNKNOWN_PASSES):
+        unknown = [(list(error.instance_path), error.kind.unexpected) for error in validator.iter_errors(document)
+                   if type(error.kind).__name__ in ("AdditionalProperties", "UnevaluatedProperties")]
+        if not unknown:
+            break
+        document = json.loads(json.dumps(document))  # the caller's document stays as it was read
+        for path, keys in unknown:
+            holder = document
+            for part in path:
+                holder = holder[part]
+            for key in keys:
+                holder.pop(key, None)
+    return document
+
+
+def _readable_version(path: Path, value) -> "tuple[int, int]":
+    """The document's (major, minor); a UserError where this ddpbench cannot read it."""
+    version = version_of(value)
+    if version is None:
+        raise UserError(f"{path}: field schema_version: {str(value)[:40]!r} is not a MAJOR.MINOR version such as "
+                        f"{SCHEMA_VERSION!r}; this is not a ddpbench bundle")
+    if version[0] not in readable_majors():
+        readable = ", ".join(f"{major}.x" for major in readable_majors())
+        raise UserError(f"{path}: field schema_version: {value!r} is major version {version[0]}, which this ddpbench "
+                        f"does not read ({readable}); use the ddpbench release that wrote it")
+    return version
 
 
 def read_bundle(path: Path) -> dict:
@@ -251,13 +298,7 @@ def read_bundle(path: Path) -> dict:
     data = published_bytes(path)
     big = len(data) > BIG_BUNDLE_BYTES
     document = _parsed(path, data, "bundle", "fetch the bundle again or rerun `ddpbench run`")
-    version = document.get("schema_version")
-    if type(version) is not int or version not in readable_versions():
-        readable = ", ".join(str(v) for v in readable_versions())
-        raise UserError(
-            f"{path}: field schema_version: {version!r} is not a version this ddpbench reads ({readable}); "
-            "use the ddpbench release that wrote it"
-        )
+    version = _readable_version(path, document.get("schema_version"))
     recorded, actual = document.get("sha256"), digest(document)
     if recorded != actual:
         raise UserError(
@@ -265,6 +306,8 @@ def read_bundle(path: Path) -> dict:
             "the bundle was changed after it was written: get the original"
         )
     document = migrate(document)
+    if version > version_of(SCHEMA_VERSION):
+        document = without_unknown_fields(document)
     _check_suites_known(document, path)
     problem = _problem_of_a_big_bundle(document) if big else schemas.first_problem(document, "bundle")
     if problem:

@@ -60,3 +60,14 @@ def plot(text: str) -> str:
     control character (an SVG with one is no XML) and no $ that matplotlib would read as the start
     of math (a name with two of them failed the report)."""
     return _visible(text).replace("$", r"\$")
+
+
+def xml(text) -> str:
+    """For JUnit XML (ElementTree escapes its markup): no control character, which XML 1.0 cannot hold."""
+    return _visible(str(text))
+
+
+def prometheus(text) -> str:
+    """For a label value of Prometheus' text format: no control character, and the backslash, double
+    quote and newline the format escapes."""
+    return _visible(str(text)).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")

@@ -88,3 +88,16 @@ def seen_nodes(text: str, world_size: int) -> "tuple[int | None, int | None, boo
         return None, None, False
     (count,), (local,) = nodes, per_node
     return count, local, all(comm.local_rank == comm.rank % local for comm in world)
+
+
+def version_text(code: int) -> str:
+    """'2.28.9' of NCCL's version code (ncclGetVersion, NCCL_VERSION_CODE): 22809 from 2.9 on,
+    2708 (major x 1000 + minor x 100 + patch) before."""
+    if code >= 10000:
+        return f"{code // 10000}.{code % 10000 // 100}.{code % 100}"
+    return f"{code // 1000}.{code % 1000 // 100}.{code % 100}"
+
+
+def minor_version(version: "str | None") -> "str | None":
+    """'2.28' of '2.28.9': what NCCL changes its choice of algorithm between (its cost model)."""
+    return ".".join(version.split(".")[:2]) if version else None

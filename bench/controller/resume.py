@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.bundle import read_agent_raw, read_bundle
+from bench.bundle import IMPORTED, read_agent_raw, read_bundle
 from bench.common.algorithms import DEFAULT
 from bench.common.protocol import parse_launch_id
 from bench.common.selection import parse_variant, variant_parts
@@ -92,6 +92,8 @@ def load_previous(run_dir: Path) -> Previous:
     bundle_path, run_path = run_dir / "bundle.json", run_dir / "run.json"
     if bundle_path.exists():
         bundle = read_bundle(bundle_path)
+        if bundle["kind"] == IMPORTED:
+            raise UserError(f"--resume {run_dir}: its bundle was imported (ddpbench import), not run: nothing is there to resume")
         previous = Previous(run_dir, bundle["run_id"], bundle["started_at"], plans.check(bundle["plan"], f"{bundle_path}: plan"),
                             bundle.get("smoke", False))
         previous.entries = {entry["name"]: previous.checked(entry, "bundle.json") for entry in bundle["hosts"]}

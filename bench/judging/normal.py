@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from bench import suites
+from bench.common.nccl_log import minor_version
 from bench.common.run import Run
 from bench.common.units import human_bytes
 from bench.judging.counters import HELD_BACK_FLAG_FRACTION, links_below_slot
@@ -24,7 +26,7 @@ USUAL_CAUSES = ("a x4 or chipset slot, a riser trained down, a sleeping link, a 
                 "and clocks are read while measuring)")
 # The fields of a key a run's plan entry sets beside its suite's params: a figure with a range only
 # for other values of these is told which ones the ranges hold.
-SETTING = ("dtype", "nodes", "algorithm", "protocol", "env")
+SETTING = ("dtype", "nodes", "algorithm", "protocol", "env", "nccl")
 # What a "no reference" may lack (Judgement.missing): a median, GPUs of one known model, any range of
 # the figure, one of its GPU model, a field of its key (ranges.differs' names: ranks, transport,
 # params.NAME and SETTING's), or its size.
@@ -73,7 +75,7 @@ def judge(run: Run, figure: Figure, host: Host, peer_copies: bool = False) -> Ju
     if len(names) != 1 or None in names:
         return Judgement(NO_REFERENCE, figure, why="GPUs of different or unknown models", missing=("gpu",))
     gpu, path = names.pop(), path_between(run, host, gpus, peer_copies)
-    key = {**figure.key, "transport": path}
+    key = {**figure.key, "transport": path, **nccl_key(run, host)}
     rows = [row for row in expected().rows if row["figure"] == figure.name and row["gpu"] == gpu]
     alike = [row for row in rows if not differs(row["key"], key)]
     fits = [row for row in alike if size_fits(row["key"], key.get("size_bytes"))]
@@ -100,12 +102,17 @@ def _missing(figure: str, key: dict, rows: list, alike: list) -> tuple[str, tupl
     if alike:  # a small message or copy measures latency more than the link
         return f"{what}: ranges hold {_sizes(alike)}", ("size",)
     near = [(fields, row) for row in rows if set(fields := differs(row["key"], key)) <= set(SETTING)]
+    other_nccl = [row for fields, row in near if fields == ["nccl"]]
+    if other_nccl:
+        held = " and ".join(sorted({str(row["key"]["nccl"]) for row in other_nccl}))
+        return (f"no reference for NCCL {key.get('nccl') or '(version unknown)'}: the ranges of {what} were measured "
+                f"with NCCL {held}, whose choice of algorithm may differ"), ("nccl",)
     if not near:
         nearest = min((differs(row["key"], key) for row in rows), key=len, default=[])
         return f"no expected range of {what}", tuple(dict.fromkeys(name.partition(".")[0] for name in nearest))
     fitting = [found for found in near if size_fits(found[1]["key"], key.get("size_bytes"))]
     fields, row = min(fitting or near, key=lambda found: len(found[0]))
-    held = _setting({name: row["key"].get(name, PLAIN[name]) for name in fields}, fields)
+    held = _setting({name: row["key"].get(name, PLAIN.get(name)) for name in fields}, fields)
     return (f"no expected range of {what} with {_setting(key, fields)}: ranges hold {held}"
             + ("" if fitting else f", at {_sizes([found[1] for found in near])}"), tuple(fields) + (() if fitting else ("size",)))
 
@@ -124,8 +131,9 @@ def _setting(key: dict, fields: list) -> str:
              "nodes": lambda v: "one node" if v == 1 else f"{v} nodes",
              "algorithm": lambda v: f"NCCL's {v} algorithm" if v else "NCCL's own algorithm",
              "protocol": lambda v: f"NCCL's {v} protocol" if v else "NCCL's own protocol",
-             "env": lambda v: ", ".join(f"{name}={value}" for name, value in sorted(v.items())) or "no env of the plan's"}
-    return ", ".join(words[name](key.get(name, PLAIN[name])) for name in fields)
+             "env": lambda v: ", ".join(f"{name}={value}" for name, value in sorted(v.items())) or "no env of the plan's",
+             "nccl": lambda v: f"NCCL {v}" if v else "NCCL of unknown version"}
+    return ", ".join(words[name](key.get(name, PLAIN.get(name))) for name in fields)
 
 
 def counts(verdicts: dict) -> str:
@@ -134,6 +142,15 @@ def counts(verdicts: dict) -> str:
 
 
 # --- What the run touched ---------------------------------------------------------------------
+
+def nccl_key(run: Run, host: Host) -> dict:
+    """{"nccl": "2.28"}: the NCCL minor version a run's collectives ran on, where it moved bytes through
+    NCCL between ranks (the run's own record of it, else the host's fingerprint); {} elsewhere."""
+    if run.world_size < 2 or run.backend != "nccl" or not suites.get(run.suite).moves_collective_data:
+        return {}
+    version = run.transport.get("nccl_version") or (host.fingerprint.get("software") or {}).get("nccl")
+    return {"nccl": minor_version(version)}
+
 
 def crossed(run: Run, figure: Figure, host: Host) -> list[int]:
     """The indices of the host's GPUs whose links the figure crossed: those its suite names, or its ranks'."""

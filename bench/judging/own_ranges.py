@@ -27,7 +27,7 @@ from bench.common.run import Run
 from bench.common.units import human_bytes
 from bench.judging import shared_machine
 from bench.judging.host import Host
-from bench.judging.normal import crossed, link_key, path_between
+from bench.judging.normal import crossed, link_key, nccl_key, path_between
 from bench.judging.ranges import BAND
 
 MIB, GIB = 1 << 20, 1 << 30
@@ -124,6 +124,7 @@ def _placed(launch: tuple, run: Run, host: Host, gpu: str, apart: bool) -> list:
                                               if figure.key.get(name) not in (None, 1)]
         if figure.key.get("env"):
             key.append(("env", tuple(sorted(figure.key["env"].items()))))
+        key += [(name, value) for name, value in nccl_key(run, host).items() if value]
         if path:
             key.append(("transport", path))
         size = figure.key.get("size_bytes")

@@ -7,7 +7,9 @@ date and machine (benchmarks/expected_ranges.py writes those rows).
 
 A row holds a figure only where its key is the figure's: the same ranks, nodes, NCCL algorithm,
 protocol and env (a key leaves out what is plain: one node, NCCL's own choices, no env), the same
-path between the GPUs (transport), a dtype and params the figure has, and a size within its bounds."""
+path between the GPUs (transport), a dtype and params the figure has, and a size within its bounds;
+and where the row names an NCCL minor version (nccl), the figure's NCCL is of that minor: NCCL's
+choice of algorithm moves between versions (its cost model), so a range of one judges no other."""
 
 from __future__ import annotations
 
@@ -64,8 +66,11 @@ def read(path) -> dict:
 
 
 def differs(row_key: dict, key: dict) -> list[str]:
-    """The fields of a figure's key a row's key holds otherwise (its size aside)."""
+    """The fields of a figure's key a row's key holds otherwise (its size aside); a row without an NCCL
+    version holds any (a public figure seldom says it)."""
     found = [name for name in ("ranks", *PLAIN) if not _agrees(row_key.get(name, PLAIN.get(name)), key.get(name, PLAIN.get(name)))]
+    if "nccl" in row_key and not _agrees(row_key["nccl"], key.get("nccl")):
+        found.append("nccl")
     params = key.get("params") or {}
     return found + [f"params.{name}" for name, want in (row_key.get("params") or {}).items() if params.get(name) != want]
 

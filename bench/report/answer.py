@@ -115,7 +115,7 @@ def _lost(finding: Finding) -> str:
 
 def lost_target(comparison: Comparison) -> float:
     """The widest "lost" interval the bundles' plans asked for (their precision); the default where none asked."""
-    asked = [p.lost_width_fraction for p in map(Precision.of, (b["plan"] for b in comparison.bundles)) if p is not None]
+    asked = [p.lost_width_fraction for p in map(Precision.of, (b["plan"] for b in comparison.bundles if "plan" in b)) if p is not None]
     return max(asked, default=schemas.schema("plan")["$defs"]["precision"]["properties"]["lost_width_fraction"]["default"])
 
 

@@ -104,6 +104,17 @@ class Figure:
         return cls.of(run, name, unit, higher_is_better, summary.get("median"), spread=(summary.get("p5"), summary.get("p95")), **key)
 
 
+@dataclass(frozen=True)
+class Collective:
+    """One collective call as nccl-tests times it: the op (all_reduce ...), the dtype (float32 ...),
+    in place or not, and its size as nccl-tests' `size` counts it (all_gather's whole output)."""
+
+    op: str
+    dtype: str
+    in_place: bool
+    size_bytes: int
+
+
 def warning(code: str, message: str, likely_cause: str) -> dict:
     """A figure of a run that no correct measurement gives (bundle schema: run.warnings)."""
     return {"code": code, "message": message, "likely_cause": likely_cause}
@@ -265,6 +276,21 @@ class Suite:
         """(op, dtype, bytes, median seconds) of the one collective call a run timed: the sweeps the
         training suites price a step's communication with (bench/suites/training/derived.py); None where
         the run timed no single collective, or has no time."""
+        return None
+
+    def collective_call(self, run: Run) -> "Collective | None":
+        """The collective the run timed as nccl-tests times one (`ddpbench export --format nccl-tests`);
+        None where it timed none nccl-tests has a program for."""
+        return None
+
+    def collective_run_params(self, call: Collective) -> "dict | None":
+        """A run's params for one of nccl-tests' results (`ddpbench import`); None where the suite does
+        not time that collective."""
+        return None
+
+    def bus_factor(self, op: str, world_size: int) -> "float | None":
+        """busbw / algbw of a collective of this suite at this world size, as nccl-tests counts it; None
+        for an op it does not time."""
         return None
 
     def figures(self, run: Run) -> list:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bench.bundle import read_bundle
-from bench.verify.compare import compare_bundles, match_hosts, outcome, plan_differences, refuse_smoke, rerun_stopped
+from bench.verify.compare import compare_bundles, imported, match_hosts, outcome, plan_differences, refuse_smoke, rerun_stopped
 from bench.verify.signing import Signature, check_signature
 from bench.verify import verdict
 
@@ -37,7 +37,8 @@ def judge(original: dict, original_signature: Signature, new: dict, new_signatur
     pairs, rule = match_hosts([h["name"] for h in original["hosts"]], [h["name"] for h in new["hosts"]], host_map)
     ignore = frozenset({"image_digest"}) if any(d["field"] == "image" for d in deviations) else frozenset()
     same = original["sha256"] == new["sha256"]
-    plans_differ = [] if same else plan_differences(original, new, frozenset(item["entry"] for item in left_out if "entry" in item))
+    plans_differ = [] if same or imported(original, new) else plan_differences(
+        original, new, frozenset(item["entry"] for item in left_out if "entry" in item))
     verdicts = [] if same or plans_differ else compare_bundles(original, new, tolerances, pairs, ignore, left_out)
     result = "same bundle" if same else "not comparable" if plans_differ else outcome(verdicts)
     context = {

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from bench import suites
+from bench.bundle import IMPORTED
 from bench.common.protocol import parse_launch_id
 from bench.common.run import Run
 from bench.common import launch_floor
@@ -47,6 +48,19 @@ def rerun_stopped(new: dict) -> "str | None":
 def stopped_before(stopped: str, what: str) -> str:
     """"the rerun was stopped (interrupted (SIGTERM)) before it measured this run"."""
     return f"the rerun was stopped ({stopped}) before it measured {what}"
+
+
+def refuse_imported(bundle: dict, path: Path) -> None:
+    """An imported bundle (`ddpbench import`) has no plan: nothing to rerun."""
+    if bundle["kind"] == IMPORTED:
+        raise UserError(f"{path}: an imported bundle ({bundle['imported']['format']}'s result), which has no plan to rerun; "
+                        "run your own sweep (ddpbench run) and judge the two with `ddpbench compare`")
+
+
+def imported(*bundles: dict) -> bool:
+    """Whether a bundle of the comparison was imported: its runs are then matched to the other's by what
+    each call measured (its suite's configuration), whatever harness timed them."""
+    return any(bundle["kind"] == IMPORTED for bundle in bundles)
 
 
 def higher_is_better(metric: str) -> bool:
@@ -117,6 +131,11 @@ def measured(params: dict) -> dict:
 def run_key(run: Run) -> tuple:
     return (run.suite, json.dumps(measured(run.params), sort_keys=True), run.preset, run.world_size,
             *setting_key(run))
+
+
+def call_key(run: Run) -> tuple:
+    """What one call measured, whoever timed it and how often: where an imported bundle is compared."""
+    return (run.suite, suites.get(run.suite).configuration(run), run.preset, run.world_size, *setting_key(run))
 
 
 @dataclass
@@ -291,7 +310,8 @@ class Measured:
 
 
 def _compare_configuration(base: RunVerdict, runs: "list[Run]", new_runs: "list[Run]", machine_differs: list,
-                           new_error: "str | None", shares: tuple = (None, None), stopped: "str | None" = None) -> "RunVerdict | Measured":
+                           new_error: "str | None", shares: tuple = (None, None), stopped: "str | None" = None,
+                           imported_side: bool = False) -> "RunVerdict | Measured":
     """The verdict of one configuration measured by `runs` (one per repeat of its launch) and by
     `new_runs` in the new bundle, or, where both measured it, what judge() needs. `stopped`: why the new
     bundle's run stopped early (a stop signal): a run it never reached is incomplete, no evidence."""
@@ -308,6 +328,8 @@ def _compare_configuration(base: RunVerdict, runs: "list[Run]", new_runs: "list[
     if not new_runs and stopped:
         return replace(base, verdict="incomplete", reason=stopped_before(stopped, "this run"))
     if not new_runs:
+        if imported_side:  # two tools' sweeps: what only one of them measured is no loss
+            return replace(base, verdict="not comparable", reason="the other bundle did not measure it")
         return replace(base, verdict="failed", reason=new_error or "the new bundle has no such run")
     if not any(r.ok for r in new_runs):
         return replace(base, verdict="failed", reason=f"{new_runs[0].status}: {new_runs[0].error or 'no error recorded'}")
@@ -315,7 +337,7 @@ def _compare_configuration(base: RunVerdict, runs: "list[Run]", new_runs: "list[
     if not new_runs:
         return replace(base, verdict="failed", reason=f"the new run has no {base.metric}")
     used = (runs[0].transport.get("nccl_used"), new_runs[0].transport.get("nccl_used"))
-    if used[0] != used[1]:
+    if used[0] != used[1] and not (imported_side and not all(used)):  # an import without its NCCL log does not say
         return replace(base, verdict="not comparable", differs=[{"field": "nccl_transport", "original": used[0], "new": used[1]}])
     ran = (nccl_algorithms(runs[0].transport), nccl_algorithms(new_runs[0].transport))
     if None not in ran and ran[0] != ran[1]:  # NCCL's own choice moved (another version, a tuner): another measurement
@@ -362,11 +384,11 @@ def _others_share(host: "dict | None", runs: "list[Run]") -> "float | None":
     return max((share for share in shares if share is not None), default=None)
 
 
-def configurations(runs: "list[dict]") -> "dict[tuple, list[Run]]":
-    """run_key -> the runs that measured it (one per repeat of its launch), in the bundle's order."""
+def configurations(runs: "list[dict]", key=run_key) -> "dict[tuple, list[Run]]":
+    """key (run_key) -> the runs that measured it (one per repeat of its launch), in the bundle's order."""
     found: dict = {}
     for run in map(Run, runs):
-        found.setdefault(run_key(run), []).append(run)
+        found.setdefault(key(run), []).append(run)
     return found
 
 
@@ -388,10 +410,12 @@ def _configurations_of(original: dict, new: dict, pairs: "list[tuple]", ignore: 
     new_hosts = {h["name"]: h for h in new["hosts"]}
     original_hosts = {h["name"]: h for h in original["hosts"]}
     stopped = rerun_stopped(new)
+    imported_side = imported(original, new)
+    key = call_key if imported_side else run_key
     verdicts = []
     for name, new_name in pairs:
         host, new_host = original_hosts[name], new_hosts.get(new_name)
-        new_runs = configurations((new_host or {}).get("runs", []))
+        new_runs = configurations((new_host or {}).get("runs", []), key)
         if new_host is None:
             machine_differs = [{"field": "host", "original": name, "new": None}]
         elif new_host["fingerprint"] is None:
@@ -400,7 +424,7 @@ def _configurations_of(original: dict, new: dict, pairs: "list[tuple]", ignore: 
             machine_differs = [{"field": "fingerprint", "original": None, "new": "present"}]
         else:
             machine_differs = differences(host["fingerprint"], new_host["fingerprint"], ignore)
-        for key, runs in configurations(host["runs"]).items():
+        for configuration, runs in configurations(host["runs"], key).items():
             run = runs[0]
             base = RunVerdict(
                 host=name, new_host=new_name, suite=run.suite, params=run.params,
@@ -412,8 +436,9 @@ def _configurations_of(original: dict, new: dict, pairs: "list[tuple]", ignore: 
                 verdicts.append(replace(base, verdict="not comparable", reason=f"left out of the rerun: {left}"))
                 continue
             new_error = None if new_host is None else new_host.get("error")
-            shares = (_others_share(host, runs), _others_share(new_host, new_runs.get(key, [])))
-            verdicts.append(_compare_configuration(base, runs, new_runs.get(key, []), machine_differs, new_error, shares, stopped))
+            shares = (_others_share(host, runs), _others_share(new_host, new_runs.get(configuration, [])))
+            verdicts.append(_compare_configuration(base, runs, new_runs.get(configuration, []), machine_differs, new_error,
+                                                   shares, stopped, imported_side))
     return verdicts
 
 

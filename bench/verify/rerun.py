@@ -26,7 +26,8 @@ from bench.controller.pricing import hold, price
 from bench.bundle.assembly import tool_info
 from bench.controller.run import execute
 from bench.verify import judge
-from bench.verify.compare import match_hosts, refuse_smoke
+from bench.errors import UserError
+from bench.verify.compare import match_hosts, refuse_imported, refuse_smoke
 from bench.verify.machines import image_ref
 from bench.verify.scope import Scope, comparable_part, recorded, unused_hosts
 from bench.verify.signing import Signature, check_key, check_signature, sign
@@ -105,6 +106,7 @@ def verify(bundle_path: Path, hosts_path: Path, out_root: Path, *, image: "str |
     the new bundle is signed and its signature judged by the rule the original's is (allowed_signers)."""
     original = read_bundle(bundle_path)
     refuse_smoke(original, bundle_path)
+    refuse_imported(original, bundle_path)
     signature = check_signature(bundle_path, allowed_signers, require_signature)
     if key is not None:
         check_key(key, allowed_signers)

@@ -1,7 +1,9 @@
-"""SSH signatures of bundles (`ssh-keygen -Y`), so a published bundle says who published it.
+"""SSH signatures of bundles and of verdicts' in-toto Statements (`ssh-keygen -Y`), so a published
+bundle says who published it, and an attestation who attested it.
 
-The signature lies beside the bundle as BUNDLE.sig, in the namespace "ddpbench-bundle", so a
-signature made for anything else (a git commit, a file) does not pass for a bundle's.
+The signature lies beside the file as FILE.sig, in the namespace "ddpbench-bundle" (a Statement's:
+"ddpbench-attestation"), so a signature made for anything else (a git commit, a file, the other
+kind) does not pass for its.
 """
 
 from __future__ import annotations
@@ -16,8 +18,10 @@ from bench.bundle import read_bundle
 from bench.common.files import write_text
 from bench.controller.shell import last_line
 from bench.errors import UserError
+from bench.formats import intoto
 
 NAMESPACE = "ddpbench-bundle"
+ATTESTATION_NAMESPACE = "ddpbench-attestation"
 MAX_SIGNATURE_BYTES = 64 * 1024
 _KEY = re.compile(r"with (\S+) key (\S+)")
 
@@ -37,22 +41,30 @@ def _last_line(done: subprocess.CompletedProcess) -> str:
     return last_line((done.stderr or b"").decode(errors="replace")) or f"ssh-keygen exited with status {done.returncode}"
 
 
-def _signature(data: bytes, key: Path, what: str) -> str:
+def namespace_of(path: Path) -> str:
+    return ATTESTATION_NAMESPACE if intoto.is_statement(path) else NAMESPACE
+
+
+def _signature(data: bytes, key: Path, what: str, namespace: str = NAMESPACE) -> str:
     if not key.is_file():
         raise UserError(f"--key {key}: no such private key; give the key you publish with, e.g. ~/.ssh/id_ed25519")
     # Signing standard input writes the signature to standard output: no overwrite prompt, and the
     # old signature stays until the new one is complete. ssh-keygen asks a passphrase on the terminal.
-    done = _ssh_keygen(["sign", "-f", str(key), "-n", NAMESPACE], stdin=data, timeout_s=None)
+    done = _ssh_keygen(["sign", "-f", str(key), "-n", namespace], stdin=data, timeout_s=None)
     if done.returncode != 0 or not done.stdout:
         raise UserError(f"{what}: ssh-keygen could not sign with {key} ({_last_line(done)}); check the key and its passphrase")
     return done.stdout.decode("ascii")  # an SSH signature is armored ASCII
 
 
 def sign(bundle_path: Path, key: Path) -> Path:
-    """Write BUNDLE.sig; a bundle that fails its own checks is not signed."""
-    read_bundle(bundle_path)
+    """Write FILE.sig of a bundle or an in-toto Statement (NAME.intoto.json); one that fails its own
+    checks is not signed."""
+    if intoto.is_statement(bundle_path):
+        intoto.read(bundle_path)
+    else:
+        read_bundle(bundle_path)
     path = signature_path(bundle_path)
-    write_text(path, _signature(bundle_path.read_bytes(), key, str(bundle_path)))
+    write_text(path, _signature(bundle_path.read_bytes(), key, str(bundle_path), namespace_of(bundle_path)))
     return path
 
 
@@ -103,9 +115,10 @@ def check_signature(bundle_path: Path, allowed_signers: "Path | None", required:
     if path.stat().st_size > MAX_SIGNATURE_BYTES:
         raise UserError(f"{path}: {path.stat().st_size} bytes is too large for an SSH signature; get the publisher's signature again")
     data = bundle_path.read_bytes()
-    done = _ssh_keygen(["check-novalidate", "-n", NAMESPACE, "-s", str(path)], stdin=data)
+    namespace = namespace_of(bundle_path)
+    done = _ssh_keygen(["check-novalidate", "-n", namespace, "-s", str(path)], stdin=data)
     if done.returncode != 0:
-        raise UserError(f"{bundle_path}: {path.name} is not a valid {NAMESPACE} signature of this file ({_last_line(done)}); the bundle or its signature was changed: get the originals")
+        raise UserError(f"{bundle_path}: {path.name} is not a valid {namespace} signature of this file ({_last_line(done)}); the bundle or its signature was changed: get the originals")
     found = _KEY.search(done.stdout.decode(errors="replace"))
     key = f"{found.group(1)} {found.group(2)}" if found else None
     if allowed_signers is None:
@@ -114,7 +127,7 @@ def check_signature(bundle_path: Path, allowed_signers: "Path | None", required:
     principals = done.stdout.decode(errors="replace").split() if done.returncode == 0 else []
     if not principals:
         raise UserError(f"{bundle_path}: signed with {key}, a key {allowed_signers} does not list; it was signed by someone you do not trust: check with the publisher")
-    done = _ssh_keygen(["verify", "-f", str(allowed_signers), "-I", principals[0], "-n", NAMESPACE, "-s", str(path)], stdin=data)
+    done = _ssh_keygen(["verify", "-f", str(allowed_signers), "-I", principals[0], "-n", namespace, "-s", str(path)], stdin=data)
     if done.returncode != 0:
         raise UserError(f"{bundle_path}: the signature of {principals[0]} does not verify against {allowed_signers} ({_last_line(done)}); check the allowed signers' namespaces and validity")
     return Signature("verified", key, principals[0])

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.common.nccl_log import seen_nodes, tuning_choices, tuning_summary
+from bench.common.nccl_log import minor_version, seen_nodes, tuning_choices, tuning_summary, version_text
 from bench.common.transports import Nodes, mismatch, run_transport, transport_record
 from tests.conftest import FIXTURES as H200X2
 from tests.support import FIXTURES
@@ -95,3 +95,9 @@ def test_a_node_without_rank_0_judges_no_algorithm_from_its_log():
     launch = transport_record("default", "nccl", 2, text, algorithm="ring")
     run = run_transport(launch, None, [("AllReduce", None)], 2)
     assert "nccl_tuning" not in run and mismatch(run) is None
+
+
+def test_nccl_version_codes_read_as_nccl_prints_them():
+    """ncclGetVersion's code (nccl-tests' nccl_version) as NCCL's banner prints it, both encodings."""
+    assert [version_text(code) for code in (22809, 23206, 21003, 2708)] == ["2.28.9", "2.32.6", "2.10.3", "2.7.8"]
+    assert (minor_version("2.28.9"), minor_version(None)) == ("2.28", None)

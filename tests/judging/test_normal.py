@@ -202,7 +202,8 @@ def test_tree_and_ring_figures_are_never_judged_against_nccls_own_choice(monkeyp
 
 
 @pytest.mark.parametrize("field, other", [("algorithm", "tree"), ("nodes", 2), ("transport", "host_memory"), ("ranks", 2),
-                                          ("dtype", "bfloat16"), ("protocol", "LL128"), ("env", {"NCCL_BUFFSIZE": "1048576"})])
+                                          ("dtype", "bfloat16"), ("protocol", "LL128"), ("env", {"NCCL_BUFFSIZE": "1048576"}),
+                                          ("nccl", "2.32")])
 def test_a_range_of_another_key_judges_nothing(monkeypatch, field, other):
     """A range far below the figure, of its key: "above"; the same range for another algorithm, node
     count, path, ranks, dtype, protocol or env: no reference, whichever way the figure lies."""
@@ -219,6 +220,30 @@ def test_a_range_of_another_key_judges_nothing(monkeypatch, field, other):
         monkeypatch.setattr(normal, "expected", lambda: Ranges((unlike,), {}))
         found = judged(run, host["fingerprint"])[0]
         assert found.verdict == NO_REFERENCE and found.row is None, (field, found)
+
+
+def test_a_range_of_one_nccl_minor_judges_no_figure_of_another():
+    """The 4x H200's ranges were measured on NCCL 2.28: the same box's figure on NCCL 2.32 (its library,
+    or the run's own NCCL, an imported nccl-tests result's) has no reference, saying which; a patch
+    release judges as before; a copy between GPUs, which no NCCL runs, is judged whatever the NCCL."""
+    host = _bundle(FOUR_H200)["hosts"][0]
+    run = _all_reduce_64mib(host, None)
+    assert judged(run, host["fingerprint"])[0].row["key"]["nccl"] == "2.28"
+    newer = copy.deepcopy(host["fingerprint"])
+    newer["software"]["nccl"] = "2.32.6"
+    found = judged(run, newer)[0]
+    assert found.verdict == NO_REFERENCE and found.missing == ("nccl",)
+    assert found.why == ("no reference for NCCL 2.32: the ranges of allreduce_busbw_gbps of NVIDIA H200 over nvlink at 4 rank(s) "
+                         "were measured with NCCL 2.28, whose choice of algorithm may differ")
+    own = Run({**run.record, "transport": {**run.transport, "nccl_version": "2.32.6"}})
+    assert judged(own, host["fingerprint"])[0].missing == ("nccl",)
+    patched = Run({**run.record, "transport": {**run.transport, "nccl_version": "2.28.3"}})
+    assert judged(patched, newer)[0].verdict == "within"
+    copies = h200_copy_runs()
+    fingerprint = json.loads((H200 / "fingerprint.json").read_text())
+    before = [found.verdict for found in judged(Run(copies[0]), fingerprint)]
+    fingerprint["software"]["nccl"] = "2.32.6"
+    assert [found.verdict for found in judged(Run(copies[0]), fingerprint)] == before
 
 
 def test_a_two_node_figure_is_never_judged_against_a_one_node_range(monkeypatch):

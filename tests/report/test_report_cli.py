@@ -122,8 +122,8 @@ def test_strict_stops_at_a_bad_bundle(fleet, tmp_path):
     done = ddpbench("report", str(fleet["cpu"]), str(bad), "--out", str(tmp_path / "out"), "--strict")
     assert done.returncode == 2
     assert done.stderr.splitlines() == [
-        f"error: {bad}: field schema_version: 7 is not a version this ddpbench reads (1); use the ddpbench release "
-        "that wrote it (--strict: the report stops at the first bad bundle)"]
+        f"error: {bad}: field schema_version: 7 is major version 7, which this ddpbench does not read (1.x); use the "
+        "ddpbench release that wrote it (--strict: the report stops at the first bad bundle)"]
     assert not (tmp_path / "out").exists()
 
 

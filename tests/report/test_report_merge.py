@@ -21,27 +21,46 @@ def version_0(bundle: dict) -> dict:
 
 def from_version_0(document: dict) -> dict:
     new = {k: v for k, v in document.items() if k != "machines"}
-    return {**new, "schema_version": 1, "hosts": document["machines"]}
+    return {**new, "schema_version": "1.0", "hosts": document["machines"]}
 
 
 def test_an_older_bundle_is_read_through_its_migration(real_bundle, tmp_path, monkeypatch):
     old = version_0(real_bundle)
     path = write(tmp_path / "old.json", old)
-    with pytest.raises(UserError, match=r"field schema_version: 0 is not a version this ddpbench reads \(1\)"):
+    with pytest.raises(UserError, match=r"field schema_version: 0 is major version 0, which this ddpbench does not read \(1\.x\)"):
         read_bundle(path)
     monkeypatch.setitem(MIGRATIONS, 0, from_version_0)
     migrated = read_bundle(path)
-    assert migrated["schema_version"] == 1
+    assert migrated["schema_version"] == "1.0"
     assert migrated["hosts"] == real_bundle["hosts"]
     assert migrated["sha256"] == old["sha256"]  # still names the bundle as it was published
 
 
 def test_versions_without_a_migration_are_refused(real_bundle, tmp_path, monkeypatch):
     monkeypatch.setitem(MIGRATIONS, 0, from_version_0)
-    for version in (-1, 2, 1.0, "1"):
+    for version in (2, "2.0", "3.1"):
         path = write(tmp_path / "v.json", seal({**real_bundle, "schema_version": version}))
-        with pytest.raises(UserError, match=rf"field schema_version: {version!r} is not a version this ddpbench reads \(0, 1\)"):
+        with pytest.raises(UserError, match=rf"field schema_version: {version!r} is major version \d, which this ddpbench does not read \(0\.x, 1\.x\)"):
             read_bundle(path)
+    for version in (-1, 1.0, "1", "1.01", "v1.1", " 1.1"):
+        path = write(tmp_path / "v.json", seal({**real_bundle, "schema_version": version}))
+        with pytest.raises(UserError, match=r"field schema_version: .* is not a MAJOR\.MINOR version such as '1\.\d+'"):
+            read_bundle(path)
+
+
+def test_a_newer_minor_is_read_without_the_fields_it_adds(real_bundle, tmp_path):
+    """A reader of 1.x reads 1.99, passing over what it does not know; its own minor or an older one
+    with an unknown field is refused, as a changed bundle."""
+    newer = copy.deepcopy(real_bundle)
+    newer["hosts"][0]["runs"][0]["transport"]["seen_by_a_later_tool"] = {"x": 1}
+    newer["stars"] = 5
+    read = read_bundle(write(tmp_path / "newer.json", seal({**newer, "schema_version": "1.99"})))
+    assert "stars" not in read and "seen_by_a_later_tool" not in read["hosts"][0]["runs"][0]["transport"]
+    assert read["hosts"][0]["runs"][0]["metrics"] == real_bundle["hosts"][0]["runs"][0]["metrics"]
+    for version in ("1.1", "1.0", 1):
+        with pytest.raises(UserError, match=r"field hosts\[0\]\.runs\[0\]\.transport: Additional properties are not allowed "
+                                            r"\('seen_by_a_later_tool' was unexpected\)"):
+            read_bundle(write(tmp_path / "same.json", seal({**newer, "schema_version": version})))
 
 
 def test_hosts_named_alike_on_different_machines_are_told_apart(real_bundle):

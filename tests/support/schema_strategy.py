@@ -4,7 +4,8 @@ if/then of a run's suite), so that a field the schema allows is a field the prop
 
 hypothesis-jsonschema would do this, but its last release no longer runs with current Hypothesis;
 the bundle, fingerprint and hosts schemas use a small part of JSON Schema, which this covers:
-$ref, allOf (with if/then on a const), oneOf, anyOf, not (of a pattern), type, enum, const,
+$ref, allOf (with if/then/else on a const), oneOf, anyOf, not (of a pattern; in a then or else, of
+required fields: they are left out), type, enum, const,
 pattern, min/maxLength, minimum, maximum, exclusiveMinimum, items, min/maxItems, uniqueItems,
 properties, required, additionalProperties, propertyNames, min/maxProperties.
 
@@ -88,8 +89,9 @@ class Derived:
                     merged = _merge(merged, part)
             node = {**merged, "conditions": conditions}
         if "if" in node:
-            node = {**{k: v for k, v in node.items() if k not in ("if", "then")},
-                    "conditions": [*node.get("conditions", []), {"if": node["if"], "then": node.get("then", {})}]}
+            node = {**{k: v for k, v in node.items() if k not in ("if", "then", "else")},
+                    "conditions": [*node.get("conditions", []), {"if": node["if"], "then": node.get("then", {}),
+                                                                 "else": node.get("else", {})}]}
         return node, name
 
     # --- strategies ---------------------------------------------------------------------------
@@ -168,13 +170,15 @@ class Derived:
                 values = self._node({} if extra is True else extra, name, (*path, "*"))
                 found.update(draw(st.dictionaries(names, values, max_size=min(MAX_ITEMS, most - len(found)))))
             for condition in conditions:  # a run's params follow its suite: drawn again under `then`
-                if _validator(json.dumps(condition["if"]), name).is_valid(found):
-                    then, _ = self._resolve(condition["then"], name)
-                    for key, spec in then.get("properties", {}).items():
-                        base = properties.get(key, {})
-                        found[key] = draw(self._node(_merge(self._resolve(base, name)[0] if base else {}, spec), name, (*path, key)))
-                    for key in set(then.get("required", [])) - set(found):
-                        found[key] = draw(self._node(properties.get(key, {}), name, (*path, key)))
+                holds = _validator(json.dumps(condition["if"]), name).is_valid(found)
+                then, _ = self._resolve(condition["then"] if holds else condition.get("else", {}), name)
+                for key in then.get("not", {}).get("required", []):  # a field the branch rules out
+                    found.pop(key, None)
+                for key, spec in then.get("properties", {}).items():
+                    base = properties.get(key, {})
+                    found[key] = draw(self._node(_merge(self._resolve(base, name)[0] if base else {}, spec), name, (*path, key)))
+                for key in set(then.get("required", [])) - set(found):
+                    found[key] = draw(self._node(properties.get(key, {}), name, (*path, key)))
             return found
 
         return draw_object().filter(lambda found: node.get("minProperties", 0) <= len(found) <= most)

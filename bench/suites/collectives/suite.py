@@ -13,7 +13,7 @@ from bench.common.transports import backend_for
 from bench.common.units import human_bytes
 from bench.common import cost
 from bench.errors import PlanError
-from bench.suites.base import Figure, HostResults, Suite, warning
+from bench.suites.base import Collective, Figure, HostResults, Suite, warning
 from bench.suites.params import SweptParams
 
 # gloo on a GPU host reduces host tensors with one thread a rank (torchrun's OMP_NUM_THREADS=1):
@@ -29,6 +29,10 @@ HOST_MEMORY_USABLE = 0.8  # of what the host allows: the rest is the ranks' Pyth
 # NCCL's name of each op's function (its TUNING lines, its per-collective NCCL_ALGO); a send/recv has no algorithm.
 NCCL_FUNCTIONS = {"all_reduce": "AllReduce", "all_gather": "AllGather", "reduce_scatter": "ReduceScatter",
                   "broadcast": "Broadcast", "sendrecv": None}
+# busbw / algbw of each op over n ranks, as nccl-tests counts it (and ranks.py: the same factors). Its
+# sendrecv_perf times a ring of sends, not one pair as the send/recv matrix here: no factor.
+BUS_FACTORS = {"all_reduce": lambda n: 2 * (n - 1) / n, "all_gather": lambda n: (n - 1) / n,
+               "reduce_scatter": lambda n: (n - 1) / n, "broadcast": lambda n: 1.0}
 
 
 @dataclass(frozen=True)
@@ -145,6 +149,19 @@ class Collectives(Suite):
         p = run.params
         return [Figure.median(run, "busbw_gbps", f"{p['op'].replace('_', '')}_busbw_gbps", "GB/s", True,
                               size_bytes=p["size_bytes"], dtype=p["dtype"])]
+
+    def collective_call(self, run: Run) -> "Collective | None":
+        p = run.params
+        return Collective(p["op"], p["dtype"], p["in_place"], p["size_bytes"]) if p["op"] in BUS_FACTORS else None
+
+    def collective_run_params(self, call: Collective) -> "dict | None":
+        """Out of place too, though all_reduce and broadcast run here in place only: nccl-tests times both."""
+        if call.op not in BUS_FACTORS:
+            return None
+        return {"op": call.op, "dtype": call.dtype, "in_place": call.in_place, "size_bytes": call.size_bytes}
+
+    def bus_factor(self, op: str, world_size: int) -> "float | None":
+        return BUS_FACTORS[op](world_size) if op in BUS_FACTORS else None
 
     def collective_bytes(self, run: Run) -> "float | None":
         """The call's size times its bus factor (busbw / algbw)."""
