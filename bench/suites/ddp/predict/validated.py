@@ -17,7 +17,6 @@ from pathlib import Path
 from bench.common.allreduce import Topology
 from bench.common.links import link_summary
 from bench.common.run import Run
-from bench.errors import UserError
 from bench.inputfile import read_data_file
 from bench.suites.ddp.predict.sweeps import table_link_of
 
