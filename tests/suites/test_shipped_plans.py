@@ -61,6 +61,12 @@ def test_shipped_plan_dry_runs_within_its_timeout(name, machine, tmp_path):
     assert not over, f"{name} on {machine}: launches priced past timeout_s {plan['timeout_s']:g} s: {over}"
 
 
+def test_the_p2p_gate_is_planned_where_gpus_share_a_host_never_on_a_cpu(tmp_path):
+    """A CPU has no P2P: its plan announces no gate and runs none (bench/agent/gate.py)."""
+    assert planned(load_plan("quick"), "CPU, 2 cores (idle)", tmp_path / "cpu").gate_s == 0
+    assert planned(load_plan("quick"), "2x H200 (NV18)", tmp_path / "gpus").gate_s > 0
+
+
 @pytest.mark.parametrize("name", plan_names())
 def test_smoke_of_shipped_plan_is_priced_under_a_minute_on_a_cpu(name, tmp_path):
     event = planned(smoke(load_plan(name)), "CPU, 2 cores (idle)", tmp_path)

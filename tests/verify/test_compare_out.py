@@ -1,14 +1,17 @@
 """compare writes its verdict where --out says (default results/), never beside the bundles it reads:
-two published bundles compared from a read-only folder leave that folder as it was."""
+two published bundles compared from a read-only folder leave that folder as it was. What an
+inconclusive compare advises, followed, gives a verdict; its floors are one line after the table."""
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import stat
 from pathlib import Path
 
-from tests.conftest import REPO, cli
+from tests.conftest import REPO
+from tests.support.cli_in_process import ddpbench
 
 PUBLISHED = REPO / "benchmarks" / "results" / "bundles"
 # Two runs of one plan on one 2x H100: comparable, run by run.
@@ -30,7 +33,7 @@ def test_compare_of_bundles_in_a_read_only_folder_writes_only_into_out(tmp_path)
     work.mkdir()
     try:
         # One launch a side: the small sizes are judged to about 6% (the launch-to-launch floor), so at 10%.
-        done = cli("compare", held / ORIGINAL, held / NEW, "--tolerance", "10%", cwd=work)
+        done = ddpbench("compare", held / ORIGINAL, held / NEW, "--tolerance", "10%", cwd=work)
         # Root ignores the folder's mode: the listing is what shows that nothing was written there.
         assert _listing(held) == before
     finally:
@@ -40,7 +43,29 @@ def test_compare_of_bundles_in_a_read_only_folder_writes_only_into_out(tmp_path)
     verdict = json.loads((work / "results" / "verdict.json").read_text())
     assert verdict["outcome"] == "passed" and {run["verdict"] for run in verdict["runs"]} == {"reproduced"}
 
-    elsewhere = cli("compare", held / ORIGINAL, held / NEW, "--tolerance", "10%", "--out", tmp_path / "verdicts", cwd=work)
+    elsewhere = ddpbench("compare", held / ORIGINAL, held / NEW, "--tolerance", "10%", "--out", tmp_path / "verdicts", cwd=work)
     assert elsewhere.returncode == 0, elsewhere.stderr
     assert sorted(p.name for p in (tmp_path / "verdicts").iterdir()) == ["verdict.json", "verdict.md"]
     assert _listing(held) == before
+
+
+def test_the_advice_of_an_inconclusive_compare_followed_gives_its_verdict(tmp_path):
+    """At the default 5% the small all-reduces of one launch a side are inconclusive; the summary names
+    the tolerance that judges them, and the same bundles judged with it pass."""
+    first = ddpbench("compare", PUBLISHED / ORIGINAL, PUBLISHED / NEW, "--out", tmp_path / "first")
+    assert first.returncode == 3 and "**INCONCLUSIVE: 3 of 8 compared runs could not be judged" in first.stdout
+    assert "this machine" not in first.stdout  # no machine was measured: two bundles were read
+    (advice,) = re.findall(r"judged with ((?:--tolerance \S+ ?)+), each of them is reproduced \(its interval lies within\)",
+                           first.stdout)
+    assert advice == "--tolerance busbw_gbps=9%"  # the 1 MiB interval [0.924, 1.045] reaches 8.2% below
+    followed = ddpbench("compare", PUBLISHED / ORIGINAL, PUBLISHED / NEW, *advice.split(), "--out", tmp_path / "followed")
+    assert followed.returncode == 0 and "**PASS: every compared run reproduced (8 reproduced)**" in followed.stdout
+    narrower = ddpbench("compare", PUBLISHED / ORIGINAL, PUBLISHED / NEW, "--tolerance", "busbw_gbps=8%", "--out", tmp_path / "8")
+    assert narrower.returncode == 3  # the advice is the least whole percent that settles it
+
+    # The launch-to-launch floors the one-launch sides took: one short line after the table, not a line each before it.
+    lines = first.stdout.splitlines()
+    floors = [i for i, line in enumerate(lines) if "cannot show" in line]  # the floors named, old form or new
+    table_end = max(i for i, line in enumerate(lines) if line.startswith("|"))
+    assert len(floors) == 1 and floors[0] > table_end and len(lines[floors[0]]) < 300, lines[floors[0]]
+    assert lines[floors[0]].startswith("Launch-to-launch floors taken by sides of one launch, which cannot show their own: 1.4%, 0.6%, 0.5%")
