@@ -254,6 +254,7 @@ def cmd_predict(args) -> int:
 
     predictors = {name: part.predict for name, suite in suites.registry().items()
                   if (part := suite.report_section()) is not None and hasattr(part, "predict")}
+
     def warn(line: str) -> None:
         print(terminal(line), file=sys.stderr)
 

@@ -1,9 +1,10 @@
 """The report's inputs: bundle paths and glob patterns in, checked bundles out, each counted once.
 
 A pattern is expanded here rather than by the shell, so that `make report BUNDLES='a/*.json'`
-and a quoted glob on the command line both work. A pattern that matches no file is a warning
-(an error where no pattern matches any); a file that is not a valid bundle is named and skipped (or, strict, stops the report), and so
-is a valid one the report fails on (a bug of ours): the others' report is still written.
+and a quoted glob on the command line both work. A pattern that matches no file is a warning (an
+error where nothing matches); a file that is not a valid bundle is named and skipped (or, strict,
+stops the report), and so is a valid one the report fails on (a bug of ours): the others' report is
+still written.
 """
 
 from __future__ import annotations
