@@ -23,10 +23,10 @@ IMAGE_ARG = $(if $(IMAGE),--tag $(IMAGE),)
 # The venv with the host's torch: when python3 has one, the venv sees python3's packages (the
 # .pth file from bench/venv_pth.py: --system-site-packages alone shows only the base
 # interpreter's, not those of a venv or conda env that python3 is); else it gets the CPU build.
-# Set-up says each step before it and lets pip say its progress (first use: 2 minutes on 2 idle
-# cores, 4 on busy ones, half of it torch); recipes whose text is code, not output, are not echoed (@).
+# Set-up says how long it takes here (bench/setup_time.py) and each step before it, and pip says its
+# progress; recipes whose text is code, not output, are not echoed (@).
 $(VENV)/pyvenv.cfg:
-	@echo "make: setting up $(VENV), once: about 2 minutes on 2 idle cores, 4 on busy ones (torch, then ddpbench's packages); then $(or $(MAKECMDGOALS),venv) goes on"
+	@$(PYTHON) -m bench.setup_time $(VENV) $(or $(MAKECMDGOALS),venv)
 	@if $(PYTHON) -c "import torch" 2>/dev/null; then \
 	  echo "make: a venv that uses the torch of $(PYTHON)"; \
 	  $(PYTHON) -m venv --system-site-packages $(VENV) && \
