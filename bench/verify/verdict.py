@@ -156,7 +156,7 @@ def settling_advice(verdicts: "list[RunVerdict]") -> str:
         said.append(f"judged with {options}, {'each of them' if len(inconclusive) - unsettled > 1 else 'it'} is reproduced "
                     "(its interval lies within)")
     if unsettled:
-        said.append(f"no tolerance settles {unsettled} without an interval")
+        said.append(f"no tolerance settles {'the one' if unsettled == 1 else f'the {unsettled}'} without an interval")
     return "; ".join(said)
 
 

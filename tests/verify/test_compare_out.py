@@ -69,3 +69,17 @@ def test_the_advice_of_an_inconclusive_compare_followed_gives_its_verdict(tmp_pa
     table_end = max(i for i, line in enumerate(lines) if line.startswith("|"))
     assert len(floors) == 1 and floors[0] > table_end and len(lines[floors[0]]) < 300, lines[floors[0]]
     assert lines[floors[0]].startswith("Launch-to-launch floors taken by sides of one launch, which cannot show their own: 1.4%, 0.6%, 0.5%")
+
+
+def test_the_advice_names_the_least_tolerance_per_metric_and_what_no_tolerance_settles():
+    from bench.verify.compare import RunVerdict, inside_band
+    from bench.verify.verdict import settling_advice
+
+    def run(metric: str, verdict: str, low, high) -> RunVerdict:
+        return RunVerdict("h", "h", "ddp", {}, "default", 2, metric, verdict, ci_low=low, ci_high=high, tolerance=0.05)
+
+    verdicts = [run("step_time_s", "inconclusive", 0.9, 1.08), run("step_time_s", "inconclusive", 0.97, 1.06),
+                run("busbw_gbps", "inconclusive", None, None), run("busbw_gbps", "reproduced", 0.99, 1.01)]
+    assert settling_advice(verdicts) == ("judged with --tolerance step_time_s=12%, each of them is reproduced (its interval lies "
+                                         "within); no tolerance settles the one without an interval")
+    assert inside_band(0.9, 1.08, 0.12) and not inside_band(0.9, 1.08, 0.11)  # 1/0.9 reaches 11.1% below
