@@ -23,12 +23,17 @@ IMAGE_ARG = $(if $(IMAGE),--tag $(IMAGE),)
 # The venv with the host's torch: when python3 has one, the venv sees python3's packages (the
 # .pth file from bench/venv_pth.py: --system-site-packages alone shows only the base
 # interpreter's, not those of a venv or conda env that python3 is); else it gets the CPU build.
+# Set-up says how long it takes here (bench/setup_time.py) and each step before it, and pip says its
+# progress; recipes whose text is code, not output, are not echoed (@).
 $(VENV)/pyvenv.cfg:
+	@$(PYTHON) -m bench.setup_time $(VENV) $(or $(MAKECMDGOALS),venv)
 	@if $(PYTHON) -c "import torch" 2>/dev/null; then \
+	  echo "make: a venv that uses the torch of $(PYTHON)"; \
 	  $(PYTHON) -m venv --system-site-packages $(VENV) && \
 	  $(PYTHON) bench/venv_pth.py > "$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/host-python.pth"; \
 	else \
-	  $(PYTHON) -m venv $(VENV) && $(PY) -m pip install -q "torch==$(TORCH_VERSION)"; \
+	  echo "make: a venv with torch $(TORCH_VERSION), its CPU build (about 200 MB: half the set-up)"; \
+	  $(PYTHON) -m venv $(VENV) && $(PY) -m pip install "torch==$(TORCH_VERSION)"; \
 	fi || { rm -rf $(VENV); exit 1; }
 
 venv: $(VENV)/pyvenv.cfg
@@ -37,12 +42,14 @@ venv: $(VENV)/pyvenv.cfg
 # A host without a package index (pip cannot even get setuptools) goes on when the packages the
 # controller imports are there already: `make bench` runs `python -m bench` from this folder.
 $(VENV)/.installed: pyproject.toml $(VENV)/pyvenv.cfg
-	$(PY) -m pip install -q -e '.[sdxl]' || { $(PY) -c 'import bench.cli, bench.report' && \
+	@echo "make: ddpbench and the packages it needs, into $(VENV)"
+	@$(PY) -m pip install -e '.[sdxl]' || { $(PY) -c 'import bench.cli, bench.report' && \
 	  echo "warning: pip could not install ddpbench (no package index?); its packages are importable, so make bench goes on (no ddpbench command, no diffusers unless installed)" >&2; }
 	@touch $@
 
 $(VENV)/.test-installed: $(VENV)/.installed
-	$(PY) -m pip install -q -e '.[test]'
+	@echo "make: the tests' packages, into $(VENV)"
+	@$(PY) -m pip install -e '.[test]'
 	@touch $@
 
 setup: $(VENV)/.test-installed
@@ -94,7 +101,8 @@ report: $(VENV)/.installed
 # docs/verify.md gives the command that returns it.
 verify: $(VENV)/.installed
 	@test -n "$(BUNDLE)" || { echo "error: give the bundle to verify: make verify BUNDLE=path/to/bundle.json" >&2; exit 2; }
-	$(PY) -m bench verify $(BUNDLE) --hosts $(HOSTS) --out $(OUT) $(ARGS) || { status=$$?; \
+	@echo "$(PY) -m bench verify $(BUNDLE) --hosts $(HOSTS) --out $(OUT) $(ARGS)"
+	@$(PY) -m bench verify $(BUNDLE) --hosts $(HOSTS) --out $(OUT) $(ARGS) || { status=$$?; \
 	  case $$status in 1) said=FAIL;; 2) said="an input was refused";; 3) said=INCONCLUSIVE;; 4) said="NOT COMPARABLE";; *) said="stopped";; esac; \
 	  echo "make verify: ddpbench verify exited $$status ($$said); make exits 2 for any failure, so a script that needs the status runs $(PY) -m bench verify itself" >&2; \
 	  exit $$status; }

@@ -139,28 +139,39 @@ def cmd_fingerprint(args) -> int:
 
 
 def cmd_validate(args) -> int:
+    """Every file checked, one line each (`ok` or its `error:`); exit 2 where any failed."""
+    failed = 0
+    for path in args.files:
+        try:
+            print(terminal(_validated(path, args.allowed_signers)), flush=True)  # in order with the error lines of stderr
+        except UserError as err:
+            print(terminal(f"error: {err}"), file=sys.stderr)
+            failed += 1
+    return UserError.exit_status if failed else 0
+
+
+def _validated(path: Path, allowed_signers: "Path | None") -> str:
+    """What `validate` says of an in-toto Statement, bundle, hosts file, plan file or shipped plan's name that passes."""
     from bench.formats import intoto
     from bench.verify.signing import check_signature
 
-    for path in args.files:
-        if intoto.is_statement(path):
-            statement = intoto.read(path)
-            signed = check_signature(path, args.allowed_signers, False).describe()
-            print(terminal(f"{path}: ok: in-toto Statement, {statement.get('predicate', {}).get('result', 'no result')} of "
-                           f"{', '.join(subject.get('name', '?') for subject in statement['subject'])}; {signed}"))
-            continue
-        if path.name.endswith((".json", ".json.gz")):
-            bundle = read_bundle(path)
-            print(terminal(f"{path}: ok: bundle {bundle['run_id']}, {len(bundle['hosts'])} host(s), "
-                           f"sha256 {bundle['sha256'][:12]}"))
-            continue
-        kind = _yaml_kind(path, load_yaml(path, "plan or hosts file"))
-        if kind == "hosts":
-            load_hosts(path)
-        else:
-            load_plan(str(path))
-        print(terminal(f"{path}: ok: {kind} file"))
-    return 0
+    if intoto.is_statement(path):
+        statement = intoto.read(path)
+        signed = check_signature(path, allowed_signers, False).describe()
+        return (f"{path}: ok: in-toto Statement, {statement.get('predicate', {}).get('result', 'no result')} of "
+                f"{', '.join(subject.get('name', '?') for subject in statement['subject'])}; {signed}")
+    if path.name.endswith((".json", ".json.gz")):
+        bundle = read_bundle(path)
+        return f"{path}: ok: bundle {bundle['run_id']}, {len(bundle['hosts'])} host(s), sha256 {bundle['sha256'][:12]}"
+    if not path.exists() and str(path) in plan_names():  # the name `run --plan` takes
+        load_plan(str(path))
+        return f"{path}: ok: shipped plan"
+    kind = _yaml_kind(path, load_yaml(path, "plan or hosts file"))
+    if kind == "hosts":
+        load_hosts(path)
+    else:
+        load_plan(str(path))
+    return f"{path}: ok: {kind} file"
 
 
 HOSTS_KEYS = {"hosts", "defaults", "groups"}  # top-level keys of schema/hosts.schema.json; a plan has none of them
@@ -193,7 +204,7 @@ def cmd_report(args) -> int:
     def warn(line: str) -> None:
         print(terminal(line), file=sys.stderr)
 
-    loaded, skipped = load(expand(args.bundles), args.strict, warn)
+    loaded, skipped = load(expand(args.bundles, warn), args.strict, warn)
     path, count = write_without_failing(
         loaded, args.out, lambda bundles, noted, out: write_report(bundles, out, noted, args.group_by), skipped, args.strict, warn)
     print(terminal(f"report: {path} and {path.with_suffix('.html').name}, from {count} bundle(s)"))
@@ -277,7 +288,11 @@ def cmd_predict(args) -> int:
 
     predictors = {name: part.predict for name, suite in suites.registry().items()
                   if (part := suite.report_section()) is not None and hasattr(part, "predict")}
-    loaded, _ = load(expand(args.bundles), False, lambda line: print(terminal(line), file=sys.stderr))
+
+    def warn(line: str) -> None:
+        print(terminal(line), file=sys.stderr)
+
+    loaded, _ = load(expand(args.bundles, warn), False, warn)
     bundles = [item.bundle for item in loaded]
     blocks = [block for predict in predictors.values()
               for block in predict(bundles, args.link or None, args.gpus, args.gpus_per_node, args.algorithm, args.scaling)]
@@ -457,8 +472,10 @@ def parser() -> argparse.ArgumentParser:
     fingerprint = sub.add_parser("fingerprint", help="print this machine's fingerprint as JSON")
     fingerprint.set_defaults(func=cmd_fingerprint)
 
-    validate = sub.add_parser("validate", help="check bundles (.json, .json.gz), hosts files and plans (.yaml)")
-    validate.add_argument("files", nargs="+", type=Path)
+    validate = sub.add_parser("validate", help="check bundles (.json, .json.gz), in-toto Statements, hosts files and plans "
+                                               "(.yaml, or a shipped plan's name)")
+    validate.add_argument("files", nargs="+", type=Path, metavar="FILE",
+                          help="a bundle, Statement, hosts file, plan file or shipped plan name; each is checked, a line each")
     validate.add_argument("--allowed-signers", type=Path, help="an in-toto Statement's signature (FILE.sig) must be of a key this file lists")
     validate.set_defaults(func=cmd_validate)
 
@@ -482,8 +499,8 @@ def parser() -> argparse.ArgumentParser:
     verify.set_defaults(func=cmd_verify)
 
     compare = sub.add_parser("compare", help="judge bundle NEW against bundle ORIGINAL run by run, without rerunning")
-    compare.add_argument("original", type=Path)
-    compare.add_argument("new", type=Path)
+    compare.add_argument("original", type=Path, metavar="ORIGINAL", help="the bundle judged against: a published one, or your earlier run")
+    compare.add_argument("new", type=Path, metavar="NEW", help="the bundle judged: a rerun of ORIGINAL's plan")
     compare.add_argument("--out", type=Path, default=Path("results"),
                          help="folder for verdict.md and verdict.json (default: results); never the bundles' own folders, which compare only reads")
     _verdict_options(compare)
@@ -504,7 +521,7 @@ def parser() -> argparse.ArgumentParser:
     predict.set_defaults(func=cmd_predict)
 
     sign = sub.add_parser("sign", help="sign a bundle or an in-toto Statement with your SSH key (writes FILE.sig)")
-    sign.add_argument("bundle", type=Path)
+    sign.add_argument("bundle", type=Path, help="the bundle.json or Statement to sign")
     sign.add_argument("--key", type=Path, required=True, help="your private SSH key, e.g. ~/.ssh/id_ed25519")
     sign.set_defaults(func=cmd_sign)
 

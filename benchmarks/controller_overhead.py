@@ -40,8 +40,11 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.bundle import read_bundle  # noqa: E402
-from tests.support.loopback_hosts import LoopbackHosts  # noqa: E402
+from benchmarks._venv import imports_of_the_venv  # noqa: E402
+
+with imports_of_the_venv():
+    from bench.bundle import read_bundle  # noqa: E402
+    from tests.support.loopback_hosts import LoopbackHosts  # noqa: E402
 
 
 def children_cpu_s() -> float:

@@ -83,6 +83,8 @@ def documents() -> dict:
         made.setdefault(row.pop("suite"), []).append(row)
     found = {}
     for name, suite in suites.registry().items():
+        if not suite.folder.is_relative_to(REPO):  # a suite on DDPBENCH_SUITES_PATH keeps the ranges its author wrote
+            continue
         path = suite.folder / FILE
         document = json.loads(path.read_text()) if path.is_file() else {"ranges": []}
         rows = made.get(name, [])

@@ -26,14 +26,17 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench import suites  # noqa: E402 - after the repository is importable
-from bench.bundle import read_bundle  # noqa: E402
-from bench.judging import shared_machine  # noqa: E402
-from bench.common.launch_floor import TABLE, kind_of  # noqa: E402
-from bench.common.run import Run  # noqa: E402
-from bench.common.stats import Floor, Launches  # noqa: E402
-from bench.suites.training import TrainingSuite, pacing  # noqa: E402
-from bench.verify.compare import configurations  # noqa: E402
+from benchmarks._venv import imports_of_the_venv  # noqa: E402
+
+with imports_of_the_venv():
+    from bench import suites  # noqa: E402 - after the repository is importable
+    from bench.bundle import read_bundle  # noqa: E402
+    from bench.judging import shared_machine  # noqa: E402
+    from bench.common.launch_floor import TABLE, kind_of  # noqa: E402
+    from bench.common.run import Run  # noqa: E402
+    from bench.common.stats import Floor, Launches  # noqa: E402
+    from bench.suites.training import TrainingSuite, pacing  # noqa: E402
+    from bench.verify.compare import configurations  # noqa: E402
 
 BUNDLES = REPO / "benchmarks" / "results" / "bundles"
 SIZE_EDGE_BYTES = 64 << 20  # small messages move by a few percent between launches on NVLink, large ones by under one

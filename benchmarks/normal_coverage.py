@@ -20,10 +20,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.errors import UserError  # noqa: E402
-from bench.judging.normal import MISSING, NO_REFERENCE, counts  # noqa: E402
-from bench.report.inputs import expand, load  # noqa: E402
-from bench.report.merge import merge  # noqa: E402
+from benchmarks._venv import imports_of_the_venv  # noqa: E402
+
+with imports_of_the_venv():
+    from bench.errors import UserError  # noqa: E402
+    from bench.judging.normal import MISSING, NO_REFERENCE, counts  # noqa: E402
+    from bench.report.inputs import expand, load  # noqa: E402
+    from bench.report.merge import merge  # noqa: E402
 
 TARGET = 0.2  # at most this share of a plan's figures without a reference
 REASONS_SHOWN = 3
@@ -61,8 +64,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument("bundles", nargs="+", help="bundle files or glob patterns (.json or .json.gz)")
     parser.add_argument("--target", type=float, default=TARGET, help=f"the largest share without a reference (default {TARGET})")
     args = parser.parse_args(argv)
+
+    def warn(line: str) -> None:
+        print(line, file=sys.stderr)
+
     try:
-        loaded, _ = load(expand(args.bundles), strict=True, warn=lambda line: print(line, file=sys.stderr))
+        loaded, _ = load(expand(args.bundles, warn), strict=True, warn=warn)
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -16,12 +16,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.agent.estimate import gate_seconds, plan_modelled  # noqa: E402
-from bench.agent.planning import plan_launches  # noqa: E402
-from bench.common.host import Capabilities  # noqa: E402
-from bench.common.protocol import Placement  # noqa: E402
-from bench.controller.plans import load_plan, plan_names  # noqa: E402
-from bench.controller.progress import describe_s  # noqa: E402
+from benchmarks._venv import imports_of_the_venv  # noqa: E402
+
+with imports_of_the_venv():
+    from bench.agent.estimate import gate_seconds, plan_modelled  # noqa: E402
+    from bench.agent.planning import plan_launches  # noqa: E402
+    from bench.common.host import Capabilities  # noqa: E402
+    from bench.common.protocol import Placement  # noqa: E402
+    from bench.controller.plans import load_plan, plan_names  # noqa: E402
+    from bench.controller.progress import describe_s  # noqa: E402
 
 GIB = 1 << 30
 

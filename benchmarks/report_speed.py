@@ -99,7 +99,7 @@ def main() -> int:
             cli_s, cli_cpu_s = min(runs)
             out = scratch / f"phases-{count}"
             out.mkdir()
-            load_s, (loaded, _) = timed(lambda: load(expand([pattern]), False, lambda line: None))
+            load_s, (loaded, _) = timed(lambda: load(expand([pattern], lambda line: None), False, lambda line: None))
             merge_s, comparison = timed(lambda: merge([item.bundle for item in loaded]))
             plot_s, blocks = timed(lambda: build(comparison, out, []))
             render_s, _ = timed(lambda: (markdown.render(blocks), html.render(blocks, "report")))

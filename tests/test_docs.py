@@ -4,7 +4,9 @@ written as code names a file of the repository, and each command of a shell bloc
 `make` targets of the Makefile, `ddpbench` / `python -m bench` subcommands and their options, plans
 given by name. Each suite has a README that names every parameter of its params.schema.json (the
 harness's it refers to included). docs/writing-a-suite.md's hook table names every hook of
-bench/suites/base.py's Suite, each marked required or optional as the class makes it."""
+bench/suites/base.py's Suite, each marked required or optional as the class makes it. Each command
+example is run as written, here or by the test named, or says why not (EXAMPLES); every argument of
+every command says in its --help what it is."""
 
 from __future__ import annotations
 
@@ -12,10 +14,15 @@ import argparse
 import glob
 import inspect
 import json
+import os
 import re
 import shlex
 import shutil
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 from bench import suites
 from bench.cli import parser
@@ -306,3 +313,174 @@ def test_the_hook_table_check_finds_a_missing_row_and_a_wrong_mark():
     assert hook_table_problems(page, suite_hooks()) == [
         "the hook table has no row for planned_value",
         "the hook table marks headline_metric optional, base.py makes it required"]
+
+
+# --- Every command example, as written --------------------------------------------------------------
+
+# Each command of the docs' shell blocks, and of their prose that runs a script with `python`, and how
+# the tests hold it as written: "here" (a test below runs it so, in a folder laid out as a clone's
+# with a run's results), the test file that runs it, or why no test runs it.
+NOT_RUN = "not run: "
+EXAMPLES = {
+    "make bench": NOT_RUN + "a plan's minutes and the set-up of .venv; tests/agent/test_estimate.py runs `ddpbench run` of quick",
+    "make test": NOT_RUN + "the whole suite, this test's own",
+    "make bench PLAN=seed002": NOT_RUN + "a GPU host's minutes; tests/suites/test_shipped_plans.py prices and smoke-runs it",
+    ".venv/bin/ddpbench predict benchmarks/results/bundles/20261125T213922Z-6e20a7.bundle.json --link nvlink4+ib-ndr --gpus 16 "
+    "--gpus-per-node 8": "tests/suites/test_predict_examples.py",
+    "make bench HOSTS=hosts/vast.yaml PLAN=quick": NOT_RUN + "a rented GPU host; hosts/vast.yaml is validated here",
+    ".venv/bin/ddpbench validate hosts/vast.yaml": "here",
+    "make bench HOSTS=hosts/two-boxes.yaml PLAN=benchmarks/plans/two-nodes.yaml": NOT_RUN + "two GPU boxes; "
+    "tests/controller/test_two_nodes.py runs that plan over two SSH hosts",
+    "make test-hosts": NOT_RUN + "sshd as root; tests/controller/test_ssh.py starts the same hosts",
+    "make bench HOSTS=hosts/loopback.yaml": NOT_RUN + "sshd as root; tests/controller/test_ssh.py runs plans on those hosts",
+    "make test-hosts-stop": NOT_RUN + "sshd as root; tests/controller/test_ssh.py stops its hosts",
+    "make image": NOT_RUN + "Docker and a registry; tests/docker/test_image.py builds the CPU image",
+    "make image LOCK=cuda-sdxl": NOT_RUN + "Docker and a registry, and CUDA's image",
+    "make image IMAGE=registry.example.com/me/ddpbench:0.1.0": NOT_RUN + "Docker and a registry",
+    "make image-lock": NOT_RUN + "Docker Hub",
+    "make image-requirements": NOT_RUN + "PyPI",
+    "make image-save": NOT_RUN + "Docker, and an image built",
+    "make image-load IMAGE_TARBALL=dist/ddpbench-0.1.0.tar": NOT_RUN + "Docker, and a saved image",
+    "make bench HOSTS=hosts/docker.yaml": NOT_RUN + "Docker with GPUs; tests/controller/runtimes/test_docker.py runs the runtime",
+    "make report BUNDLES='results/*/bundle.json downloaded/*.json' OUT=report/": "here",
+    ".venv/bin/ddpbench report 'results/*/bundle.json' --out report/ --group-by hardware": "here",
+    "python benchmarks/normal_coverage.py results/*/bundle.json": "here",
+    ".venv/bin/ddpbench predict results/RUN_ID/bundle.json": "tests/suites/test_predict_examples.py",
+    ".venv/bin/ddpbench predict BUNDLE --link pcie4-x4-host --link nvlink4 --gpus 2": "tests/suites/test_predict_examples.py",
+    ".venv/bin/ddpbench predict BUNDLE --link 12.5,20": "tests/suites/test_predict_examples.py",
+    ".venv/bin/ddpbench predict BUNDLE --scaling strong": "tests/suites/test_predict_examples.py",
+    "make bench PLAN=collectives-sweep HOSTS=hosts/local.yaml OUT=results": NOT_RUN + "every transport's sweep: minutes; "
+    "tests/suites/test_shipped_plans.py prices and smoke-runs it",
+    ".venv/bin/ddpbench run --plan seed001 --hosts hosts/local.yaml": NOT_RUN + "200 steps of GPT-2: minutes; "
+    "tests/suites/test_shipped_plans.py smoke-runs it",
+    ".venv/bin/ddpbench run --plan seed001 --dry-run": "here",
+    ".venv/bin/ddpbench run --plan seed001 --smoke": "tests/suites/test_shipped_plans.py",
+    ".venv/bin/ddpbench run --hosts hosts/local.yaml --resume results/RUN_ID": "tests/controller/test_run.py",
+    "make bench HOSTS=hosts/hpc-example.yaml PLAN=seed002": NOT_RUN + "a Slurm cluster; tests/controller/runtimes/test_slurm.py "
+    "runs plans on one",
+    "make verify BUNDLE=their/bundle.json HOSTS=hosts/local.yaml": "tests/e2e/test_make_verify.py",
+    ".venv/bin/ddpbench verify their/bundle.json --hosts hosts/local.yaml --tolerance busbw_gbps=0.1": "tests/verify/test_verify.py",
+    ".venv/bin/ddpbench compare their/bundle.json results/RUN_ID/bundle.json": "tests/verify/test_compare_out.py",
+    '.venv/bin/python -m bench verify their/bundle.json --hosts hosts/local.yaml; echo "verify: $?"': "tests/e2e/test_make_verify.py",
+    ".venv/bin/ddpbench sign results/RUN_ID/bundle.json --key ~/.ssh/id_ed25519": "tests/verify/test_verify.py",
+    "DDPBENCH_SUITES_PATH=/path/to/my-suites .venv/bin/ddpbench suites": "tests/suites/test_a_new_suite.py",
+    "DDPBENCH_SUITES_PATH=/path/to/my-suites .venv/bin/ddpbench run --plan toy.yaml": "tests/suites/test_a_new_suite.py",
+    "DDPBENCH_SUITES_PATH=/path/to/my-suites .venv/bin/python -m pytest -q tests/suites/test_suite_contract.py tests/test_docs.py "
+    "tests/test_architecture.py tests/e2e/test_boundaries.py": "tests/suites/test_a_new_suite.py",
+    "python benchmarks/controller_overhead.py": NOT_RUN + "sshd as root; its imports from a Python outside the venv run here",
+    "python benchmarks/expected_ranges.py": "here",
+    "python benchmarks/p2p_gate.py": NOT_RUN + "GPUs; its imports from a Python outside the venv run here",
+    "python3 benchmarks/launch_costs.py --write BUNDLE...": NOT_RUN + "it rewrites bench/common/launch_costs.py; its imports "
+    "from a Python outside the venv run here",
+    "python benchmarks/plan_durations.py": "here",
+    "python benchmarks/slurm_overhead.py": NOT_RUN + "a Slurm cluster; its imports from a Python outside the venv run here",
+}
+RUN_HERE_SLOWLY = {  # seconds of CPU each: `make test` runs them, `make check` leaves them
+    "make report BUNDLES='results/*/bundle.json downloaded/*.json' OUT=report/",
+    ".venv/bin/ddpbench report 'results/*/bundle.json' --out report/ --group-by hardware",
+    "python benchmarks/normal_coverage.py results/*/bundle.json",
+    ".venv/bin/ddpbench run --plan seed001 --dry-run",
+    "python benchmarks/expected_ranges.py",
+    "python benchmarks/plan_durations.py",
+}
+A_RUN = "20261125T213922Z-6e20a7"  # the README's 2x H100 bundle, as a run's results/RUN_ID/bundle.json
+
+
+def command_examples(root: Path) -> dict:
+    """Each command of the docs' shell blocks (its comment left out), and each `python SCRIPT` of
+    their prose -> the pages that give it."""
+    found: dict = {}
+    for doc in doc_files(root):
+        text = doc.read_text()
+        lines = [line for language, body in FENCE.findall(text) if language.strip() in SHELL_FENCES for line in body.splitlines()]
+        lines += [span for span in CODE_SPAN.findall(FENCE.sub("", text)) if re.match(r"python3? benchmarks/", span)]
+        for line in lines:
+            command = re.sub(r"\s+#.*$", "", line).strip()
+            if command and not command.startswith("#"):
+                found.setdefault(command, []).append(str(doc.relative_to(root)))
+    return found
+
+
+def test_every_command_example_is_run_as_written_or_says_why_not():
+    found = command_examples(REPO)
+    assert sorted(set(found) - set(EXAMPLES)) == [], "commands of the docs no test holds: add each to EXAMPLES"
+    assert sorted(set(EXAMPLES) - set(found)) == [], "EXAMPLES holds commands the docs no longer give"
+    from tests.tiers import CHECK, FULL_ONLY
+    for command, how in EXAMPLES.items():
+        if how != "here" and not how.startswith(NOT_RUN):
+            assert how in CHECK + FULL_ONLY, f"{command}: {how} is no test file of a tier"
+    assert RUN_HERE_SLOWLY <= {command for command, how in EXAMPLES.items() if how == "here"}
+
+
+@pytest.fixture
+def clone(tmp_path) -> Path:
+    """A folder as a clone is after `make bench`: the repository's files (linked), its .venv, a run's
+    results; `python` on the PATH is a Python outside the venv, as in a fresh shell."""
+    for entry in REPO.iterdir():
+        if entry.name not in MADE_HERE | {"Makefile", "pyproject.toml"}:
+            (tmp_path / entry.name).symlink_to(entry)
+    for name in ("Makefile", "pyproject.toml"):  # make reads them here, and the venv is newer than pyproject.toml
+        shutil.copy2(REPO / name, tmp_path / name)
+    (tmp_path / ".venv").symlink_to(REPO / ".venv")
+    (tmp_path / "results" / A_RUN).mkdir(parents=True)
+    shutil.copy(REPO / "benchmarks" / "results" / "bundles" / f"{A_RUN}.bundle.json", tmp_path / "results" / A_RUN / "bundle.json")
+    bare = tmp_path.parent / f"{tmp_path.name}-bin"
+    bare.mkdir()
+    for name in ("python", "python3"):
+        (bare / name).symlink_to(getattr(sys, "_base_executable", sys.executable))
+    return tmp_path
+
+
+def run_as_written(command: str, clone: Path) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MAKE", "PYTHON", "VIRTUAL_ENV"))}
+    env["PATH"] = f"{clone.parent / (clone.name + '-bin')}{os.pathsep}{env.get('PATH', '')}"
+    done = subprocess.run(["bash", "-c", command], cwd=clone, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, f"`{command}`: {done.stdout}\n{done.stderr}"
+    return done
+
+
+def test_the_cheap_examples_run_as_written():
+    """`ddpbench validate` of the hosts file the docs offer (in this process: the tool's own work, without
+    an interpreter's start); the rest here are slow."""
+    from tests.support.cli_in_process import ddpbench
+
+    done = ddpbench("validate", "hosts/vast.yaml", cwd=REPO)
+    assert (done.returncode, done.stdout) == (0, "hosts/vast.yaml: ok: hosts file\n"), done.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", sorted(RUN_HERE_SLOWLY))
+def test_the_examples_run_as_written(command, clone):
+    done = run_as_written(command, clone)
+    if command.startswith("make report"):  # no downloaded bundles: that pattern is named, the rest reported
+        assert "warning: downloaded/*.json: the pattern matches no file; going on with the others" in done.stderr
+    if "report" in command:
+        assert (clone / "report" / "report.md").is_file() and "from 1 bundle(s)" in done.stdout
+    if "normal_coverage" in command:
+        assert "plan quick: 1 bundle(s), 9 figure(s)" in done.stdout
+    if "plan_durations" in command:
+        assert "| seed001 |" in done.stdout
+
+
+@pytest.mark.slow
+def test_every_python_script_the_docs_give_starts_from_a_python_outside_the_venv(clone):
+    """Each `python benchmarks/SCRIPT` of the docs imports what it needs there, however it is run."""
+    scripts = {re.search(r"benchmarks/\S+\.py", command).group(0) for command in EXAMPLES if re.match(r"python3? ", command)}
+    for script in sorted(scripts):
+        done = run_as_written(f"python {script} --help", clone)
+        assert done.stdout.startswith("usage: "), (script, done.stdout)
+
+
+def test_every_argument_of_every_command_says_in_its_help_what_it_is():
+    """`ddpbench compare --help` names ORIGINAL and NEW and says which is which; so for every argument."""
+    def commands(parent: argparse.ArgumentParser, name: str):
+        yield name, parent
+        for action in parent._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for child, sub in action.choices.items():
+                    yield from commands(sub, f"{name} {child}")
+
+    unsaid = [f"{name} {action.metavar or action.dest}" for name, command in commands(parser(), "ddpbench")
+              for action in command._actions
+              if not isinstance(action, argparse._SubParsersAction) and (not action.help or action.help == argparse.SUPPRESS)]
+    assert unsaid == []

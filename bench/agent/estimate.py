@@ -17,7 +17,8 @@ from bench.common.host import Capabilities
 from bench.common.sampling import TYPICAL_CV, expected_sampling_s
 from bench.errors import PlanError
 
-ETA_OFF_FACTOR = 2.0  # a launch this much longer or shorter than its estimate is said in the log
+ETA_OFF_FACTOR = 2.0  # a launch this much longer or shorter than its estimate is said in the log ...
+ETA_OFF_LEAST_S = 5.0  # ... where it is off by more than these seconds: a few seconds move no ETA a reader watches
 # A configuration sampling to a cv_target (a plan's, below its samples' CV) measures about this
 # many times over past its first batch: verify of quick on a 2-core CPU took 2 min 45 s where the
 # model without sampling said 1 min 01 s. Never more than its sampling_cap_s a configuration.
@@ -78,10 +79,10 @@ def plan_seconds(launches: "list[Launch]", host: Capabilities, slowdown: float =
     return sum(m.seconds for m in plan_modelled(launches, host, slowdown).values()) + gate_seconds(launches, host, slowdown)
 
 
-def gate_seconds(launches: "list[Launch]", host: Capabilities, slowdown: float = 1.0) -> float:
-    """The P2P gate before the first of these launches (bench/agent/gate.py): its arms, or nothing where
-    it has nothing to check."""
-    ranks = gate.ranks_to_check(host, launches)
+def gate_seconds(launches: "list[Launch]", host: Capabilities, slowdown: float = 1.0, env: "dict | None" = None) -> float:
+    """The P2P gate before the first of these launches (bench/agent/gate.py), its ranks' environment
+    `env`: its arms, or nothing where it has nothing to check."""
+    ranks = gate.ranks_to_check(host, launches, env)
     if ranks < 2:
         return 0.0
     return (len(gate.ARMS) if host.cuda else 1) * cost.gate_arm_s(host.kind) * stretch(host, slowdown, ranks)
@@ -130,8 +131,9 @@ def estimate_launch(launch: Launch, by_model: Modelled, measured_s: "float | Non
 
 
 def eta_off(duration_s: float, estimate_s: float) -> str:
-    """What to say when a launch's estimate was off by more than ETA_OFF_FACTOR either way."""
-    if not estimate_s or not duration_s:
+    """What to say when a launch's estimate was off by more than ETA_OFF_FACTOR either way and more than
+    ETA_OFF_LEAST_S."""
+    if not estimate_s or not duration_s or abs(duration_s - estimate_s) <= ETA_OFF_LEAST_S:
         return ""
     if duration_s > ETA_OFF_FACTOR * estimate_s:
         return f"more than {ETA_OFF_FACTOR:g}x the estimate; the ETA was too short"

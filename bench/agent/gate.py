@@ -3,8 +3,9 @@ and with P2P forced off?
 
 Consumer and workstation PCIe boxes hang or return wrong sums with P2P on (NVIDIA/nccl #1999,
 OpenRLHF #1064, pytorch #150734), and copy benchmarks pass there while NCCL's results are wrong
-(club-3090 #902, #922). So before the first launch on a host with two or more GPUs (on the CPU: a
-plan with two or more ranks here, gloo standing in, so that the path runs in CI), the gate runs
+(club-3090 #902, #922). So before the first launch on a host with two or more GPUs (a CPU has no
+P2P: there the gate runs only where a test planted a fault, gloo standing in, so that CI watches its
+path), the gate runs
 two arms, each a fresh set of processes (NCCL reads NCCL_P2P_DISABLE once per process) under a
 time limit: `p2p` in the environment the `default` preset's launches get, `p2p_off` with
 NCCL_P2P_DISABLE=1 (on the CPU only as the control of a `p2p` arm that went wrong). Each arm runs
@@ -54,13 +55,16 @@ P2P_SETTINGS = ("NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL")
 MAX_WRONG_PLACES = 16  # per check: the first few wrong places say enough
 
 
-def ranks_to_check(host: Capabilities, launches: list) -> int:
-    """How many ranks the gate runs: every GPU of a host with two or more, else the most ranks any
-    of `launches` runs on this host's CPU; 0 where there is nothing to check (one GPU, one rank)."""
+def ranks_to_check(host: Capabilities, launches: list, env: "dict | None" = None) -> int:
+    """How many ranks the gate runs: every GPU of a host with two or more; 0 where there is nothing to
+    check (one GPU, one rank, no GPU). On a CPU where `env` (the ranks' environment) plants a fault,
+    the most ranks any of `launches` runs there."""
     if not launches:  # nothing left to run (a resumed run)
         return 0
     if host.cuda:
         return host.gpu_count if host.gpu_count >= 2 else 0
+    if not (env or {}).get(PLANTED_FAULT):
+        return 0
     most = max((launch.nproc_per_node for launch in launches), default=0)
     return most if most >= 2 else 0
 
@@ -71,7 +75,7 @@ def check_host(launches: list, host: Capabilities, fingerprint: dict, work: Path
     fingerprint, its line (where it found something wrong) to `progress`, and the default launches
     go without P2P where only P2P was wrong."""
     env = {**os.environ, **(BASE_NCCL_ENV if host.cuda else {}), **host_env}
-    ranks = ranks_to_check(host, launches)
+    ranks = ranks_to_check(host, launches, env)
     visible = env.get("CUDA_VISIBLE_DEVICES")
     if host.cuda and visible is not None:  # the ranks see only these GPUs, as the launches' ranks do
         ranks = min(ranks, len([device for device in visible.split(",") if device.strip()]))

@@ -64,7 +64,7 @@ def run_plan(
         [l.id for l in launches], {l.id: l.estimate_s for l in launches if l.estimate_s},
         {l.id: l.configurations for l in launches if l.estimate_s},
         sorted(l.id for l in launches if l.estimate_s and l.id in measured),
-        sorted(l.id for l in launches if l.id in done_launch_ids), round(gate_seconds(runnable, host, slowdown), 1), slowdown,
+        sorted(l.id for l in launches if l.id in done_launch_ids), round(gate_seconds(runnable, host, slowdown, {**os.environ, **(host_env or {})}), 1), slowdown,
         {l.id: l.skipped_reason for l in launches if l.skipped_reason},
     ))
     if dry_run:

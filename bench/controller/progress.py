@@ -186,7 +186,10 @@ class HostProgress:
                 lines.append(f"  {launch}: not run: {event.skipped.get(launch, 'finished before')}")
         return lines
 
-    def finish(self, host: str, error: "str | None") -> None:
+    def finish(self, host: str, error: "str | None", complete: bool = True) -> None:
+        """The host's last line: failed, done, or (its agent stopped short of its plan's end, as Ctrl-C
+        stops it) stopped."""
         self._states[host].ended = True
-        self._show(host, f"failed: {error}" if error else "done")
-        self._say(host, f"failed: {error}" if error else "done")
+        said = f"failed: {error}" if error else "done" if complete else "stopped before the end of its plan: what finished is kept"
+        self._show(host, said)
+        self._say(host, said)

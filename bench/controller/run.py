@@ -281,7 +281,7 @@ def _run_units(units: list, progress: HostProgress) -> bool:
         else:
             run_group(unit[0].group, unit, run_one)
         for item in unit:
-            progress.finish(item.host.name, item.error)
+            progress.finish(item.host.name, item.error, complete=bool(item.raw and item.raw.get("complete")))
 
     pool = ThreadPoolExecutor(max_workers=len(units), thread_name_prefix="host")
     futures = [pool.submit(run_unit, unit) for unit in units]

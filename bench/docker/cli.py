@@ -93,11 +93,11 @@ def add_image_commands(sub) -> None:
     save.set_defaults(func=cmd_save)
 
     load = commands.add_parser("load", help="load an image tarball that `image save` wrote")
-    load.add_argument("tarball", type=Path)
+    load.add_argument("tarball", type=Path, help="the tarball `image save` wrote (default name dist/NAME-TAG.tar)")
     load.set_defaults(func=cmd_load)
 
     lock = commands.add_parser("lock", help="pin the Dockerfile's base image to the digest its registry serves now")
-    lock.add_argument("--dockerfile", type=Path, default=image.DOCKERFILE)
+    lock.add_argument("--dockerfile", type=Path, default=image.DOCKERFILE, help="the Dockerfile whose FROM to pin (default: the repository's)")
     lock.set_defaults(func=cmd_lock)
 
     compose = commands.add_parser("compose", help="run a plan in a compose topology of compose/; merge it into a bundle")

@@ -1,9 +1,10 @@
 """The report's inputs: bundle paths and glob patterns in, checked bundles out, each counted once.
 
 A pattern is expanded here rather than by the shell, so that `make report BUNDLES='a/*.json'`
-and a quoted glob on the command line both work. A pattern that matches no file is an error;
-a file that is not a valid bundle is named and skipped (or, strict, stops the report), and so
-is a valid one the report fails on (a bug of ours): the others' report is still written.
+and a quoted glob on the command line both work. A pattern that matches no file is a warning (an
+error where nothing matches); a file that is not a valid bundle is named and skipped (or, strict,
+stops the report), and so is a valid one the report fails on (a bug of ours): the others' report is
+still written.
 """
 
 from __future__ import annotations
@@ -31,9 +32,11 @@ class Loaded:
     bundle: dict
 
 
-def expand(patterns: list[str]) -> list[Path]:
-    """Files named or matched, in the order given (sorted within one pattern), each once."""
+def expand(patterns: list[str], warn: Callable[[str], None]) -> list[Path]:
+    """Files named or matched, in the order given (sorted within one pattern), each once; a pattern
+    that matches nothing is warned of, and an error where none matches anything."""
     found: dict[Path, None] = {}
+    empty = []
     for pattern in patterns:
         if Path(pattern).exists() and not glob.has_magic(pattern):  # a FIFO or folder too: reading names what it is
             found.setdefault(Path(pattern))
@@ -41,10 +44,14 @@ def expand(patterns: list[str]) -> list[Path]:
         if not glob.has_magic(pattern):
             raise UserError(f"{pattern}: no such bundle file; check the path")
         matches = sorted(Path(m) for m in glob.glob(pattern, recursive=True) if Path(m).is_file())
-        if not matches:
-            raise UserError(f"{pattern}: the pattern matches no file; check the path (`make bench` writes results/*/bundle.json)")
+        empty += [pattern] if not matches else []
         for match in matches:
             found.setdefault(match)
+    if not found:
+        said = f"{empty[0]}: the pattern matches no file" if len(empty) == 1 else f"none of the patterns {', '.join(empty)} matches a file"
+        raise UserError(f"{said}; check the path (`make bench` writes results/*/bundle.json)")
+    for pattern in empty:
+        warn(f"warning: {pattern}: the pattern matches no file; going on with the others")
     return list(found)
 
 

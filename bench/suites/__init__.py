@@ -17,7 +17,8 @@ from bench.errors import UserError
 
 SUITES_PATH_ENV = "DDPBENCH_SUITES_PATH"
 
-__path__ = [*__path__, *(folder for folder in os.environ.get(SUITES_PATH_ENV, "").split(os.pathsep) if folder)]
+USERS_FOLDERS = [folder for folder in os.environ.get(SUITES_PATH_ENV, "").split(os.pathsep) if folder]
+__path__ = [*__path__, *USERS_FOLDERS]
 
 
 class UnknownSuite(UserError):
@@ -27,6 +28,10 @@ class UnknownSuite(UserError):
 @functools.lru_cache(maxsize=None)
 def registry() -> dict:
     """name -> Suite, for every suite folder on the suite path, in name order."""
+    missing = [folder for folder in USERS_FOLDERS if not os.path.isdir(folder)]
+    if missing:
+        raise UserError(f"{SUITES_PATH_ENV} names {', '.join(missing)}, which {'is not a folder' if len(missing) == 1 else 'are not folders'}; "
+                        "give the folder that holds your suites' folders, or unset it")
     found = {}
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda info: info.name):
         if not info.ispkg:

@@ -172,13 +172,30 @@ def band(tolerance: float) -> tuple[float, float]:
     return 1 / (1 + tolerance), 1 + tolerance
 
 
+def inside_band(low: float, high: float, tolerance: float) -> bool:
+    """Whether the interval [low, high] of a ratio lies wholly inside the band."""
+    edges = band(tolerance)
+    return edges[0] <= low and high <= edges[1]
+
+
+def fitting_tolerance(low: "float | None", high: "float | None") -> "int | None":
+    """The least whole percent of tolerance whose band holds the whole interval [low, high] (a rerun
+    judged with it is reproduced); None where there is no interval, so no tolerance settles it."""
+    if low is None or high is None or low <= 0:
+        return None
+    percent = max(1, math.floor((max(high, 1 / low) - 1) * 100))
+    while not inside_band(low, high, percent / 100):  # the float rounding of a percent, at most a step or two
+        percent += 1
+    return percent
+
+
 def verdict_of(ratio: Spread, tolerance: float, metric: str) -> str:
     """"reproduced" when the ratio's whole interval lies inside the band, "faster"/"slower" when it
     lies wholly outside (the metric's direction decides which), "inconclusive" when it straddles an edge."""
     low, high = band(tolerance)
     if ratio.low is None:
         return "inconclusive"
-    if low <= ratio.low and ratio.high <= high:
+    if inside_band(ratio.low, ratio.high, tolerance):
         return "reproduced"
     if ratio.high < low or ratio.low > high:
         return "faster" if (ratio.median > 1) == higher_is_better(metric) else "slower"
@@ -225,8 +242,8 @@ def _launches_to_fit(ratio: Ratio, room: float) -> "int | None":
 
 def why_inconclusive(ratio: Ratio, tolerance: float, original: Launches, new: Launches,
                      shares: tuple = (None, None), paced: tuple = (None, None)) -> "tuple[str, str, float | None]":
-    """(one of INCONCLUSIVE_BECAUSE, what it means and what would settle it, the tolerance this machine
-    could judge the run to)."""
+    """(one of INCONCLUSIVE_BECAUSE, what it means and what would settle it, the tolerance a rerun
+    identical to the original could be judged to)."""
     if ratio.low is None:
         return "no interval", "the new median is 0, or the interval reaches past a float's range: no interval", None
     floor = judged_to(ratio.denominator, ratio.level)
@@ -249,7 +266,8 @@ def why_inconclusive(ratio: Ratio, tolerance: float, original: Launches, new: La
         settle = (f"about {launches} launches a side would narrow it to fit the band (the entry's launch_repeats, or the "
                   f"plan's precision: launches)" if launches else
                   f"the ratio {ratio.median:.3f} lies at the band's edge: more launches tell on which side" if room <= 0 else
-                  f"more than {MOST_LAUNCHES} launches a side would be needed: judge it with --tolerance {math.ceil(floor * 100)}%")
+                  f"more than {MOST_LAUNCHES} launches a side would be needed: judge it with "
+                  f"--tolerance {fitting_tolerance(ratio.low, ratio.high)}%, within which its interval lies")
         return "launches differ", (
             f"launches differ more than samples do: {straddles}, and the spread between launches makes "
             f"{between / (between + within):.0%} of its width ({between_words(ratio)}); more samples do not settle it: "
@@ -257,9 +275,9 @@ def why_inconclusive(ratio: Ratio, tolerance: float, original: Launches, new: La
     if floor > tolerance:
         return "noise floor", (
             f"noise floor above the tolerance: a rerun identical to the original (CV {_spread(original.samples)}) would get an "
-            f"interval reaching +-{floor:.1%}, so this machine judges this run to about {floor:.0%}, not to {tolerance:.0%} "
-            f"(new: CV {_spread(new.samples)}); judge it with --tolerance {math.ceil(floor * 100)}%, or raise the entry's "
-            f"repetitions or steps, or the plan's precision target"), floor
+            f"interval reaching +-{floor:.1%}, so the original can be judged to about {floor:.0%}, not to {tolerance:.0%} "
+            f"(new: CV {_spread(new.samples)}); judge it with --tolerance {fitting_tolerance(ratio.low, ratio.high)}%, within "
+            f"which its interval lies, or raise the entry's repetitions or steps, or the plan's precision target"), floor
     count = min(ratio.numerator.samples, ratio.denominator.samples)
     t_room = room / t_quantile(1 - (1 - ratio.level) / 2, ratio.df) if room > 0 else 0.0
     factor = within / (t_room ** 2 - between) if t_room ** 2 > between else None

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 from collections import Counter
 from pathlib import Path
 
@@ -14,7 +13,7 @@ from bench.outputs import prepare_folder
 from bench.report import markdown as markdown_renderer
 from bench.report.document import Bullets, Heading, Paragraph, Table
 from bench.common.units import human_bytes
-from bench.verify.compare import VERDICTS, RunVerdict, higher_is_better, stopped_before
+from bench.verify.compare import VERDICTS, RunVerdict, fitting_tolerance, higher_is_better, stopped_before
 from bench.verify.machines import differs_text, said
 
 
@@ -111,14 +110,19 @@ def _pacing_cell(v: RunVerdict) -> str:
     return " / ".join(v.pacing[side] or "-" for side in ("original", "new"))
 
 
-def floors_taken(verdicts: "list[RunVerdict]") -> list[str]:
-    """Each launch-to-launch floor a one-launch side took, once, with its source."""
-    said = []
+def floors_line(verdicts: "list[RunVerdict]") -> "str | None":
+    """The launch-to-launch floors the sides of one launch took, each once, in one line; where each was
+    measured is in verdict.json (each run's between_launches)."""
+    taken = []
     for v in verdicts:
         for side in (v.between_launches or {}).values():
-            if side["measured_fraction"] is None and side["floor"] not in said:
-                said.append(side["floor"])
-    return said
+            said = f"{side['floor_fraction']:.1%}" + ("" if side["floor_measured"] else " (a default)")
+            if side["measured_fraction"] is None and said not in taken:
+                taken.append(said)
+    if not taken:
+        return None
+    return (f"Launch-to-launch floors taken by sides of one launch, which cannot show their own: {', '.join(taken)} (each row's "
+            "in its between launches column; where each was measured: verdict.json, each run's between_launches).")
 
 
 # How the summary names each reason an interval was too wide (compare.INCONCLUSIVE_BECAUSE).
@@ -132,9 +136,10 @@ BECAUSE_WORDS = {
 }
 
 
-def _inconclusive_reasons(verdicts: "list[RunVerdict]") -> str:
-    """The rows' reasons, counted, and, where this machine's own spread is wider than the band
-    (not a busy machine's), what it can judge those runs to."""
+def _inconclusive_reasons(verdicts: "list[RunVerdict]", advise: bool) -> str:
+    """The rows' reasons, counted; where the original's own spread is wider than the band (not a busy
+    machine's), what a rerun identical to it could be judged to; and, with `advise`, the tolerance that
+    judges every one of them, or that none does."""
     counts = Counter(v.inconclusive_because for v in verdicts if v.verdict == "inconclusive")
     parts = [f"{counts[name]} for {words}" for name, words in BECAUSE_WORDS.items() if counts[name]]
     floors = sorted(v.noise_floor for v in verdicts if v.verdict == "inconclusive" and v.inconclusive_because != "busy machine"
@@ -142,10 +147,31 @@ def _inconclusive_reasons(verdicts: "list[RunVerdict]") -> str:
     if floors:
         low, high = f"{floors[0]:.0%}", f"{floors[-1]:.0%}"
         many = len(floors) > 1
-        parts.append(f"this machine cannot judge {f'{len(floors)} of them' if many else 'one of them'} to the tolerance: a rerun "
-                     f"identical to the original would be judged to about {low if low == high else f'{low} to {high}'}, "
-                     f"so that is what it can judge {'them' if many else 'it'} to (--tolerance {math.ceil(floors[-1] * 100)}%)")
+        parts.append(f"{f'{len(floors)} of them' if many else 'one of them'} cannot be judged to the tolerance even against a "
+                     f"rerun identical to the original, which would be judged to about {low if low == high else f'{low} to {high}'}")
+    if advise:
+        parts.append(settling_advice(verdicts))
     return "; ".join(parts)
+
+
+def settling_advice(verdicts: "list[RunVerdict]") -> str:
+    """The --tolerance, per metric, within which every inconclusive run's interval lies, so that the
+    same bundles judged with it are reproduced; and how many runs no tolerance settles (no interval)."""
+    inconclusive = [v for v in verdicts if v.verdict == "inconclusive"]
+    fitting = {}
+    for v in inconclusive:
+        percent = fitting_tolerance(v.ci_low, v.ci_high)
+        if percent is not None:
+            fitting[v.metric] = max(fitting.get(v.metric, 0), percent)
+    unsettled = len(inconclusive) - sum(1 for v in inconclusive if fitting_tolerance(v.ci_low, v.ci_high) is not None)
+    said = []
+    if fitting:
+        options = " ".join(f"--tolerance {metric}={percent}%" for metric, percent in fitting.items())
+        said.append(f"judged with {options}, {'each of them' if len(inconclusive) - unsettled > 1 else 'it'} is reproduced "
+                    "(its interval lies within)")
+    if unsettled:
+        said.append(f"no tolerance settles {'the one' if unsettled == 1 else f'the {unsettled}'} without an interval")
+    return "; ".join(said)
 
 
 def _not_compared(verdicts: "list[RunVerdict]") -> str:
@@ -173,7 +199,7 @@ def summary(verdicts: "list[RunVerdict]", result: str, plans_differ: "list[str]"
         return f"NOT COMPARABLE: no run could be compared ({figures}): {_not_compared(verdicts)}"
     uncompared = f"; {counts['not comparable']} not comparable: {_not_compared(verdicts)}" if counts["not comparable"] else ""
     unreached = f"; {counts['incomplete']} incomplete: {stopped_before(stopped, 'them')}" if counts["incomplete"] else ""
-    undecided = f"; the inconclusive ones: {_inconclusive_reasons(verdicts)}" if counts["inconclusive"] else ""
+    undecided = f"; the inconclusive ones: {_inconclusive_reasons(verdicts, advise=False)}" if counts["inconclusive"] else ""
     if result == "passed":
         return f"PASS: every compared run reproduced ({figures}){uncompared}"
     if result == "incomplete":
@@ -182,7 +208,7 @@ def summary(verdicts: "list[RunVerdict]", result: str, plans_differ: "list[str]"
         return f"INCOMPLETE: {stopped_before(stopped, unmeasured)}, no evidence either way; {judged} ({figures}){undecided}{uncompared}"
     if result == "inconclusive":
         return (f"INCONCLUSIVE: {counts['inconclusive']} of {compared} compared runs could not be judged, none differed "
-                f"({figures}): {_inconclusive_reasons(verdicts)}{uncompared}")
+                f"({figures}): {_inconclusive_reasons(verdicts, advise=True)}{uncompared}")
     differed = compared - counts["reproduced"] - counts["inconclusive"]
     return f"FAIL: {differed} of {compared} compared runs did not reproduce ({figures}){undecided}{unreached}{uncompared}"
 
@@ -216,14 +242,15 @@ def markdown(doc: dict, verdicts: "list[RunVerdict]") -> str:
     items += [f"deviation: {d['field']}{' on ' + d['host'] if d.get('host') else ''}: {said(d['original'])} -> {said(d['used'])} "
               f"({d['note']})" for d in doc["deviations"]]
     items += [f"left out of the rerun: {left_out_name(item)}: {item['reason']}" for item in doc.get("left_out", [])]
-    items += [f"launch-to-launch floor (a side of one launch cannot show its own): {floor}" for floor in floors_taken(verdicts)]
     items += [
         f"method: {doc['method']}",
         f"tolerance: reproduced when the ratio's whole interval lies within a factor 1 + tolerance either way, "
         f"slower or faster when it lies wholly outside, inconclusive otherwise; {tolerances}",
     ]
+    floors = floors_line(verdicts)
     blocks = [Heading(1, f"Verdict: {original['run_id']} against {new['run_id']}"), Bullets(items),
-              *([table(verdicts)] if verdicts else []), Paragraph(doc["summary"], strong=True)]
+              *([table(verdicts)] if verdicts else []), *([Paragraph(floors)] if floors else []),
+              Paragraph(doc["summary"], strong=True)]
     return markdown_renderer.render(blocks)
 
 

@@ -9,15 +9,15 @@ import pytest
 
 from bench import schemas
 from bench.agent import counters
-from tests.support.nvml_capture import fake_pynvml, load
+from tests.support.nvml_capture import fake_pynvml, load, sample_until
 
 
 def test_each_sample_and_summary_holds_the_links_generation_and_width():
     capture = load("rtx4090x2")  # GPU0 reads 1.0 x16 (asleep), GPU1 4.0 x8
     capture["gpus"][1].update(pcie_gen_cur=4, pcie_width_cur=8)
-    with counters.Sampler(nvml=fake_pynvml(capture), interval_s=0.01) as sampler:
-        time.sleep(0.1)
-        window = {"start_s": time.monotonic() - 0.08, "end_s": time.monotonic(), "steps_count": 4}
+    with counters.Sampler(nvml=fake_pynvml(capture), interval_s=0.001) as sampler:
+        sample_until(sampler, 4)
+    window = {"start_s": sampler.samples[0][1]["t"], "end_s": time.monotonic(), "steps_count": 4}  # all but the first sample
     assert {(s["pcie_gen"], s["pcie_width"]) for s in sampler.samples[0]} == {(1, 16)}
     launch0, launch1 = sampler.summary()["gpus"]
     assert (launch0["pcie_gen_min"], launch0["pcie_gen_max"], launch0["pcie_width_min"], launch0["pcie_width_max"]) == (1, 1, 16, 16)

@@ -195,12 +195,15 @@ def test_a_gate_without_p2p_wrong_says_which_path_failed():
     assert "neither path between these GPUs is right" in p2p_gate({"gate": gate_record("faulty")})[0]
 
 
-def test_the_gate_runs_where_two_or_more_ranks_share_a_host(tmp_path):
+def test_the_gate_runs_where_two_or_more_gpus_share_a_host(tmp_path):
     from bench.common.host import Capabilities
 
     cpu, one_gpu, two_gpus = Capabilities(gpu_count=0, logical_cpus=2), Capabilities(gpu_count=1), Capabilities(gpu_count=2)
     assert gate.ranks_to_check(cpu, [launch("a", ranks=1)]) == 0
-    assert gate.ranks_to_check(cpu, [launch("a", ranks=1), launch("b", ranks=2)]) == 2
+    assert gate.ranks_to_check(cpu, [launch("a", ranks=1), launch("b", ranks=2)]) == 0  # a CPU has no P2P to check
+    planted = {gate.PLANTED_FAULT: "wrong:1"}  # ... but the tests watch the gate's path there, gloo standing in
+    assert gate.ranks_to_check(cpu, [launch("a", ranks=1), launch("b", ranks=2)], planted) == 2
+    assert gate.ranks_to_check(cpu, [launch("a", ranks=1)], planted) == 0
     assert gate.ranks_to_check(one_gpu, [launch("a", ranks=1)]) == 0
     assert gate.ranks_to_check(two_gpus, [launch("a", ranks=1)]) == 2  # the copy suite's one process uses both GPUs
     assert gate.ranks_to_check(two_gpus, []) == 0  # nothing left to run

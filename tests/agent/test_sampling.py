@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import itertools
 import random
-import time
+from types import SimpleNamespace
 
+import pytest
 import torch
 
+from bench.agent import harness
 from bench.agent.harness import MAX_SAMPLES, Context, sample_until_steady
 from bench.common.sampling import LEAST_SAMPLES, Target
 from bench.common.stats import median_halfwidth
@@ -62,17 +64,19 @@ def test_noisy_samples_sample_on_until_their_median_is_clear():
     assert median_halfwidth(samples) <= 0.02 < median_halfwidth(samples[:-10])
 
 
-def test_a_run_whose_budget_is_spent_keeps_what_it_measured_and_says_what_stopped_it():
-    ctx, rng = with_target(0.001, 0.05), random.Random(2)
+def test_a_run_whose_budget_is_spent_keeps_what_it_measured_and_says_what_stopped_it(monkeypatch):
+    ctx, rng, clock = with_target(0.001, 0.05), random.Random(2), [0.0]
+    monkeypatch.setattr(harness, "time", SimpleNamespace(monotonic=lambda: clock[0]))
 
-    def slow(n: int) -> list:
-        time.sleep(0.02)
+    def slow(n: int) -> list:  # 20 ms a batch on the harness's clock, however busy the machine
+        clock[0] += 0.02
         return [rng.uniform(0.5, 1.5) for _ in range(n)]
 
     samples = sample_until_steady(ctx, slow, 5, SampledParams(None, 60.0))
     record = ctx.sampled.take()
-    assert not record["met"] and record["stopped_by"] == "budget share" and record["samples"] == len(samples) > 5
-    assert record["budget_s"] == 0.05 and record["past_minimum_s"] >= 0.05
+    # the minimum, then batches 0, 20 and 40 ms past it: the one that ends 60 ms past it spends the 50 ms budget
+    assert not record["met"] and record["stopped_by"] == "budget share" and record["samples"] == len(samples) == 20
+    assert record["budget_s"] == 0.05 and record["past_minimum_s"] == pytest.approx(0.06)
     # The entry's sampling_cap_s bounds a run too, below the plan's share.
     ctx = with_target(0.001, 60.0)
     sample_until_steady(ctx, slow, 5, SampledParams(None, 0.05))

@@ -1,15 +1,18 @@
 """What the progress lines say, word for word: counts in the right number, the launches a resumed
-run finished before said to be kept, a CPU's ranks called processes."""
+run finished before said to be kept, a CPU's ranks called processes, a host stopped short of its
+plan's end never called done."""
 
 from __future__ import annotations
 
 import io
+from types import SimpleNamespace
 
 from rich.console import Console
 
 from bench import suites
 from bench.common import protocol
 from bench.common.run import Run
+from bench.controller import progress as progress_module
 from bench.controller.progress import HostProgress
 
 
@@ -43,14 +46,27 @@ def test_a_cpu_runs_ranks_are_processes_and_a_gpus_are_gpus():
     assert ddp.progress_label({**run, "world_size": 2}, "nccl") == "tiny fp32, batch 8, 2 GPUs"
 
 
-def test_the_estimate_counts_the_p2p_gate_and_says_how_busy_the_cpu_is():
+def test_the_estimate_counts_the_p2p_gate_and_says_how_busy_the_cpu_is(monkeypatch):
     planned = protocol.Planned(["00-x", "01-y"], {"00-x": 20.0, "01-y": 30.0}, {"00-x": 1, "01-y": 2}, gate_s=6.0, slowdown=3.04)
     assert _said(planned) == ["[h] 2 launches, estimated 56 s (the P2P gate ~6 s; this CPU 3.0x slower than idle: other processes) "
                               "in all: 00-x (1 configuration, ~20 s), 01-y (2 configurations, ~30 s)"]
     quiet = protocol.Planned(["00-x"], {"00-x": 20.0}, {"00-x": 1}, slowdown=1.1)
     assert _said(quiet) == ["[h] 1 launch, estimated 20 s in all: 00-x (1 configuration, ~20 s)"]
+    now = [100.0]  # the progress's clock, moved by the test alone
+    monkeypatch.setattr(progress_module, "time", SimpleNamespace(monotonic=lambda: now[0]))
     progress = HostProgress(["h"], Console(file=io.StringIO(), width=500))
     progress.update("h", planned)
-    assert 55 < progress._states["h"].eta_s() <= 56  # the gate is counted down until the first launch starts
+    now[0] += 4
+    assert progress._states["h"].eta_s() == 52  # the gate is counted down until the first launch starts
     progress.update("h", protocol.LaunchStarted("00-x"))
-    assert 49 < progress._states["h"].eta_s() <= 50
+    now[0] += 5
+    assert progress._states["h"].eta_s() == 45
+
+
+def test_a_host_stopped_before_its_plans_end_is_not_said_to_be_done(capsys):
+    progress = HostProgress(["a", "b", "c"], Console(file=io.StringIO(), width=500))  # no terminal: a line each, as in a log
+    progress.finish("a", None)
+    progress.finish("b", None, complete=False)  # as Ctrl-C leaves it: the agent ended, what finished written
+    progress.finish("c", "unreachable")
+    assert capsys.readouterr().err.splitlines() == [
+        "[a] done", "[b] stopped before the end of its plan: what finished is kept", "[c] failed: unreachable"]

@@ -125,6 +125,7 @@ def test_a_stop_signal_keeps_what_finished(tmp_path, sig, status, name):
     stdout, stderr = process.communicate(timeout=120)
     assert process.returncode == status, stderr
     assert f"interrupted ({name})" in stderr and "Traceback" not in stderr
+    assert "[local] stopped before the end of its plan: what finished is kept" in stderr and "[local] done" not in stderr
     run_dir = bundle_path_from(stdout).parent
     assert f"run the rest into the same folder with: {sys.executable} -m bench run --hosts hosts/local.yaml --resume {run_dir}" in stderr
     bundle = read_bundle(bundle_path_from(stdout))

@@ -31,6 +31,9 @@ def test_make_verify_names_verifys_own_exit_status(tmp_path):
                            f"OUT={tmp_path / 'results'}"], cwd=REPO, capture_output=True, text=True,
                           timeout=300, env={k: v for k, v in os.environ.items() if not k.startswith("MAKE")})
     assert done.returncode == 2, done.stdout + done.stderr
+    # The command make runs is said; the shell that names verify's status is not echoed.
+    assert done.stdout.startswith(f"{venv}/bin/python -m bench verify {bundle} --hosts hosts/local.yaml --out {tmp_path / 'results'} \n")
+    assert "case $status" not in done.stdout + done.stderr
     assert "\nNOT COMPARABLE: nothing of bundle 20261125T213922Z-6e20a7 can be rerun" in done.stdout
     assert done.stderr.splitlines()[-2].startswith(
         "make verify: ddpbench verify exited 4 (NOT COMPARABLE); make exits 2 for any failure, so a script that needs the status runs ")

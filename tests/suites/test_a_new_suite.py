@@ -127,6 +127,14 @@ def test_a_suite_that_names_itself_unlike_its_folder_is_one_error_line_for_any_c
     assert "SUITE.name is 'barrier' but its folder is 'latency'" in done.stderr
 
 
+def test_a_suite_path_that_names_no_folder_is_one_error_line_not_ignored(tmp_path):
+    """A typo in DDPBENCH_SUITES_PATH would leave one's own suite unknown without a word."""
+    done = cli("suites", env={SUITES_PATH_ENV: f"{tmp_path / 'my-suites'}{os.pathsep}{tmp_path}"})
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.splitlines() == [f"error: {SUITES_PATH_ENV} names {tmp_path / 'my-suites'}, which is not a folder; give "
+                                        "the folder that holds your suites' folders, or unset it"]
+
+
 def test_a_schema_that_refers_to_no_harness_class_is_one_error_line(toy, tmp_path):
     root, _ = toy
     shutil.copytree(root / "barrier", tmp_path / "barrier")

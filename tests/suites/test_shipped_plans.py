@@ -1,6 +1,6 @@
-"""Every shipped plan, proved by price and by smoke: dry-run on the machines of
-benchmarks/plan_durations.py, each launch priced within the plan's timeout_s; and `ddpbench run
---smoke` on this CPU end to end (bundle, report, validation), within a minute a plan. One plan, quick,
+"""Every shipped plan, and every plan the docs give, proved by price: dry-run on the machines of
+benchmarks/plan_durations.py, each launch priced within the plan's timeout_s; and each shipped plan by
+smoke: `ddpbench run --smoke` on this CPU end to end (bundle, report, validation), within a minute a plan. One plan, quick,
 runs at its product settings, where sampling until clear and the launches' repeats are the subject."""
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 
 from benchmarks.plan_durations import MACHINES
 from bench import suites
@@ -17,9 +18,10 @@ from bench.agent import runner
 from bench.bundle import read_bundle
 from bench.common import protocol
 from bench.common.sampling import LEAST_SAMPLES
-from bench.controller.plans import load_plan, plan_names, smoke
+from bench.controller.plans import check, load_plan, plan_names, smoke
 from bench.models.shapes import TRANSFORMER_PRESETS, UNET_CONFIGS
-from tests.conftest import cli as ddpbench
+from tests.conftest import REPO, cli as ddpbench
+from tests.test_docs import FENCE, doc_files
 
 HAS_DIFFUSERS = importlib.util.find_spec("diffusers") is not None
 # One OpenMP thread per rank: two ranks on two cores, and no spinning threads fighting other tests for them.
@@ -59,6 +61,49 @@ def test_shipped_plan_dry_runs_within_its_timeout(name, machine, tmp_path):
     assert event.estimates_s, f"{name} runs nothing on {machine}"
     over = {launch: seconds for launch, seconds in event.estimates_s.items() if seconds > plan["timeout_s"]}
     assert not over, f"{name} on {machine}: launches priced past timeout_s {plan['timeout_s']:g} s: {over}"
+
+
+def plan_examples() -> list:
+    """(page, plan) of each yaml block of the docs that is a whole plan (a name and suites)."""
+    found = []
+    for doc in doc_files(REPO):
+        for language, body in FENCE.findall(doc.read_text()):
+            plan = yaml.safe_load(body) if language.strip() == "yaml" else None
+            if isinstance(plan, dict) and {"name", "suites"} <= set(plan):
+                found.append((str(doc.relative_to(REPO)), plan))
+    return found
+
+
+@pytest.mark.parametrize("machine", ["CPU, 2 cores (idle)", "2x H200 (NV18)"])
+def test_every_plan_the_docs_give_checks_and_plans_on_a_cpu_and_on_gpus(machine, tmp_path):
+    """Offered for any host: each plan of the pages passes the schema and the agent's planning (its
+    launches priced within its timeout_s) on the machine profiles of benchmarks/plan_durations.py."""
+    examples = plan_examples()
+    ours = [(page, plan) for page, plan in examples if all(entry["suite"] in suites.names() for entry in plan["suites"])]
+    # The page's own toy suite runs its plan: tests/suites/test_a_new_suite.py.
+    assert [page for page, _ in examples if (page, _) not in ours] == ["docs/writing-a-suite.md"] and ours
+    for page, plan in ours:
+        event = planned(check(plan, page), machine, tmp_path / page.replace("/", "-"))
+        assert event.estimates_s and not event.skipped, (page, machine, event.skipped)
+
+
+def test_validate_takes_the_name_run_takes_and_checks_every_file_a_line_each(tmp_path):
+    """`validate quick` as `run --plan quick`; a bad file among good ones is named, and so is the next."""
+    from tests.support.cli_in_process import ddpbench as in_process
+
+    bad, missing = tmp_path / "bad.yaml", tmp_path / "missing.yaml"
+    bad.write_text("name: bad\nsuites: [{suite: nosuch}]\n")
+    done = in_process("validate", "quick", bad, "hosts/local.yaml", missing, "seed001", cwd=REPO)
+    assert done.returncode == 2
+    assert done.stdout.splitlines() == ["quick: ok: shipped plan", "hosts/local.yaml: ok: hosts file", "seed001: ok: shipped plan"]
+    first, second = done.stderr.splitlines()
+    assert first.startswith(f"error: {bad}") and "nosuch" in first and second.startswith(f"error: {missing}: "), done.stderr
+
+
+def test_the_p2p_gate_is_planned_where_gpus_share_a_host_never_on_a_cpu(tmp_path):
+    """A CPU has no P2P: its plan announces no gate and runs none (bench/agent/gate.py)."""
+    assert planned(load_plan("quick"), "CPU, 2 cores (idle)", tmp_path / "cpu").gate_s == 0
+    assert planned(load_plan("quick"), "2x H200 (NV18)", tmp_path / "gpus").gate_s > 0
 
 
 @pytest.mark.parametrize("name", plan_names())

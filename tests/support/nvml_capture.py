@@ -1,8 +1,11 @@
 """A pynvml stand-in that answers with a capture of tests/helpers/capture_nvml.py: every value as
-the GPU gave it, and every recorded error raised as the NVMLError it was."""
+the GPU gave it, and every recorded error raised as the NVMLError it was; and a clock for the counter
+sampler whose samples' times do not hang on when the scheduler lets its thread run."""
 from __future__ import annotations
 
 import json
+import threading
+import time
 from types import SimpleNamespace
 
 from tests.support import FIXTURES
@@ -78,3 +81,27 @@ def fake_pynvml(capture: dict) -> SimpleNamespace:
         nvmlDeviceGetCudaComputeCapability=lambda h: (8, 9),
         nvmlDeviceGetNvLinkState=lambda h, link: (_ for _ in ()).throw(NVMLError(3)),
     )
+
+
+class SteppingClock:
+    """The counter sampler's `time` (bench.agent.counters reads time.monotonic): each read 10 ms after the
+    one before, so a sample's time is its place in the order of reads, whatever the machine's load."""
+
+    thread_time = staticmethod(time.thread_time)
+
+    def __init__(self, step_s: float = 0.01):
+        self.now, self.step_s, self._lock = 0.0, step_s, threading.Lock()
+
+    def monotonic(self) -> float:
+        with self._lock:
+            self.now = round(self.now + self.step_s, 6)
+            return self.now
+
+
+def sample_until(sampler, sweeps: int, timeout_s: float = 120) -> None:
+    """Wait until the sampler has read its GPUs `sweeps` times: a count of samples, which a busy machine
+    delays but cannot cut short, as it can a sleep's."""
+    deadline = time.monotonic() + timeout_s
+    while sampler.sweeps_count < sweeps:
+        assert time.monotonic() < deadline, f"the sampler read its GPUs {sampler.sweeps_count} times in {timeout_s} s"
+        time.sleep(0.005)

@@ -1,9 +1,11 @@
 """compare writes its verdict where --out says (default results/), never beside the bundles it reads:
-two published bundles compared from a read-only folder leave that folder as it was."""
+two published bundles compared from a read-only folder leave that folder as it was. What an
+inconclusive compare advises, followed, gives a verdict; its floors are one line after the table."""
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import stat
 from pathlib import Path
@@ -36,7 +38,7 @@ def test_compare_of_bundles_in_a_read_only_folder_writes_only_into_out(tmp_path)
     work.mkdir()
     try:
         # One launch a side: the small sizes are judged to about 6% (the launch-to-launch floor), so at 10%.
-        done = cli("compare", held / ORIGINAL, held / NEW, "--tolerance", "10%", cwd=work)
+        done = ddpbench("compare", held / ORIGINAL, held / NEW, "--tolerance", "10%", cwd=work)
         # Root ignores the folder's mode: the listing is what shows that nothing was written there.
         assert _listing(held) == before
     finally:
@@ -46,7 +48,7 @@ def test_compare_of_bundles_in_a_read_only_folder_writes_only_into_out(tmp_path)
     verdict = json.loads((work / "results" / "verdict.json").read_text())
     assert verdict["outcome"] == "passed" and {run["verdict"] for run in verdict["runs"]} == {"reproduced"}
 
-    elsewhere = cli("compare", held / ORIGINAL, held / NEW, "--tolerance", "10%", "--out", tmp_path / "verdicts", cwd=work)
+    elsewhere = ddpbench("compare", held / ORIGINAL, held / NEW, "--tolerance", "10%", "--out", tmp_path / "verdicts", cwd=work)
     assert elsewhere.returncode == 0, elsewhere.stderr
     assert sorted(p.name for p in (tmp_path / "verdicts").iterdir()) == ["verdict.json", "verdict.md"]
     assert _listing(held) == before
@@ -94,3 +96,39 @@ def test_verdict_text_says_an_absent_value_in_words(tmp_path):
     assert done.returncode != 0 and "NOT COMPARABLE" in text
     assert "gpu_count 2 -> 0" in text and "-> none" in text and "pcie_gen 5,5 -> none" in text
     assert "None" not in text and "[]" not in text
+
+
+def test_the_advice_of_an_inconclusive_compare_followed_gives_its_verdict(tmp_path):
+    """At the default 5% the small all-reduces of one launch a side are inconclusive; the summary names
+    the tolerance that judges them, and the same bundles judged with it pass."""
+    first = ddpbench("compare", PUBLISHED / ORIGINAL, PUBLISHED / NEW, "--out", tmp_path / "first")
+    assert first.returncode == 3 and "**INCONCLUSIVE: 3 of 8 compared runs could not be judged" in first.stdout
+    assert "this machine" not in first.stdout  # no machine was measured: two bundles were read
+    (advice,) = re.findall(r"judged with ((?:--tolerance \S+ ?)+), each of them is reproduced \(its interval lies within\)",
+                           first.stdout)
+    assert advice == "--tolerance busbw_gbps=9%"  # the 1 MiB interval [0.924, 1.045] reaches 8.2% below
+    followed = ddpbench("compare", PUBLISHED / ORIGINAL, PUBLISHED / NEW, *advice.split(), "--out", tmp_path / "followed")
+    assert followed.returncode == 0 and "**PASS: every compared run reproduced (8 reproduced)**" in followed.stdout
+    narrower = ddpbench("compare", PUBLISHED / ORIGINAL, PUBLISHED / NEW, "--tolerance", "busbw_gbps=8%", "--out", tmp_path / "8")
+    assert narrower.returncode == 3  # the advice is the least whole percent that settles it
+
+    # The launch-to-launch floors the one-launch sides took: one short line after the table, not a line each before it.
+    lines = first.stdout.splitlines()
+    floors = [i for i, line in enumerate(lines) if "cannot show" in line]  # the floors named, old form or new
+    table_end = max(i for i, line in enumerate(lines) if line.startswith("|"))
+    assert len(floors) == 1 and floors[0] > table_end and len(lines[floors[0]]) < 300, lines[floors[0]]
+    assert lines[floors[0]].startswith("Launch-to-launch floors taken by sides of one launch, which cannot show their own: 1.4%, 0.6%, 0.5%")
+
+
+def test_the_advice_names_the_least_tolerance_per_metric_and_what_no_tolerance_settles():
+    from bench.verify.compare import RunVerdict, inside_band
+    from bench.verify.verdict import settling_advice
+
+    def run(metric: str, verdict: str, low, high) -> RunVerdict:
+        return RunVerdict("h", "h", "ddp", {}, "default", 2, metric, verdict, ci_low=low, ci_high=high, tolerance=0.05)
+
+    verdicts = [run("step_time_s", "inconclusive", 0.9, 1.08), run("step_time_s", "inconclusive", 0.97, 1.06),
+                run("busbw_gbps", "inconclusive", None, None), run("busbw_gbps", "reproduced", 0.99, 1.01)]
+    assert settling_advice(verdicts) == ("judged with --tolerance step_time_s=12%, each of them is reproduced (its interval lies "
+                                         "within); no tolerance settles the one without an interval")
+    assert inside_band(0.9, 1.08, 0.12) and not inside_band(0.9, 1.08, 0.11)  # 1/0.9 reaches 11.1% below

@@ -118,7 +118,7 @@ def test_job_killed_by_its_time_limit_keeps_what_finished_and_says_so(login_node
     entry = read_bundle(bundle_path(result.stdout))["hosts"][0]
     assert entry["scheduler_job"]["state"] == "TIMEOUT"
     assert [l["id"] for l in entry["launches"]] == ["00-collectives-default-ws2"]  # the launch that finished in time
-    assert entry["fingerprint"]["gate"]["verdict"] == "ok"  # an agent run with --out out once hung in its gate
+    assert "gate" not in entry["fingerprint"]  # a CPU has no P2P to check (the gate's --out out: tests/agent/test_gate.py)
     assert entry["runs"]
     assert slurm_cluster.active_jobs() == []
 
