@@ -15,7 +15,7 @@ from bench.bundle import seal
 from bench.common.transports import with_setting
 from bench.verify.compare import RunVerdict, configurations
 from bench.verify.verdict import table
-from tests.conftest import REPO, cli
+from tests.conftest import REPO
 from tests.support.cli_in_process import ddpbench
 
 PUBLISHED = REPO / "benchmarks" / "results" / "bundles"
