@@ -526,7 +526,8 @@ def parser() -> argparse.ArgumentParser:
     sign.set_defaults(func=cmd_sign)
 
     imported = sub.add_parser("import", help="make a bundle of an nccl-tests (-J) or rccl-tests JSON result, for report and compare")
-    imported.add_argument("result", type=Path, metavar="RESULT.json")
+    imported.add_argument("result", type=Path, metavar="RESULT.json",
+                          help="the result file: nccl-tests' -J output (file versions 2 and 3) or an rccl-tests JSON list")
     imported.add_argument("--out", type=Path, default=Path("results"), help="results folder; the bundle goes to OUT/<run id>/ (default: results)")
     imported.add_argument("--fingerprint", action="store_true",
                           help="take this machine's fingerprint into the bundle: only on the machine that ran the file")
@@ -535,8 +536,8 @@ def parser() -> argparse.ArgumentParser:
     imported.set_defaults(func=cmd_import)
 
     export = sub.add_parser("export", help="a bundle's figures as nccl-tests JSON, Bencher BMF or Prometheus text")
-    export.add_argument("bundle", type=Path)
-    export.add_argument("--format", choices=EXPORT_FORMATS, required=True)
+    export.add_argument("bundle", type=Path, help="the bundle.json whose figures to write out")
+    export.add_argument("--format", choices=EXPORT_FORMATS, required=True, help="the format to write: %(choices)s")
     export.add_argument("--out", type=Path, help="a file (bmf, prometheus; default: standard output) or a folder (nccl-tests; default: export)")
     export.set_defaults(func=cmd_export)
 

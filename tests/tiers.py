@@ -85,7 +85,6 @@ CHECK = (
     "tests/suites/test_micro_batch_auto.py",
     "tests/suites/test_ddp_cuda_graphs.py",
     "tests/suites/test_predict_examples.py",
-    "tests/suites/test_predict_topologies.py",
     "tests/suites/test_predicted_line.py",
     "tests/suites/test_predictor_validated.py",
     "tests/suites/test_shipped_plans.py",
@@ -95,6 +94,7 @@ CHECK = (
 )
 
 FULL_ONLY = (
+    "tests/suites/test_predict_topologies.py",
     "tests/report/test_gzip_bundles.py",
     "tests/verify/test_noise_model.py",
     "tests/agent/test_cgroup_memory.py",
