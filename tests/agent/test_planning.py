@@ -8,7 +8,8 @@ import pytest
 
 from bench import suites
 from bench.agent.estimate import plan_modelled, stretch
-from bench.agent.planning import SHARING_SWITCH, jobs, plan_launches
+from bench.agent.planning import jobs, plan_launches
+from bench.agent.switches import SHARED_JOBS
 from bench.common import cost, protocol
 from bench.common.host import Capabilities
 from bench.controller.plans import load_plan, with_defaults
@@ -43,9 +44,9 @@ def test_the_scaling_plan_on_four_gpus_runs_its_46_launches_in_24_jobs():
 
 def test_sharing_switched_off_or_over_several_nodes_runs_each_launch_alone(monkeypatch):
     launches = plan_launches(load_plan("quick"), CPU)
-    monkeypatch.setenv(SHARING_SWITCH, "0")
+    monkeypatch.setenv(SHARED_JOBS, "0")
     assert [len(job) for job in jobs(launches)] == [1] * 9
-    monkeypatch.delenv(SHARING_SWITCH)
+    monkeypatch.delenv(SHARED_JOBS)
     two_nodes = plan_launches(load_plan("quick"), CPU, protocol.Placement(2, 0, "127.0.0.1:29400"))
     assert all(len(job) == 1 for job in jobs(two_nodes))
 
