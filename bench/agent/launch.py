@@ -192,7 +192,8 @@ HUNG = "a rank hung or a peer died"
 STUCK_IN = {
     "spawn": ("torchrun's start and the ranks' `import torch`", "check the environment the hosts file and the plan give "
               "the ranks: a thread or affinity setting (OMP_*, KMP_*, GOMP_*) can hang it"),
-    "imports": ("the ranks' imports of the agent and its suite", "check the environment the hosts file and the plan give the ranks"),
+    "imports": ("the ranks' imports of the agent and its suite",
+                "check the environment the hosts file and the plan give the ranks"),
     "device": ("the ranks' devices: the CUDA context, the links woken", "check the GPUs (nvidia-smi) and CUDA_VISIBLE_DEVICES"),
     "init": ("the process group's start, which waits for every rank", "a rank did not join: check that every host "
              "reaches the first one's address (NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME)"),

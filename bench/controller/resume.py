@@ -196,7 +196,8 @@ def phases_problem(launch: dict, timeout_s: float) -> "str | None":
                 f"of {timeout_s:g} s ({longest_launch_s(timeout_s):g} s with its processes' exit)")
     phases = launch.get("phases")
     if phases is not None and abs(sum(phases.values()) - duration) > 0.001 * len(phases) + 0.001:
-        return f"launch {launch['id']!r} records phases summing to {sum(phases.values()):.6g} s, its duration_s is {duration:.6g} s"
+        return (f"launch {launch['id']!r} records phases summing to {sum(phases.values()):.6g} s, its duration_s is "
+                f"{duration:.6g} s")
     return None
 
 
@@ -258,8 +259,9 @@ def sampling_problem(run: dict, launch: dict, plan: dict) -> "str | None":
         return (f"a {where} sampled toward +-{record['target_halfwidth_fraction']:.3g}, the plan's precision asks "
                 + " or ".join(f"+-{target:.3g}" for target in sorted(targets)))
     if record["budget_s"] > asked.budget_s * (1 + 1e-9):
-        return f"a {where} had {record['budget_s']:.6g} s to sample, more than the plan's budget_fraction of timeout_s ({asked.budget_s:.6g} s)"
-    if record["past_minimum_s"] > launch["duration_s"] + 1:
+        return (f"a {where} had {record['budget_s']:.6g} s to sample, more than the plan's budget_fraction of timeout_s "
+                f"({asked.budget_s:.6g} s)")
+    if record["past_minimum_s"] > launch["duration_s"] + 1:  # a second for the clocks' and the rounding's differences
         return f"a {where} sampled {record['past_minimum_s']:.6g} s past its minimum, in a launch of {launch['duration_s']:.6g} s"
     found = contradiction(record)
     return f"a {where}: its sampling record {found}" if found else None

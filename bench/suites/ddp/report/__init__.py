@@ -34,8 +34,8 @@ def section(comparison: Comparison, plot, colours: dict) -> list:
         return []
     # The per-sample time x #GPUs opens the report, in its answer (answer.py: findings, answer_plots).
     blocks = [Heading(2, "DDP training"), Heading(3, "Scaling efficiency")]
-    drawn, left = P.drawn_workloads(bar.workload for bar in bars)
     if bars:
+        drawn, left = P.drawn_workloads(bar.workload for bar in bars)
         blocks.append(plot(DP.efficiency_figure, ([bar for bar in bars if bar.workload in drawn], colours, ranks),
                            "scaling-efficiency", "Scaling efficiency", DP.efficiency_caption(ranks)))
         said = P.left_out_words(left, "Scaling efficiency panels")

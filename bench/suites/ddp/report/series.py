@@ -98,7 +98,7 @@ class Prediction:
     measured: Spread  # step time, s, every launch's samples pooled
     compute: float  # s, the 1-GPU step at this work per GPU, pooled over its launches: the step with no communication
     allreduce: float  # s, the gradients' all-reduce on what the runs crossed, none of it hidden
-    workload: Workload
+    workload: Workload  # the one it trained: a report draws the first workloads' (plots.drawn_workloads)
 
     @property
     def predicted(self) -> float:
