@@ -190,6 +190,8 @@ def _explain(document, name: str, definition: str, thorough: bool = True, at: tu
             message = f"{', '.join(map(repr, missing))} {'is a required property' if len(missing) == 1 else 'are required properties'}"
     if schema_part.get("description"):  # the regex means little to a reader
         message = f"{_short(instance)} is not allowed here: {schema_part['description'].rstrip('.')}"
+    if isinstance(instance, bool) and getattr(error, "validator", None) == "type" and "string" in error.validator_value:
+        message += "; YAML reads true, false, yes, no, on and off unquoted as booleans: write the text in quotes"
     message = message[:1000]  # a message may quote a value of megabytes
     message = " ".join(message.split()) + _did_you_mean(message)
     if len(message) > 300:

@@ -3,11 +3,16 @@
 Strict, since plans and hosts files may come from anyone: plain types only (null, booleans,
 integers, finite floats, strings, lists, mappings with string keys); no timestamps, binary, sets
 or other tags; a key given twice is refused; aliases may not expand past MAX_NODES values.
+
+Read as users write it: a number with an exponent and no dot (5e-3) is a number, as YAML 1.2
+has it (YAML 1.1, PyYAML's, reads it as text); an `env` mapping's numbers are the text written
+(`OMP_NUM_THREADS: 2` is "2"), since an environment holds text.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import yaml
@@ -40,7 +45,12 @@ def _finite_float(loader, node):
     return value
 
 
-def _mapping(loader, node):
+NUMBER_TAGS = ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")
+
+
+def _mapping(loader, node, numbers_as_text: bool = False):
+    """A mapping with string keys, each once; with numbers_as_text (an `env` mapping: an environment
+    holds text), each number as the text written."""
     loader.flatten_mapping(node)
     mapping = {}
     for key_node, value_node in node.value:
@@ -49,7 +59,12 @@ def _mapping(loader, node):
             raise _Refused(key_node.start_mark, f"the key {key_node.value!r} is not a string")
         if key in mapping:
             raise _Refused(key_node.start_mark, f"the key {key!r} is given twice")
-        mapping[key] = loader.construct_object(value_node, deep=True)
+        if numbers_as_text and isinstance(value_node, yaml.ScalarNode) and value_node.tag in NUMBER_TAGS:
+            mapping[key] = value_node.value
+        elif key == "env" and isinstance(value_node, yaml.MappingNode):
+            mapping[key] = _mapping(loader, value_node, numbers_as_text=True)
+        else:
+            mapping[key] = loader.construct_object(value_node, deep=True)
     return mapping
 
 
@@ -64,6 +79,9 @@ StrictLoader.yaml_constructors = {
     None: _refuse_tag,
 }
 StrictLoader.yaml_multi_constructors = {}
+# YAML 1.2's floats with an exponent that YAML 1.1 reads as text: 5e-3, 1E6, 2.5e3 (1.1 asks for a dot and a signed exponent).
+StrictLoader.add_implicit_resolver("tag:yaml.org,2002:float", re.compile(r"^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)[eE][-+]?[0-9]+$"),
+                                   list("-+0123456789."))
 
 
 def expanded_size(value, limit: int) -> int:

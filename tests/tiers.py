@@ -66,6 +66,7 @@ CHECK = (
     "tests/controller/test_progress.py",
     "tests/e2e/test_boundaries.py",
     "tests/e2e/test_escaping.py",
+    "tests/e2e/test_hostile_records.py",
     "tests/e2e/test_link_truth.py",
     "tests/judging/test_normal.py",
     "tests/judging/test_normal_coverage.py",

@@ -29,6 +29,7 @@ import statistics
 import threading
 import time
 
+from bench.agent import switches
 from bench.agent.fingerprint.health import clock_reasons, reason_names
 from bench.judging.counters import BENIGN_REASONS, clock_held_back
 
@@ -38,8 +39,6 @@ except ImportError:
     pynvml = None
 
 INTERVAL_S = 0.1
-# Set to 0 on the agent's host to run without the sampler (to measure what it costs).
-OFF_SWITCH = "DDPBENCH_GPU_COUNTERS"
 ALL_LINKS = 0xFFFFFFFF  # NVML's scope id for "summed over every NVLink"
 # Cumulative byte counters: (field name, scope, bytes per unit); NVLink counts KiB.
 BYTE_COUNTERS = {
@@ -185,7 +184,7 @@ class Sampler:
     per run: None without NVML or when switched off."""
 
     def __init__(self, nvml=pynvml, interval_s: float = INTERVAL_S, env=os.environ):
-        self.nvml = nvml if env.get(OFF_SWITCH, "1") != "0" else None
+        self.nvml = nvml if switches.on(switches.GPU_COUNTERS, env) else None
         self.interval_s = interval_s
         self.handles: list = []
         self.samples: list[list[dict]] = []

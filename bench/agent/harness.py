@@ -18,7 +18,7 @@ import torch
 import torch.distributed as dist
 
 from bench.common.protocol import Mark, Phase
-from bench.common.sampling import LEAST_SAMPLES, Target
+from bench.common.sampling import LEAST_SAMPLES, MAX_SAMPLES, Target
 from bench.common.stats import median_halfwidth
 from bench.suites.params import RepeatedParams, SampledParams
 
@@ -169,9 +169,6 @@ def capture_graph(ctx: Context, fn: Callable[[], None], iters: int) -> "torch.cu
             fn()
     ctx.sync()
     return graph
-
-
-MAX_SAMPLES = 10000  # a metric's most samples in a bundle (schema/bundle.schema.json): sampling stops there
 
 
 def sample_until_steady(ctx: Context, take: Callable[[int], list[float]], count: int, sampling: SampledParams,

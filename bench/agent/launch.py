@@ -188,14 +188,29 @@ def end_process_group(process: subprocess.Popen) -> None:
 
 
 HUNG = "a rank hung or a peer died"
+# A job's start-up phases (protocol.START_PHASES), what each waits for, and what may hold it there for ever.
+STUCK_IN = {
+    "spawn": ("torchrun's start and the ranks' `import torch`", "check the environment the hosts file and the plan give "
+              "the ranks: a thread or affinity setting (OMP_*, KMP_*, GOMP_*) can hang it"),
+    "imports": ("the ranks' imports of the agent and its suite",
+                "check the environment the hosts file and the plan give the ranks"),
+    "device": ("the ranks' devices: the CUDA context, the links woken", "check the GPUs (nvidia-smi) and CUDA_VISIBLE_DEVICES"),
+    "init": ("the process group's start, which waits for every rank", "a rank did not join: check that every host "
+             "reaches the first one's address (NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME)"),
+}
 
 
-def timeout_cause(timeout_s: float, phase: "protocol.Phase | None") -> str:
+def timeout_cause(timeout_s: float, phase: "protocol.Phase | None", marks: "list[protocol.Mark]", first_of_job: bool) -> str:
     """Why a launch outlasted the plan's timeout_s, from what its rank 0 last said it was doing: still
     compiling or setting up, in a step longer than the time it had left, or stuck (a step far longer
-    than its steps take: a rank hung or a peer died, whose peers wait in a collective for ever)."""
+    than its steps take: a rank hung or a peer died, whose peers wait in a collective for ever). Where
+    it said nothing, the phase its marks show it stopped in: a job's start-up never ended."""
     said = f"no result after {timeout_s:g} s (the plan's timeout_s)"
     if phase is None:
+        stopped = marks[-1].phase if marks else ("spawn" if first_of_job else "other")
+        if stopped in STUCK_IN:
+            waits, fix = STUCK_IN[stopped]
+            return f"{said}: it stopped in its {stopped} phase ({waits}) and never got past it; {fix}"
         return f"{said}: {HUNG}"
     elapsed = time.monotonic() - phase.since_s
     last = phase.last_step_s

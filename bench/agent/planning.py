@@ -11,10 +11,10 @@ drifts with time then shows it as spread between repeats, not as a difference be
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field, replace
 
 from bench import suites
+from bench.agent import switches
 from bench.common import algorithms, fits
 from bench.common import protocol
 from bench.common.selection import Side, gpu_sets, side_of, variant
@@ -213,15 +213,11 @@ def _launch_id(index: int, launch: Launch, repeat: int = 1) -> str:
                               variant(launch.algorithm, launch.protocol, launch.emulated_nodes, launch.gpus))
 
 
-# Set to 0 on the agent's host to run every launch in processes of its own (to see what sharing saves).
-SHARING_SWITCH = "DDPBENCH_SHARED_JOBS"
-
-
 def jobs(launches: "list[Launch]", every: bool = False) -> "list[list[Launch]]":
     """The launches to run (`every`: skipped ones too, each on its own), grouped into jobs in the order of
     their first launch: those of one job_key together, on one node (a job over several hosts is one
     launch: its agents could group apart)."""
-    shared = os.environ.get(SHARING_SWITCH, "1") != "0"
+    shared = switches.on(switches.SHARED_JOBS)
     found: dict = {}
     for launch in launches:
         alone = launch.skipped_reason or not shared or launch.nodes.nnodes > 1

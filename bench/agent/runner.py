@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Callable
 
 from bench import __version__
-from bench.agent import counters, gate, placement, proctree
+from bench.agent import counters, gate, placement, proctree, switches
 from bench.agent.collect import (
     kept_error, launch_record, log_parts, run_records, skipped_record, tail, transports, write_raw,
 )
@@ -46,6 +46,7 @@ def run_plan(
 ) -> dict:
     """Run every launch of the plan; raw.json in out_dir holds the result after each one. `dry_run`: plan,
     check and price every launch (the Planned event says them), and run none, the P2P gate neither."""
+    switches.check({**os.environ, **(host_env or {})}, "the agent's environment")  # before anything runs, whatever reads them
     host = Capabilities.of(fingerprint)
     launches = plan_launches(plan, host, nodes, host_env)
     measured = earlier.earlier_durations(history, fingerprint)
@@ -144,7 +145,7 @@ def _run_once(job: "list[Launch]", out_dir: Path, progress: Callable[[protocol.E
             log_text = log_path.read_text(errors="replace") if log_path.exists() else ""
             parts = log_parts(log_text, len(job))
             if status == "timeout":
-                error = timeout_cause(launch.timeout_s, protocol.Phase.read(files[index].phase))
+                error = timeout_cause(launch.timeout_s, protocol.Phase.read(files[index].phase), launch_marks, index == 0)
             elif status == "failed":
                 error = failure_cause(parts[index]) or error
             transport, run_transport_of = transports(launch, "".join(parts[:index + 1]), parts[index])

@@ -31,10 +31,6 @@ import torch.distributed as dist
 
 from bench.agent.harness import every_rank, max_over_ranks
 
-# Set to 0 in the agent's environment to run without the recorder (its hooks not even installed), to
-# measure what it costs; the runs then hold no timeline and the predictor falls back to
-# the compute + exposed communication model.
-OFF_SWITCH = "DDPBENCH_TIMELINE"
 MAX_RECORDED_STEPS = 100  # a run keeps the first this many timed steps' timelines
 STEP_FIGURES = ("step_s", "forward_s", "backward_s", "optimizer_s", "last_backward_start_s", "last_backward_s")
 

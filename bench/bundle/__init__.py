@@ -21,6 +21,7 @@ from typing import Callable
 
 from bench import schemas, suites
 from bench.common.files import write_text
+from bench.common.sampling import contradiction
 from bench.errors import UserError
 from bench.inputfile import GivenTwice, loads, lone_surrogate, read_input
 
@@ -315,7 +316,19 @@ def read_bundle(path: Path) -> dict:
     problem = next(filter(None, (timeline_problem(host["runs"], ("hosts", h, "runs")) for h, host in enumerate(document["hosts"]))), None)
     if problem:
         raise UserError(f"{path}: {problem}; ddpbench never writes such a timeline: get the original")
+    problem = next(filter(None, (sampling_problem(host["runs"], ("hosts", h, "runs")) for h, host in enumerate(document["hosts"]))), None)
+    if problem:
+        raise UserError(f"{path}: {problem}; ddpbench never writes such a record: get the original")
     return document
+
+
+def sampling_problem(runs: list, at: tuple) -> "str | None":
+    """The first run's sampling record that contradicts itself (bench.common.sampling.contradiction), or None."""
+    for i, run in enumerate(runs):
+        found = contradiction(run["sampling"]) if run.get("sampling") else None
+        if found:
+            return f"field {schemas.field_path((*at, i, 'sampling'))}: {found}"
+    return None
 
 
 def timeline_problem(runs: list, at: tuple) -> "str | None":

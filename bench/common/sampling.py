@@ -24,6 +24,7 @@ from bench.common.run import Run
 from bench.common.stats import LEVEL, MEDIAN_VARIANCE_FACTOR
 
 LEAST_SAMPLES = 5  # fewer samples' MAD says too little of their spread to stop on
+MAX_SAMPLES = 10000  # a metric's most samples in a bundle (schema/bundle.schema.json): sampling stops there
 # A sample's expected coefficient of variation, what the cost model prices sampling by: quick's
 # figures within a launch on 2x H200 (0.1-0.8% for all-reduces of 4 MiB and up, 0.8-3.2% for the DDP
 # step, 5.45% at 1 MiB) and on the shared 2-core CPU (small gloo all-reduces and the tiny DDP step, 10-30%).
@@ -74,9 +75,11 @@ class Target:
 
 def samples_needed(halfwidth: float, cv: float) -> int:
     """The samples whose median's 95% interval is +-halfwidth, for samples of coefficient of variation `cv`
-    (a normal's: its MAD-based scale is its standard deviation)."""
+    (a normal's: its MAD-based scale is its standard deviation); at most MAX_SAMPLES, where sampling
+    stops whatever its target, so that a target no count of samples reaches costs that many."""
     z = statistics.NormalDist().inv_cdf(1 - (1 - LEVEL) / 2)
-    return math.ceil(MEDIAN_VARIANCE_FACTOR * (z * cv / halfwidth) ** 2)
+    root = z * cv / halfwidth if halfwidth > 0 else math.inf
+    return min(MAX_SAMPLES, math.ceil(MEDIAN_VARIANCE_FACTOR * min(root, math.sqrt(MAX_SAMPLES)) ** 2))
 
 
 def expected_sampling_s(halfwidth: float, minimum_samples: int, minimum_s: float, budget_s: float,
@@ -85,6 +88,19 @@ def expected_sampling_s(halfwidth: float, minimum_samples: int, minimum_s: float
     the `minimum_samples` that took `minimum_s`, at the same pace, and never more than budget_s."""
     extra = max(0, samples_needed(halfwidth, cv) - minimum_samples)
     return min(budget_s, extra * minimum_s / max(minimum_samples, 1))
+
+
+def contradiction(record: dict) -> "str | None":
+    """How a run's sampling record (schema/bundle.schema.json's run.sampling) contradicts itself, which
+    JSON Schema cannot say, or None: a run met its target exactly where the target stopped it, and a
+    target met is one its half-width is within."""
+    met, stopped = record["met"], record["stopped_by"]
+    if met != (stopped == "target"):
+        return f"says met {str(met).lower()} beside stopped_by {stopped!r}: a run meets its target exactly where the target stops it"
+    if met and record["halfwidth_fraction"] > record["target_halfwidth_fraction"]:
+        return (f"says met with its median's interval +-{record['halfwidth_fraction']:.3g}, wider than its target "
+                f"+-{record['target_halfwidth_fraction']:.3g}")
+    return None
 
 
 def sampling_outcome(runs: "list[Run]") -> "str | None":

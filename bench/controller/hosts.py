@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bench import schemas
+from bench.agent import switches
 from bench.controller.inventory import Group, Host, Inventory
 from bench.controller.runtimes import RUNTIMES
 from bench.errors import UserError
@@ -19,6 +20,7 @@ def _host(path: Path, entry: dict, defaults: dict) -> Host:
     merged = {**defaults, **entry, "env": {**defaults.get("env", {}), **entry.get("env", {})},
               **{key: {**defaults.get(key, {}), **entry.get(key, {})} for key in settings_keys}}
     merged["labels"] = tuple(merged.get("labels", ()))
+    switches.check(merged["env"], f"{path}: host {entry['name']!r}: env")
     runtime_name = merged.get("runtime", Host.runtime)
     runtime = RUNTIMES[runtime_name]
     if runtime.needs_address and not merged.get("address"):

@@ -16,14 +16,15 @@ from pathlib import Path
 
 from bench.bundle import IMPORTED, read_agent_raw, read_bundle
 from bench.common.algorithms import DEFAULT
-from bench.common.protocol import parse_launch_id
+from bench.common.protocol import START_PHASES, parse_launch_id
+from bench.common.sampling import Precision, contradiction
 from bench.common.selection import parse_variant, variant_parts
 from bench.common.transports import PRESETS, backend_for, mismatch
 from bench import schemas, suites
 from bench.controller import plans
 from bench.errors import UserError
 from bench.inputfile import read_json_text
-from bench.outputs import refuse_links
+from bench.outputs import refuse_planted
 
 # raw.json of the agent now, raw.NNN.json of the runs it resumes (see keep_raw_files), oldest first by number.
 RAW_NAME = re.compile(r"raw(?:\.([0-9]{3,6}))?\.json")
@@ -59,8 +60,9 @@ class Previous:
         whatever else the folder holds."""
         host = entry["name"]
         launches, dropped = {}, set()
+        recorded = {launch["id"]: launch for launch in entry["launches"]}
         for launch in entry["launches"]:
-            problem = launch_problem(launch, self.plan)
+            problem = launch_problem(launch, self.plan) or job_problem(launch, recorded)
             if problem:
                 dropped.add(launch["id"])
                 self.left_out.append(f"host {host}: {problem}; left out of the bundle")
@@ -88,7 +90,7 @@ class Previous:
 def load_previous(run_dir: Path) -> Previous:
     if not run_dir.is_dir():
         raise UserError(f"--resume {run_dir}: not a folder; give a run folder that `ddpbench run` wrote (results/<run-id>)")
-    refuse_links(run_dir, "run folder")  # a resume writes into it: through a planted link it would write anywhere
+    refuse_planted(run_dir, "run folder")  # a resume writes into it: through a planted link it would write anywhere
     bundle_path, run_path = run_dir / "bundle.json", run_dir / "run.json"
     if bundle_path.exists():
         bundle = read_bundle(bundle_path)
@@ -176,6 +178,45 @@ def launch_problem(launch: dict, plan: dict) -> "str | None":
     if "all" not in entry["world_sizes"] and (world_size % nodes or world_size // nodes not in entry["world_sizes"]):
         sizes = ", ".join(map(str, entry["world_sizes"]))
         return f"launch {launch['id']!r} ran {world_size} ranks on {nodes} node(s), the plan's world sizes are {sizes} per node"
+    return phases_problem(launch, plan["timeout_s"])
+
+
+def longest_launch_s(timeout_s: float) -> float:
+    """The most a launch record can say it took: timeout_s while it runs, as much again after its end
+    mark while its job's processes exit (bench/agent/launch.py run_processes), and their ending's grace."""
+    return 2 * timeout_s + 60
+
+
+def phases_problem(launch: dict, timeout_s: float) -> "str | None":
+    """Why a launch's duration or phases cannot be what it took under the plan's timeout_s, in words, or
+    None: the phases sum to its duration (each rounded to a millisecond), which the plan's timeout bounds."""
+    duration = launch["duration_s"]
+    if duration > longest_launch_s(timeout_s):
+        return (f"launch {launch['id']!r} records {duration:.6g} s, more than a launch can take under the plan's timeout_s "
+                f"of {timeout_s:g} s ({longest_launch_s(timeout_s):g} s with its processes' exit)")
+    phases = launch.get("phases")
+    if phases is not None and abs(sum(phases.values()) - duration) > 0.001 * len(phases) + 0.001:
+        return (f"launch {launch['id']!r} records phases summing to {sum(phases.values()):.6g} s, its duration_s is "
+                f"{duration:.6g} s")
+    return None
+
+
+def job_problem(launch: dict, recorded: dict) -> "str | None":
+    """Why a launch's job cannot be the one it ran in, in words, or None: a job is named by its first
+    launch, recorded beside it, of its world size and nodes; only that launch pays the job's start-up."""
+    job = launch.get("job")
+    if job is None or job == launch["id"]:
+        return None
+    first = recorded.get(job)
+    if first is None or first.get("job") != job:
+        return f"launch {launch['id']!r} names job {_shown(job)}, whose first launch the same file does not record"
+    if (first["world_size"], first.get("nodes", 1)) != (launch["world_size"], launch.get("nodes", 1)):
+        return (f"launch {launch['id']!r} names job {job!r}, whose first launch ran {first['world_size']} ranks on "
+                f"{first.get('nodes', 1)} node(s), not its {launch['world_size']} on {launch.get('nodes', 1)}")
+    started = [name for name in START_PHASES if (launch.get("phases") or {}).get(f"{name}_s")]
+    if started:
+        return (f"launch {launch['id']!r} records the start-up of job {job!r} ({', '.join(started)}), "
+                "which only the job's first launch pays")
     return None
 
 
@@ -198,7 +239,32 @@ def run_problem(run: dict, launch: dict, plan: dict, gpus: bool) -> "str | None"
         value = suite.planned_value(run["params"], key)
         if not any(_param_allows(side.get("params", side), key, value) for side in _sides(entry)):
             return f"a {where} has {key} {_shown(value)}, which the plan's entry does not ask for"
-    return setting_problem(run, launch, entry, gpus)
+    return setting_problem(run, launch, entry, gpus) or sampling_problem(run, launch, plan)
+
+
+def sampling_problem(run: dict, launch: dict, plan: dict) -> "str | None":
+    """Why a run's sampling record is not what its launch sampled toward under the plan's precision, in
+    words, or None: a record of every run that succeeded where the plan asks a precision (none where it
+    asks none), toward the plan's target, within its budget and its launch's time, consistent in itself."""
+    where = f"run of launch {launch['id']!r}"
+    record, precision = run.get("sampling"), Precision.of(plan)
+    if precision is None:
+        return f"a {where} records sampling toward a precision target, and the plan asks none" if record else None
+    if record is None:
+        return (f"a {where} has no sampling record, and the plan's precision asks one of every run that succeeded"
+                if run["status"] == "ok" else None)
+    asked = precision.target(plan["timeout_s"], 1)
+    targets = {asked.halfwidth_fraction, asked.scaled_halfwidth_fraction}
+    if record["target_halfwidth_fraction"] not in targets:
+        return (f"a {where} sampled toward +-{record['target_halfwidth_fraction']:.3g}, the plan's precision asks "
+                + " or ".join(f"+-{target:.3g}" for target in sorted(targets)))
+    if record["budget_s"] > asked.budget_s * (1 + 1e-9):
+        return (f"a {where} had {record['budget_s']:.6g} s to sample, more than the plan's budget_fraction of timeout_s "
+                f"({asked.budget_s:.6g} s)")
+    if record["past_minimum_s"] > launch["duration_s"] + 1:  # a second for the clocks' and the rounding's differences
+        return f"a {where} sampled {record['past_minimum_s']:.6g} s past its minimum, in a launch of {launch['duration_s']:.6g} s"
+    found = contradiction(record)
+    return f"a {where}: its sampling record {found}" if found else None
 
 
 def setting_problem(run: dict, launch: dict, entry: dict, gpus: bool) -> "str | None":

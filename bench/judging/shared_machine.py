@@ -26,6 +26,20 @@ def busy_shares(launches: list) -> dict:
             if busy(launch.get("cpu_taken_by_others_fraction"))}
 
 
+# The share of the CPU others can have taken from a run that still ran: past it, a record of more
+# (1.0) would excuse any difference.
+MOST_TAKEN_FRACTION = 0.99
+
+
+def most_slowed(share: "float | None") -> float:
+    """How many times slower other processes taking `share` of the CPU can have made a run: the CPU time it
+    lost, and as much again waiting (ranks wait on each other, each on another's lost time); 1 where the
+    machine was not busy."""
+    if not busy(share):
+        return 1.0
+    return (1 / (1 - min(share, MOST_TAKEN_FRACTION))) ** 2
+
+
 def verdict_reason(shares: tuple) -> "str | None":
     """Why verify cannot put a difference down to the machine where others used it during either run
     (shares: the CPU share others took during the original's and the new run's launches)."""
@@ -34,6 +48,18 @@ def verdict_reason(shares: tuple) -> "str | None":
         return None
     return (f"other processes took {' and '.join(sides)} of the machine's CPU while it ran (above {BUSY_ABOVE_FRACTION:.0%}): "
             f"the difference may be theirs; rerun on an otherwise idle machine to settle it")
+
+
+def beyond_reason(shares: tuple, slower: str, apart: float) -> "str | None":
+    """Why a busy machine cannot explain a difference of at least `apart` times, by which the `slower`
+    side ("original" or "new") was the slower, or None where it can: the share others took of that
+    side's CPU bounds how much slower they can have made it (most_slowed)."""
+    share = shares[("original", "new").index(slower)]
+    if apart <= most_slowed(share):
+        return None
+    taken_words = f"took {share:.0%} of its CPU" if busy(share) else "were not busy"
+    return (f"the {slower} run is at least {apart:.3g} times slower, more than the other processes on its machine can "
+            f"explain (they {taken_words}: at most {most_slowed(share):.3g} times)")
 
 
 def taken(shares: list) -> str:

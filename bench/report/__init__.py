@@ -18,7 +18,7 @@ from pathlib import Path
 from bench import suites
 from bench.common.files import write_text
 from bench.common.units import count
-from bench.outputs import prepare_folder
+from bench.outputs import prepare_folder, refuse_non_files
 from bench.report import answer, html, machine, markdown, normal
 from bench.report import plots as P
 from bench.report import tables as T
@@ -42,6 +42,7 @@ class _Plots:
 
     def __call__(self, builder, args: tuple, stem: str, title: str, caption: str) -> Plot:
         block = Plot(title, caption, self.out_dir / f"{stem}.png", self.out_dir / f"{stem}.svg")
+        refuse_non_files((block.png, block.svg, block.png.with_suffix(".json")), "report")  # before any figure is drawn
         self.jobs.append((builder, args, block.png, block.svg))
         return block
 
@@ -153,6 +154,7 @@ def build(comparison: Comparison, out_dir: Path, skipped: list[str]) -> list:
 def write_report(bundles: list[dict], out_dir: Path, skipped: "list[str] | None" = None, group_by: str = "auto") -> Path:
     """Write report.md, report.html and the plots into out_dir; return report.md's path."""
     prepare_folder(out_dir, "report's folder")
+    refuse_non_files((out_dir / "report.md", out_dir / "report.html"), "report")
     blocks = build(merge(bundles, group_by), out_dir, skipped or [])
     text, page = markdown.render(blocks), html.render(blocks, TITLE)
     write_text(out_dir / "report.md", text)

@@ -23,6 +23,7 @@ from bench.common.stats import LEVEL_LABEL, Spread
 from bench.common.units import count, plain, time_unit
 from bench.judging import shared_machine
 from bench.report import lost_figure as LF
+from bench.report import plots as P
 from bench.report import tables as T
 from bench.report.document import Bullets, Heading, Paragraph, Table
 from bench.report.merge import Comparison, Ranks, Series
@@ -270,11 +271,14 @@ def _answer_figure(findings: list[Finding], comparison: Comparison, plot, concer
     rows = _figure_rows(findings, concerned)
     if not rows:
         return []
+    drawn, left = P.drawn_workloads(row.workload for row in rows)
+    rows = [row for row in rows if row.workload in drawn]
     ranks = comparison.ranks
     caption = (f"Each point: the share of training throughput N {ranks.many} lose against N times one {ranks.one} (1 − scaling "
                f"efficiency), with its {LEVEL_LABEL}, a point per link at the largest global batch measured; a panel per "
                f"machine. Shaded: negligible under {NEGLIGIBLE_BELOW:.0%}, noticeable to {SEVERE_ABOVE:.0%}, severe past it. "
-               "⚠: a flagged figure, or hosts that shared a machine; the lines below say which.")
+               "⚠: a flagged figure, or hosts that shared a machine; the lines below say which."
+               + (" " + P.left_out_words(left, "The points") if left else ""))
     bands = (NEGLIGIBLE_BELOW * 100, SEVERE_ABOVE * 100)
     return [plot(LF.lost_figure, (rows, bands, ranks.many, LEVEL_LABEL), "answer-throughput-lost", "Throughput lost per workload and link",
                  caption)]

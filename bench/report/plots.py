@@ -132,6 +132,33 @@ def split(lines: list, keys: list) -> "list[tuple[tuple, list]]":
     return [((f"part {k // size + 1}",), lines[k:k + size]) for k in range(0, len(lines), size)]
 
 
+# Figures and panels drawn per workload: past this many a report's time grows with each (a figure
+# takes 1.4 s on 2 cores) and no reader looks through them all; the tables hold every workload.
+MOST_WORKLOADS_DRAWN = 8
+
+
+def drawn_workloads(workloads) -> tuple[list, list]:
+    """(the workloads whose figures are drawn: the first MOST_WORKLOADS_DRAWN by name, numbers in it by
+    their value, so that every figure draws the same ones; those left out). A workload is its name in the
+    answer, or has a title."""
+    ordered = sorted(set(workloads), key=lambda w: [int(part) if part.isdigit() else part
+                                                    for part in re.split(r"(\d+)", _name(w))])
+    return ordered[:MOST_WORKLOADS_DRAWN], ordered[MOST_WORKLOADS_DRAWN:]
+
+
+def _name(workload) -> str:
+    return workload if isinstance(workload, str) else workload.title
+
+
+def left_out_words(left: list, what: str) -> "str | None":
+    """"Per-sample figures of 142 more workloads (gpt2 ..., ...) are not drawn: ..."; None where none was left out."""
+    if not left:
+        return None
+    names = [_name(w) for w in left]
+    shown = "; ".join(names[:3]) + ("; ..." if len(names) > 3 else "")
+    return (f"{what} of {len(left)} more workload{'s' * (len(left) > 1)} ({shown}) are not drawn: a report draws those "
+            f"of the first {MOST_WORKLOADS_DRAWN} workloads; the tables hold every one.")
+
 
 def figure(height_in: float) -> Figure:
     return Figure(figsize=(WIDTH_IN, height_in), dpi=PNG_DPI, layout="constrained")

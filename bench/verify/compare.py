@@ -382,7 +382,10 @@ def judge(measured: Measured, tolerances: dict, level: float) -> RunVerdict:
     verdict = verdict_of(ratio, tolerance, base.metric)
     because = reason = floor = None
     busy = shared_machine.verdict_reason(measured.shares)
-    if verdict in ("slower", "faster") and busy:
+    beyond = verdict in ("slower", "faster") and busy and _beyond_the_machine(ratio, verdict, measured.shares)
+    if beyond:
+        reason = f"{verdict} beyond its interval, and beyond a busy machine: {beyond}"
+    elif verdict in ("slower", "faster") and busy:
         verdict, because, reason = "inconclusive", "busy machine", f"a busy machine: {verdict} beyond its interval, but {busy}"
     elif verdict == "inconclusive":
         because, reason, floor = why_inconclusive(ratio, tolerance, measured.original, measured.new, measured.shares,
@@ -391,6 +394,14 @@ def judge(measured: Measured, tolerances: dict, level: float) -> RunVerdict:
         base, ratio=ratio.median, ci_low=ratio.low, ci_high=ratio.high, tolerance=tolerance,
         level=level, verdict=verdict, reason=reason, inconclusive_because=because, noise_floor=floor,
     )
+
+
+def _beyond_the_machine(ratio: Ratio, verdict: str, shares: tuple) -> "str | None":
+    """Why a busy machine cannot explain a ratio wholly outside the band (shared_machine.beyond_reason),
+    or None: the interval's end nearest 1 is the least the two sides differ."""
+    near = ratio.low if ratio.low > 1 else ratio.high
+    return shared_machine.beyond_reason(shares, "new" if verdict == "slower" else "original",
+                                        max(near, 1 / near) if near > 0 else math.inf)
 
 
 def _others_share(host: "dict | None", runs: "list[Run]") -> "float | None":

@@ -9,7 +9,7 @@ from pathlib import Path
 from bench import suites
 from bench.common.files import write_text
 from bench.common.stats import METHOD, family_method, percent
-from bench.outputs import prepare_folder
+from bench.outputs import prepare_folder, refuse_non_files
 from bench.report import markdown as markdown_renderer
 from bench.report.document import Bullets, Heading, Paragraph, Table
 from bench.common.units import human_bytes
@@ -257,6 +257,7 @@ def markdown(doc: dict, verdicts: "list[RunVerdict]") -> str:
 def write(out_dir: Path, doc: dict, text: str) -> tuple[Path, Path]:
     prepare_folder(out_dir, "verdict's folder")
     paths = out_dir / "verdict.md", out_dir / "verdict.json"
+    refuse_non_files(paths, "verdict")
     for path, content in zip(paths, (text, json.dumps(doc, indent=1) + "\n")):
         write_text(path, content)
     return paths

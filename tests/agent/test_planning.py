@@ -8,10 +8,12 @@ import pytest
 
 from bench import suites
 from bench.agent.estimate import plan_modelled, stretch
-from bench.agent.planning import SHARING_SWITCH, jobs, plan_launches
+from bench.agent.planning import jobs, plan_launches
+from bench.agent.switches import SHARED_JOBS
 from bench.common import cost, protocol
 from bench.common.host import Capabilities
 from bench.controller.plans import load_plan, with_defaults
+from bench.errors import UserError
 from benchmarks.plan_durations import MACHINES
 
 CPU = Capabilities(gpu_count=0, logical_cpus=2)
@@ -41,11 +43,18 @@ def test_the_scaling_plan_on_four_gpus_runs_its_46_launches_in_24_jobs():
         assert len({launch.job_key for launch in job}) == 1
 
 
-def test_sharing_switched_off_or_over_several_nodes_runs_each_launch_alone(monkeypatch):
+@pytest.mark.parametrize("off", ["0", "false", "off", "No", " FALSE "])
+def test_sharing_switched_off_or_over_several_nodes_runs_each_launch_alone(off, monkeypatch):
     launches = plan_launches(load_plan("quick"), CPU)
-    monkeypatch.setenv(SHARING_SWITCH, "0")
-    assert [len(job) for job in jobs(launches)] == [1] * 9
-    monkeypatch.delenv(SHARING_SWITCH)
+    shared = len(jobs(launches))
+    monkeypatch.setenv(SHARED_JOBS, off)
+    assert [len(job) for job in jobs(launches)] == [1] * 9 and shared < 9
+    monkeypatch.setenv(SHARED_JOBS, "on")
+    assert len(jobs(launches)) == shared
+    monkeypatch.setenv(SHARED_JOBS, "sometimes")
+    with pytest.raises(UserError, match=r"^DDPBENCH_SHARED_JOBS='sometimes' is neither on nor off; set it to 1 or 0 "):
+        jobs(launches)
+    monkeypatch.delenv(SHARED_JOBS)
     two_nodes = plan_launches(load_plan("quick"), CPU, protocol.Placement(2, 0, "127.0.0.1:29400"))
     assert all(len(job) == 1 for job in jobs(two_nodes))
 

@@ -240,3 +240,21 @@ def test_a_sealed_bundle_whose_plan_blinds_the_evidence_is_refused(folder, finis
     done = resume(folder)
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     assert done.stderr.startswith(f"error: {folder / 'bundle.json'}: plan: field suites[0].env: NCCL_DEBUG=WARN changes NCCL's log")
+
+
+def test_a_resume_runs_again_a_launch_whose_phases_no_launch_could_take_and_says_why(folder):
+    """A raw.json whose DDP launch claims 10^15 s measured: the launch runs again, and the run's last line
+    says where the time of the launches it ran or kept went, not 10^15 s."""
+    raw = raw_of(folder)
+    forged = next(launch for launch in raw["launches"] if launch["id"] == DDP)
+    forged["phases"]["measured_s"] = 1e15
+    forged["duration_s"] = sum(forged["phases"].values())
+    write_raw(folder, "raw.json", raw)
+    done = resume(folder)
+    assert done.returncode == 0, done.stderr
+    assert warnings(done, folder) == [f"host local: launch '{DDP}' records 1e+15 s, more than a launch can take under the "
+                                      "plan's timeout_s of 120 s (300 s with its processes' exit); left out of the bundle"]
+    (line,) = [line for line in done.stdout.splitlines() + done.stderr.splitlines() if line.startswith("launch time: ")]
+    assert "e+" not in line and int(line.split(" s in ")[0].split()[-1]) < 1000, line
+    launches = read_bundle(folder / "bundle.json")["hosts"][0]["launches"]
+    assert [l["id"] for l in launches] == [COLLECTIVES, DDP] and all(l["duration_s"] < 300 for l in launches)

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from bench.agent import counters
+from bench.agent import counters, switches
 from bench.agent.fingerprint import health, link_load, nvidia_smi, nvml
 from bench.bundle import write_bundle
 from bench.common.links import link_summary, pairs_without_p2p
@@ -259,7 +259,7 @@ def test_sampler_stops_when_the_launch_raises():
 
 def test_sampler_without_nvml_or_switched_off_measures_nothing():
     assert counters.Sampler(nvml=None).__enter__().summary() is None
-    with counters.Sampler(nvml=throttling_box(), env={counters.OFF_SWITCH: "0"}) as off:
+    with counters.Sampler(nvml=throttling_box(), env={switches.GPU_COUNTERS: "0"}) as off:
         pass
     assert off.summary() is None
     broken = throttling_box()

@@ -73,9 +73,15 @@ def redraw_timeline(draw, timeline: dict, buckets: int) -> None:
 
 
 def agreeing(bundle: dict) -> dict:
-    """A drawn bundle whose timelines agree (a ready time per bucket, as the reader checks)."""
+    """A drawn bundle whose timelines agree (a ready time per bucket) and whose sampling records hold
+    together (met where the target stopped it, within it), as the reader checks."""
     for host in bundle.get("hosts", []):
         for run in host["runs"]:
+            sampling = run.get("sampling")
+            if sampling:
+                sampling["met"] = sampling["stopped_by"] == "target"
+                if sampling["met"]:
+                    sampling["halfwidth_fraction"] = min(sampling["halfwidth_fraction"], sampling["target_halfwidth_fraction"])
             timeline = run.get("timeline")
             for step in (timeline["steps"] + timeline.get("steps_without_allreduce", [])) if timeline else []:
                 step["bucket_ready_s"] = (step["bucket_ready_s"] + [0.0] * len(timeline["bucket_bytes"]))[:len(timeline["bucket_bytes"])]

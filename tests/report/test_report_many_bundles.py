@@ -169,3 +169,25 @@ def test_hosts_are_counted_as_machines(nine, real_bundle, tmp_path, monkeypatch)
     same = [make_variant(real_bundle, "local", run_id=f"20260101T00000{i}Z-cccccc") for i in range(3)]
     blocks = bench.report.build(merge(same), tmp_path / "one", [])
     assert " from 1 machine (3 host entries of the bundles); " in provenance(blocks), provenance(blocks)
+
+
+def test_a_bundle_of_many_workloads_draws_the_figures_of_its_first_and_says_what_it_left_out(real_bundle, tmp_path):
+    """The real bundle's DDP runs as twelve workloads (twelve sequence lengths): each figure drawn per workload
+    is drawn for the first eight alone, the rest said in a line; the tables hold all twelve."""
+    doc = copy.deepcopy(real_bundle)
+    host = doc["hosts"][0]
+    ddp = [run for run in host["runs"] if run["suite"] == "ddp"]
+    host["runs"] = [run for run in host["runs"] if run["suite"] != "ddp"] + [
+        {**run, "params": {**run["params"], "seq_len": seq_len}} for seq_len in range(16, 28) for run in ddp]
+    out = tmp_path / "report"
+    done = cli("report", write(tmp_path / "bundle.json", seal({k: v for k, v in doc.items() if k != "sha256"})), "--out", out)
+    assert done.returncode == 0, done.stderr
+    drawn = sorted(int(re.search(r"-s(\d+)-mb", path.name)[1]) for path in out.glob("per-sample-*.png"))
+    assert drawn == list(range(16, 16 + P.MOST_WORKLOADS_DRAWN))
+    report = (out / "report.md").read_text()
+    assert ("Per-sample time × #processes figures of 4 more workloads (tiny, fp32, 24 tokens x micro-batch 2; tiny, fp32, "
+            "25 tokens x micro-batch 2; tiny, fp32, 26 tokens x micro-batch 2; ...) are not drawn: a report draws those of the "
+            "first 8 workloads; the tables hold every one.") in report
+    answer = report[report.index("## The answer"):report.index("## Hosts")]
+    for seq_len in range(16, 28):  # the answer's table has a row for each
+        assert re.search(rf"^\| local · .* \| tiny, fp32, {seq_len} tokens x micro-batch 2 \| 2 processes \|", answer, re.M)

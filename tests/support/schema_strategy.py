@@ -59,10 +59,14 @@ class Derived:
         self.overrides = overrides or {}  # property path (names only) -> the strategy to use there
         self.edges = edges  # numbers drawn from their edges most (EDGES, the bounds)
 
-    def of(self, name: str, definition: str = "") -> st.SearchStrategy:
-        """Documents of schema/NAME.schema.json (with its suites composed in), or of one of its $defs."""
+    def of(self, name: str, definition: str = "", *properties: str) -> st.SearchStrategy:
+        """Documents of schema/NAME.schema.json (with its suites composed in), or of one of its $defs, or
+        of a property within it (`properties`: the names on the way, e.g. "run", "sampling")."""
         root = schemas.schema(name)
-        return self._node(root["$defs"][definition] if definition else root, root["$id"], ())
+        node = root["$defs"][definition] if definition else root
+        for key in properties:
+            node = node["properties"][key]
+        return self._node(node, root["$id"], ())
 
     # --- resolution ---------------------------------------------------------------------------
 

@@ -217,7 +217,8 @@ def _measure(ctx: Context, params: Params, point: dict, legs: list, count: int, 
         missing = _peer_missing(a, b)
         if missing:
             return _record(ctx, point, "failed", error=missing)
-    point_ctx = Context(rank=0, local_rank=0, world_size=1, device=a, backend=ctx.backend, deadline=ctx.deadline, marks=ctx.marks)
+    point_ctx = Context(rank=0, local_rank=0, world_size=1, device=a, backend=ctx.backend, deadline=ctx.deadline, marks=ctx.marks,
+                        target=ctx.target)
     try:
         ctx.mark("build")
         copies, seeds = _point_copies(point_ctx, legs, count, engine)

@@ -10,14 +10,13 @@ bytes a step all-reduces.
 from __future__ import annotations
 
 import contextlib
-import os
 from typing import Callable
 
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from bench.agent import copy_engine_allreduce, rank_errors, timeline
+from bench.agent import copy_engine_allreduce, rank_errors, switches, timeline
 from bench.agent.harness import Context
 from bench.agent.training import Strategy, Training, autocast_for, imports, run as run_training, set_up as set_up_training
 from bench.common.stats import metric
@@ -145,8 +144,10 @@ class DDPStrategy(Strategy):
         return found
 
     def recorder(self, ctx: Context, work: workload.Workload, params: Params) -> "timeline.StepRecorder | None":
-        """Every run records its timeline (unless switched off); without DDP (one rank) in the buckets DDP would have made."""
-        if os.environ.get(timeline.OFF_SWITCH, "1") == "0":
+        """Every run records its timeline (unless switched off: its runs then hold none, and the predictor
+        falls back to the compute + exposed communication model); without DDP (one rank) in the buckets DDP
+        would have made."""
+        if not switches.on(switches.TIMELINE):
             return None
         return timeline.StepRecorder(ctx.device, list(work.module.parameters()), lambda p: reduced_element_bytes(p, params),
                                      int(params.bucket_cap_mb * 1024 * 1024))

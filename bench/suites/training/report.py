@@ -19,6 +19,7 @@ from bench.common.transports import nccl_algorithms, ranks_label, setting_label
 from bench.report import plots as P
 from bench.report import tables as T
 from bench.report.answer import Finding
+from bench.report.document import Paragraph
 from bench.report.merge import MISMATCH, Comparison, RunEntry, Series
 from bench.report.series import Line, pooled
 from bench.suites.training import pacing, training_recipe
@@ -183,6 +184,7 @@ class ScalingFigure:
     ideal: dict  # rank count -> its baselines' median samples/s on one rank: the same work per rank where measured
     boundaries: list  # [(nodes, ranks a node)] of the multi-node lines: where a run crosses nodes
     baseline: str  # whose: "" (the suite's own runs), or the strategy of another suite's ("ddp ")
+    workload: Workload  # the one it trained: a report draws the figures of its first workloads (plots.drawn_workloads)
 
     @property
     def largest(self) -> int:
@@ -240,7 +242,7 @@ def scaling_figures(comparison: Comparison, suite: str, workload_of) -> list[Sca
         title = f"{machine} — {w.title}, global batch {batch}"
         other = {suites.get(run.suite).strategy(run.params) for run in _baseline_runs(entries) if run.suite != suite}
         figures[(host, hardware, busy), w, gpus] = ScalingFigure(title, gpus, lines, ideal, boundaries,
-                                                           "".join(f"{name} " for name in sorted(other)))
+                                                           "".join(f"{name} " for name in sorted(other)), w)
     return list(figures.values())
 
 
@@ -304,7 +306,11 @@ def scaling_figure(found: ScalingFigure) -> Figure:
 
 def scaling_plots(comparison: Comparison, plot, suite: str, workload_of) -> list:
     """The answer's throughput figures of a training suite's runs (scaling_figures), each captioned
-    with its scaling efficiency at the largest rank count."""
-    return [plot(scaling_figure, (found,), f"throughput-{suite}-{i}-{P.slug(found.title)}", f"Throughput against "
-                 f"{_rank_words(found.on_gpu)[1]}, {found.title}", scaling_caption(found))
-            for i, found in enumerate(scaling_figures(comparison, suite, workload_of))]
+    with its scaling efficiency at the largest rank count, for the workloads a report draws."""
+    found_all = scaling_figures(comparison, suite, workload_of)
+    drawn, left = P.drawn_workloads(found.workload for found in found_all)
+    blocks = [plot(scaling_figure, (found,), f"throughput-{suite}-{i}-{P.slug(found.title)}", f"Throughput against "
+                   f"{_rank_words(found.on_gpu)[1]}, {found.title}", scaling_caption(found))
+              for i, found in enumerate(found_all) if found.workload in drawn]
+    said = P.left_out_words(left, "Throughput figures")
+    return blocks + ([Paragraph(said)] if said else [])

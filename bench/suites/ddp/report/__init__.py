@@ -10,6 +10,7 @@ from dataclasses import replace
 from bench.common.stats import LEVEL_LABEL
 from bench.common.transports import ranks_label
 from bench.common.units import human_bytes
+from bench.report import plots as P
 from bench.report import tables as T
 from bench.report.document import Heading, Paragraph, Table
 from bench.report.merge import Comparison, RunEntry
@@ -34,15 +35,21 @@ def section(comparison: Comparison, plot, colours: dict) -> list:
     # The per-sample time x #GPUs opens the report, in its answer (answer.py: findings, answer_plots).
     blocks = [Heading(2, "DDP training"), Heading(3, "Scaling efficiency")]
     if bars:
-        blocks.append(plot(DP.efficiency_figure, (bars, colours, ranks), "scaling-efficiency", "Scaling efficiency",
-                           DP.efficiency_caption(ranks)))
+        drawn, left = P.drawn_workloads(bar.workload for bar in bars)
+        blocks.append(plot(DP.efficiency_figure, ([bar for bar in bars if bar.workload in drawn], colours, ranks),
+                           "scaling-efficiency", "Scaling efficiency", DP.efficiency_caption(ranks)))
+        said = P.left_out_words(left, "Scaling efficiency panels")
+        blocks += [Paragraph(said)] if said else []
     else:
         blocks.append(Paragraph(f"No multi-{ranks.one} run with a 1-{ranks.one} baseline in these bundles: no scaling "
                                 "efficiency to show."))
     blocks.append(Heading(3, "Measured against predicted step time"))
     if predicted:
-        blocks.append(plot(DP.prediction_figure, (predicted, ranks), "predicted-step-time", "Measured against predicted step time",
-                           DP.prediction_caption(ranks)))
+        drawn, left = P.drawn_workloads(p.workload for p in predicted)
+        blocks.append(plot(DP.prediction_figure, ([p for p in predicted if p.workload in drawn], ranks), "predicted-step-time",
+                           "Measured against predicted step time", DP.prediction_caption(ranks)))
+        said = P.left_out_words(left, "Predicted step times")
+        blocks += [Paragraph(said)] if said else []
     else:
         blocks.append(Paragraph("No N-rank run with a 1-rank run and an all_reduce sweep of its link in these bundles: "
                                 "nothing to set the measured step times against."))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from bench.report import plots as P
 from bench.report.answer import Finding
+from bench.report.document import Paragraph
 from bench.report.merge import Comparison, Ranks
 from bench.suites.ddp.report import plots as DP
 from bench.suites.ddp.report import predicted as PR
@@ -30,7 +31,10 @@ def answer_plots(comparison: Comparison, plot, colours: dict) -> list:
     ranks = comparison.ranks
     lines_of_links = DS.predicted_lines(PR.hosts(comparison), ranks)
     blocks = scaling_plots(comparison, plot, "ddp", workload)
-    for shown, lines in DS.per_sample_lines(comparison).items():
+    per_workload = DS.per_sample_lines(comparison)
+    drawn_workloads, left = P.drawn_workloads(per_workload)
+    for shown in drawn_workloads:
+        lines = per_workload[shown]
         # One machine's figure of one bundle gets a line per link; with several machines or bundles, a line
         # per link and each of them would bury the measured ones: their predictions are in the DDP section's
         # table, a row per bundle.
@@ -44,4 +48,5 @@ def answer_plots(comparison: Comparison, plot, colours: dict) -> list:
             blocks.append(plot(DP.per_sample_figure, (shown, part, colours, predicted, ranks),
                                "-".join([f"per-sample-{P.slug(shown.stem)}", *([P.slug(shared)] if shared else [])]),
                                f"Per-sample time × #{ranks.many}, {shown.title}" + (f", {shared}" if shared else ""), caption))
-    return blocks
+    said = P.left_out_words(left, f"Per-sample time × #{ranks.many} figures")
+    return blocks + ([Paragraph(said)] if said else [])

@@ -98,6 +98,7 @@ class Prediction:
     measured: Spread  # step time, s, every launch's samples pooled
     compute: float  # s, the 1-GPU step at this work per GPU, pooled over its launches: the step with no communication
     allreduce: float  # s, the gradients' all-reduce on what the runs crossed, none of it hidden
+    workload: Workload  # the one it trained: a report draws the first workloads' (plots.drawn_workloads)
 
     @property
     def predicted(self) -> float:
@@ -122,7 +123,7 @@ def predictions(comparison: Comparison, found: list) -> list[Prediction]:
         w, batch, ws, gpus = key
         where = f"{host} · {series.hardware}{' (busy)' * series.busy} · {series.transport_label}"
         rows.append(Prediction(series, f"{where} — {w.model} {w.recipe}, batch {batch}, {ranks_label(ws, gpus)}",
-                               Spread.of(pooled(mine, "step_time_s")), *model))
+                               Spread.of(pooled(mine, "step_time_s")), *model, w))
     return rows
 
 

@@ -31,9 +31,13 @@ def section(comparison: Comparison, plot, colours: dict) -> list:
         return []
     ranks = comparison.ranks
     blocks = [Heading(2, "Sharded data parallelism (FSDP) beside DDP"), Heading(3, f"Per-sample time × #{ranks.many} by strategy")]
-    for model, lines in FS.per_sample_lines(entries).items():
-        blocks.append(plot(FP.per_model_figure, (model, lines, colours, ranks), f"fsdp-per-sample-{P.slug(model.stem)}",
+    per_model = FS.per_sample_lines(entries)
+    drawn, left = P.drawn_workloads(per_model)
+    for model in drawn:
+        blocks.append(plot(FP.per_model_figure, (model, per_model[model], colours, ranks), f"fsdp-per-sample-{P.slug(model.stem)}",
                            f"Per-sample time × #{ranks.many} by strategy, {model.title}", FP.caption(ranks)))
+    said = P.left_out_words(left, f"Per-sample time × #{ranks.many} figures")
+    blocks += [Paragraph(said)] if said else []
     blocks.append(Heading(3, "Link sensitivity"))
     table = sensitivity_table(FS.sensitivities(entries), ranks)
     blocks += [Paragraph(sensitivity_caption(ranks)), table] if table else [Paragraph(
