@@ -43,7 +43,7 @@ def plan_of(name: str) -> dict:
         for side in (entry["params"], entry.get("cpu", {}), entry.get("gpu", {})):
             side["sampling_cap_s"] = 86400
     return check({**plan, "name": "stranger", "timeout_s": 86400,
-                  "precision": {"halfwidth_fraction": 1e-6, "lost_width_fraction": 1e-6, "budget_fraction": 0.9, "launches": 20}},
+                  "precision": {"halfwidth_fraction": 1e-4, "lost_width_fraction": 1e-4, "budget_fraction": 0.9, "launches": 20}},
                  STRANGER)
 
 
@@ -125,14 +125,14 @@ def test_run_prices_the_plan_as_this_machines_agent_would(name, here, tmp_path):
 
 
 def test_a_strangers_precision_is_refused_at_the_default_bound_whatever_its_bundle_claims(here, tmp_path):
-    """Its 60 launches claim a minute; this machine prices them at thousands of hours: nothing launches."""
+    """Its 60 launches claim a minute; this machine prices them at over ten hours: nothing launches."""
     plan = plan_of(STRANGER)
     for command, argv in (("verify", ["verify", sealed_bundle(plan, here, tmp_path)]),
                           ("run", ["run", "--plan", plan_file(plan, tmp_path)])):
         for bound in ([], ["--max-hours", "0.01"]):
             done = ddpbench(*argv, "--out", tmp_path / "out", *bound)
             refused_before_anything_ran(done, command, bound[-1] if bound else "2", tmp_path / "out")
-            assert announced_s(done.stdout, command) > 1000 * 3600
+            assert announced_s(done.stdout, command) > 10 * 3600
             assert ("the bundle records 1 min 00 s on its own machine" in done.stdout) == (command == "verify")
 
 
