@@ -193,3 +193,27 @@ def test_a_file_too_big_not_json_or_neither_format_gets_one_error_line(tmp_path)
     for path, said in cases.items():
         done = ddpbench("import", path, "--out", tmp_path / "out")
         assert done.returncode == 2 and done.stderr.count("\n") == 1 and said in done.stderr, done.stderr
+
+
+CAPTURED = FIXTURES / "h100x1"
+
+
+@pytest.mark.parametrize("name", ["nccl-tests-2.19.6-all_reduce-h100x1", "nccl-tests-2.19.5-all_reduce-h100x1"])
+def test_files_captured_on_a_lent_h100_import_as_the_program_printed_them(name, tmp_path):
+    """nccl-tests 2.19.6 (file version 3) and 2.19.5 (version 2), run on a lent 1x H100 beside ddpbench's sweep
+    of the same sizes: each size's out-of-place time is the one the program printed. On one GPU an all-reduce
+    crosses no link (busbw 0 in both tools): compare says so of every size rather than judge it."""
+    sweep = CAPTURED / "ddpbench-collectives-h100x1.bundle.json.gz"
+    fingerprint = read_bundle(sweep)["hosts"][0]["fingerprint"]
+    path, _ = import_file(CAPTURED / f"{name}.json", tmp_path / "imported", fingerprint, None)
+    runs = read_bundle(path)["hosts"][0]["runs"]
+    printed = {int(cells[0]): float(cells[5]) for cells in (line.split() for line in (CAPTURED / f"{name}.txt").read_text().splitlines())
+               if cells and cells[0].isdigit()}
+    out_of_place = {run["params"]["size_bytes"]: run["metrics"]["time_s"]["summary"]["median"] * 1e6 for run in runs
+                    if not run["params"]["in_place"]}
+    assert printed.keys() == out_of_place.keys() == {1 << 20, 4 << 20, 16 << 20, 64 << 20, 256 << 20, 1 << 30}
+    assert all(out_of_place[size] == pytest.approx(printed[size], rel=0.01, abs=0.01) for size in printed)
+    done = ddpbench("compare", path, sweep, "--out", tmp_path / "verdict")
+    verdict = json.loads((tmp_path / "verdict" / "verdict.json").read_text())
+    assert (done.returncode, verdict["outcome"]) == (4, "not comparable")
+    assert {run["verdict"] for run in verdict["runs"]} == {"not comparable"}
