@@ -319,7 +319,8 @@ def section(comparison: Comparison, plot, colours: dict) -> list:
 def _no_training(comparison: Comparison) -> str:
     """Why the answer has no finding: a host failed, the training runs or launches failed, or the plans train nothing."""
     training = sorted(name for name in suites.names() if isinstance(suites.get(name), TrainingSuite))
-    planned = sorted({entry["suite"] for bundle in comparison.bundles for entry in bundle["plan"]["suites"]} & set(training))
+    plans = [bundle["plan"] for bundle in comparison.bundles if "plan" in bundle]  # an imported bundle has none
+    planned = sorted({entry["suite"] for plan in plans for entry in plan["suites"]} & set(training))
     hosts = [host.name for host in T.failed_hosts(comparison)]
     launches = [launch for host in comparison.hosts for launch in host.host["launches"]]
     runs = any(entry.run.suite in training for entry in comparison.failed) or any(
