@@ -59,9 +59,9 @@ bench: $(VENV)/.installed
 
 # `make test` runs every test, or those of TESTS='tests/suites/test_ddp.py ...', in TEST_WORKERS
 # processes (pytest-xdist; 0: in pytest's own). Many tests wait on ranks, daemons and timeouts: two
-# workers keep both of CI's cores busy. Ctrl-C or a SIGTERM
-# to make stops it cleanly: pytest is make's own child (exec: no shell between them to swallow
-# the SIGTERM make passes on), and the tests end the daemons they started (tests/conftest.py).
+# workers keep both of CI's cores busy. Ctrl-C or a SIGTERM to make stops it cleanly: pytest is
+# make's own child (exec: no shell between them to swallow the SIGTERM make passes on), and the
+# tests end the daemons they started (tests/conftest.py).
 # A SIGINT sent to make's process alone, not to its group as Ctrl-C sends it, make keeps to itself.
 test: $(VENV)/.test-installed
 	bash tests/system-deps.sh

@@ -118,7 +118,7 @@ def pytest_sessionfinish(session):
     left = still_running(started_by(os.getpid(), MARK, SESSION), grace_s=5)
     end(left)
     found = [(str(process), session.exitstatus == pytest.ExitCode.INTERRUPTED) for process in left]
-    if hasattr(session.config, "workerinput"):
+    if durations.is_worker(session.config):
         session.config.workeroutput["left_running"] = found
         return result
     found += WORKERS_LEFT

@@ -87,9 +87,8 @@ def kernels_by_step(events: list) -> list:
     """Each profiled step's kernels and copies (name, begin_s, end_s), from the profiler's own events.
 
     A step is the window of its CPU annotation; the step synchronises before the window closes,
-    so every kernel it launched lies inside. Read in memory, not through a Chrome trace written and
-    parsed back: that took 4-5 s of a 1-GPU launch for three steps of GPT-2. Annotations mirrored on
-    the GPU's timeline and memsets are not kernels."""
+    so every kernel it launched lies inside. Read in memory, with no Chrome trace written to disk and
+    parsed back. Annotations mirrored on the GPU's timeline and memsets are not kernels."""
     from torch.autograd import DeviceType
 
     windows = sorted((e.start_ns(), e.end_ns()) for e in events

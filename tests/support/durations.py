@@ -43,6 +43,11 @@ def cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
+def is_worker(config: pytest.Config) -> bool:
+    """Whether this process is a pytest-xdist worker (the controller writes what workers measured)."""
+    return hasattr(config, "workerinput")
+
+
 def read(path: Path = RECORD) -> dict:
     return json.loads(path.read_text()) if path.exists() else {"files": {}}
 
@@ -68,10 +73,6 @@ class FileDurations:
             if item.get_closest_marker("slow") is None:
                 self.check_cpu[name] += cpu_seconds() - cpu
 
-    @staticmethod
-    def is_worker(config: pytest.Config) -> bool:
-        return hasattr(config, "workerinput")
-
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node, error) -> None:
         """A worker's files, measured there (pytest-xdist's hook, on the controller)."""
@@ -94,7 +95,7 @@ class FileDurations:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session, exitstatus):
-        if self.is_worker(self.config):
+        if is_worker(self.config):
             self.config.workeroutput["file_durations"] = {
                 name: (self.wall[name], self.cpu[name], self.check_cpu[name]) for name in self.wall}
             return
