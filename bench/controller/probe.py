@@ -1,6 +1,7 @@
 """What a host has, read in a second or two before anything runs there: its GPUs (`nvidia-smi -L`, their
 memory and PCIe generation), whether NVLink joins them (`nvidia-smi topo -m`, the matrix the fingerprint
-reads too), its CPU model, its cores (online, as the agent's os.cpu_count() counts them) and its load.
+reads too), its CPU model, its cores (online, as the agent's os.cpu_count() counts them), its memory
+(or its cgroup's limit where lower, as the agent's ranks may use it) and its load.
 `verify` judges from it what a host can rerun; `run` and `verify` price a plan on it as the host's agent
 would (pricing.py). The fingerprint, tens of seconds later, has the last word.
 """
@@ -21,7 +22,9 @@ PROBE_SCRIPT = (
     "nvidia-smi --query-gpu=memory.total,memory.used,pcie.link.gen.max --format=csv,noheader,nounits 2>/dev/null; fi; "
     "echo '--- cpu'; grep -m1 '^model name' /proc/cpuinfo; "
     "echo '--- devices'; ls /dev 2>/dev/null | grep -c '^nvidia[0-9]'; echo '--- cores'; getconf _NPROCESSORS_ONLN; "
-    "echo '--- load'; cut -d' ' -f1 /proc/loadavg 2>/dev/null"
+    "echo '--- load'; cut -d' ' -f1 /proc/loadavg 2>/dev/null; "
+    "echo '--- memory'; awk '/^MemTotal:/ {printf \"%.0f\\n\", $2 * 1024}' /proc/meminfo 2>/dev/null; "
+    "cat /sys/fs/cgroup/memory.max 2>/dev/null"
 )
 PROBE_TIMEOUT_S = 60.0
 _GPU_LINE = re.compile(r"^GPU \d+: (.+?) \(UUID")
@@ -38,7 +41,8 @@ SCHEDULED_RUNTIMES = frozenset({"slurm"})
 @dataclass(frozen=True)
 class Probe:
     """What the probe found: GPU names (None: not known), their link class, the CPU model, the cores,
-    the 1-minute load average, and per GPU its memory (total, used, in bytes) and PCIe generation (None: not known)."""
+    the 1-minute load average, per GPU its memory (total, used, in bytes) and PCIe generation, and the
+    memory its ranks may use, in bytes (None: not known)."""
 
     gpus: "tuple[str, ...] | None"
     link_class: "str | None"
@@ -46,6 +50,7 @@ class Probe:
     cores: "int | None" = None
     load: "float | None" = None
     gpu_memory: "tuple[tuple[int, int, int], ...] | None" = None
+    host_memory_bytes: "int | None" = None
 
     def capabilities(self) -> "Capabilities | None":
         """What the host's agent would plan and price on, as far as the probe read it (None: its GPUs are
@@ -59,6 +64,7 @@ class Probe:
             gpu_memory_free_bytes=min(total - used for total, used, _ in memory) if memory else 0,
             infiniband=True, nvlink=self.link_class == "nvlink",
             pcie_gen=min(gen for _, _, gen in memory) if memory else 4,
+            host_memory_bytes=self.host_memory_bytes or 0,
         )
 
 
@@ -83,8 +89,10 @@ def parse_probe(text: str) -> Probe:
     cpu = next((line.split(":", 1)[1].strip() for line in sections.get("cpu", []) if ":" in line), None)
     cores = "".join(sections.get("cores", [])).strip()
     memory = tuple((int(m[1]) * MIB, int(m[2]) * MIB, int(m[3])) for m in map(_GPU_MEMORY_LINE.match, sections.get("gpu memory", [])) if m)
+    # MemTotal, then the cgroup's limit ("max" where it has none): the lower bounds the ranks.
+    sizes = [int(line) for line in map(str.strip, sections.get("memory", [])) if line.isdigit() and int(line) > 0]
     return Probe(gpus, link, cpu, int(cores) if cores.isdigit() and int(cores) > 0 else None,
-                 _load("".join(sections.get("load", [])).strip()), memory or None)
+                 _load("".join(sections.get("load", [])).strip()), memory or None, min(sizes, default=None))
 
 
 def _load(text: str) -> "float | None":

@@ -159,8 +159,17 @@ def test_a_host_the_probe_cannot_read_is_said_unpriced_and_a_loaded_cpu_stretche
 def test_the_probe_reads_gpus_memory_pcie_and_load():
     text = ("GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-1)\nGPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-2)\n--- topology\n"
             "\tGPU0\tGPU1\nGPU0\t X \tNV18\n--- gpu memory\n81559, 0, 5\n81559, 1024, 5\n--- cpu\nmodel name\t: Intel Xeon\n"
-            "--- devices\n2\n--- cores\n32\n--- load\n3.5\n")
+            "--- devices\n2\n--- cores\n32\n--- load\n3.5\n--- memory\n540000000000\n68719476736\n")
     found = parse_probe(text).capabilities()
     assert (found.gpu_count, found.nvlink, found.pcie_gen, found.logical_cpus) == (2, True, 5, 32)
     assert found.gpu_memory_bytes == 81559 << 20 and found.gpu_memory_free_bytes == (81559 - 1024) << 20
     assert parse_probe(text).load == 3.5
+    assert found.host_memory_bytes == 64 << 30  # the cgroup's limit, lower than the host's memory
+    assert parse_probe(text.replace("68719476736", "max")).capabilities().host_memory_bytes == 540000000000
+
+
+def test_the_probe_reads_the_memory_this_machines_ranks_may_use_as_its_agent_does():
+    from bench.agent.fingerprint import system
+
+    limit = system.memory_limit()
+    assert probe(LOCAL.hosts[0]).host_memory_bytes == min(filter(None, [system.memory_total_bytes(), limit and limit[0]]))
