@@ -379,9 +379,9 @@ def test_other_machine_is_not_comparable_and_names_the_fields(original, tmp_path
             {"field": "gpu_model", "original": "NVIDIA H100 80GB HBM3", "new": "NVIDIA H200"},
             {"field": "pcie_width", "original": [16, 16], "new": [8, 8]},
         ]
-    assert "not comparable: gpu_model NVIDIA H100 80GB HBM3 -> NVIDIA H200; pcie_width [16, 16] -> [8, 8]" in done.stdout
+    assert "not comparable: gpu_model NVIDIA H100 80GB HBM3 -> NVIDIA H200; pcie_width 16,16 -> 8,8" in done.stdout
     assert ("NOT COMPARABLE: no run could be compared (3 not comparable): gpu_model NVIDIA H100 80GB HBM3 -> NVIDIA H200; "
-            "pcie_width [16, 16] -> [8, 8]**") in done.stdout
+            "pcie_width 16,16 -> 8,8**") in done.stdout
 
 
 PUBLISHED_GPU_BUNDLE = REPO / "benchmarks" / "results" / "bundles" / "20261125T213922Z-6e20a7.bundle.json"  # quick, 2x H100
@@ -543,7 +543,7 @@ def test_another_image_is_not_comparable_unless_asked_for_with_image(steady, tmp
 
     asked = derive(steady, tmp_path, "asked", other_image(True))
     done = ddpbench("compare", steady, asked, "--tolerance", JUDGED_TO, check_rc=0)
-    assert "deviation: image on local: None -> mine:latest (--image)" in done.stdout
+    assert "deviation: image on local: none -> mine:latest (--image)" in done.stdout
     unasked = derive(steady, tmp_path, "unasked", other_image(False))
     ddpbench("compare", steady, unasked, check_rc=4)
     assert {d["field"] for r in verdicts(unasked.parent) for d in r["differs"]} == {"image_digest"}
