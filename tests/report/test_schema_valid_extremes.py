@@ -17,6 +17,7 @@ import pytest
 from bench.bundle import seal
 from tests.support import FIXTURES
 from tests.support.cli_in_process import ddpbench
+from tests.support.report_reading import ddp_rows
 from tests.support.report_variants import write
 from tests.support.same_samples import another_bundle_of
 
@@ -59,10 +60,10 @@ def test_a_ddp_run_whose_per_sample_times_are_the_least_is_reported_with_no_effi
 
     zero = write(tmp_path / "zero.json", edited(real_bundle, least))
     quietly("report", str(zero), "--out", str(tmp_path / "out"))
-    rows = [row for row in table_rows(tmp_path / "out", "host") if len(row) == 16 and row[5] == "2 processes"]
+    rows = [row for row in ddp_rows((tmp_path / "out" / "report.md").read_text()) if row["processes"] == "2 processes"]
     # Scaling % of the 2-process rows: no figure. The warnings the real run's own figures drew on a busy
     # machine may follow it (" ⚠ code"): they are the measurement's, not this edit's.
-    assert rows and {row[11].split(" ⚠")[0] for row in rows} == {"-"}, rows
+    assert rows and {row["scaling % [95% CI]"].split(" ⚠")[0] for row in rows} == {"-"}, rows
 
 
 def test_compare_against_samples_of_zero_says_why_it_cannot_judge(real_bundle, tmp_path):

@@ -73,6 +73,7 @@ def close(a: "float | None", b: "float | None", digits: int = 4) -> bool:
 
 
 ANSWER_FIGURE = "answer-throughput-lost"
+LEFT_OUT = re.compile(r"The points of (\d+) more workloads? \((.*?)\) are not drawn")
 
 
 def column(row: dict, *names: str) -> str:
@@ -105,6 +106,14 @@ def check_answer_figure(md: str, drawn: dict) -> int:
         if row["scaling % [95% CI]"] != "-" and int(row["global batch"]) >= int(largest.get(key, {"global batch": 0})["global batch"]):
             largest[key] = row
     points = [(panel["title"], value) for panel in drawn[ANSWER_FIGURE]["axes"] for value in panel["values"]]
+    # A report draws the first few workloads; its caption counts, and names, those it leaves out.
+    shown = {value["group"].split(" · ")[0] for _, value in points}
+    missing = sorted({workload for _, workload, _, _ in largest} - shown)
+    left = LEFT_OUT.search(section(md, TITLE))
+    assert len(missing) == (int(left.group(1)) if left else 0), (missing, left and left.group(0))
+    if left and len(missing) <= 3:
+        assert sorted(left.group(2).split("; ")) == missing
+    largest = {key: row for key, row in largest.items() if key[1] in shown}
     assert len(points) == len(largest), (len(points), len(largest))
     for (machine, workload, ranks, link), row in largest.items():
         group = f"{workload} · {ranks} · global batch {row['global batch']}"
