@@ -20,9 +20,12 @@ COMPILE_S_PER_LAYER, COMPILE_BASE_S = 0.9, 5.0  # torch.compile of a GPT, once p
 # wrap and 14 s to warm up compiled on this project's 2-core machine while others took 82% of its CPU.
 CPU_COMPILE_S_PER_LAYER, CPU_COMPILE_BASE_S = 0.5, 2.5
 UNET_COMPILE_S = 240.0  # SDXL's UNet on an H200, once per launch (benchmarks/results/sdxl_unet_step_h200x1.md)
-# gpt2 at micro-batch 8 on one H200 (attention FLOPs counted): 40.7%, eager 28.9%; the Llama shapes
+# gpt2 at micro-batch 8 on one H200 (attention FLOPs counted): 40.7%, eager 28.9%; the other shapes
 # take the same figures until they are measured.
 GPT_MFU = {"compiled": 0.4, "eager": 0.29}
+# Eager and GPU-bound (micro-batch 16-32) on one H100: GPT-2 Large 40.1-40.8%, Llama 3.2 1B 31.1-31.7%
+# (benchmarks/results/pacing_h100.md). A host-paced step (micro-batch 2) is slower than these price it.
+EAGER_MFU = {"gpt2-large": 0.40, "llama3.2-1b": 0.31}
 FP32_OF_BF16_PEAK = 0.5  # TF32 tensor cores: half the bf16 rate on H100/H200 and RTX 3090
 UNKNOWN_PEAK_TFLOPS = 100.0
 UNET_TRAIN_FLOPS_PER_SAMPLE = {"sdxl-unet": 19e12, "tiny-unet": 2e9}  # forward, backward, recompute
@@ -70,7 +73,8 @@ def compute(params: TrainingParams, world_size: int, host: Capabilities) -> Comp
         cfg = TRANSFORMER_PRESETS[model]
         n_params = num_params(cfg)
         flops_per_sample = flops_per_token(cfg, params.seq_len) * params.seq_len
-        rate = peak if kind == "cpu" else peak * GPT_MFU["compiled" if compiled else "eager"] * (1.0 if params.precision == "bf16" else FP32_OF_BF16_PEAK)
+        mfu = GPT_MFU["compiled"] if compiled else EAGER_MFU.get(model, GPT_MFU["eager"])
+        rate = peak if kind == "cpu" else peak * mfu * (1.0 if params.precision == "bf16" else FP32_OF_BF16_PEAK)
         if compiled:
             once += COMPILE_BASE_S + COMPILE_S_PER_LAYER * cfg.n_layers
         elif params.compile:  # on the CPU
