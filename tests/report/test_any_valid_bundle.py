@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from bench import schemas
@@ -122,7 +122,8 @@ def real(fleet) -> dict:
 
 
 def test_any_bundle_the_schema_accepts_is_validated_reported_compared_and_predicted(real, good):
-    @settings(max_examples=EXAMPLES, derandomize=True, database=None, deadline=None,
+    # No shrinking: a failing bundle is printed as drawn (shrinking one took past 5 minutes of CI's time).
+    @settings(max_examples=EXAMPLES, derandomize=True, database=None, deadline=None, phases=(Phase.explicit, Phase.generate),
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
     @given(bundles(real))
     def survives(bundle: dict) -> None:
@@ -139,7 +140,7 @@ def test_any_bundle_the_schema_accepts_is_validated_reported_compared_and_predic
             for pair in ([good[0], path], [path, good[0]], [path, path]):
                 status, err = ddpbench("compare", *pair, "--out", Path(scratch) / "verdict")
                 smoke = bundle.get("smoke") and status == 2 and "a smoke run's bundle" in err  # compare refuses one
-                assert status in (0, 1, 3, 4) or smoke, err
+                assert status in (0, 1, 3, 4, 5) or smoke, err  # 5: incomplete, where a side says it stopped early
             status, err = ddpbench("predict", path)
             assert status == 0 or (status == 2 and err.startswith(("error: no ddp runs in ", "error: nothing predicted: "))), err
 
