@@ -8,7 +8,8 @@ between every ordered pair of devices, with P2P as the box has it and with NCCL_
     python benchmarks/p2p_gate.py --plant hang:1 --limit-s 30   # rank 1 hangs under P2P: ended at 30 s
     python benchmarks/p2p_gate.py --out benchmarks/results/p2p_gate_h100x2.md
 
-Without a GPU it runs the CPU path (gloo, 2 ranks). The planted faults are the tests' switch
+Where torch's NCCL is 2.31 or newer, NCCL's own diagnostics (NCCL_RUN_DIAGNOSTICS=1) run as a third
+arm. Without a GPU it runs the CPU path (gloo, 2 ranks). The planted faults are the tests' switch
 (bench.agent.gate.PLANTED_FAULT): with them the verdict must be p2p_faulty and the P2P-off arm ok.
 """
 
@@ -24,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks._agent import table  # noqa: E402
 from bench.agent import gate  # noqa: E402
+from bench.agent.fingerprint.software import torch_versions  # noqa: E402
 from bench.judging.health import p2p_gate  # noqa: E402
 from bench.common.transports import BASE_NCCL_ENV  # noqa: E402
 from bench.common.units import human_bytes  # noqa: E402
@@ -44,20 +46,26 @@ def main() -> int:
     env.update(BASE_NCCL_ENV if cuda else {})
     if args.plant:
         env[gate.PLANTED_FAULT] = args.plant
+    nccl = torch_versions(torch)["nccl"] if cuda else None
     with tempfile.TemporaryDirectory(prefix="p2p-gate-") as work:
-        record = gate.run(ranks, cuda, env, Path(work), limit_s=args.limit_s)
+        record = gate.run(ranks, cuda, env, Path(work), limit_s=args.limit_s, nccl_version=nccl)
     names = ", ".join(torch.cuda.get_device_name(i) for i in range(ranks)) if cuda else "CPU, gloo"
+    diagnostics = record["nccl_diagnostics"]
     lines = [f"P2P gate on {ranks} ranks ({names}), torch {torch.__version__}"
-             + (f", NCCL {'.'.join(map(str, torch.cuda.nccl.version()))}" if cuda else "")
+             + (f", NCCL {nccl}" if cuda else "")
              + (f"; planted {args.plant}" if args.plant else ""), "",
              f"verdict: {record['verdict']}; the gate took {record['duration_s']:.1f} s (limit {args.limit_s:g} s an arm)", ""]
     arms = [[arm["name"], arm["status"], f"{arm['duration_s']:.1f}", "+".join(arm["nccl_used"]) or "-", arm["error"] or "-"]
             for arm in record["arms"]]
     lines += [table(["arm", "status", "seconds", "NCCL used", "error"], arms), ""]
+    lines += [f"NCCL's diagnostics: {diagnostics['status']}"
+              + (f" ({diagnostics['reason']})" if diagnostics["reason"] else "")
+              + (f", {diagnostics['duration_s']:.1f} s" if diagnostics["status"] != "not_run" else ""),
+              *(f"    NCCL DIAG {line}" for line in diagnostics["lines"]), ""]
     checks = [[arm["name"], check["op"], human_bytes(check["size_bytes"]), str(check["checked"]),
                "; ".join(check["wrong"][:2]) or "right"] for arm in record["arms"] for check in arm["checks"]]
     lines += [table(["arm", "check", "size", "results compared", "wrong"], checks), ""]
-    lines += p2p_gate({"gate": record}) or ["No concern: every value right in both arms."]
+    lines += p2p_gate({"gate": record}) or ["No concern: every value right in every arm."]
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:

@@ -42,6 +42,7 @@ CHECK = (
     "tests/agent/test_copy_engine_allreduce.py",
     "tests/agent/test_counters.py",
     "tests/agent/test_fingerprint.py",
+    "tests/agent/test_gate_diagnostics.py",
     "tests/agent/test_kernel_time.py",
     "tests/agent/test_launch_imports.py",
     "tests/agent/test_placement.py",

@@ -81,11 +81,13 @@ def plan_seconds(launches: "list[Launch]", host: Capabilities, slowdown: float =
 
 def gate_seconds(launches: "list[Launch]", host: Capabilities, slowdown: float = 1.0, env: "dict | None" = None) -> float:
     """The P2P gate before the first of these launches (bench/agent/gate.py), its ranks' environment
-    `env`: its arms, or nothing where it has nothing to check."""
+    `env`: its arms (NCCL's diagnostics' counted as a full one: it starts as many processes), or
+    nothing where it has nothing to check."""
     ranks = gate.ranks_to_check(host, launches, env)
     if ranks < 2:
         return 0.0
-    return (len(gate.ARMS) if host.cuda else 1) * cost.gate_arm_s(host.kind) * stretch(host, slowdown, ranks)
+    arms = len(gate.ARMS) + (gate.diagnostics_not_run(host.cuda, host.nccl_version) is None) if host.cuda else 1
+    return arms * cost.gate_arm_s(host.kind) * stretch(host, slowdown, ranks)
 
 
 def stretch(host: Capabilities, slowdown: float, threads: int) -> float:

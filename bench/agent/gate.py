@@ -11,10 +11,14 @@ time limit: `p2p` in the environment the `default` preset's launches get, `p2p_o
 NCCL_P2P_DISABLE=1 (on the CPU only as the control of a `p2p` arm that went wrong). Each arm runs
 all_reduce at a few sizes, a send/recv between every ordered pair of ranks and, on GPUs, a torch
 copy between every ordered pair of devices (peer to peer where the driver allows it in `p2p`,
-through host memory in `p2p_off`), and compares every value with the one expected.
+through host memory in `p2p_off`), and compares every value with the one expected. Where the NCCL
+torch loads has active diagnostics (2.31 and later), a third arm starts NCCL's communicator with
+NCCL_RUN_DIAGNOSTICS=1, P2P as the box has it: NCCL then checks each GPU pair it would join directly
+and names a failing pair and the path between them, a control from outside ddpbench's own checks.
 
 The record goes into the host's fingerprint (`gate`, schema/fingerprint.schema.json) with its
-verdict and its cost in seconds; bench.judging.health.p2p_gate says it in one line with the fix,
+verdict, what NCCL's diagnostics found (or why they did not run) and its cost in seconds;
+bench.judging.health.p2p_gate says each finding in one line with the fix,
 bench.judging.machine marks the runs that took a path the gate found wrong, and `reroute` sends the
 plan's default launches through host memory where only P2P was wrong.
 
@@ -25,6 +29,7 @@ names it, so that a bundle made so cannot pass for a finding.
 """
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import shutil
@@ -37,8 +42,10 @@ from pathlib import Path
 from typing import Callable
 
 from bench.common import protocol
+from bench.common.algorithms import parse_version
 from bench.judging.health import p2p_gate
 from bench.common.host import Capabilities
+from bench.common.nccl_log import MAX_DIAG_CHARS, diagnostics_report
 from bench.common.paths import SOURCE_ROOT
 from bench.common.polling import wait_until
 from bench.common.transports import BASE_NCCL_ENV, transports_in_log
@@ -50,6 +57,11 @@ LIMIT_S = 90.0
 GPU_SIZES = (4 << 10, 1 << 20, 64 << 20)
 CPU_SIZES = (4 << 10, 1 << 20)
 ARMS = {"p2p": {}, "p2p_off": {"NCCL_P2P_DISABLE": "1"}}
+# NCCL's active diagnostics (2.31 and later) run as its communicator starts: their arm needs no more
+# than that and one small all_reduce.
+DIAGNOSTICS_ENV = {"NCCL_RUN_DIAGNOSTICS": "1"}
+DIAGNOSTICS_SINCE = (2, 31)
+OPS = ("all_reduce", "send_recv", "device_copy")
 # What a plan's entry or a hosts file sets when it asks for a P2P setting of its own: the gate does not overrule it.
 P2P_SETTINGS = ("NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL")
 MAX_WRONG_PLACES = 16  # per check: the first few wrong places say enough
@@ -69,6 +81,18 @@ def ranks_to_check(host: Capabilities, launches: list, env: "dict | None" = None
     return most if most >= 2 else 0
 
 
+def diagnostics_not_run(cuda: bool, nccl_version: "str | None") -> "str | None":
+    """Why the gate runs no NCCL diagnostics arm here, or None where it does."""
+    if not cuda:
+        return "no GPU: the ranks talk over gloo, not NCCL"
+    version = parse_version(nccl_version)
+    if version is None:
+        return "the version of the NCCL torch loads is not known"
+    if version[:2] < DIAGNOSTICS_SINCE:
+        return f"NCCL {nccl_version} has no active diagnostics (2.31 or newer)"
+    return None
+
+
 def check_host(launches: list, host: Capabilities, fingerprint: dict, work: Path, host_env: dict,
                progress: Callable[[protocol.Event], None]) -> None:
     """The gate before the first of `launches` (those that will run): its record goes into the
@@ -82,29 +106,48 @@ def check_host(launches: list, host: Capabilities, fingerprint: dict, work: Path
     if ranks < 2:
         return
     progress(protocol.Stage("P2P gate"))
-    fingerprint["gate"] = record = run(ranks, host.cuda, env, work)
+    fingerprint["gate"] = record = run(ranks, host.cuda, env, work, nccl_version=host.nccl_version)
     reroute(launches, record)
     for line in p2p_gate(fingerprint):
         progress(protocol.Warned(line))
 
 
-def run(ranks: int, cuda: bool, env: dict, work: Path, limit_s: float = LIMIT_S) -> dict:
-    """Both arms, one after the other, each under limit_s; the gate's record. On the CPU the P2P-off
-    arm runs only where the first found something wrong: gloo ignores NCCL_P2P_DISABLE, so there it
-    repeats the first arm's path, and is worth its seconds only as the control."""
+def run(ranks: int, cuda: bool, env: dict, work: Path, limit_s: float = LIMIT_S,
+        nccl_version: "str | None" = None) -> dict:
+    """Both arms, one after the other, each under limit_s, then NCCL's diagnostics where `nccl_version`
+    has them; the gate's record. On the CPU the P2P-off arm runs only where the first found something
+    wrong: gloo ignores NCCL_P2P_DISABLE, so there it repeats the first arm's path, and is worth its
+    seconds only as the control."""
     began = time.monotonic()
     sizes = GPU_SIZES if cuda else CPU_SIZES
     arms = []
     for name, extra in ARMS.items():
         if cuda or not arms or arms[0]["status"] != "ok":
-            arms.append(_arm(name, ranks, cuda, {**env, **extra}, sizes, work / name, limit_s))
+            arms.append(_arm(name, ranks, cuda, env, extra, sizes, work / name, limit_s))
+    diagnostics = _diagnostics(ranks, cuda, env, work / "nccl_diagnostics", limit_s, nccl_version)
     p2p_ok, off_ok = arms[0]["status"] == "ok", all(arm["status"] == "ok" for arm in arms[1:])
     return {
         "ranks": ranks, "backend": "nccl" if cuda else "gloo", "sizes_bytes": list(sizes), "limit_s": limit_s,
         "planted_fault": (env.get(PLANTED_FAULT) or "")[:64] or None, "arms": arms,
         "verdict": "ok" if p2p_ok and off_ok else "p2p_faulty" if off_ok else "p2p_off_faulty" if p2p_ok else "faulty",
-        "rerouted_launches": [], "duration_s": round(time.monotonic() - began, 3),
+        "nccl_diagnostics": diagnostics, "rerouted_launches": [], "duration_s": round(time.monotonic() - began, 3),
     }
+
+
+def _diagnostics(ranks: int, cuda: bool, env: dict, folder: Path, limit_s: float, nccl_version: "str | None") -> dict:
+    """NCCL's active diagnostics' arm: its communicator started with DIAGNOSTICS_ENV and one all_reduce
+    of the smallest size; what rank 0's report says (nccl_log.diagnostics_report), or why it did not run."""
+    why = diagnostics_not_run(cuda, nccl_version)
+    if why:
+        return {"status": "not_run", "reason": why, "peer_accesses_passed": None, "peer_accesses_tested": None,
+                "failed_pairs": [], "nccl_duration_ms": None, "lines": [], "check_status": None, "error": None,
+                "duration_s": 0.0}
+    arm = _arm("nccl_diagnostics", ranks, cuda, env, DIAGNOSTICS_ENV, GPU_SIZES[:1], folder, limit_s, ops=("all_reduce",))
+    silent = "NCCL printed no NCCL DIAG line" + (f" ({arm['error']})" if arm["error"] else "")
+    found = diagnostics_report((folder / "rank0.log").read_text(errors="replace")) or {
+        "status": "inconclusive", "reason": silent[:MAX_DIAG_CHARS], "peer_accesses_passed": None,
+        "peer_accesses_tested": None, "failed_pairs": [], "nccl_duration_ms": None, "lines": []}
+    return {**found, "check_status": arm["status"], "error": arm["error"], "duration_s": arm["duration_s"]}
 
 
 def reroute(launches: list, record: dict) -> None:
@@ -126,18 +169,20 @@ def reroute(launches: list, record: dict) -> None:
 
 # --- One arm ---------------------------------------------------------------------------------
 
-def _arm(name: str, ranks: int, cuda: bool, env: dict, sizes: tuple, folder: Path, limit_s: float) -> dict:
-    """One arm's processes, to their end or limit_s; what they found."""
+def _arm(name: str, ranks: int, cuda: bool, env: dict, added: dict, sizes: tuple, folder: Path, limit_s: float,
+         ops: tuple = OPS) -> dict:
+    """One arm's processes, `env` with what the arm adds, checking `ops` (device copies on GPUs only), to
+    their end or limit_s; what they found."""
     # Absolute: the ranks' store is a file:// URL, where a relative path would name a host ("out") and
     # a folder under / (an agent run with --out out, as on Slurm, hung until the limit there).
     folder = folder.resolve()
     shutil.rmtree(folder, ignore_errors=True)  # a resumed run's earlier gate
     folder.mkdir(parents=True)
     results = folder / "results.jsonl"
-    spec = {"arm": name, "ranks": ranks, "cuda": cuda, "sizes": list(sizes), "store": str(folder / "store"),
-            "results": str(results), "limit_s": limit_s}
+    spec = {"arm": name, "ranks": ranks, "cuda": cuda, "sizes": list(sizes), "ops": list(ops),
+            "store": str(folder / "store"), "results": str(results), "limit_s": limit_s}
     (folder / "spec.json").write_text(json.dumps(spec))
-    env = {**env, "WORLD_SIZE": str(ranks), "OMP_NUM_THREADS": env.get("OMP_NUM_THREADS", "1"),
+    env = {**env, **added, "WORLD_SIZE": str(ranks), "OMP_NUM_THREADS": env.get("OMP_NUM_THREADS", "1"),
            "PYTHONPATH": os.pathsep.join(filter(None, [str(SOURCE_ROOT), env.get("PYTHONPATH")]))}
     began = time.monotonic()
     processes = []
@@ -155,7 +200,8 @@ def _arm(name: str, ranks: int, cuda: bool, env: dict, sizes: tuple, folder: Pat
     duration = round(time.monotonic() - began, 3)
     logs = [(folder / f"rank{rank}.log").read_text(errors="replace") for rank in range(ranks)]
     checks, lines = _checks(results)
-    expected_lines = 2 * ranks * len(sizes) + (len(sizes) if cuda else 0)
+    expected_lines = len(sizes) * ((ranks if "all_reduce" in ops else 0) + (ranks if "send_recv" in ops else 0)
+                                   + (1 if cuda and "device_copy" in ops else 0))
     failed = [rank for rank, p in enumerate(processes) if rank not in pending and p.returncode != 0]
     status, error = "ok", None
     if pending:
@@ -166,7 +212,7 @@ def _arm(name: str, ranks: int, cuda: bool, env: dict, sizes: tuple, folder: Pat
         status, error = "failed", f"{lines} of {expected_lines} checks reported"
     if any(check["wrong"] for check in checks):
         status = "wrong"
-    return {"name": name, "env": dict(ARMS[name]), "status": status, "error": error,
+    return {"name": name, "env": dict(added), "status": status, "error": error,
             "duration_s": duration, "nccl_used": transports_in_log("\n".join(logs)) if cuda else [], "checks": checks}
 
 
@@ -275,6 +321,10 @@ def rank_main(spec_path: str) -> None:
     dist.init_process_group("nccl" if spec["cuda"] else "gloo", init_method=f"file://{spec['store']}", rank=rank,
                             world_size=ranks, timeout=timedelta(seconds=spec["limit_s"]),
                             device_id=device if spec["cuda"] else None)
+    # NCCL writes its log and its diagnostics' report (at the communicator's start) through C's stdout,
+    # buffered in a file: flushed here and after each check, what it said survives a rank the limit ends.
+    flush_stdout = ctypes.CDLL(None).fflush
+    flush_stdout(None)
     planted = _planted(arm, rank)
     if planted == "hang":
         time.sleep(spec["limit_s"] * 10)  # as a rank stuck in a transfer that never completes: the limit ends it
@@ -282,12 +332,14 @@ def rank_main(spec_path: str) -> None:
     def report(op: str, size: int, found: tuple[int, list]) -> None:
         with open(spec["results"], "a") as out:
             out.write(json.dumps({"rank": rank, "op": op, "size_bytes": size, "checked": found[0], "wrong": found[1]}) + "\n")
+        flush_stdout(None)
 
-    for size in spec["sizes"]:
+    ops = spec["ops"]
+    for size in spec["sizes"] if "all_reduce" in ops else ():
         report("all_reduce", size, _all_reduce(torch, dist, device, rank, ranks, size // 4, planted == "wrong"))
-    for size in spec["sizes"]:
+    for size in spec["sizes"] if "send_recv" in ops else ():
         report("send_recv", size, _send_recv(torch, dist, device, rank, ranks, size // 4))
-    if spec["cuda"] and rank == 0:
+    if spec["cuda"] and rank == 0 and "device_copy" in ops:
         for size in spec["sizes"]:
             report("device_copy", size, _device_copies(torch, arm, size // 4))
     dist.destroy_process_group()

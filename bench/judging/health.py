@@ -198,12 +198,39 @@ def gate_finding(arm: dict) -> str:
 
 
 def p2p_gate(fp: dict) -> list[str]:
-    """What the P2P gate before training found wrong, in one line with its fix."""
+    """What the P2P gate before training found wrong, one line each with its fix: its own arms' verdict,
+    and the GPU pair NCCL's own diagnostics found failing."""
     gate = fp.get("gate")
-    if not gate or gate["verdict"] == "ok":
+    if not gate:
+        return []
+    planted = f" [planted fault {gate['planted_fault']}: a test, not this box]" if gate.get("planted_fault") else ""
+    return _gate_verdict(gate, planted) + _nccl_diagnostics_failed(gate.get("nccl_diagnostics") or {}, planted)
+
+
+def _nccl_diagnostics_failed(found: dict, planted: str) -> list[str]:
+    """The gate's NCCL diagnostics arm, where NCCL found a GPU pair failing: the first pair, its path and
+    NCCL's advice for it."""
+    if found.get("status") != "failed":
+        return []
+    passed, tested, pairs = found["peer_accesses_passed"], found["peer_accesses_tested"], found["failed_pairs"]
+    counted = (f"{tested - passed} of {tested} peer accesses failed" if passed is not None and tested is not None and passed < tested
+               else "a GPU pair failing")
+    named = ""
+    if pairs:
+        pair = pairs[0]
+        more = f", and {len(pairs) - 1} more pair(s)" if len(pairs) > 1 else ""
+        named = (f"; first GPU{pair['src_nvml_dev']}→GPU{pair['dst_nvml_dev']} (ranks {pair['src_rank']}→{pair['dst_rank']}) "
+                 f"over path {pair['path']}: {pair['kind']}{more}")
+    advice = f"{pairs[0]['advice']}, or " if pairs and pairs[0]["advice"] else ""
+    return [f"P2P gate: NCCL's own diagnostics (NCCL_RUN_DIAGNOSTICS=1) found {counted}{named}: peer-to-peer transfers "
+            f"between these GPUs are broken; fix: {advice}run with NCCL_P2P_DISABLE=1 (the p2p_off preset){planted}"]
+
+
+def _gate_verdict(gate: dict, planted: str) -> list[str]:
+    """The gate's own arms' verdict, where not ok."""
+    if gate["verdict"] == "ok":
         return []
     arms = {arm["name"]: arm for arm in gate["arms"]}
-    planted = f" [planted fault {gate['planted_fault']}: a test, not this box]" if gate.get("planted_fault") else ""
     if {"p2p", "p2p_off"} - set(arms):  # a verdict other than ok rests on both arms
         return [f"P2P gate: verdict {gate['verdict']}, but the arms that say why are missing from this fingerprint{planted}"]
     between = "these GPUs" if gate["backend"] == "nccl" else "these ranks (gloo standing in for the GPUs' path)"

@@ -109,10 +109,22 @@ def test_a_rank_that_hangs_is_ended_at_the_gates_limit(tmp_path):
 
 
 def test_an_honest_cpu_passes_with_one_arm(tmp_path):
-    record = gate.run(2, False, {k: v for k, v in os.environ.items() if k != gate.PLANTED_FAULT}, tmp_path)
+    record = gate.run(2, False, {k: v for k, v in os.environ.items() if k != gate.PLANTED_FAULT}, tmp_path, nccl_version="2.31.0")
     assert record["verdict"] == "ok" and [arm["name"] for arm in record["arms"]] == ["p2p"]  # gloo: no control needed
     assert all(check["checked"] == 2 and not check["wrong"] for check in record["arms"][0]["checks"])
     assert p2p_gate({"gate": record}) == []
+    # NCCL's diagnostics need NCCL: on the CPU the record says so, and no arm ran for them
+    diagnostics = record["nccl_diagnostics"]
+    assert (diagnostics["status"], diagnostics["reason"]) == ("not_run", "no GPU: the ranks talk over gloo, not NCCL")
+    assert not (tmp_path / "nccl_diagnostics").exists()
+
+
+def test_an_arm_of_fewer_checks_expects_only_those(tmp_path):
+    """The diagnostics arm's shape (one all_reduce of one size), run for real over gloo."""
+    env = {k: v for k, v in os.environ.items() if k != gate.PLANTED_FAULT}
+    arm = gate._arm("nccl_diagnostics", 2, False, env, gate.DIAGNOSTICS_ENV, gate.CPU_SIZES[:1], tmp_path, 60, ops=("all_reduce",))
+    assert (arm["status"], arm["error"], arm["env"]) == ("ok", None, {"NCCL_RUN_DIAGNOSTICS": "1"})
+    assert [(check["op"], check["size_bytes"], check["checked"]) for check in arm["checks"]] == [("all_reduce", 4096, 2)]
 
 
 def test_an_agent_run_in_a_relative_folder_passes_its_gate(tmp_path, monkeypatch):
