@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -54,11 +53,13 @@ class LaunchFiles:
     results: Path  # rank 0's run records, a JSON line each
     phase: Path  # what rank 0 is doing now (protocol.Phase)
     marks: Path  # the phases it entered (protocol.Mark)
+    store: Path  # where a one-node job's ranks meet (a FileStore), when it is the job's first launch
 
     @classmethod
     def of(cls, work: Path, launch_id: str) -> "LaunchFiles":
-        files = cls(*(work / f"{launch_id}{ext}" for ext in (".json", ".jsonl", ".phase.json", ".marks.jsonl")))
-        for path in (files.results, files.phase, files.marks):  # the ranks append to them, or rename onto them
+        files = cls(*(work / f"{launch_id}{ext}" for ext in (".json", ".jsonl", ".phase.json", ".marks.jsonl", ".store")))
+        # The ranks append to them, rename onto them, or (the store) would read an earlier job's keys.
+        for path in (files.results, files.phase, files.marks, files.store):
             path.unlink(missing_ok=True)
         return files
 
@@ -68,13 +69,14 @@ def write_specs(job: "list[Launch]", files: "list[LaunchFiles]", placement_path:
     launch's deadline counts from the job's start (started_s), the others' from their own."""
     first = job[0]
     cpus = cpus_of_local_ranks(os.sched_getaffinity(0), first.threads_per_rank, first.nproc_per_node)
+    store = str(files[0].store.resolve()) if first.nodes.nnodes == 1 else None  # file:// takes an absolute path
     for launch, paths in zip(job, files):
         reserve = deadline_reserve_s(launch.timeout_s)
         target = launch.precision.target(launch.timeout_s, launch.configurations) if launch.precision else None
         protocol.LaunchSpec(launch.suite, launch.params, launch.backend, launch.timeout_s, str(paths.results),
                             launch.threads_per_rank, cpus, started_s + launch.timeout_s - reserve if launch is first else None,
                             str(placement_path), launch.emulated_nodes, str(paths.phase), str(paths.marks),
-                            reserve, target.to_json() if target else None).write(paths.spec)
+                            reserve, target.to_json() if target else None, store).write(paths.spec)
     return {"threads_per_rank": first.threads_per_rank, "cpus_of_local_ranks": cpus}
 
 
@@ -118,17 +120,11 @@ def commands(job: "list[Launch]", files: "list[LaunchFiles]") -> "list[tuple[lis
     ranks = first.nproc_per_node
     if ranks > 1:
         env.setdefault("OMP_NUM_THREADS", "1")  # torchrun's default for several ranks a node
-    shared = {**env, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "WORLD_SIZE": str(ranks),
-              "LOCAL_WORLD_SIZE": str(ranks), "GROUP_RANK": "0", "GROUP_WORLD_SIZE": "1"}
+    # No MASTER_PORT: the ranks meet in the spec's store file, as no port picked here is sure to stay free.
+    shared = {**env, "WORLD_SIZE": str(ranks), "LOCAL_WORLD_SIZE": str(ranks), "GROUP_RANK": "0", "GROUP_WORLD_SIZE": "1"}
     return [([sys.executable, "-u", *worker], {**shared, "RANK": str(rank), "LOCAL_RANK": str(rank), "ROLE_RANK": str(rank)})
             for rank in range(ranks)]
 
-
-def free_port() -> int:
-    """A TCP port free on the loopback now, for rank 0's store (as torchrun --standalone picks one)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def run_processes(job: "list[Launch]", files: "list[LaunchFiles]", log_path: Path, started_s: float,
@@ -228,11 +224,16 @@ def timeout_cause(timeout_s: float, phase: "protocol.Phase | None", marks: "list
             "end in the time the launch had left; raise timeout_s, or trim the entry (fewer steps, smaller batches)")
 
 
-def failure_cause(log_text: str) -> "str | None":
-    """Why a job's processes failed, from its log: the error a rank reported, or a rank the kernel killed
-    under torchrun (which says so in its log)."""
-    return rank_errors.reported(log_text) or (
-        killed_cause() if re.search(r"exitcode\s*:\s*-9\b|Signal 9 \(SIGKILL\)", log_text) else None)
+def failure_cause(log_text: str, exit_error: "str | None") -> "str | None":
+    """Why a job's processes failed, from its log: the error a rank reported, a rank the kernel killed
+    under torchrun (which says so in its log), or the processes' exit (exit_error) and the exception
+    a rank left uncaught."""
+    if reported := rank_errors.reported(log_text):
+        return reported
+    if re.search(r"exitcode\s*:\s*-9\b|Signal 9 \(SIGKILL\)", log_text):
+        return killed_cause()
+    exception = rank_errors.uncaught(log_text)
+    return f"{exit_error}: {exception}" if exit_error and exception else exit_error or exception
 
 
 def killed_cause() -> str:

@@ -147,7 +147,7 @@ def _run_once(job: "list[Launch]", out_dir: Path, progress: Callable[[protocol.E
             if status == "timeout":
                 error = timeout_cause(launch.timeout_s, protocol.Phase.read(files[index].phase), launch_marks, index == 0)
             elif status == "failed":
-                error = failure_cause(parts[index]) or error
+                error = failure_cause(parts[index], error)
             transport, run_transport_of = transports(launch, "".join(parts[:index + 1]), parts[index])
             runs = run_records(launch, result_lines(files[index].results), run_transport_of, sampler.window_summary)
             share = shares[index]

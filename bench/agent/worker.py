@@ -95,6 +95,9 @@ def main(spec_paths: "list[str]") -> None:
     marks.enter("init")
     dist.init_process_group(
         spec.backend,
+        init_method=f"file://{spec.store_path}" if spec.store_path else None,
+        world_size=world_size if spec.store_path else -1,
+        rank=rank if spec.store_path else -1,
         timeout=datetime.timedelta(seconds=max(s.timeout_s for s in specs)),
         device_id=device if device.type == "cuda" else None,
     )

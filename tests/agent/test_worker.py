@@ -26,3 +26,17 @@ def test_a_rank_whose_gloo_workers_are_still_finishing_collectives_ends_cleanly(
     (launch,) = bundle["hosts"][0]["launches"]
     assert launch["status"] == "ok", launch
     assert [run["status"] for run in bundle["hosts"][0]["runs"]] == ["ok"]
+
+
+def test_ranks_meet_in_a_run_folder_given_as_a_relative_path_and_leave_no_store_behind(tmp_path):
+    """One node's ranks meet in a store file in the run folder, not on a port another process may take."""
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(yaml.safe_dump({"name": "relative", "timeout_s": 60, "suites": [{"suite": "collectives", "world_sizes": [2], "params": {
+        "ops": ["all_reduce"], "dtypes": ["float32"], "in_place": [True], "begin_bytes": 4096, "end_bytes": 4096,
+        "factor": 2, "warmup_iters": 1, "iters": 1, "repetitions": 1}}]}))
+    done = cli("run", "--hosts", REPO / "hosts" / "local.yaml", "--plan", plan, "--out", "results", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    (path,) = (tmp_path / "results").glob("*/bundle.json")
+    bundle = json.loads(path.read_text())
+    assert [launch["status"] for launch in bundle["hosts"][0]["launches"]] == ["ok"]
+    assert not list((tmp_path / "results").rglob("*.store"))

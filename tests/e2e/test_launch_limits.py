@@ -2,7 +2,8 @@
 whose warm-up, cannot finish within the plan's timeout_s ends with what it measured, each such run
 saying so, instead of being killed with every sample lost ("a rank hung or a peer died"); a plan
 larger than the host's memory is refused before it runs, and a rank the kernel kills is named as
-out of memory with the host's figure (not "torchrun exited with status 1")."""
+out of memory with the host's figure (not "torchrun exited with status 1"), and a rank that fails
+with an uncaught error is named with that error."""
 
 from __future__ import annotations
 
@@ -127,3 +128,17 @@ def test_a_launch_killed_at_its_timeout_names_what_it_was_doing(tmp_path, compil
     (launch,) = bundle["hosts"][0]["launches"]
     assert launch["status"] == "timeout"
     assert re.fullmatch(rf"no result after 60 s \(the plan's timeout_s\): {cause}", launch["error"]), launch["error"]
+
+
+def test_a_rank_that_fails_is_named_with_the_error_it_left_uncaught(tmp_path):
+    helper = REPO / "tests" / "helpers" / "raising_rank"
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(yaml.safe_dump({"name": "raising", "timeout_s": 60, "suites": [{"suite": "collectives", "world_sizes": [2], "params": {
+        "ops": ["all_reduce"], "dtypes": ["float32"], "in_place": [True], "begin_bytes": 4096, "end_bytes": 4096,
+        "factor": 2, "warmup_iters": 1, "iters": 1, "repetitions": 1}}]}))
+    done = cli("run", "--plan", plan, "--out", tmp_path / "results",
+               env={"PYTHONPATH": os.pathsep.join([str(REPO), str(helper)]), "DDPBENCH_TEST_RAISING_RANK": "1"})
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    (launch,) = json.loads(bundle_path_from(done.stdout).read_text())["hosts"][0]["launches"]
+    assert launch["error"] == "rank 1 exited with status 1: RuntimeError: a bug in the suite"
+    assert done.stderr.splitlines()[-1].endswith(": rank 1 exited with status 1: RuntimeError: a bug in the suite")
