@@ -2,7 +2,8 @@
 its budgets). A test's time is that of its setup, call and teardown: a module's fixtures count to its
 first and last test, a session fixture to the file whose test first asked for it. CPU is this
 process's and that of the children it waited for (getrusage), the ranks and CLIs the tests start;
-`check_cpu_s` is that of the file's tests `make check` runs (those not marked slow).
+`check_cpu_s` is that of the file's tests `make check` runs (those not marked slow), and `slowest` names
+its costliest tests by CPU, where the next cut is to be found.
 
 `make test` (the whole suite, every test passed) writes the record anew; `--record-durations` writes
 the rows of the files a selection ran whose every test passed, and keeps the others; `--durations-file`
@@ -23,6 +24,7 @@ import pytest
 
 RECORD = Path(__file__).resolve().parents[1] / "durations.json"
 WHOLE_SUITE = "make test"  # how a row of the whole suite's run was measured
+SLOWEST = 5  # tests named in a file's row
 SELECTION = "pytest --record-durations FILE..., a selection of files"
 
 
@@ -58,6 +60,7 @@ class FileDurations:
         self.wall: "defaultdict[str, float]" = defaultdict(float)
         self.cpu: "defaultdict[str, float]" = defaultdict(float)
         self.check_cpu: "defaultdict[str, float]" = defaultdict(float)
+        self.test_cpu: "defaultdict[str, dict]" = defaultdict(dict)  # file -> test's name in it -> CPU seconds
         self.failed: set[str] = set()
         self.began = time.perf_counter()
 
@@ -69,18 +72,21 @@ class FileDurations:
         finally:
             name = item.path.relative_to(self.config.rootpath).as_posix()
             self.wall[name] += time.perf_counter() - wall
-            self.cpu[name] += cpu_seconds() - cpu
+            spent = cpu_seconds() - cpu
+            self.cpu[name] += spent
+            self.test_cpu[name][item.name] = spent
             if item.get_closest_marker("slow") is None:
-                self.check_cpu[name] += cpu_seconds() - cpu
+                self.check_cpu[name] += spent
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node, error) -> None:
         """A worker's files, measured there (pytest-xdist's hook, on the controller)."""
         measured = getattr(node, "workeroutput", {}).get("file_durations", {})
-        for name, (wall, cpu, check_cpu) in measured.items():
+        for name, (wall, cpu, check_cpu, tests) in measured.items():
             self.wall[name] += wall
             self.cpu[name] += cpu
             self.check_cpu[name] += check_cpu
+            self.test_cpu[name].update(tests)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.failed:
@@ -97,7 +103,7 @@ class FileDurations:
     def pytest_sessionfinish(self, session, exitstatus):
         if is_worker(self.config):
             self.config.workeroutput["file_durations"] = {
-                name: (self.wall[name], self.cpu[name], self.check_cpu[name]) for name in self.wall}
+                name: (self.wall[name], self.cpu[name], self.check_cpu[name], self.test_cpu[name]) for name in self.wall}
             return
         whole = self.whole_suite() and exitstatus == pytest.ExitCode.OK
         passed = [name for name in self.wall if name not in self.failed]
@@ -109,6 +115,8 @@ class FileDurations:
         for name in passed:
             rows[name] = {"wall_s": round(self.wall[name], 2), "cpu_s": round(self.cpu[name], 2),
                           "check_cpu_s": round(self.check_cpu[name], 2),
+                          "slowest": {test: round(cpu, 2) for test, cpu in
+                                      sorted(self.test_cpu[name].items(), key=lambda kv: -kv[1])[:SLOWEST]},
                           "measured": WHOLE_SUITE if whole else SELECTION}
         record["files"] = dict(sorted(rows.items()))
         # The session's wall beside its files' (collection and the session fixtures' teardown too); a
