@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -200,3 +201,17 @@ def test_a_thread_left_running_a_command_past_its_time_and_a_stop_signal_each_en
         cli_in_process.ddpbench("run")
     with pytest.raises(ValueError, match="DDPBENCH_SUITES_PATH"):
         cli_in_process.ddpbench("suites", env={"DDPBENCH_SUITES_PATH": "/tmp"})
+
+
+def test_make_tests_workers_run_each_files_tests_in_one_worker(tmp_path):
+    """A file's module fixtures are made once, in the worker that runs all its tests (--dist loadgroup,
+    tests/conftest.py's groups): were its tests spread over both workers, each would make them."""
+    for name in ("test_one.py", "test_two.py"):
+        (tmp_path / name).write_text("".join(f"def test_{i}():\n    pass\n" for i in range(8)))
+    done = subprocess.run(child_pytest(tmp_path / "test_one.py", "-vv", "-n", "2", "--dist", "loadgroup", str(tmp_path / "test_two.py")),
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    workers: dict = {}
+    for worker, name in re.findall(r"\[(gw\d)\] .*?PASSED \S*?(test_\w+\.py)::", done.stdout):
+        workers.setdefault(name, set()).add(worker)
+    assert sorted(workers) == ["test_one.py", "test_two.py"] and all(len(ran) == 1 for ran in workers.values()), done.stdout
