@@ -13,6 +13,7 @@ import pytest
 
 from bench import schemas
 from bench.bundle import read_bundle
+from bench.report import CPU_ONLY
 from tests.conftest import TEST_PLANS, bundle_path_from, cli, start_cli
 
 
@@ -21,6 +22,11 @@ def test_quick_run_names_bundle_and_report(quick_run):
     assert bundle_path.name == "bundle.json" and bundle_path.exists()
     report_line = next(l for l in result.stdout.splitlines() if l.startswith("report: "))
     assert report_line.endswith(f"{bundle_path.parent.name}/report.md")
+
+
+def test_a_cpu_report_says_first_that_it_shows_the_tool_working_not_a_link(quick_run):
+    report = quick_run[1].with_name("report.md").read_text()
+    assert report.splitlines()[:3] == ["# ddpbench report", "", f"**{CPU_ONLY}**"]
 
 
 def test_quick_bundle_validates_and_reads_back(quick_run, quick_bundle):

@@ -24,7 +24,7 @@ SWEEP = {"ops": ["all_reduce", "all_gather", "reduce_scatter"], "dtypes": ["floa
          "begin_bytes": 4096, "end_bytes": 4096, "factor": 2, "warmup_iters": 1, "iters": 1, "repetitions": 3}
 # The fewest steps a run records: 8 processes on 2 cores take seconds a step to settle.
 TINY = {"model": "tiny", "micro_batch": 1, "seq_len": 8, "global_batches": [RANKS], "steps": 1, "warmup_steps": 0,
-        "warmup_max_steps": 0, "precision": "fp32"}
+        "warmup_max_steps": 0, "precision": "fp32", "compile": False}
 
 
 def entry(suite: str, params: dict, **axes) -> dict:

@@ -166,11 +166,12 @@ def test_shipped_plan_smoke_runs_on_cpu(name, tmp_path):
 
 
 @pytest.mark.slow
-def test_quick_at_product_settings_samples_every_configuration_in_its_launches(tmp_path):
-    """The product's own sampling, on its smallest shipped plan: every configuration in the launches its
-    cpu: side asks (launch_repeats 3), each run sampled past its minimum until clear or its budget."""
-    done, bundle, _ = run_on_cpu(tmp_path, "--plan", "quick")
-    check_ran(done, bundle)
+def test_quick_at_product_settings_samples_every_configuration_in_its_launches(quick_run, quick_bundle):
+    """The product's own sampling, on its smallest shipped plan (the session's default run): every
+    configuration in the launches its cpu: side asks (launch_repeats 3), each run sampled past its
+    minimum until clear or its budget."""
+    bundle = quick_bundle
+    check_ran(quick_run[0], bundle)
     assert "smoke" not in bundle
     host = bundle["hosts"][0]
     ran = [l["id"] for l in host["launches"] if l["status"] == "ok"]

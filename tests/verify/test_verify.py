@@ -25,6 +25,8 @@ from bench.verify.rerun import plan_rerun
 from bench.verify.signing import Signature
 from bench.controller.progress import describe_s
 from tests.conftest import REPO, cli, start_cli
+from tests.support.cli_in_process import Done
+from tests.support.cli_in_process import ddpbench as in_process
 from tests.support.same_samples import another_bundle_of
 
 PLAN = REPO / "tests" / "plans" / "verify.yaml"
@@ -44,11 +46,12 @@ SLOWER = 3.0
 HOSTS_FILES = [REPO / "hosts" / "local.yaml"]
 
 
-def ddpbench(*args, check_rc: "int | None" = None) -> subprocess.CompletedProcess:
+def ddpbench(*args, check_rc: "int | None" = None) -> Done:
+    """`ddpbench ARGS` in this process (tests/support/cli_in_process.py)."""
     if args[0] == "compare" and "--out" not in args and len(args) > 2:
         # These tests read a comparison's verdict from the folder of the bundle it judged (each their own).
         args = (*args, "--out", Path(args[2]).parent)
-    done = cli(*args)
+    done = in_process(*map(str, args), timeout_s=600)
     if check_rc is not None:
         assert done.returncode == check_rc, done.stdout + done.stderr
     return done
@@ -103,7 +106,7 @@ def verdicts(folder: Path) -> list[dict]:
     return load(folder / "verdict.json")["runs"]
 
 
-def one_line_error(done: subprocess.CompletedProcess, *needles: str) -> None:
+def one_line_error(done: Done, *needles: str) -> None:
     assert done.returncode == 2, done.stdout + done.stderr
     assert "Traceback" not in done.stderr
     lines = done.stderr.strip().splitlines()
@@ -389,7 +392,7 @@ def test_other_machine_is_not_comparable_and_names_the_fields(original, tmp_path
 PUBLISHED_GPU_BUNDLE = REPO / "benchmarks" / "results" / "bundles" / "20261125T213922Z-6e20a7.bundle.json"  # quick, 2x H100
 
 
-def nothing_ran(done: subprocess.CompletedProcess, out: Path) -> None:
+def nothing_ran(done: Done, out: Path) -> None:
     """Verify ended before the rerun: no plan announced, no bundle, nothing written under --out."""
     assert "Traceback" not in done.stderr and "bundle: " not in done.stdout and "plan " not in done.stdout, done.stdout
     assert not out.exists()
