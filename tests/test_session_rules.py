@@ -203,6 +203,7 @@ def test_a_thread_left_running_a_command_past_its_time_and_a_stop_signal_each_en
         cli_in_process.ddpbench("suites", env={"DDPBENCH_SUITES_PATH": "/tmp"})
 
 
+@pytest.mark.slow  # make test's own workers: make check runs in one process
 def test_make_tests_workers_run_each_files_tests_in_one_worker(tmp_path):
     """A file's module fixtures are made once, in the worker that runs all its tests (--dist loadgroup,
     tests/conftest.py's groups): were its tests spread over both workers, each would make them."""

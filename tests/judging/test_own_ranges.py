@@ -206,6 +206,7 @@ def _configuration(bundle: dict, run, judged) -> tuple:
     return judged.figure.name, json.dumps(judged.figure.key, sort_keys=True), run.preset, gpu
 
 
+@pytest.mark.slow  # every published bundle judged against the others: 8 s of CPU, a property of the record
 def test_a_bundle_is_mostly_within_the_ranges_the_other_bundles_of_its_configuration_make(monkeypatch):
     """Each published bundle's figure of a configuration that another bundle measured too, against ranges
     made from every bundle but with this figure's runs left out of its own (so its kind's launch spread
