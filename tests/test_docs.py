@@ -419,8 +419,12 @@ def clone(tmp_path) -> Path:
     for entry in REPO.iterdir():
         if entry.name not in MADE_HERE | {"Makefile", "pyproject.toml"}:
             (tmp_path / entry.name).symlink_to(entry)
-    for name in ("Makefile", "pyproject.toml"):  # make reads them here, and the venv is newer than pyproject.toml
+    # make reads them here. Its venv is the repository's, linked: were pyproject.toml newer than the venv's
+    # stamp (edited since the last make), make would reinstall ddpbench from this folder into it.
+    installed = (REPO / ".venv" / ".installed").stat().st_mtime
+    for name in ("Makefile", "pyproject.toml"):
         shutil.copy2(REPO / name, tmp_path / name)
+        os.utime(tmp_path / name, (installed - 1, installed - 1))
     (tmp_path / ".venv").symlink_to(REPO / ".venv")
     (tmp_path / "results" / A_RUN).mkdir(parents=True)
     shutil.copy(REPO / "benchmarks" / "results" / "bundles" / f"{A_RUN}.bundle.json", tmp_path / "results" / A_RUN / "bundle.json")
