@@ -126,7 +126,6 @@ def commands(job: "list[Launch]", files: "list[LaunchFiles]") -> "list[tuple[lis
             for rank in range(ranks)]
 
 
-
 def run_processes(job: "list[Launch]", files: "list[LaunchFiles]", log_path: Path, started_s: float,
                   in_flight: Callable[[], "tuple[int, float]"], poll: Callable[[], None]) -> JobEnd:
     """The job's processes (commands), to their end, the first of them that fails, or the timeout_s of the

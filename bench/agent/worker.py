@@ -93,11 +93,11 @@ def main(spec_paths: "list[str]") -> None:
     if device.type == "cuda":
         wake.wake([device])
     marks.enter("init")
+    # One node's ranks meet in the spec's store file; over several nodes, in torchrun's (env://).
+    meeting = {"init_method": f"file://{spec.store_path}", "world_size": world_size, "rank": rank} if spec.store_path else {}
     dist.init_process_group(
         spec.backend,
-        init_method=f"file://{spec.store_path}" if spec.store_path else None,
-        world_size=world_size if spec.store_path else -1,
-        rank=rank if spec.store_path else -1,
+        **meeting,
         timeout=datetime.timedelta(seconds=max(s.timeout_s for s in specs)),
         device_id=device if device.type == "cuda" else None,
     )

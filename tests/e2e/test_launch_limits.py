@@ -65,14 +65,19 @@ def test_a_sweep_larger_than_the_hosts_memory_is_refused_before_any_launch(tmp_p
     assert bundle["hosts"][0]["launches"] == []
 
 
-def test_a_rank_the_kernel_kills_is_named_as_out_of_memory_with_the_hosts_figure(tmp_path):
-    helper = REPO / "tests" / "helpers" / "killed_rank"
+def run_with_helper(tmp_path, helper: str, switch: str):
+    """One small all-reduce on 2 ranks, rank 1 started with tests/helpers/HELPER (its sitecustomize)
+    switched on by the environment variable SWITCH."""
     plan = tmp_path / "plan.yaml"
-    plan.write_text(yaml.safe_dump({"name": "killed", "timeout_s": 60, "suites": [{"suite": "collectives", "world_sizes": [2], "params": {
+    plan.write_text(yaml.safe_dump({"name": helper, "timeout_s": 60, "suites": [{"suite": "collectives", "world_sizes": [2], "params": {
         "ops": ["all_reduce"], "dtypes": ["float32"], "in_place": [True], "begin_bytes": 4096, "end_bytes": 4096,
         "factor": 2, "warmup_iters": 1, "iters": 1, "repetitions": 1}}]}))
-    done = cli("run", "--plan", plan, "--out", tmp_path / "results",
-               env={"PYTHONPATH": os.pathsep.join([str(REPO), str(helper)]), "DDPBENCH_TEST_KILLED_RANK": "1"})
+    return cli("run", "--plan", plan, "--out", tmp_path / "results",
+               env={"PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests" / "helpers" / helper)]), switch: "1"})
+
+
+def test_a_rank_the_kernel_kills_is_named_as_out_of_memory_with_the_hosts_figure(tmp_path):
+    done = run_with_helper(tmp_path, "killed_rank", "DDPBENCH_TEST_KILLED_RANK")
     assert done.returncode == 1
     (launch,) = json.loads(bundle_path_from(done.stdout).read_text())["hosts"][0]["launches"]
     assert launch["status"] == "failed"
@@ -131,13 +136,7 @@ def test_a_launch_killed_at_its_timeout_names_what_it_was_doing(tmp_path, compil
 
 
 def test_a_rank_that_fails_is_named_with_the_error_it_left_uncaught(tmp_path):
-    helper = REPO / "tests" / "helpers" / "raising_rank"
-    plan = tmp_path / "plan.yaml"
-    plan.write_text(yaml.safe_dump({"name": "raising", "timeout_s": 60, "suites": [{"suite": "collectives", "world_sizes": [2], "params": {
-        "ops": ["all_reduce"], "dtypes": ["float32"], "in_place": [True], "begin_bytes": 4096, "end_bytes": 4096,
-        "factor": 2, "warmup_iters": 1, "iters": 1, "repetitions": 1}}]}))
-    done = cli("run", "--plan", plan, "--out", tmp_path / "results",
-               env={"PYTHONPATH": os.pathsep.join([str(REPO), str(helper)]), "DDPBENCH_TEST_RAISING_RANK": "1"})
+    done = run_with_helper(tmp_path, "raising_rank", "DDPBENCH_TEST_RAISING_RANK")
     assert done.returncode == 1 and "Traceback" not in done.stderr
     (launch,) = json.loads(bundle_path_from(done.stdout).read_text())["hosts"][0]["launches"]
     assert launch["error"] == "rank 1 exited with status 1: RuntimeError: a bug in the suite"
