@@ -53,7 +53,8 @@ def run_records(launch: Launch, lines: "list[str]", run_transport_of: Callable[[
     """The launch's run records as the bundle holds them: the ranks' lines, with what only the agent knows."""
     return [{**run, "transport": run_transport_of(run), "launch_id": launch.id, "repeat": launch.repeat,
              "gpu_counters": counters_of(run.get("measured_window")),
-             **({"env": launch.entry_env} if launch.entry_env else {}), **({"gpus": list(launch.gpus)} if launch.gpus is not None else {})}
+             **({"env": launch.entry_env} if launch.entry_env else {}), **({"gpus": list(launch.gpus)} if launch.gpus is not None else {}),
+             **({"profiled_in": launch.profiled_in} if launch.profiled_in else {})}
             for run in map(json.loads, lines)]
 
 

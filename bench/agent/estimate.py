@@ -45,7 +45,7 @@ def modelled(launch: Launch, host: Capabilities, first_of_job: bool = True, last
     stretched by `slowdown` (cpu_slowdown) in the share of the cores its ranks use: a launch that leaves
     cores to the other processes competes less with them."""
     suite = suites.get(launch.suite)
-    params = suite.params(launch.params)
+    params = suite.params({**launch.params, "profile_steps": 0} if launch.profiled_in else launch.params)
     measuring = suite.launch_seconds(params, launch.preset, launch.world_size, host)
     configurations = suite.configurations(params, launch.world_size, host)
     sampling = 0.0 if params.cv_target is None else min(SAMPLING_ROUNDS * measuring, configurations * params.sampling_cap_s)

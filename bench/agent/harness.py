@@ -97,6 +97,7 @@ class Context:
     ranks_per_node: "int | None" = None  # ranks of its node (an emulated node's, where one host is split); None: unknown
     phase_path: "str | None" = None  # where rank 0 says what it is doing (bench.common.protocol.Phase)
     marks: Marks = field(default_factory=Marks, repr=False, compare=False)  # the phases the launch enters, for its record
+    profiled_in: "str | None" = None  # a repeat: the launch that profiled its configurations, so that this one profiles none
 
     @property
     def is_cuda(self) -> bool:
@@ -331,8 +332,8 @@ def run_record(ctx: Context, params: dict, metrics: dict, *, status: str = "ok",
                error: "str | None" = None, error_when_ok: bool = False) -> dict:
     """One configuration's record: schema/bundle.schema.json's `run`, less what others add (rank 0's
     worker adds the suite as it writes the record; the agent's runner, bench/agent/collect.py's
-    run_records, adds transport, launch_id, repeat, gpu_counters, and env and gpus where the launch has
-    them). `error` is set where one is given, and with error_when_ok even when it is None;
+    run_records, adds transport, launch_id, repeat, gpu_counters, and env, gpus and profiled_in where the
+    launch has them). `error` is set where one is given, and with error_when_ok even when it is None;
     `measured_window` is the rank's timed calls since its last record (None: none); `sampling`, how its
     sampling toward the plan's precision ended, and `notes` are set only where there are some. Taking
     the window, the sampling and the notes clears them for the next record."""

@@ -76,7 +76,7 @@ def write_specs(job: "list[Launch]", files: "list[LaunchFiles]", placement_path:
         protocol.LaunchSpec(launch.suite, launch.params, launch.backend, launch.timeout_s, str(paths.results),
                             launch.threads_per_rank, cpus, started_s + launch.timeout_s - reserve if launch is first else None,
                             str(placement_path), launch.emulated_nodes, str(paths.phase), str(paths.marks),
-                            reserve, target.to_json() if target else None, store).write(paths.spec)
+                            reserve, target.to_json() if target else None, store, launch.profiled_in or None).write(paths.spec)
     return {"threads_per_rank": first.threads_per_rank, "cpus_of_local_ranks": cpus}
 
 

@@ -43,6 +43,7 @@ class Launch:
     configurations: int = 0  # runs it will record, set by run_plan with estimate_s
     threads_per_rank: "int | None" = None  # CPU hosts: the same for every launch of the plan
     repeat: int = 1  # which of the entry's launch_repeats this is
+    profiled_in: str = ""  # a repeat on a GPU: its first launch, whose runs profile the kernels (runner.profile_once)
     p2p_off_by_gate: bool = False  # the P2P gate found P2P wrong here and set NCCL_P2P_DISABLE=1 (gate.reroute)
     algorithm: str = algorithms.DEFAULT  # NCCL's algorithm asked for the entry's collectives
     protocol: str = algorithms.DEFAULT
@@ -130,7 +131,11 @@ class _Planner:
                             launches.append(self._launch(index, entry, side, preset_name, per_node, gpus, algorithm, protocol_name,
                                                          [ranks * nnodes for ranks in worlds]))
         again = [launch for launch in launches if not launch.skipped_reason]
-        return launches + [replace(launch, id=_launch_id(index, launch, repeat), repeat=repeat)
+        # A configuration's kernels are profiled once, by its first launch: the profiler's set-up costs a GPU
+        # process 3-7 s, several times what quick measures, and a repeat's kernels are the same work.
+        profiled = self.cuda and getattr(typed, "profile_steps", 0) > 0
+        return launches + [replace(launch, id=_launch_id(index, launch, repeat), repeat=repeat,
+                                   profiled_in=launch.id if profiled else "")
                            for repeat in range(2, side.launch_repeats + 1) for launch in again]
 
     def _placement(self, side: Side) -> protocol.Placement:

@@ -91,9 +91,19 @@ def run_plan(
             progress(protocol.LaunchStarted(launch.id))
             keep(launch, skipped_record(launch), [])
         elif launch.id not in ran:
+            profile_once(job_of[launch.id], raw["launches"])
             run_job(job_of[launch.id], out_dir, progress, keep)
             ran.update(l.id for l in job_of[launch.id])
     return _finished(out_dir, raw)
+
+
+def profile_once(job: "list[Launch]", kept: "list[dict]") -> None:
+    """A repeat leaves profiling its kernels to its configurations' first launch only where that launch ended
+    ok in this run (`kept`: its launch records); otherwise (it failed, or ran in a run resumed) it profiles."""
+    ok = {record["id"] for record in kept if record["status"] == "ok"}
+    for launch in job:
+        if launch.profiled_in not in ok:
+            launch.profiled_in = ""
 
 
 def _finished(out_dir: Path, raw: dict) -> dict:

@@ -254,8 +254,10 @@ def run_config(ctx: Context, params: TrainingParams, point: dict, training: Trai
     metrics["peak_memory_bytes"] = metric(max_over_ranks(ctx, [float(peak_memory_bytes(ctx))]))
     metrics["warmup_steps_count"] = metric([float(warmup_count)])
     metrics.update(strategy.communication(ctx, training, params, len(local)))
-    ctx.say("step", f"profiling global batch {global_batch}", training.step_s[1])
-    breakdown, profile_s = seconds_of(ctx, lambda: profiled_breakdown(ctx, training.step, params.profile_steps))
+    profiling = profiled_steps(ctx, params)
+    if profiling:
+        ctx.say("step", f"profiling global batch {global_batch}", training.step_s[1])
+    breakdown, profile_s = seconds_of(ctx, lambda: profiled_breakdown(ctx, training.step, profiling))
     ctx.mark("other")
     metrics.update(breakdown)  # after the counts: its steps are extra
     # Where the configuration's time went beside its timed steps, on the slowest rank.
@@ -311,10 +313,15 @@ def warm_up(ctx: Context, step: Callable[[], None], params: TrainingParams, leas
     return len(times), times[-1] if times else 0.0
 
 
+def profiled_steps(ctx: Context, params: TrainingParams) -> int:
+    """The steps a configuration runs under the profiler: on a GPU, unless an earlier launch profiled it."""
+    return params.profile_steps if ctx.is_cuda and not ctx.profiled_in else 0
+
+
 def extra_steps(ctx: Context, params: TrainingParams) -> int:
-    """The steps a configuration runs past its timed ones: profiled (on a GPU), and the timeline's
-    without all-reduce (ddp, where a rank has peers)."""
-    return (params.profile_steps if ctx.is_cuda else 0) + (getattr(params, "timeline_steps", 0) if ctx.world_size > 1 else 0)
+    """The steps a configuration runs past its timed ones: profiled, and the timeline's without all-reduce
+    (ddp, where a rank has peers)."""
+    return profiled_steps(ctx, params) + (getattr(params, "timeline_steps", 0) if ctx.world_size > 1 else 0)
 
 
 def steps_that_fit(ctx: Context, params: TrainingParams, step_s: float) -> tuple[int, str]:

@@ -119,7 +119,8 @@ def run_launch(index: int, spec: LaunchSpec, marks: Marks, rank: int, local_rank
     ranks = importlib.import_module(suites.get(spec.suite).ranks_module)
     ctx = Context(rank=rank, local_rank=local_rank, world_size=world_size, device=device, backend=spec.backend,
                   deadline=spec.deadline_from(time.monotonic()), ranks_per_node=ranks_per_node,
-                  phase_path=spec.phase_path, marks=marks, target=Target(**spec.sampling) if spec.sampling else None)
+                  phase_path=spec.phase_path, marks=marks, target=Target(**spec.sampling) if spec.sampling else None,
+                  profiled_in=spec.profiled_in)
 
     def emit(record: dict) -> None:
         if rank == 0:  # every record of the launch is its suite's: the ranks need not name it

@@ -48,6 +48,11 @@ class Run:
         return self.record.get("repeat", 1)
 
     @property
+    def profiled_in(self) -> "str | None":
+        """The launch that profiled its configuration's kernels, where it profiled none itself (a repeat)."""
+        return self.record.get("profiled_in")
+
+    @property
     def gpus(self) -> "list | None":
         """The GPUs its plan entry named; None where it named none."""
         return self.record.get("gpus")

@@ -1,11 +1,18 @@
-"""Where the step's GPU time goes: kernel classes, exposed communication, and the trace parsing."""
+"""Where the step's GPU time goes: kernel classes, exposed communication, the trace parsing, and which
+launches profile."""
 from __future__ import annotations
+
+from dataclasses import replace
 
 import pytest
 import torch
 
+from bench import suites
 from bench.agent import kernel_time
+from bench.agent.harness import Context
 from bench.agent.kernel_time import kernel_class, kernels_by_step, step_breakdown
+from bench.agent.training import extra_steps, profiled_steps
+from bench.controller.plans import load_plan
 
 MS = 1e-3
 
@@ -113,3 +120,12 @@ def test_profiled_steps_are_found_in_torch_profilers_own_trace():
     breakdowns = kernel_time.profile_steps(lambda: ran.append(model(torch.ones(2, 8)).sum().backward()), 3, torch.device("cpu"))
     assert len(ran) == 3
     assert breakdowns == [dict.fromkeys(kernel_time.METRICS.values(), 0.0)] * 3
+
+
+def test_a_repeat_profiles_no_step_where_its_first_launch_profiled_the_configuration():
+    params = suites.get("ddp").params(load_plan("quick")["suites"][1]["params"])  # DDP GPT-2, its defaults written out
+    first = Context(rank=0, local_rank=0, world_size=1, device=torch.device("cuda", 0), backend="nccl")
+    repeat = replace(first, profiled_in="01-ddp-default-ws1")
+    assert (profiled_steps(first, params), profiled_steps(repeat, params)) == (params.profile_steps, 0)
+    assert (extra_steps(first, params), extra_steps(repeat, params)) == (params.profile_steps, 0)  # the deadline's count too
+    assert profiled_steps(replace(first, device=torch.device("cpu")), params) == 0

@@ -1,6 +1,7 @@
 """How a plan becomes launches and jobs, without running them: repeats round by round over the whole
 plan, launches that start alike in one job (and none over several nodes), the 1-GPU launch training
-each N-GPU run's work per GPU as its baseline, and the estimate counting each job's start-up once."""
+each N-GPU run's work per GPU as its baseline, the estimate counting each job's start-up once, and a GPU
+configuration profiled in its first launch only."""
 
 from __future__ import annotations
 
@@ -9,11 +10,13 @@ import pytest
 from bench import suites
 from bench.agent.estimate import plan_modelled, stretch
 from bench.agent.planning import jobs, plan_launches
+from bench.agent.runner import profile_once
 from bench.agent.switches import SHARED_JOBS
 from bench.common import cost, protocol
 from bench.common.host import Capabilities
 from bench.controller.plans import load_plan, with_defaults
 from bench.errors import UserError
+from bench.suites.training import cost as training_cost
 from benchmarks.plan_durations import MACHINES
 
 CPU = Capabilities(gpu_count=0, logical_cpus=2)
@@ -82,3 +85,21 @@ def test_a_job_pays_its_start_up_once_and_a_busy_cpu_stretches_what_its_ranks_us
     assert busy["01-ddp-default-ws2"].seconds == pytest.approx(4.0 * shared.seconds)  # two ranks: both cores
     assert busy["01-ddp-default-ws1"].seconds == pytest.approx(2.0 * alone.seconds)  # one rank leaves a core
     assert stretch(H100X4, 4.0, 4) == 1.0  # a GPU host's work is the GPUs'
+
+
+def test_a_gpu_configuration_is_profiled_in_its_first_launch_and_its_repeats_are_priced_without():
+    launches = {launch.id: launch for launch in plan_launches(load_plan("quick"), H100X4)}
+    assert launches["01-ddp-default-ws4-r2"].profiled_in == "01-ddp-default-ws4"
+    assert launches["01-ddp-default-ws4"].profiled_in == ""
+    assert launches["00-collectives-default-ws4-r2"].profiled_in == ""  # nothing of a sweep is profiled
+    assert all(not launch.profiled_in for launch in plan_launches(load_plan("quick"), CPU))  # no kernels on a CPU
+    by_model = plan_modelled(list(launches.values()), H100X4)
+    first, repeat = by_model["01-ddp-default-ws1"], by_model["01-ddp-default-ws1-r2"]
+    assert first.seconds - repeat.seconds == pytest.approx(training_cost.PROFILER_S, rel=0.2)  # and 3 steps of 30 ms
+
+
+def test_a_repeat_profiles_its_own_steps_where_its_first_launch_did_not_end_ok():
+    launches = {launch.id: launch for launch in plan_launches(load_plan("quick"), H100X4)}
+    job = [launches["01-ddp-default-ws4-r2"], launches["01-ddp-default-ws1-r2"]]
+    profile_once(job, [{"id": "01-ddp-default-ws4", "status": "ok"}, {"id": "01-ddp-default-ws1", "status": "timeout"}])
+    assert [launch.profiled_in for launch in job] == ["01-ddp-default-ws4", ""]

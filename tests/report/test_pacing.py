@@ -9,6 +9,7 @@ import random
 
 import pytest
 
+from bench import suites
 from bench.common.launch_floor import Kind, floor_for, launches
 from bench.common.run import Run
 from bench.common.stats import Launches, family_level, metric, ratio_interval
@@ -29,7 +30,7 @@ def gpu_run(step_s: list, busy_s: "float | None" = None, power_w: float = 450.0,
     if busy_s is not None:
         metrics |= {"gpu_compute_busy_s": metric([busy_s]), "gpu_comm_exposed_s": metric([0.0])}
     counters = {"interval_s": 0.1, "gpus": [{"power_w_median": power_w, "power_limit_w": 700.0}]}
-    return Run({"suite": "ddp", "params": {"model": "gpt2-large", "micro_batch": 2}, "world_size": 1, "status": "ok",
+    return Run({"suite": "ddp", "params": {"model": "gpt2-large", "micro_batch": 2, "precision": "bf16"}, "world_size": 1, "status": "ok",
                 "metrics": metrics, "transport": {"preset": "default", "backend": backend}, "launch_id": "ddp-0-x",
                 "gpu_counters": counters})
 
@@ -50,6 +51,15 @@ def test_a_step_whose_gpu_runs_kernels_throughout_is_gpu_bound():
 def test_processes_on_the_cpu_are_paced_by_it_and_an_unprofiled_gpu_step_is_unknown():
     assert pacing.judge(gpu_run([0.03, 0.031], backend="gloo")).words().startswith("paced by the CPU")
     assert pacing.judge(gpu_run([0.4, 0.41])).verdict == pacing.UNKNOWN
+
+
+def test_a_repeat_is_judged_by_the_kernels_its_first_launch_profiled_against_its_own_step():
+    first, repeat, orphan = gpu_run([0.4, 0.401], busy_s=0.39), gpu_run([0.8, 0.79]), gpu_run([0.4, 0.41])
+    repeat.record |= {"launch_id": "ddp-0-x-r2", "profiled_in": "ddp-0-x"}
+    orphan.record |= {"launch_id": "ddp-0-x-r3", "profiled_in": "ddp-0-y"}  # a launch that profiled nothing of it
+    pacing.derive_pacing([first, repeat, orphan], suites.get("ddp"))
+    judged = [pacing.of_run(run) for run in (first, repeat, orphan)]
+    assert [p.short() for p in judged] == ["GPU-bound 97%", "host-paced 49%", "unknown"]  # the same kernels in twice the step
 
 
 def test_a_figure_of_several_runs_is_host_paced_where_any_of_them_was():

@@ -233,7 +233,7 @@ class TrainingSuite(Suite):
         return self.priced(params, preset, world_size, host).measured_s
 
     def derive(self, results: HostResults) -> None:
-        derive_pacing(results.runs, self.name)
+        derive_pacing(results.runs, self)
         self.derive_scaling(results.runs)
         self.derive_prediction(results.runs, results.launches)
 

@@ -7,7 +7,8 @@ scheduling, and an all-reduce can hide in the launch gaps, so a slow link looks 
 says nothing about the link, whatever its scaling figure.
 
 The verdict reads what the run recorded: the kernels of its profiled steps (gpu_compute_busy_s
-and gpu_comm_exposed_s) against its median step time. Power against its limit, MFU and the step's
+and gpu_comm_exposed_s) against its median step time. A configuration is profiled in its first
+launch only; its repeats' steps are set against those kernels. Power against its limit, MFU and the step's
 spread are kept beside it as context: a host-paced step may still draw most of a GPU's power
 (large kernels with gaps between them), so they do not decide.
 """
@@ -57,19 +58,21 @@ class Pacing:
         return {GPU_BOUND: f"GPU-bound{busy}", HOST_PACED: f"host-paced{busy}", ON_CPU: "CPU", UNKNOWN: "unknown"}[self.verdict]
 
 
-def judge(run: Run) -> Pacing:
-    """The pacing of one ok training run, from its metrics and GPU counters."""
+def judge(run: Run, profiled: "Run | None" = None) -> Pacing:
+    """The pacing of one ok training run, from its metrics and GPU counters; where it profiled no step (a
+    repeat), from the kernels of `profiled`, its configuration's run in the launch that profiled it."""
     step = run.median("step_time_s")
     cv = (run.metric("step_time_s") or {}).get("summary", {}).get("cv")
     mfu = run.median("mfu_fraction")
     if not run.on_gpu:
         return Pacing(ON_CPU, None, None, mfu, cv)
     power = _power_fraction(run.gpu_counters)
-    busy_s = run.median("gpu_compute_busy_s")
+    kernels = profiled if run.median("gpu_compute_busy_s") is None and profiled is not None else run
+    busy_s = kernels.median("gpu_compute_busy_s")
     if busy_s is None or not step:
         return Pacing(UNKNOWN, None, power, mfu, cv)
     # Exposed communication is GPU work too: a step the link paces is GPU-bound, and that is what is measured.
-    busy = min(1.0, (busy_s + (run.median("gpu_comm_exposed_s") or 0.0)) / step)
+    busy = min(1.0, (busy_s + (kernels.median("gpu_comm_exposed_s") or 0.0)) / step)
     return Pacing(GPU_BOUND if busy >= GPU_BOUND_BUSY_FRACTION else HOST_PACED, round(busy, 4), power, mfu, cv)
 
 
@@ -93,11 +96,13 @@ def of_runs(runs: "list[Run]") -> Pacing:
                   statistics.median(cvs) if cvs else None)
 
 
-def derive_pacing(runs: "list[Run]", suite: str) -> None:
-    """Keep the pacing verdict on every ok run of `suite` among one host's runs."""
-    for run in runs:
-        if run.ok and run.suite == suite and run.metric("step_time_s"):
-            run.record["pacing"] = judge(run).as_record()
+def derive_pacing(runs: "list[Run]", suite) -> None:
+    """Keep the pacing verdict on every ok run of `suite` (a bench.suites.base.Suite) among one host's runs;
+    a repeat that profiled no step is judged by its configuration's run in the launch it names (profiled_in)."""
+    timed = [run for run in runs if run.ok and run.suite == suite.name and run.metric("step_time_s")]
+    profiled = {(run.launch_id, suite.configuration(run)): run for run in timed if run.metric("gpu_compute_busy_s")}
+    for run in timed:
+        run.record["pacing"] = judge(run, profiled.get((run.profiled_in, suite.configuration(run)))).as_record()
 
 
 def _power_fraction(counters: "dict | None") -> "float | None":
