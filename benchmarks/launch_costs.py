@@ -92,7 +92,7 @@ def measured(bundles: "list[dict]") -> dict:
             for launch in launches:
                 phases, quiet = launch["phases"], _quiet(host, launch, launch["world_size"] // launch.get("nodes", 1))
                 if launch.get("job", launch["id"]) == launch["id"]:
-                    mine["start"].append(quiet * sum(phases[f"{name}_s"] for name in START_PHASES))
+                    mine["start"].append(quiet * sum(phases.get(f"{name}_s", 0.0) for name in START_PHASES))
                 if phases["teardown_s"] > 0:
                     mine["teardown"].append(quiet * phases["teardown_s"])
                 mine["launch"].append(quiet * phases["other_s"])

@@ -13,7 +13,7 @@ import sys
 import threading
 from pathlib import Path
 
-from bench.agent.fingerprint import collect
+from bench.agent.fingerprint import begin, collect
 from bench.agent.runner import run_plan
 from bench.common import protocol
 from bench.judging.health import health_warnings
@@ -51,18 +51,24 @@ def main(argv: "list[str] | None" = None) -> int:
         _stop_when_stdin_closes()
     plan = json.loads(Path(args.plan).read_text())
     _emit(protocol.Fingerprinting())
-    fingerprint = collect()
-    for line in health_warnings(fingerprint):
-        _emit(protocol.Warned(line))
+    collecting = begin()  # its torch probes go on beside the planning and the first job's imports
+
+    def fingerprinted() -> None:
+        for line in health_warnings(collecting.finish()):
+            _emit(protocol.Warned(line))
+
     try:
         raw = run_plan(
-            plan, Path(args.out), fingerprint, nodes=args.placement, host_env=args.env,
+            plan, Path(args.out), collecting.fingerprint, nodes=args.placement, host_env=args.env,
             done_launch_ids=frozenset(args.skip), progress=_emit, history=args.history, dry_run=args.dry_run,
+            finish_fingerprint=fingerprinted,
         )
     except (PlanError, UserError) as err:  # UserError: a suite this agent does not have
         _emit(protocol.Failed(str(err)))
         print(f"error: {err}", file=sys.stderr)
         return 2
+    finally:
+        collecting.stop()
     failed = [l for l in raw["launches"] if l["status"] not in ("ok", "skipped")]
     failed_runs = [r for r in raw["runs"] if r["status"] != "ok"]
     return 1 if failed or failed_runs else 0

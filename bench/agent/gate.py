@@ -93,16 +93,23 @@ def diagnostics_not_run(cuda: bool, nccl_version: "str | None") -> "str | None":
     return None
 
 
+def gate_ranks(launches: list, host: Capabilities, env: dict) -> int:
+    """The ranks the gate would check before these launches, in the agent's environment `env` (fewer than
+    2: no gate)."""
+    ranks = ranks_to_check(host, launches, env)
+    visible = env.get("CUDA_VISIBLE_DEVICES")
+    if host.cuda and visible is not None:  # the ranks see only these GPUs, as the launches' ranks do
+        ranks = min(ranks, len([device for device in visible.split(",") if device.strip()]))
+    return ranks
+
+
 def check_host(launches: list, host: Capabilities, fingerprint: dict, work: Path, host_env: dict,
                progress: Callable[[protocol.Event], None]) -> None:
     """The gate before the first of `launches` (those that will run): its record goes into the
     fingerprint, its line (where it found something wrong) to `progress`, and the default launches
     go without P2P where only P2P was wrong."""
     env = {**os.environ, **(BASE_NCCL_ENV if host.cuda else {}), **host_env}
-    ranks = ranks_to_check(host, launches, env)
-    visible = env.get("CUDA_VISIBLE_DEVICES")
-    if host.cuda and visible is not None:  # the ranks see only these GPUs, as the launches' ranks do
-        ranks = min(ranks, len([device for device in visible.split(",") if device.strip()]))
+    ranks = gate_ranks(launches, host, env)
     if ranks < 2:
         return
     progress(protocol.Stage("P2P gate"))

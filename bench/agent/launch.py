@@ -54,19 +54,22 @@ class LaunchFiles:
     phase: Path  # what rank 0 is doing now (protocol.Phase)
     marks: Path  # the phases it entered (protocol.Mark)
     store: Path  # where a one-node job's ranks meet (a FileStore), when it is the job's first launch
+    hold: Path  # a run's first job: written when its ranks may touch a device (LaunchSpec.hold_path)
 
     @classmethod
     def of(cls, work: Path, launch_id: str) -> "LaunchFiles":
-        files = cls(*(work / f"{launch_id}{ext}" for ext in (".json", ".jsonl", ".phase.json", ".marks.jsonl", ".store")))
-        # The ranks append to them, rename onto them, or (the store) would read an earlier job's keys.
-        for path in (files.results, files.phase, files.marks, files.store):
+        files = cls(*(work / f"{launch_id}{ext}" for ext in (".json", ".jsonl", ".phase.json", ".marks.jsonl", ".store", ".hold")))
+        # The ranks append to them, rename onto them, or (the store, the hold) would read an earlier job's.
+        for path in (files.results, files.phase, files.marks, files.store, files.hold):
             path.unlink(missing_ok=True)
         return files
 
 
-def write_specs(job: "list[Launch]", files: "list[LaunchFiles]", placement_path: Path, started_s: float) -> dict:
+def write_specs(job: "list[Launch]", files: "list[LaunchFiles]", placement_path: Path, started_s: float,
+                held: bool = False) -> dict:
     """Every launch's spec; returns the resources each local rank gets, for the launch records. The first
-    launch's deadline counts from the job's start (started_s), the others' from their own."""
+    launch's deadline counts from the job's start (started_s), the others' from their own. `held`: the
+    ranks wait for the first launch's hold file before they touch a device."""
     first = job[0]
     cpus = cpus_of_local_ranks(os.sched_getaffinity(0), first.threads_per_rank, first.nproc_per_node)
     store = str(files[0].store.resolve()) if first.nodes.nnodes == 1 else None  # file:// takes an absolute path
@@ -76,7 +79,8 @@ def write_specs(job: "list[Launch]", files: "list[LaunchFiles]", placement_path:
         protocol.LaunchSpec(launch.suite, launch.params, launch.backend, launch.timeout_s, str(paths.results),
                             launch.threads_per_rank, cpus, started_s + launch.timeout_s - reserve if launch is first else None,
                             str(placement_path), launch.emulated_nodes, str(paths.phase), str(paths.marks),
-                            reserve, target.to_json() if target else None, store, launch.profiled_in or None).write(paths.spec)
+                            reserve, target.to_json() if target else None, store, launch.profiled_in or None,
+                            str(paths.hold) if held and launch is first else None).write(paths.spec)
     return {"threads_per_rank": first.threads_per_rank, "cpus_of_local_ranks": cpus}
 
 
@@ -189,6 +193,8 @@ STUCK_IN = {
               "the ranks: a thread or affinity setting (OMP_*, KMP_*, GOMP_*) can hang it"),
     "imports": ("the ranks' imports of the agent and its suite",
                 "check the environment the hosts file and the plan give the ranks"),
+    "held": ("the fingerprint's torch probes, which the ranks wait for before a device", "check that "
+             "`python -m bench.agent fingerprint` ends on the host"),
     "device": ("the ranks' devices: the CUDA context, the links woken", "check the GPUs (nvidia-smi) and CUDA_VISIBLE_DEVICES"),
     "init": ("the process group's start, which waits for every rank", "a rank did not join: check that every host "
              "reaches the first one's address (NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME)"),

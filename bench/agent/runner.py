@@ -43,15 +43,21 @@ def run_plan(
     progress: Callable[[protocol.Event], None] = lambda event: None,
     history: "dict | None" = None,
     dry_run: bool = False,
+    finish_fingerprint: "Callable[[], None] | None" = None,
 ) -> dict:
     """Run every launch of the plan; raw.json in out_dir holds the result after each one. `dry_run`: plan,
-    check and price every launch (the Planned event says them), and run none, the P2P gate neither."""
+    check and price every launch (the Planned event says them), and run none, the P2P gate neither.
+    `finish_fingerprint`: the fingerprint's torch probes still run (bench.agent.fingerprint.Collecting), and
+    this ends them, filling `fingerprint`: before the P2P gate, or while the first job's ranks import."""
     switches.check({**os.environ, **(host_env or {})}, "the agent's environment")  # before anything runs, whatever reads them
-    host = Capabilities.of(fingerprint)
+    host = Capabilities.of(fingerprint)  # planning reads no field the torch probes fill
     launches = plan_launches(plan, host, nodes, host_env)
+    runnable = [l for l in launches if not l.skipped_reason and l.id not in done_launch_ids]
+    if finish_fingerprint is not None and (dry_run or not runnable or gate.gate_ranks(runnable, host, {**os.environ, **(host_env or {})}) > 1):
+        finish_fingerprint()
+        finish_fingerprint, host = None, Capabilities.of(fingerprint)  # the gate runs NCCL's diagnostics by its version
     measured = earlier.earlier_durations(history, fingerprint)
     slowdown = cpu_slowdown(host.logical_cpus) if host.kind == "cpu" else 1.0
-    runnable = [l for l in launches if not l.skipped_reason and l.id not in done_launch_ids]
     by_model = plan_modelled(runnable, host, slowdown)
     for launch in runnable:
         estimate_launch(launch, by_model[launch.id], measured.get(launch.id))
@@ -92,7 +98,8 @@ def run_plan(
             keep(launch, skipped_record(launch), [])
         elif launch.id not in ran:
             profile_once(job_of[launch.id], raw["launches"])
-            run_job(job_of[launch.id], out_dir, progress, keep)
+            run_job(job_of[launch.id], out_dir, progress, keep, finish_fingerprint)
+            finish_fingerprint = None
             ran.update(l.id for l in job_of[launch.id])
     return _finished(out_dir, raw)
 
@@ -113,11 +120,12 @@ def _finished(out_dir: Path, raw: dict) -> dict:
 
 
 def run_job(job: "list[Launch]", out_dir: Path, progress: Callable[[protocol.Event], None],
-            keep: Callable[[Launch, dict, "list[dict]"], None]) -> None:
+            keep: Callable[[Launch, dict, "list[dict]"], None], before_devices: "Callable[[], None] | None" = None) -> None:
     """The job's launches in its processes, each kept (keep(launch, record, runs)) as it ends; those its
-    processes did not reach, when they ended early, in processes of their own again."""
+    processes did not reach, when they ended early, in processes of their own again. `before_devices`: run
+    while the first processes import, before they may touch a device."""
     while job:
-        job = _run_once(job, out_dir, progress, keep)
+        job, before_devices = _run_once(job, out_dir, progress, keep, before_devices), None
 
 
 def run_launch(launch: Launch, out_dir: Path, progress: Callable[[protocol.Event], None] = lambda event: None) -> tuple[dict, list[dict]]:
@@ -130,15 +138,15 @@ def run_launch(launch: Launch, out_dir: Path, progress: Callable[[protocol.Event
 
 
 def _run_once(job: "list[Launch]", out_dir: Path, progress: Callable[[protocol.Event], None],
-              keep: Callable[[Launch, dict, "list[dict]"], None]) -> "list[Launch]":
-    """One set of processes for the job's launches; returns those they did not reach."""
+              keep: Callable[[Launch, dict, "list[dict]"], None], before_devices: "Callable[[], None] | None" = None) -> "list[Launch]":
+    """One set of processes for the job's launches (before_devices as run_job says); returns those they did not reach."""
     work = out_dir / "launches"
     work.mkdir(parents=True, exist_ok=True)
     files = [LaunchFiles.of(work, launch.id) for launch in job]
     log_path, placement_path = work / f"{job[0].id}.log", work / f"{job[0].id}.placement.jsonl"
     placement_path.unlink(missing_ok=True)
     started = time.monotonic()
-    resources = write_specs(job, files, placement_path, started)
+    resources = write_specs(job, files, placement_path, started, held=before_devices is not None)
     marks = JobMarks([paths.marks for paths in files], started)
     ours = lambda: proctree.descendants(os.getpid())  # noqa: E731 - the job's torchrun and ranks
     shares: "list[OthersShare | None]" = [None] * len(job)
@@ -172,6 +180,9 @@ def _run_once(job: "list[Launch]", out_dir: Path, progress: Callable[[protocol.E
             keep(launch, record, runs)
 
         def poll() -> None:
+            if before_devices is not None and not files[0].hold.exists():  # the first poll: the ranks are importing
+                before_devices()
+                files[0].hold.touch()
             index, _ = marks.in_flight()
             while kept[0] < index:  # the launches before it ended: kept now, while the job goes on
                 finish(kept[0], "ok", None, time.monotonic())

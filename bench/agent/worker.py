@@ -33,6 +33,9 @@ from bench.common.protocol import LAUNCH_BEGINS, LaunchSpec  # noqa: E402
 from bench.common.sampling import Target  # noqa: E402
 
 
+HOLD_POLL_S = 0.01
+
+
 def pin_cpu_rank(spec: LaunchSpec, local_rank: int) -> None:
     """On the CPU every rank gets the threads, and the cores, the launch planned for it: the same
     share whatever the world size, so that a 1-rank baseline is comparable with N ranks."""
@@ -79,6 +82,10 @@ def main(spec_paths: "list[str]") -> None:
     marks.at("imports", STARTED_S)
     for module in dict.fromkeys(m for s in specs for m in launch_imports(s)):  # once a job, with the imports
         importlib.import_module(module)
+    if spec.hold_path:
+        marks.enter("held")
+        while not os.path.exists(spec.hold_path):  # the runner ends the job at its timeout_s
+            time.sleep(HOLD_POLL_S)
     marks.enter("device")
     node, ranks_per_node = emulated_node(spec, local_rank, int(os.environ.get("LOCAL_WORLD_SIZE", world_size)))
     if spec.emulated_nodes > 1 and spec.backend == "nccl":  # before NCCL reads it, at the process group's start

@@ -27,7 +27,7 @@ from bench.inputfile import GivenTwice, loads, lone_surrogate, read_input
 
 # MAJOR.MINOR. A minor adds what a reader of the same major may pass over (a field, a kind); a
 # major changes what a field means. Bundles before the minor was written say the integer 1 (1.0).
-SCHEMA_VERSION = "1.1"
+SCHEMA_VERSION = "1.2"
 # Reading an older major: MIGRATIONS[m] turns a major-m document into a major-(m+1) one. A major
 # with no chain of migrations up to SCHEMA_VERSION's is refused, never guessed at.
 MIGRATIONS: "dict[int, Callable[[dict], dict]]" = {}

@@ -277,14 +277,14 @@ def parse_launch_id(text: str) -> "tuple[int, str, str, tuple, int, int] | None"
 
 # Where a launch's time goes, in the order a launch passes through them: its ranks' processes
 # started (torchrun's own start, or the spawn), their imports (the interpreter, torch, the agent),
-# the device (CUDA context), the process group (NCCL's or gloo's init); then what the suite does:
+# held (a run's first job: until the fingerprint's torch probes end, which its imports overlap), the device (CUDA context), the process group (NCCL's or gloo's init); then what the suite does:
 # set-up (the model built, buffers), warm-up (and compilation, graph capture), instruments (the
 # profiled and timeline steps, correctness checks), the measured calls, and whatever else (records,
 # agreement between ranks); last the ranks' exit (teardown). Each is a launch record's
 # `phases` key with `_s` (schema/bundle.schema.json).
 LAUNCH_BEGINS = "ddpbench: launch begins: "  # + its index in the job: the job's log is cut there per launch
-PHASES = ("spawn", "imports", "device", "init", "build", "warmup", "instruments", "measured", "other", "teardown")
-START_PHASES = ("spawn", "imports", "device", "init")  # a job's start-up: paid once by the first launch of a job
+PHASES = ("spawn", "imports", "held", "device", "init", "build", "warmup", "instruments", "measured", "other", "teardown")
+START_PHASES = ("spawn", "imports", "held", "device", "init")  # a job's start-up: paid once by the first launch of a job
 
 
 @dataclass(frozen=True)
@@ -338,6 +338,7 @@ class LaunchSpec:
     sampling: "dict | None" = None  # the plan's precision for this launch (bench.common.sampling.Target); None: minimums only
     store_path: "str | None" = None  # one node: the file the ranks meet in (a FileStore); None: torchrun's env://
     profiled_in: "str | None" = None  # a repeat: the launch that profiled its configurations' kernels; its own steps are not
+    hold_path: "str | None" = None  # a run's first job: past their imports, the ranks wait for this file before any device
 
     def deadline_from(self, started_s: float) -> float:
         """The launch's deadline, where it starts at started_s (CLOCK_MONOTONIC)."""

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.bundle import read_bundle
+from bench.bundle import SCHEMA_VERSION, read_bundle
 from bench.formats.imported import import_file
 from tests.conftest import REPO
 from tests.support.cli_in_process import ddpbench
@@ -48,7 +48,7 @@ def test_a_version_3_file_becomes_a_sealed_bundle_that_says_what_it_lacks(tmp_pa
     path = Path(done.stdout.split()[1])
     assert done.stdout.startswith("bundle: ") and "(kind imported: 14 run(s) of nccl-tests)" in done.stdout
     bundle = read_bundle(path)  # sealed and schema-valid
-    assert (bundle["kind"], bundle["schema_version"], "plan" in bundle) == ("ddpbench.imported", "1.1", False)
+    assert (bundle["kind"], bundle["schema_version"], "plan" in bundle) == ("ddpbench.imported", SCHEMA_VERSION, False)
     facts = bundle["imported"]
     assert facts["file_sha256"] == hashlib.sha256(V3.read_bytes()).hexdigest()
     assert (facts["format"], facts["format_version"], facts["program"], facts["devices"]) == ("nccl-tests", 3, "all_reduce_perf", ["NVIDIA H200"])

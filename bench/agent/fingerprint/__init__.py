@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import os
 import platform
+import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping
 
@@ -16,7 +18,7 @@ from bench.common.timestamps import utc_timestamp
 
 from . import driver_module, environment, iommu, numa, nvidia_smi, nvml, pcie_path, software, system, torch_child
 
-__all__ = ["FINGERPRINT_VERSION", "collect"]
+__all__ = ["FINGERPRINT_VERSION", "Collecting", "begin", "collect"]
 
 FINGERPRINT_VERSION = 1
 
@@ -25,6 +27,42 @@ def collect(env: Mapping[str, str] | None = None, root: Path = Path("/")) -> dic
     """Fingerprint of this machine; `env` (default os.environ) is the environment to report
     and the one that names the container pin file; `root` is where /sys and /proc are read (the
     host's files about its GPUs, the IOMMU, NUMA and the driver's module)."""
+    return begin(env, root).finish()
+
+
+@dataclass
+class Collecting:
+    """A fingerprint whose torch probes still run in their child (3-7 s: its `import torch`): `fingerprint`
+    holds the rest, with their fields empty; finish() waits for the child and fills them in place. A run's
+    first ranks may import beside it, but touch no GPU before it has finished (its link probe copies)."""
+
+    fingerprint: dict
+    child: "subprocess.Popen | None"
+    probe: Callable
+    began: float
+    finished: bool = False
+
+    def finish(self) -> dict:
+        if not self.finished:
+            self.finished = True
+            fingerprint, errors = self.fingerprint, self.fingerprint["probe_errors"]
+            from_torch = (self.probe("torch", lambda: torch_child.result(self.child)) if self.child else None) or {}
+            errors.extend(from_torch.get("errors", []))
+            loaded = from_torch.get("link_load") or {}
+            fingerprint["link_load"] = {key: loaded.get(key) for key in ("pcie_loaded", "p2p_access", "nvlink_loaded")}
+            fingerprint["software"].update(from_torch.get("software") or torch_child.NO_TORCH)
+            fingerprint["probes"]["duration_s"] = round(time.monotonic() - self.began, 3)
+        return self.fingerprint
+
+    def stop(self) -> None:
+        """Ends the torch probes' child where the run stopped before it finished them."""
+        if not self.finished and self.child is not None:
+            self.child.kill()
+            self.child.communicate()
+
+
+def begin(env: Mapping[str, str] | None = None, root: Path = Path("/")) -> Collecting:
+    """collect(), its torch probes left running: Collecting.finish() ends them."""
     env = os.environ if env is None else env
     errors: list[str] = []
     durations: dict[str, float] = {}
@@ -60,9 +98,6 @@ def collect(env: Mapping[str, str] | None = None, root: Path = Path("/")) -> dic
         if nvlink_status is not None:
             _fill_nvlink(gpus, nvlink_status)
 
-    from_torch = (probe("torch", lambda: torch_child.result(child)) if child else None) or {}
-    errors.extend(from_torch.get("errors", []))
-    loaded = from_torch.get("link_load") or {}
     limit = probe("memory limit", lambda: system.memory_limit(root))
     cpu_default = {"model": None, "sockets": None, "cores_physical": None, "logical_cpus": os.cpu_count() or 1, "numa_nodes": None}
     fingerprint = {
@@ -79,9 +114,9 @@ def collect(env: Mapping[str, str] | None = None, root: Path = Path("/")) -> dic
         "cuda_driver_version": gpu_facts["cuda_driver_version"],
         "topology": topology,
         "health": health,
-        "link_load": {key: loaded.get(key) for key in ("pcie_loaded", "p2p_access", "nvlink_loaded")},
+        "link_load": {key: None for key in ("pcie_loaded", "p2p_access", "nvlink_loaded")},
         "network": probe("network", system.network, {"nics": [], "infiniband": []}),
-        "software": {"python": platform.python_version(), **(from_torch.get("software") or torch_child.NO_TORCH)},
+        "software": {"python": platform.python_version(), **torch_child.NO_TORCH},
         "container": probe("container", lambda: software.container(env),
                            {"image": env.get("DDPBENCH_IMAGE") or None, "digest": None, "pin": None}),
         "env": probe("env", lambda: environment.allowed(env), {}),
@@ -96,7 +131,7 @@ def collect(env: Mapping[str, str] | None = None, root: Path = Path("/")) -> dic
         "probe_errors": errors,
     }
     fingerprint["probes"].update(duration_s=round(time.monotonic() - began, 3), durations_s=durations)
-    return fingerprint
+    return Collecting(fingerprint, child, probe, began)
 
 
 def _smi(args: tuple, parse: Callable):
