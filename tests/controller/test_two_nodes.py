@@ -16,7 +16,10 @@ from tests.conftest import REPO, bundle_path_from, cli
 from tests.support.loopback_hosts import free_port
 
 PLAN = REPO / "benchmarks" / "plans" / "two-nodes.yaml"
-LOST = re.compile(r"(negligible|noticeable|severe)[^,]*, -?\d+\.\d% lost \[-?\d+\.\d, -?\d+\.\d\]")  # an end below 0: above perfect scaling
+# "20.0% lost [4.1, 45.3]", or where the median scaled past perfect, "none lost (17.9% above perfect scaling, lost
+# [-48.6, 6.5])"; an end below 0: above perfect scaling.
+LOST = re.compile(r"(negligible|noticeable|severe)[^,]*, (\d+\.\d% lost|none lost \(\d+\.\d% above perfect scaling, lost) "
+                  r"\[-?\d+\.\d, -?\d+\.\d\]")
 
 
 def test_the_two_nodes_plan_over_a_group_answers_against_the_first_nodes_baseline(loopback_hosts, tmp_path):
