@@ -277,7 +277,8 @@ def parse_launch_id(text: str) -> "tuple[int, str, str, tuple, int, int] | None"
 
 # Where a launch's time goes, in the order a launch passes through them: its ranks' processes
 # started (torchrun's own start, or the spawn), their imports (the interpreter, torch, the agent),
-# held (a run's first job: until the fingerprint's torch probes end, which its imports overlap), the device (CUDA context), the process group (NCCL's or gloo's init); then what the suite does:
+# held (a run's first job: until the fingerprint's torch probes end, which its imports overlap), the
+# device (CUDA context), the process group (NCCL's or gloo's init); then what the suite does:
 # set-up (the model built, buffers), warm-up (and compilation, graph capture), instruments (the
 # profiled and timeline steps, correctness checks), the measured calls, and whatever else (records,
 # agreement between ranks); last the ranks' exit (teardown). Each is a launch record's

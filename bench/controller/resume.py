@@ -233,6 +233,8 @@ def run_problem(run: dict, launch: dict, plan: dict, gpus: bool) -> "str | None"
     repeat = parse_launch_id(launch["id"])[5]
     if run.get("repeat", 1) != repeat:
         return f"a {where} claims repeat {run.get('repeat', 1)}, the launch is repeat {repeat}"
+    if run.get("profiled_in") is not None and not _first_of(run["profiled_in"], launch["id"]):
+        return f"a {where} claims its kernels were profiled by launch {_shown(run['profiled_in'])}, not its entry's first launch"
     entry = _entry_of(launch["id"], plan)
     suite = suites.get(run["suite"])
     for key in suite.identity_params:  # what tells its configurations apart
@@ -240,6 +242,12 @@ def run_problem(run: dict, launch: dict, plan: dict, gpus: bool) -> "str | None"
         if not any(_param_allows(side.get("params", side), key, value) for side in _sides(entry)):
             return f"a {where} has {key} {_shown(value)}, which the plan's entry does not ask for"
     return setting_problem(run, launch, entry, gpus) or sampling_problem(run, launch, plan)
+
+
+def _first_of(first_id: str, repeat_id: str) -> bool:
+    """Whether launch first_id is the first launch of the entry's configuration that repeat_id repeats."""
+    first, repeat = parse_launch_id(first_id), parse_launch_id(repeat_id)
+    return first is not None and repeat is not None and first[5] == 1 < repeat[5] and first[:5] == repeat[:5]
 
 
 def sampling_problem(run: dict, launch: dict, plan: dict) -> "str | None":

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from bench.bundle import read_bundle, seal
-from bench.controller.resume import load_previous
+from bench.controller.resume import _first_of, load_previous
 from tests.conftest import TEST_PLANS, bundle_path_from, cli
 
 COLLECTIVES, DDP = "00-collectives-default-ws2", "01-ddp-default-ws2"
@@ -196,6 +196,8 @@ FORGED_SETTINGS = {
     "nodes": (lambda run: run["transport"].update(nodes=NODES_2),
               "claims 2 node(s) of 1 rank(s), the launch ran one node"),
     "gpus": (lambda run: run.update(gpus=[0, 1]), "claims GPUs [0, 1], the launch ran on the first ones"),
+    "profiled_in": (lambda run: run.update(profiled_in="00-collectives-default-ws2"),
+                    "claims its kernels were profiled by launch '00-collectives-default-ws2', not its entry's first launch"),
     "backend": (lambda run: run["transport"].update(backend="nccl", env={"NCCL_P2P_DISABLE": "1"}),
                 "claims backend 'nccl' with preset env {'NCCL_P2P_DISABLE': '1'}, its preset 'default' runs gloo on this host"),
 }
@@ -258,3 +260,10 @@ def test_a_resume_runs_again_a_launch_whose_phases_no_launch_could_take_and_says
     assert "e+" not in line and int(line.split(" s in ")[0].split()[-1]) < 1000, line
     launches = read_bundle(folder / "bundle.json")["hosts"][0]["launches"]
     assert [l["id"] for l in launches] == [COLLECTIVES, DDP] and all(l["duration_s"] < 300 for l in launches)
+
+
+def test_a_gpu_repeats_kernels_may_come_only_from_its_own_entrys_first_launch():
+    assert _first_of("01-ddp-default-ws1", "01-ddp-default-ws1-r2")
+    assert not _first_of("01-ddp-default-ws2", "01-ddp-default-ws1-r2")  # another world size
+    assert not _first_of("01-ddp-default-ws1-r2", "01-ddp-default-ws1-r3")  # a repeat never profiles for another
+    assert not _first_of("01-ddp-default-ws1", "01-ddp-default-ws1")  # a first launch profiles its own

@@ -8,8 +8,8 @@ says nothing about the link, whatever its scaling figure.
 
 The verdict reads what the run recorded: the kernels of its profiled steps (gpu_compute_busy_s
 and gpu_comm_exposed_s) against its median step time. A configuration is profiled in its first
-launch only; its repeats' steps are set against those kernels. Power against its limit, MFU and the step's
-spread are kept beside it as context: a host-paced step may still draw most of a GPU's power
+launch only; its repeats' steps are set against those kernels. Power against its limit, MFU and
+the step's spread are kept beside it as context: a host-paced step may still draw most of a GPU's power
 (large kernels with gaps between them), so they do not decide.
 """
 
