@@ -7,10 +7,8 @@ import json
 
 import pytest
 
-from bench.bundle import seal
-
 from tests.conftest import cli
-from tests.support.report_variants import PLAN, make_variant, write
+from tests.support.report_variants import PLAN, make_variant, quiet, write
 
 
 @pytest.fixture(scope="session")
@@ -21,15 +19,6 @@ def real_bundle(tmp_path_factory) -> dict:
     assert done.returncode == 0, done.stdout + done.stderr
     (path,) = out.glob("*/bundle.json")
     return quiet(json.loads(path.read_text()))
-
-
-def quiet(bundle: dict) -> dict:
-    """The bundle as a quiet machine records it: what other users of this shared machine took of its
-    CPU is not what these tests judge (a busy run's report marks and keeps apart its figures)."""
-    for host in bundle["hosts"]:
-        for launch in host["launches"]:
-            launch["cpu_taken_by_others_fraction"] = 0.0
-    return seal({key: value for key, value in bundle.items() if key != "sha256"})
 
 
 @pytest.fixture(scope="session")
