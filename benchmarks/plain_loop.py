@@ -4,8 +4,8 @@ the same model, micro-batch, accumulation and precision, timed on this GPU right
     python3 benchmarks/plain_loop.py BUNDLE [--steps 20] [--warmup 5]
 
 The plain loop is what a practitioner writes: the preset's model (bench/models), autocast, torch's
-fused AdamW (or Adafactor where the run used it), `loss / accum` backward per micro-batch, step and zero_grad; CUDA events around each
-step, the median of `steps` after `warmup`. It prints a table: the run's median step, the plain
+fused AdamW (or Adafactor where the run used it), `loss / accum` backward per micro-batch, step and zero_grad; CUDA events between
+steps run back to back, the median of `steps` after `warmup`. It prints a table: the run's median step, the plain
 loop's, and their ratio. Runs with CUDA graphs or compile are listed as not compared: a plain loop
 of those is a different program. Standard library, torch and the repository only.
 """
@@ -49,20 +49,22 @@ def plain_step_ms(params: dict, steps: int, warmup: int) -> float:
     else:
         optimizer = torch.optim.AdamW(work.module.parameters(), lr=1e-4, fused=True)
     bf16 = params.get("precision") == "bf16"
-    times = []
+    # Back to back, as training runs: no step waits for the GPU, so the host launches the next while
+    # the GPU works (a wait after each would add the host's first launches to every step).
+    events = [torch.cuda.Event(enable_timing=True) for _ in range(steps + 1)]
     for step in range(warmup + steps):
-        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        begin.record()
+        if step == warmup:
+            events[0].record()
         for micro in work.micro_batches:
             with torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16):
                 loss = work.module(*micro) / accum
             loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        end.record()
-        end.synchronize()
         if step >= warmup:
-            times.append(begin.elapsed_time(end))
+            events[step - warmup + 1].record()
+    events[-1].synchronize()
+    times = [begin.elapsed_time(end) for begin, end in zip(events, events[1:])]
     del work, optimizer
     torch.cuda.empty_cache()
     return statistics.median(times)

@@ -23,6 +23,7 @@ states (recorder_cpu_s); a GPU step that waits for the CPU is the only one it ca
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Callable
 
@@ -97,6 +98,15 @@ class StepRecorder:
             self.cpu_s += time.perf_counter() - began
         elif self.recording:
             self.recording = False  # enough steps kept
+
+    @contextlib.contextmanager
+    def paused(self):
+        """Steps run inside are not recorded (they still teach the buckets)."""
+        recording, self.recording = self.recording, False
+        try:
+            yield
+        finally:
+            self.recording = recording
 
     def mark(self, name: str) -> None:
         if name == "backward":

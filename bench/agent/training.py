@@ -34,7 +34,7 @@ from bench.common.gpu_peaks import dense_bf16_peak_tflops
 from bench.common.polling import wait_until
 from bench.common.stats import metric
 from bench.models import workload
-from bench.suites.training import WARMUP_WINDOW, TrainingParams, grad_accum_for, least_warmup_steps
+from bench.suites.training import PRIMING_STEPS, WARMUP_WINDOW, TrainingParams, grad_accum_for, least_warmup_steps
 
 
 class Strategy:
@@ -69,8 +69,9 @@ class Strategy:
     def before_timing(self) -> None:
         """Called right before a configuration's timed steps (to reset what counts per step)."""
 
-    def communication(self, ctx: Context, training: "Training", params: TrainingParams, timed_steps: int) -> dict:
-        """What a step of the configuration moved, as metrics, after its timed steps (untimed steps may run)."""
+    def communication(self, ctx: Context, training: "Training", params: TrainingParams, steps_run: int) -> dict:
+        """What a step of the configuration moved, as metrics, after its timed steps: `steps_run` steps since
+        before_timing() (the timed ones and those priming them; untimed steps may run in here)."""
         return {}
 
     def recorder(self, ctx: Context, work: workload.Workload, params: TrainingParams) -> "timeline.StepRecorder | None":
@@ -234,13 +235,15 @@ def run_config(ctx: Context, params: TrainingParams, point: dict, training: Trai
     if ctx.is_cuda:
         torch.cuda.reset_peak_memory_stats(ctx.device)
     strategy.before_timing()
+    steps_before = training.steps_taken
     if training.recorder is not None:
         training.recorder.recording = True
     ctx.say("step", f"timing {steps} steps of global batch {global_batch}", last_s or None)
     ctx.mark("measured")
     # A multi-rank step is scaled against its 1-rank baseline: both aim at the tighter target.
-    local = sample_until_steady(ctx, lambda n: time_each_call(ctx, training.step, n), steps, params, scaled=True)
+    local = sample_until_steady(ctx, lambda n: timed_steps(ctx, training, n), steps, params, scaled=True)
     ctx.mark("other")
+    steps_run = training.steps_taken - steps_before
     if training.recorder is not None:
         training.recorder.recording = False
     _, step_s = reduce_over_ranks(ctx, local)  # a step ends when its slowest rank does
@@ -253,7 +256,7 @@ def run_config(ctx: Context, params: TrainingParams, point: dict, training: Trai
     metrics = throughput_metrics(step_s, global_batch, ctx.world_size, work.tokens_per_sample, work.flops_per_sample, peak)
     metrics["peak_memory_bytes"] = metric(max_over_ranks(ctx, [float(peak_memory_bytes(ctx))]))
     metrics["warmup_steps_count"] = metric([float(warmup_count)])
-    metrics.update(strategy.communication(ctx, training, params, len(local)))
+    metrics.update(strategy.communication(ctx, training, params, steps_run))
     profiling = profiled_steps(ctx, params)
     if profiling:
         ctx.say("step", f"profiling global batch {global_batch}", training.step_s[1])
@@ -313,15 +316,29 @@ def warm_up(ctx: Context, step: Callable[[], None], params: TrainingParams, leas
     return len(times), times[-1] if times else 0.0
 
 
+def timed_steps(ctx: Context, training: Training, count: int) -> list[float]:
+    """Seconds of each of `count` steps run back to back, after the steps that prime them on a GPU
+    (untimed and unrecorded: PRIMING_STEPS says why)."""
+    for _ in range(priming_steps(ctx)):
+        with training.recorder.paused() if training.recorder is not None else contextlib.nullcontext():
+            training.step()
+    return time_each_call(ctx, training.step, count)
+
+
+def priming_steps(ctx: Context) -> int:
+    """The untimed steps before each batch of timed ones: on a GPU, to fill its queue; none on a CPU."""
+    return PRIMING_STEPS if ctx.is_cuda else 0
+
+
 def profiled_steps(ctx: Context, params: TrainingParams) -> int:
     """The steps a configuration runs under the profiler: on a GPU, unless an earlier launch profiled it."""
     return params.profile_steps if ctx.is_cuda and not ctx.profiled_in else 0
 
 
 def extra_steps(ctx: Context, params: TrainingParams) -> int:
-    """The steps a configuration runs past its timed ones: profiled, and the timeline's without all-reduce
-    (ddp, where a rank has peers)."""
-    return profiled_steps(ctx, params) + (getattr(params, "timeline_steps", 0) if ctx.world_size > 1 else 0)
+    """The steps a configuration runs past its timed ones: those priming them, profiled, and the timeline's
+    without all-reduce (ddp, where a rank has peers)."""
+    return priming_steps(ctx) + profiled_steps(ctx, params) + (getattr(params, "timeline_steps", 0) if ctx.world_size > 1 else 0)
 
 
 def steps_that_fit(ctx: Context, params: TrainingParams, step_s: float) -> tuple[int, str]:

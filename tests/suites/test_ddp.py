@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 import weakref
+from dataclasses import replace
 from pathlib import Path
 
 import psutil
@@ -31,7 +32,7 @@ from bench.suites.ddp import ranks as ddp
 from bench.common.allreduce import curve_time as allreduce_time
 from bench.suites.ddp.derived import derive_prediction, derive_scaling
 from bench.suites.ddp.params import Params
-from bench.suites.training import least_warmup_steps
+from bench.suites.training import PRIMING_STEPS, least_warmup_steps
 from bench.bundle import read_bundle
 from bench.controller.plans import PLANS_DIR, load_plan, plan_names, with_defaults
 from tests.conftest import REPO, cli as ddpbench, start_cli
@@ -390,6 +391,21 @@ def test_out_of_memory_is_recorded_and_the_next_global_batch_sets_up_afresh(proc
     assert records[0]["metrics"] == {}
     assert alive_at_build == [[], [False]]  # on a GPU it would still hold the memory the next one needs
     assert built[1]() is None  # freed when the sweep ends, before the process group is
+
+
+def test_on_a_gpu_each_batch_of_timed_steps_follows_an_untimed_unrecorded_step(monkeypatch):
+    """Timed from an idle GPU, a step waits on the host's first launches: one untimed step fills the GPU's
+    queue before each batch of timed ones. It is neither timed nor in the timeline; on a CPU none runs."""
+    params = Params.of(SUITE_PARAMS)
+    trained = ddp.set_up(ONE_CPU_RANK, params, 1, workload.build)
+    trained.recorder.recording = True
+    on_cpu = training.time_each_call
+    monkeypatch.setattr(training, "time_each_call", lambda ctx, fn, count: on_cpu(ONE_CPU_RANK, fn, count))  # no CUDA events here
+    gpu = replace(ONE_CPU_RANK, device=torch.device("cuda", 0))
+    assert len(training.timed_steps(gpu, trained, 3)) == 3
+    assert (trained.steps_taken, len(trained.recorder.steps)) == (3 + PRIMING_STEPS, 3)
+    assert len(training.timed_steps(ONE_CPU_RANK, trained, 2)) == 2
+    assert (trained.steps_taken, len(trained.recorder.steps)) == (5 + PRIMING_STEPS, 5)
 
 
 def test_a_sweep_sets_its_model_up_once_and_each_global_batch_steps_over_its_own_micro_batches(process_group):

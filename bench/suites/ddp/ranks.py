@@ -136,11 +136,11 @@ class DDPStrategy(Strategy):
     def before_timing(self) -> None:
         self.calls_before = self.allreduce_calls[0] if self.allreduce_calls else 0
 
-    def communication(self, ctx: Context, training: Training, params: Params, timed_steps: int) -> dict:
+    def communication(self, ctx: Context, training: Training, params: Params, steps_run: int) -> dict:
         one_rank = ctx.world_size == 1  # no link to cross
         found = {"grad_allreduce_bytes": metric([float(0 if one_rank else grad_allreduce_bytes(training.work.module, params))])}
         if self.allreduce_calls is not None:
-            found["allreduce_calls_per_step_count"] = metric([(self.allreduce_calls[0] - self.calls_before) / timed_steps])
+            found["allreduce_calls_per_step_count"] = metric([(self.allreduce_calls[0] - self.calls_before) / steps_run])
         return found
 
     def recorder(self, ctx: Context, work: workload.Workload, params: Params) -> "timeline.StepRecorder | None":

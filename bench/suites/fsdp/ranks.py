@@ -80,7 +80,7 @@ class FSDPStrategy(Strategy):
         finally:
             self.model.set_requires_gradient_sync(True)
 
-    def communication(self, ctx: Context, training: Training, params: Params, timed_steps: int) -> dict:
+    def communication(self, ctx: Context, training: Training, params: Params, steps_run: int) -> dict:
         """One more step, untimed, its collectives counted: what each step of this configuration moves."""
         with collective_counter.counting() as counted:
             training.step()

@@ -118,6 +118,10 @@ WARMUP_WINDOW = 3  # consecutive warm-up steps that must agree before timing sta
 # of the GPU, and a step bound by launching kernels is slower at a level of its own (quick's gpt2
 # on 2x H200: 28.5-32 ms, then 26.0 ms), steady enough to pass the warm-up's window.
 SYNCED_STEPS = 11
+# On a GPU, untimed before each batch of timed steps: timed from an idle GPU, a step waits on the
+# host's first launches, which in training the step before overlaps (quick's first of 20 timed gpt2
+# steps on one H100: 28.8-31.7 ms against the others' 27.4 ms, a CV of 1.1-3.4% from it alone).
+PRIMING_STEPS = 1
 
 
 def least_warmup_steps(warmup_steps: int, steps_taken: int, synced_on_gpu: bool) -> int:

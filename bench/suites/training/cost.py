@@ -1,5 +1,5 @@
 """The training suites' cost model, all but their communication: start-up, set-up and compilation once
-per launch, then per configuration (warm-up + timed + profiled) steps of FLOPs / (the GPU's dense bf16
+per launch, then per configuration (warm-up, priming, timed, profiled) steps of FLOPs / (the GPU's dense bf16
 peak x an expected MFU); each suite adds what its strategy moves per step (ddp: the gradient
 all-reduce; fsdp: all-gathers and reduce-scatters). Fitted as bench/common/cost.py says."""
 
@@ -12,7 +12,7 @@ from bench.common import cost
 from bench.common.gpu_peaks import dense_bf16_peak_tflops
 from bench.common.host import Capabilities
 from bench.models.shapes import TRANSFORMER_PRESETS, flops_per_token, num_params
-from bench.suites.training import WARMUP_WINDOW, TrainingParams, least_warmup_steps
+from bench.suites.training import PRIMING_STEPS, WARMUP_WINDOW, TrainingParams, least_warmup_steps
 
 COMPILE_S_PER_LAYER, COMPILE_BASE_S = 0.9, 5.0  # torch.compile of a GPT, once per launch (H200: gpt2 30 s, gpt2-large 52 s with start-up)
 # The same on a CPU (inductor's C++ code, built by the host's compiler), once per rank, as on an idle
@@ -57,7 +57,7 @@ class Compute:
 
     once_s: float  # set-up and compilation, once per launch
     sample_s: float  # one sample's forward and backward on one rank
-    steps: float  # steps a configuration runs past its warm-up: timed, profiled, the trace's reading
+    steps: float  # steps a configuration runs past its warm-up: priming, timed, profiled, the trace's reading
     n_params: float
 
 
@@ -66,7 +66,7 @@ def compute(params: TrainingParams, world_size: int, host: Capabilities) -> Comp
     compiled = kind == "gpu" and params.compile
     cuda_graphs = getattr(params, "cuda_graphs", False)
     profiled = params.profile_steps if kind == "gpu" else 0
-    steps = params.steps + profiled  # warm-up apart: it depends on the global batch
+    steps = params.steps + profiled + (PRIMING_STEPS if kind == "gpu" else 0)  # warm-up apart: it depends on the global batch
     if kind == "gpu":
         peak = (dense_bf16_peak_tflops(host.gpu_name) or UNKNOWN_PEAK_TFLOPS) * 1e12
     else:
