@@ -1,6 +1,6 @@
 """Where a training step's GPU time goes: kernel time by class, and communication left exposed.
 
-A few steps run under torch.profiler after the timed ones (the profiler never touches the
+A few steps run under torch's profiler after the timed ones (the profiler never touches the
 step times). Each kernel is classed by its name; per step the suite records the kernel time
 of each class, how long some compute kernel was running (the union of their intervals), and
 the communication time during which no compute kernel ran: the part of the all-reduce that
@@ -106,14 +106,18 @@ def kernels_by_step(events: list) -> list:
 
 
 def profile_steps(step: Callable[[], None], steps: int, device: torch.device) -> list:
-    """Per-step breakdowns of `steps` runs of `step` (on a CPU device there are no kernels: all zero)."""
-    from torch.profiler import ProfilerActivity, profile, record_function
+    """Per-step breakdowns of `steps` runs of `step` (on a CPU device there are no kernels: all zero).
+
+    torch.autograd's profiler, which torch.profiler.profile wraps: the wrapper imports torch._inductor as it
+    starts (hasattr(torch, "_inductor")), 3-6 s of a launch that compiles nothing; CUPTI's own set-up took
+    0.02 s on one H100."""
+    from torch.autograd.profiler import profile, record_function
 
     on_gpu = device.type == "cuda"
-    with profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else [])) as prof:
+    with profile(use_kineto=True, use_cpu=True, use_device="cuda" if on_gpu else None) as prof:
         for _ in range(steps):
             with record_function(STEP_MARK):
                 step()
                 if on_gpu:
                     torch.cuda.synchronize(device)
-    return [step_breakdown(kernels) for kernels in kernels_by_step(prof.profiler.kineto_results.events())]
+    return [step_breakdown(kernels) for kernels in kernels_by_step(prof.kineto_results.events())]

@@ -131,8 +131,8 @@ class _Planner:
                             launches.append(self._launch(index, entry, side, preset_name, per_node, gpus, algorithm, protocol_name,
                                                          [ranks * nnodes for ranks in worlds]))
         again = [launch for launch in launches if not launch.skipped_reason]
-        # A configuration's kernels are profiled once, by its first launch: the profiler's set-up costs a GPU
-        # process 3-7 s, several times what quick measures, and a repeat's kernels are the same work.
+        # A configuration's kernels are profiled once, by its first launch: a repeat's kernels are the same
+        # work, and its profiled steps and their reading (a UNet's: 3-4 steps' time) would be spent again.
         profiled = self.cuda and getattr(typed, "profile_steps", 0) > 0
         return launches + [replace(launch, id=_launch_id(index, launch, repeat), repeat=repeat,
                                    profiled_in=launch.id if profiled else "")

@@ -58,3 +58,16 @@ def test_the_eager_optimizers_step_as_torchs_own():
                           (torch.optim.Adafactor, {"lr": 1e-2, "foreach": True})):
         assert all(torch.equal(a, b) for a, b in zip(trained(eager(kind), **options), trained(kind, **options))), kind
     assert eager(torch.optim.AdamW).__name__ == "AdamW"
+
+
+def test_profiling_steps_loads_no_compiler():
+    """torch.profiler.profile imports torch._inductor as it starts (3-6 s a process); the agent's profiling does not."""
+    code = ("import json, sys, torch\nfrom bench.agent import kernel_time\n"
+            "marked = kernel_time.profile_steps(lambda: torch.ones(8).sum(), 2, torch.device('cpu'))\n"
+            "print(json.dumps([len(marked), sorted(sys.modules)]))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300,
+                          env={"PYTHONPATH": str(REPO), "PATH": ""})
+    assert done.returncode == 0, done.stderr
+    steps, loaded = json.loads(done.stdout.splitlines()[-1])
+    assert steps == 2  # both steps found in the trace
+    assert not set(loaded) & set(COMPILER), sorted(set(loaded) & set(COMPILER))

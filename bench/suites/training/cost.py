@@ -40,9 +40,10 @@ UNET_SETUP_S = {"gpu": 14.0, "cpu": 2.0}
 # A profiled UNet step's trace (some 25,000 kernels a micro-batch) is exported and read after the
 # step: on 2x H200 that took 3-4 times the step itself (profile_s 27 s for one 6.6 s step).
 UNET_TRACE_STEPS = {"gpu": 3.0, "cpu": 0.0}
-# torch.profiler's set-up (CUPTI's, once a process) and its reading, in a launch that profiles: GPT-2's
-# 3 profiled steps cost 4.3-5.0 s on one H100 and 5.9-6.9 s on another (quick, profile_s).
-PROFILER_S = 4.5
+# The profiler's own cost in a launch that profiles, its steps apart: on one H100, CUPTI's set-up 0.02 s,
+# its stop 0.13 s, reading 16,500 events 0.14 s (the 6.3 s that torch.profiler's first start took there
+# was its import of torch._inductor, which bench.agent.kernel_time does not make).
+PROFILER_S = 0.5
 STEP_OVERHEAD_S = {"gpu": 0.01, "cpu": 0.01}  # Python, the optimizer's launches
 # What a training step reaches on a core of a CPU host (a rank gets the cores the plan's largest world
 # size leaves it, 2 ranks for "all"), Python's overhead included: the tiny GPT on the 2-core machine,
