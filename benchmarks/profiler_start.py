@@ -1,88 +1,71 @@
-"""How long torch.profiler takes to start in a fresh process, however long after CUDA's start it comes;
-or (--thread) whether CUPTI's set-up can run beside the work, in a thread or ahead of time.
+"""How long a profiler takes to start in a fresh process: torch.profiler.profile, which imports
+torch._inductor as it starts, against torch.autograd's profiler, which bench/agent/kernel_time.py enters.
 
-    python3 benchmarks/profiler_start.py [WAIT_S]
-    python3 benchmarks/profiler_start.py --thread
+    python3 benchmarks/profiler_start.py [--runs 3]
 
-One GPU. The first prints CUDA's start, the profiler's entry (CUPTI's set-up), ten tiny kernels and the
-exit. The second prepares the profiler (prepare_trace, where CUPTI is set up) in a thread while the main
-thread spins, and times a matmul and a tiny kernel's launch before, prepared, recording and after.
+Each run is a fresh interpreter that imports torch, starts one profiler, runs three marked steps of
+small ops (on the GPU where there is one) and stops. It prints each profiler's entry, steps and exit
+in seconds, and whether torch._inductor was loaded. Standard library and torch only.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
+import statistics
+import subprocess
 import sys
-import threading
-import time
 
-import torch
-from torch.profiler import ProfilerActivity, profile
-
-
-def main() -> None:
-    if not torch.cuda.is_available():
-        sys.exit("error: profiler_start.py needs a GPU (torch.cuda.is_available() is False)")
-    if sys.argv[1:] == ["--thread"]:
-        in_a_thread()
-        return
-    wait_s = float(sys.argv[1]) if len(sys.argv) > 1 else 0.0
-    began = time.perf_counter()
-    x = torch.ones(1 << 20, device="cuda")
+ONE_RUN = """
+import json, sys, time, torch
+device = "cuda" if torch.cuda.is_available() else "cpu"
+x = torch.ones(1 << 16, device=device)
+if device == "cuda":
     torch.cuda.synchronize()
-    cuda_s = time.perf_counter() - began
-    time.sleep(wait_s)
-    entering = time.perf_counter()
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]):
-        entered = time.perf_counter()
+began = time.perf_counter()
+if sys.argv[1] == "torch.profiler":
+    from torch.profiler import ProfilerActivity, profile, record_function
+    profiler = profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else []))
+else:
+    from torch.autograd.profiler import profile, record_function
+    profiler = profile(use_kineto=True, use_cpu=True, use_device="cuda" if device == "cuda" else None)
+profiler.__enter__()
+entered = time.perf_counter()
+for _ in range(3):
+    with record_function("step"):
         for _ in range(10):
             x = x * 1.0001
-        torch.cuda.synchronize()
-        ran = time.perf_counter()
-    print(f"wait {wait_s} s: CUDA's start {cuda_s:.2f} s, profiler entry {entered - entering:.2f} s, "
-          f"kernels {ran - entered:.3f} s, exit {time.perf_counter() - ran:.2f} s")
+        if device == "cuda":
+            torch.cuda.synchronize()
+ran = time.perf_counter()
+profiler.__exit__(None, None, None)
+print(json.dumps({"device": device, "entry_s": entered - began, "steps_s": ran - entered,
+                  "exit_s": time.perf_counter() - ran, "inductor": "torch._inductor" in sys.modules}))
+"""
+
+PROFILERS = ("torch.profiler", "torch.autograd.profiler")
 
 
-def in_a_thread() -> None:
-    a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
-    costs(a)
-    print(f"before: {costs(a)}; the main thread alone spins {spin(1.0)} times a second")
-    profiler = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
-    began = time.perf_counter()
-    thread = threading.Thread(target=profiler.prepare_trace)
-    thread.start()
-    spun = spin(1.0)
-    thread.join()
-    print(f"prepare_trace in a thread: {time.perf_counter() - began:.2f} s; the main thread spun {spun} times in its first second")
-    print(f"prepared, not started: {costs(a)}")
-    profiler.start_trace()
-    print(f"recording: {costs(a)}")
-    profiler.stop_trace()
-    print(f"after: {costs(a)}")
+def one_run(profiler: str) -> dict:
+    done = subprocess.run([sys.executable, "-c", ONE_RUN, profiler], capture_output=True, text=True, timeout=300)
+    if done.returncode != 0:
+        sys.exit(f"error: a run of {profiler} failed: {done.stderr.strip().splitlines()[-1]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def spin(seconds: float) -> int:
-    count, end = 0, time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        count += 1
-    return count
-
-
-def costs(a: torch.Tensor) -> str:
-    """A 4096² bf16 matmul's time, and a tiny kernel's launch (the host's time per launch)."""
-    torch.cuda.synchronize()
-    began = time.perf_counter()
-    for _ in range(200):
-        a @ a
-    torch.cuda.synchronize()
-    matmul_us = (time.perf_counter() - began) / 200 * 1e6
-    x = torch.ones(16, device="cuda")
-    torch.cuda.synchronize()
-    began = time.perf_counter()
-    for _ in range(5000):
-        x.add_(1.0)
-    torch.cuda.synchronize()
-    return f"matmul {matmul_us:.1f} us, tiny kernel launch {(time.perf_counter() - began) / 5000 * 1e6:.2f} us"
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=3, help="fresh processes per profiler")
+    args = parser.parse_args()
+    print("| profiler | device | entry s | steps s | exit s | torch._inductor loaded |")
+    print("|---|---|---|---|---|---|")
+    for profiler in PROFILERS:
+        runs = [one_run(profiler) for _ in range(args.runs)]
+        median = {key: statistics.median(run[key] for run in runs) for key in ("entry_s", "steps_s", "exit_s")}
+        print(f"| {profiler} | {runs[0]['device']} | {median['entry_s']:.2f} | {median['steps_s']:.3f} | "
+              f"{median['exit_s']:.2f} | {'yes' if all(run['inductor'] for run in runs) else 'no'} |")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
