@@ -130,7 +130,7 @@ def main(argv: "list[str]") -> None:
                  "(bundles from before they were recorded?); give bundles made by this version")
     pprint.pprint(figures, sort_dicts=False, width=120)
     if args.write:
-        merged = {kind: {**launch_costs.MEASURED.get(kind, {}), **figures.get(kind, {})} for kind in {*launch_costs.MEASURED, *figures}}
+        merged = {kind: {**launch_costs.MEASURED.get(kind, {}), **figures.get(kind, {})} for kind in dict.fromkeys([*launch_costs.MEASURED, *figures])}
         MODULE.write_text(HEADER + "MEASURED = " + pprint.pformat(merged, sort_dicts=False, width=120) + "\n")
         print(f"wrote {MODULE}")
 

@@ -37,11 +37,13 @@ def gate_arm_s(kind: str) -> float:
     return MEASURED[kind]["gate_arm_s"]
 
 
-def training_build_s(kind: str, model: str) -> float:
+def training_build_s(kind: str, model: str, unmeasured_s: "float | None" = None) -> float:
     """A training launch's set-up (the model built and wrapped, its optimizer): as measured for the model,
-    else the median of the models measured on this kind of host."""
+    else unmeasured_s where given, else the median of the models measured on this kind of host."""
     built = MEASURED[kind]["training_build_s"]
-    return built.get(model, statistics.median(built.values()))
+    if model in built:
+        return built[model]
+    return statistics.median(built.values()) if unmeasured_s is None else unmeasured_s
 
 POINT_OVERHEAD_S = {"gpu": 0.05, "cpu": 0.01}  # buffers, graph capture, the check's comparison
 # A CPU's: gloo's all-reduce of 2 processes on the 2-core machine, scaled to an idle one (bundle

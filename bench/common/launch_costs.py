@@ -6,13 +6,15 @@ Written by benchmarks/launch_costs.py from the phases that bundles' launch recor
 launch_time); rerun it on new bundles rather than edit the figures by hand.
 """
 
-MEASURED = {'gpu': {'start_s': 7.673,
-         'teardown_s': 0.382,
-         'launch_s': 0.262,
-         'training_build_s': {'gpt2': 0.065},
-         'jobs': 4,
-         'launches': 6,
-         'source': 'bundle 20261127T115002Z-3cea74 (quick on host local: 2x NVIDIA H200)',
+MEASURED = {'gpu': {'start_s': 4.718,
+         'teardown_s': 0.53,
+         'launch_s': 0.497,
+         'training_build_s': {'gpt2': 0.034, 'gpt2-large': 0.041, 'llama3.2-1b': 0.055, 'sdxl-unet': 12.947},
+         'jobs': 6,
+         'launches': 30,
+         'source': 'bundle 20261206T234403Z-5d14e3 (quick on host local: 1x NVIDIA H100 80GB HBM3); bundle '
+                   '20261206T234419Z-71f2a9 (quick on host local: 1x NVIDIA H100 80GB HBM3); bundle '
+                   '20261206T234441Z-b1efd7 (pacing-shipped on host local: 1x NVIDIA H100 80GB HBM3)',
          'gate_arm_s': 5.109,
          'gate_source': 'bundle 20261127T115002Z-3cea74 (quick on host local: 2x NVIDIA H200)'},
  'cpu': {'start_s': 1.922,

@@ -34,9 +34,9 @@ UNET_TRAIN_FLOPS_PER_SAMPLE = {"sdxl-unet": 19e12, "tiny-unet": 2e9}  # forward,
 # 2x H200 reached 16-20% on one GPU and 12-18% on two (global batches 8 to 64).
 UNET_MFU = {"compiled": 0.13, "eager": 0.08, "graphed": 0.18}
 UNET_PARAMS = {"sdxl-unet": 2.6e9, "tiny-unet": 2e6}
-# Once per launch beside its build (bench.common.cost.training_build_s): diffusers imported, the UNet built, its graphs captured
-# (seed000 on 2x H200: setup_s 20-22 s).
-UNET_SETUP_S = {"gpu": 14.0, "cpu": 2.0}
+# A UNet's build (diffusers imported, the UNet built) where bench/common/launch_costs.py has not measured
+# it on this kind of host (on one H100 it has: sdxl-unet 12.9 s).
+UNET_BUILD_S = {"gpu": 14.0, "cpu": 2.0}
 # A profiled UNet step's trace (some 25,000 kernels a micro-batch) is exported and read after the
 # step: on 2x H200 that took 3-4 times the step itself (profile_s 27 s for one 6.6 s step).
 UNET_TRACE_STEPS = {"gpu": 3.0, "cpu": 0.0}
@@ -72,7 +72,8 @@ def compute(params: TrainingParams, world_size: int, host: Capabilities) -> Comp
         peak = (dense_bf16_peak_tflops(host.gpu_name) or UNKNOWN_PEAK_TFLOPS) * 1e12
     else:
         peak = CPU_FLOPS_PER_CORE * max(1, host.logical_cpus // max(world_size, CPU_RANKS))
-    once = cost.training_build_s(kind, model) + (PROFILER_S if profiled else 0.0)
+    unet_build_s = None if model in TRANSFORMER_PRESETS else UNET_BUILD_S[kind]
+    once = cost.training_build_s(kind, model, unet_build_s) + (PROFILER_S if profiled else 0.0)
     if model in TRANSFORMER_PRESETS:
         cfg = TRANSFORMER_PRESETS[model]
         n_params = num_params(cfg)
@@ -88,7 +89,7 @@ def compute(params: TrainingParams, world_size: int, host: Capabilities) -> Comp
         flops_per_sample = UNET_TRAIN_FLOPS_PER_SAMPLE.get(model, 19e12)
         mode = "compiled" if compiled else "graphed" if cuda_graphs else "eager"
         rate = peak * UNET_MFU[mode] if kind == "gpu" else peak
-        once += UNET_SETUP_S[kind] + (UNET_COMPILE_S if compiled else 0.0)
+        once += UNET_COMPILE_S if compiled else 0.0
         steps += profiled * UNET_TRACE_STEPS[kind]
     return Compute(once, flops_per_sample / rate, steps, n_params)
 
