@@ -10,6 +10,7 @@ compute kernels that run slower because communication shares the GPU with them.
 
 from __future__ import annotations
 
+import os
 from typing import Callable
 
 import torch
@@ -105,15 +106,28 @@ def kernels_by_step(events: list) -> list:
     return steps
 
 
+def releases_cupti(cuda_version: "str | None") -> bool:
+    """Whether the profiler should release CUPTI as it stops (Kineto's TEARDOWN_CUPTI=1). Kineto keeps it
+    attached by default, and its callbacks then slow every later kernel launch of the process: the later
+    launches of a job, which a host-paced step shows. Before CUDA 12.6 attaching it again could crash
+    beside CUDA graphs, so there it stays attached, as torch.profiler leaves it."""
+    if not cuda_version:
+        return False
+    major, minor = (int(part) for part in cuda_version.split(".")[:2])
+    return (major, minor) >= (12, 6)
+
+
 def profile_steps(step: Callable[[], None], steps: int, device: torch.device) -> list:
     """Per-step breakdowns of `steps` runs of `step` (on a CPU device there are no kernels: all zero).
 
     torch.autograd's profiler, which torch.profiler.profile wraps: the wrapper imports torch._inductor as it
     starts (hasattr(torch, "_inductor")), 3-6 s of a launch that compiles nothing; CUPTI's own set-up took
-    0.02 s on one H100."""
+    0.02 s on one H100. A TEARDOWN_CUPTI already in the environment wins over releases_cupti."""
     from torch.autograd.profiler import profile, record_function
 
     on_gpu = device.type == "cuda"
+    if on_gpu and releases_cupti(torch.version.cuda):
+        os.environ.setdefault("TEARDOWN_CUPTI", "1")  # Kineto reads it as the profile stops
     with profile(use_kineto=True, use_cpu=True, use_device="cuda" if on_gpu else None) as prof:
         for _ in range(steps):
             with record_function(STEP_MARK):

@@ -34,6 +34,12 @@ def test_kernels_are_classed_by_name(name, kind):
     assert kernel_class(name) == kind
 
 
+@pytest.mark.parametrize("cuda, released", [("13.0", True), ("12.6", True), ("12.4", False), ("11.8", False), (None, False)])
+def test_the_profiler_releases_cupti_where_attaching_it_again_is_safe(cuda, released):
+    # Left attached, CUPTI slows every later kernel launch of the process (a job's later launches).
+    assert kernel_time.releases_cupti(cuda) is released
+
+
 def test_exposed_communication_is_the_part_no_compute_kernel_overlaps():
     # Backward compute 0-10 ms on one stream, a matmul 10-12 ms after it; all-reduces 4-7 ms
     # (hidden), 9-11 ms (hidden) and 11.5-15 ms (0.5 ms hidden, 3 ms exposed).
