@@ -5,7 +5,9 @@ the same model, micro-batch, accumulation and precision, timed on this GPU right
 
 The plain loop is what a practitioner writes: the preset's model (bench/models), autocast, torch's
 fused AdamW (or Adafactor where the run used it), `loss / accum` backward per micro-batch, step and zero_grad; CUDA events between
-steps run back to back, the median of `steps` after `warmup`. It prints a table: the run's median step, the plain
+steps run back to back, the median of `steps` after `warmup`. For an FSDP run it is FSDP2 as its tutorial
+writes it, on a process group of this one GPU: each block then the root `fully_shard`ed (resharded after
+the forward but for grad_op), bf16 by its mixed-precision policy, gradients synced on the last micro-batch. It prints a table: the run's median step, the plain
 loop's, and their ratio. Runs with CUDA graphs or compile are listed as not compared: a plain loop
 of those is a different program. Standard library, torch and the repository only.
 """
@@ -15,6 +17,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import os
 import statistics
 import sys
 from pathlib import Path
@@ -36,27 +39,45 @@ def read(path: Path) -> dict:
         return json.load(f)
 
 
-def plain_step_ms(params: dict, steps: int, warmup: int) -> float:
-    """The median step of the plain loop, in ms."""
+def fully_sharded(module: torch.nn.Module, params: dict) -> torch.nn.Module:
+    """The module under FSDP2 on a mesh of this one GPU, as the run's sharding and precision ask."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    mesh = init_device_mesh("cuda", (1,))
+    mixed = MixedPrecisionPolicy(param_dtype=torch.bfloat16 if params.get("precision") == "bf16" else None,
+                                 reduce_dtype=torch.bfloat16 if params.get("reduce_dtype") == "bf16" else torch.float32)
+    for block in module.blocks:
+        fully_shard(block, mesh=mesh, reshard_after_forward=params.get("sharding") != "grad_op", mp_policy=mixed)
+    fully_shard(module, mesh=mesh, mp_policy=mixed)
+    return module
+
+
+def plain_step_ms(params: dict, steps: int, warmup: int, fsdp: bool = False) -> float:
+    """The median step of the plain loop (under FSDP2 where `fsdp`), in ms."""
     device = torch.device("cuda", 0)
     choice = SimpleNamespace(model=params["model"], micro_batch=params["micro_batch"], seq_len=params.get("seq_len"),
                              seed=params.get("seed", 0), weights_dtype=params.get("weights_dtype", "float32"),
                              activation_checkpointing=params.get("activation_checkpointing", False))
     accum = params["grad_accum"]
     work = workload.build(choice, accum, device, 0)
+    if fsdp:
+        fully_sharded(work.module, params)
     if params.get("optimizer") == "adafactor":
         optimizer = torch.optim.Adafactor(work.module.parameters(), lr=1e-3, foreach=True)
     else:
         optimizer = torch.optim.AdamW(work.module.parameters(), lr=1e-4, fused=True)
-    bf16 = params.get("precision") == "bf16"
+    autocast = params.get("precision") == "bf16" and not fsdp  # FSDP's policy casts at each unit instead
     # Back to back, as training runs: no step waits for the GPU, so the host launches the next while
     # the GPU works (a wait after each would add the host's first launches to every step).
     events = [torch.cuda.Event(enable_timing=True) for _ in range(steps + 1)]
     for step in range(warmup + steps):
         if step == warmup:
             events[0].record()
-        for micro in work.micro_batches:
-            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16):
+        for i, micro in enumerate(work.micro_batches):
+            if fsdp:
+                work.module.set_requires_gradient_sync(i == accum - 1)
+            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
                 loss = work.module(*micro) / accum
             loss.backward()
         optimizer.step()
@@ -91,7 +112,7 @@ def rows(bundle: dict, steps: int, warmup: int) -> list:
             key = json.dumps([describe(run), p.get("seq_len"), p.get("precision"), p.get("weights_dtype"),
                               p.get("activation_checkpointing"), p.get("optimizer")])
             if key not in plain_of:
-                plain_of[key] = plain_step_ms(p, steps, warmup)
+                plain_of[key] = plain_step_ms(p, steps, warmup, fsdp=run["suite"] == "fsdp")
             plain = plain_of[key]
             found.append([describe(run), f"{suite_ms:.1f}", f"{plain:.1f}", f"{suite_ms / plain:.3f}"])
     return found
@@ -107,7 +128,10 @@ def main() -> int:
         sys.exit("error: plain_loop.py needs a GPU (torch.cuda.is_available() is False); run it on the GPU host of the bundle")
     torch.backends.cuda.matmul.allow_tf32 = True  # as the suite's ranks set them
     torch.backends.cudnn.allow_tf32 = True
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=os.environ.get("MASTER_PORT", "29533"))
+    torch.distributed.init_process_group("nccl", rank=0, world_size=1)  # FSDP's process group: this GPU alone
     print(table(["run (1 GPU)", "suite step ms", "plain loop ms", "suite / plain"], rows(read(args.bundle), args.steps, args.warmup)))
+    torch.distributed.destroy_process_group()
     return 0
 
 
