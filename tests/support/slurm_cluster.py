@@ -20,6 +20,7 @@ from tests.support.loopback_hosts import free_port
 
 ACCOUNTS = ("physics", "chemistry")
 NODES = ("node1", "node2")
+PORT_TRIES = 3  # ports are chosen free, and another test's process can take one before a daemon binds it
 DAEMONS = {"munged": "/usr/sbin/munged", "slurmctld": "/usr/sbin/slurmctld", "slurmd": "/usr/sbin/slurmd"}
 
 JOB_SUBMIT_LUA = """\
@@ -57,12 +58,28 @@ class SlurmCluster:
 
     def start(self) -> "SlurmCluster":
         """munged, slurmctld and the slurmd, answering; where one fails to (or a signal stops the start),
-        those started are ended."""
+        those started are ended. A port that another process took between its choice and a daemon's
+        bind is chosen again, up to PORT_TRIES times in all."""
+        for _ in range(PORT_TRIES - 1):
+            try:
+                return self._start_or_stop()
+            except RuntimeError:
+                if not self._port_taken():
+                    raise
+                self.processes = []
+                shutil.rmtree(self.folder / "log")
+                (self.folder / "munge" / "socket").unlink(missing_ok=True)
+        return self._start_or_stop()
+
+    def _start_or_stop(self) -> "SlurmCluster":
         try:
             return self._start()
         except BaseException:
             self.stop()
             raise
+
+    def _port_taken(self) -> bool:
+        return any("Address already in use" in log.read_text(errors="replace") for log in (self.folder / "log").iterdir())
 
     def _start(self) -> "SlurmCluster":
         f = self.folder

@@ -336,3 +336,22 @@ def test_a_job_cancelled_while_slurm_gives_no_reason_says_none(tmp_path, monkeyp
     assert re.fullmatch(r"slurm job 12 waited \d+ s in partition debug, past slurm\.pending_patience_s 0; it was cancelled: "
                         r"choose a partition with free nodes, or raise pending_patience_s", str(refused.value)), str(refused.value)
     assert runtime.scheduler_job["reason"] is None
+
+
+def test_the_test_cluster_starts_when_a_port_it_chose_is_taken_before_its_daemon_binds_it(tmp_path, monkeypatch):
+    """Another test's process may take a port between its choice and slurmctld's bind: chosen again."""
+    import socket
+
+    from tests.support import slurm_cluster
+
+    taken = socket.create_server(("127.0.0.1", 0))
+    first = iter([taken.getsockname()[1]])  # slurmctld's port, the first chosen
+    chosen = slurm_cluster.free_port
+    monkeypatch.setattr(slurm_cluster, "free_port", lambda host: next(first, None) or chosen(host))
+    cluster = slurm_cluster.SlurmCluster(tmp_path).start()
+    try:
+        assert subprocess.run(["scontrol", "ping"], env=cluster.env, capture_output=True, text=True).returncode == 0
+        assert f"SlurmctldPort={taken.getsockname()[1]}\n" not in cluster.conf.read_text()
+    finally:
+        cluster.stop()
+        taken.close()
