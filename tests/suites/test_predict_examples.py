@@ -91,8 +91,13 @@ def test_each_example_of_the_docs_scales_every_link_row_of_the_featured_bundle(w
 @pytest.mark.slow
 @pytest.mark.parametrize("bundle", PUBLISHED, ids=[path.name.split("-")[1].split(".")[0] for path in PUBLISHED])
 def test_each_example_of_the_docs_scales_every_link_row_of_every_published_bundle(bundle):
+    """Or, where strong scaling cannot split a bundle's global batches (quick's 8 at micro-batch 8), says
+    so in one line with what to use instead."""
     for where, words in EXAMPLES:
         status, out, err = run_predict(*on(bundle, words))
+        if status != 0 and "strong" in words:
+            assert "not divisible by" in err and "use --scaling weak" in err and len(err.strip().splitlines()) == 1, (where, err)
+            continue
         assert status == 0, (where, err)
         rows = link_rows(out)
         assert rows and all(scaling_of(row).endswith("%") for row in rows), (where, rows)
