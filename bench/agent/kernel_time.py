@@ -134,4 +134,12 @@ def profile_steps(step: Callable[[], None], steps: int, device: torch.device) ->
                 step()
                 if on_gpu:
                     torch.cuda.synchronize(device)
-    return [step_breakdown(kernels) for kernels in kernels_by_step(prof.kineto_results.events())]
+    return breakdowns(kernels_by_step(prof.kineto_results.events()), on_gpu)
+
+
+def breakdowns(steps: list, on_gpu: bool) -> list:
+    """Each step's breakdown (step_breakdown), or none where a GPU step recorded no kernel: a profile
+    that caught no GPU activity (CUPTI not attached in time) would read as an idle GPU."""
+    if on_gpu and not all(steps):
+        return []
+    return [step_breakdown(kernels) for kernels in steps]

@@ -384,7 +384,7 @@ def profiled_breakdown(ctx: Context, step: Callable[[], None], steps: int) -> di
     if not ctx.is_cuda or steps == 0:
         return {}
     per_step = kernel_time.profile_steps(step, steps, ctx.device)
-    if len(per_step) != steps:  # the profiler's trace did not carry the step marks: no figures rather than wrong ones
+    if len(per_step) != steps:  # the trace did not carry the step marks or their kernels: no figures rather than wrong ones
         return {}
     names = list(kernel_time.METRICS.values())
     slowest = max_over_ranks(ctx, [float(figures[name]) for figures in per_step for name in names])  # step by step

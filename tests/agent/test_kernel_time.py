@@ -40,6 +40,14 @@ def test_the_profiler_releases_cupti_where_attaching_it_again_is_safe(cuda, rele
     assert kernel_time.releases_cupti(cuda) is released
 
 
+def test_a_gpu_profile_that_caught_no_kernels_in_a_step_gives_no_figures_rather_than_an_idle_gpu():
+    step = [("nvjet_a", 0.0, 4 * MS), ("ncclDevKernel_AllReduce", 3 * MS, 5 * MS)]
+    assert kernel_time.breakdowns([step, []], on_gpu=True) == []
+    assert [figures["gpu_compute_busy_s"] for figures in kernel_time.breakdowns([step, step], on_gpu=True)] == [
+        pytest.approx(4 * MS)] * 2
+    assert kernel_time.breakdowns([[]], on_gpu=False) == [step_breakdown([])]  # a CPU has no kernels to record
+
+
 def test_exposed_communication_is_the_part_no_compute_kernel_overlaps():
     # Backward compute 0-10 ms on one stream, a matmul 10-12 ms after it; all-reduces 4-7 ms
     # (hidden), 9-11 ms (hidden) and 11.5-15 ms (0.5 ms hidden, 3 ms exposed).
