@@ -41,6 +41,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Callable
 
+from bench.agent.spawn import stops_deferred
 from bench.common import protocol
 from bench.common.algorithms import parse_version
 from bench.judging.health import p2p_gate
@@ -194,11 +195,12 @@ def _arm(name: str, ranks: int, cuda: bool, env: dict, added: dict, sizes: tuple
     began = time.monotonic()
     processes = []
     try:
-        for rank in range(ranks):
-            with open(folder / f"rank{rank}.log", "w") as log:
-                processes.append(subprocess.Popen(
-                    [sys.executable, "-m", __name__, str(folder / "spec.json")], stdout=log, stderr=subprocess.STDOUT,
-                    env={**env, "RANK": str(rank), "LOCAL_RANK": str(rank)}, start_new_session=True))
+        with stops_deferred():  # a stop within a start would hide that rank from the `finally`
+            for rank in range(ranks):
+                with open(folder / f"rank{rank}.log", "w") as log:
+                    processes.append(subprocess.Popen(
+                        [sys.executable, "-m", __name__, str(folder / "spec.json")], stdout=log, stderr=subprocess.STDOUT,
+                        env={**env, "RANK": str(rank), "LOCAL_RANK": str(rank)}, start_new_session=True))
         wait_until(lambda: all(p.poll() is not None for p in processes), within_s=limit_s, every_s=0.1)
         pending = [rank for rank, p in enumerate(processes) if p.poll() is None]
     finally:

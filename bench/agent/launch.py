@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Callable
 
 from bench.agent import proctree, rank_errors
+from bench.agent.spawn import stops_deferred
 from bench.agent.fingerprint import system
 from bench.agent.planning import Launch
 from bench.common import protocol
@@ -135,9 +136,11 @@ def run_processes(job: "list[Launch]", files: "list[LaunchFiles]", log_path: Pat
     """The job's processes (commands), to their end, the first of them that fails, or the timeout_s of the
     launch in flight (in_flight(): its index and since when); their output goes to the job's log."""
     with open_anew(log_path) as log:
-        processes = [subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-                     for argv, env in commands(job, files)]
+        processes: "list[subprocess.Popen]" = []
         try:
+            with stops_deferred():  # a stop between two starts would hide the first from the `finally`
+                for argv, env in commands(job, files):
+                    processes.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True))
             while True:
                 codes = [process.poll() for process in processes]
                 if all(code is not None for code in codes) or any(code for code in codes):
