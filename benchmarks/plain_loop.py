@@ -7,8 +7,8 @@ The plain loop is what a practitioner writes: the preset's model (bench/models),
 fused AdamW (or Adafactor where the run used it), `loss / accum` backward per micro-batch, step and zero_grad; CUDA events between
 steps run back to back, the median of `steps` after `warmup`. For an FSDP run it is FSDP2 as its tutorial
 writes it, on a process group of this one GPU: each block then the root `fully_shard`ed (resharded after
-the forward but for grad_op), bf16 by its mixed-precision policy, gradients synced on the last micro-batch. It prints a table: the run's median step, the plain
-loop's, and their ratio. Runs with CUDA graphs or compile are listed as not compared: a plain loop
+the forward but for grad_op), bf16 by its mixed-precision policy, gradients synced on the last
+micro-batch. It prints a table: the run's median step, the plain loop's, and their ratio. Runs with CUDA graphs or compile are listed as not compared: a plain loop
 of those is a different program. Standard library, torch and the repository only.
 """
 
@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import os
 import statistics
 import sys
 from pathlib import Path
@@ -128,8 +127,8 @@ def main() -> int:
         sys.exit("error: plain_loop.py needs a GPU (torch.cuda.is_available() is False); run it on the GPU host of the bundle")
     torch.backends.cuda.matmul.allow_tf32 = True  # as the suite's ranks set them
     torch.backends.cudnn.allow_tf32 = True
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=os.environ.get("MASTER_PORT", "29533"))
-    torch.distributed.init_process_group("nccl", rank=0, world_size=1)  # FSDP's process group: this GPU alone
+    # FSDP's process group: this GPU alone, meeting in memory (no port to find free)
+    torch.distributed.init_process_group("nccl", store=torch.distributed.HashStore(), rank=0, world_size=1)
     print(table(["run (1 GPU)", "suite step ms", "plain loop ms", "suite / plain"], rows(read(args.bundle), args.steps, args.warmup)))
     torch.distributed.destroy_process_group()
     return 0

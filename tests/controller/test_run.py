@@ -71,15 +71,16 @@ def test_a_cpu_run_speaks_of_processes_and_its_cpu(quick_run, tmp_path):
     runs "(busy)", and a busy run is not predicted from."""
     quieted = write(tmp_path / "quiet" / "bundle.json", quiet(json.loads(quick_run[1].read_text())))
     assert cli("report", quieted, "--out", tmp_path / "report").returncode == 0
+    figures_of = {}
     for folder in (quick_run[1].parent, tmp_path / "report"):
         md = (folder / "report.md").read_text()
-        figures = {svg.name: svg.read_text() for svg in folder.glob("*.svg")}
-        for name, text in {"report.md": md, **figures}.items():
+        figures_of[folder] = {svg.name: svg.read_text() for svg in folder.glob("*.svg")}
+        for name, text in {"report.md": md, **figures_of[folder]}.items():
             said = [word for word in ("GPU", "NVLink", "NCCL") if word in text]
             assert not said, f"{folder / name} speaks of {said} on a CPU-only run"
         assert "| host · hardware | workload | ranks | transport used |" in md
         assert "| host (labels) | bundle | status | CPU | cores | torch | image | ddpbench |" in md
-    assert any("predicted · nvlink4 · 2 processes" in text for text in figures.values())
+    assert any("predicted · nvlink4 · 2 processes" in text for text in figures_of[tmp_path / "report"].values())
     predicted = cli("predict", quick_run[1])
     assert predicted.returncode == 0, predicted.stderr
     assert "its ranks trained on this CPU (processes over gloo), so the compute of every prediction is this CPU's" in predicted.stdout
