@@ -10,7 +10,10 @@ launch's teardown), and the median over the launches of a launch's own cost besi
 (other_s: records written, ranks agreeing, memory freed), per training model, of a training launch's
 set-up (build_s: the model built and wrapped, its optimizer), and of an arm of the P2P gate. A CPU
 host's figures are scaled to an idle machine by the share of the CPU other processes took during each
-launch. --write keeps the other kind's figures as they are, and names the bundles, machines and how
+launch. On a GPU host, per eager training setup (bench.suites.training.cost.eager_setup), its 1-GPU runs
+at the least micro-batch measured: the median seconds of one micro-batch (a step's median, less the cost
+model's step overhead, over its micro-batches) and the median spread of their steps (MAD-based, as
+sampling stops on). --write keeps the other kind's figures as they are, and names the bundles, machines and how
 busy they were.
 """
 
@@ -28,11 +31,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import launch_costs  # noqa: E402
 from bench.common.protocol import START_PHASES  # noqa: E402
+from bench.common.stats import MAD_TO_SIGMA  # noqa: E402
+from bench.suites.training.cost import STEP_OVERHEAD_S, eager_setup  # noqa: E402
 
 MODULE = Path(launch_costs.__file__)
 HEADER = '''"""What a job and a launch cost beside each suite's own work (its cost model), as measured: a job's
 start-up (its processes, their imports, the devices, the process group) and exit, a launch's own cost,
-and a training launch's set-up per model, each per kind of host with where it was measured.
+a training launch's set-up per model, and on a GPU what a small eager micro-batch of each training setup
+takes and how its steps spread, each per kind of host with where it was measured.
 
 Written by benchmarks/launch_costs.py from the phases that bundles' launch records hold (bench.common.
 launch_time); rerun it on new bundles rather than edit the figures by hand.
@@ -76,6 +82,38 @@ def _quiet(host: dict, launch: "dict | None", ranks: int) -> float:
     return min(1.0, (1.0 - share) * cores / min(cores, ranks * threads))
 
 
+def _mad_cv(samples: list) -> float:
+    middle = statistics.median(samples)
+    return MAD_TO_SIGMA * statistics.median(abs(x - middle) for x in samples) / middle
+
+
+def eager_runs(host: dict) -> "dict[str, list[tuple[int, float, float]]]":
+    """eager setup -> (micro-batch, seconds of one micro-batch, MAD-based CV of the steps) of each ok
+    1-GPU eager training run on this GPU host: one GPU keeps communication out of the figure."""
+    found: dict = {}
+    for run in host.get("runs") or []:
+        params, samples = run["params"], ((run.get("metrics") or {}).get("step_time_s") or {}).get("samples")
+        if (run["suite"] not in ("ddp", "fsdp") or run["status"] != "ok" or run["world_size"] != 1 or not samples
+                or params.get("compile") or params.get("cuda_graphs")):
+            continue
+        key = eager_setup(run["suite"], params["model"], params.get("sharding"), params.get("activation_checkpointing", False))
+        micro_batch_s = (statistics.median(samples) - STEP_OVERHEAD_S["gpu"]) / params["grad_accum"]
+        found.setdefault(key, []).append((params["micro_batch"], micro_batch_s, _mad_cv(samples)))
+    return found
+
+
+def eager_micro_batches(runs: "dict[str, list[tuple[int, float, float]]]") -> dict:
+    """eager setup -> its least micro-batch measured, the median seconds of one and the median spread of
+    their steps, over the runs at that micro-batch."""
+    figures = {}
+    for key, found in sorted(runs.items()):
+        least = min(micro_batch for micro_batch, _, _ in found)
+        at_least = [(seconds, cv) for micro_batch, seconds, cv in found if micro_batch == least]
+        figures[key] = {"micro_batch": least, "micro_batch_s": round(statistics.median(s for s, _ in at_least), 4),
+                        "cv": round(statistics.median(cv for _, cv in at_least), 4), "runs": len(at_least)}
+    return figures
+
+
 def measured(bundles: "list[dict]") -> dict:
     """kind -> the figures these bundles measure (those of launches that recorded their phases, and the P2P
     gate's arms, which every bundle since the gate records), each with the bundles it came from."""
@@ -84,7 +122,10 @@ def measured(bundles: "list[dict]") -> dict:
         for host in bundle["hosts"]:
             kind = _kind(host)
             mine = found.setdefault(kind, {"start": [], "teardown": [], "launch": [], "build": {}, "gate": [], "phased": [], "gated": [],
-                                           "busy": []})
+                                           "busy": [], "eager": {}})
+            if kind == "gpu":
+                for key, runs in eager_runs(host).items():
+                    mine["eager"].setdefault(key, []).extend(runs)
             launches = [l for l in host.get("launches") or [] if l.get("phases") and l["status"] == "ok"]
             model_of = {r["launch_id"]: r["params"]["model"] for r in host.get("runs") or [] if "model" in r["params"]}
             shares = [l["cpu_taken_by_others_fraction"] for l in host.get("launches") or [] if l.get("cpu_taken_by_others_fraction") is not None]
@@ -112,6 +153,7 @@ def measured(bundles: "list[dict]") -> dict:
         figures[kind] = {**({"start_s": _median(mine["start"]), "teardown_s": _median(mine["teardown"]) or 0.0,
                              "launch_s": _median(mine["launch"]),
                              "training_build_s": {model: _median(values) for model, values in sorted(mine["build"].items())},
+                             **({"eager_micro_batches": eager_micro_batches(mine["eager"])} if mine["eager"] else {}),
                              "jobs": len(mine["start"]), "launches": len(mine["launch"]),
                              "source": "; ".join(mine["phased"]) + busy} if mine["start"] else {}),
                          **({"gate_arm_s": _median(mine["gate"]), "gate_source": "; ".join(mine["gated"])} if mine["gate"] else {})}

@@ -14,7 +14,7 @@ from bench.agent import gate
 from bench.agent.planning import Launch, jobs
 from bench.common import cost
 from bench.common.host import Capabilities
-from bench.common.sampling import TYPICAL_CV, expected_sampling_s
+from bench.common.sampling import expected_sampling_s
 from bench.errors import PlanError
 
 ETA_OFF_FACTOR = 2.0  # a launch this much longer or shorter than its estimate is said in the log ...
@@ -58,7 +58,7 @@ def modelled(launch: Launch, host: Capabilities, first_of_job: bool = True, last
         timed = suite.launch_seconds(params.with_minimum_samples(2 * least), launch.preset, launch.world_size, host) - measuring
         sampling += configurations * expected_sampling_s(
             target.scaled_halfwidth_fraction, least, timed / max(configurations, 1), min(target.budget_s, params.sampling_cap_s),
-            TYPICAL_CV[host.kind])
+            suite.sample_cv(params, launch.preset, launch.world_size, host))
     fixed = (cost.launch_own_s(host.kind) + (cost.job_start_s(host.kind) if first_of_job else 0.0)
              + (cost.job_end_s(host.kind) if last_of_job else 0.0))
     scale = stretch(host, slowdown, launch.nproc_per_node * (launch.threads_per_rank or 1))

@@ -39,6 +39,7 @@ from typing import ClassVar
 
 from bench.common.host import Capabilities
 from bench.common.run import Run
+from bench.common.sampling import TYPICAL_CV
 from bench.common.transports import link_name
 from bench.suites.params import SampledParams, resolved
 
@@ -240,6 +241,11 @@ class Suite:
     def measured_seconds(self, params, preset: str, world_size: int, host: Capabilities) -> float:
         """Of launch_seconds, its timed calls or steps: what the launch measures."""
         return 0.0
+
+    def sample_cv(self, params, preset: str, world_size: int, host: Capabilities) -> float:
+        """The coefficient of variation the cost model expects of a run's samples: what it prices sampling
+        until the figure is clear by (bench/common/sampling.py)."""
+        return TYPICAL_CV[host.kind]
 
     # --- a run, once measured ----------------------------------------------------------------
 

@@ -17,8 +17,9 @@ from bench.bundle import read_bundle
 from bench.common.host import Capabilities
 from bench.controller.plans import load_plan, with_defaults
 from bench.controller.progress import describe_s
+from bench.suites.training import cost as training_cost
 from benchmarks import plan_durations
-from tests.conftest import TEST_PLANS, bundle_path_from, cli
+from tests.conftest import REPO, TEST_PLANS, bundle_path_from, cli
 
 
 def test_the_run_announces_its_launches_and_reports_each_configuration(quick_run, quick_bundle):
@@ -156,3 +157,47 @@ def test_the_estimate_counts_the_sampling_a_cv_target_asks_for():
         assert base.seconds < seconds <= base.seconds + base.configurations * suites.get(launch.suite).params(launch.params).sampling_cap_s
         totals = [totals[0] + base.seconds, totals[1] + seconds]
     assert totals[1] > 1.5 * totals[0] and SAMPLING_ROUNDS > 1
+
+def test_a_small_eager_micro_batch_is_priced_at_its_measured_time_and_spread(monkeypatch):
+    """On a fast GPU a small eager micro-batch waits on the host launching its kernels: priced by its FLOPs
+    it was 2-8x short. Where its setup was measured, no micro-batch as small is priced below it, and its
+    sampling is priced at the spread it showed; a larger, compiled or other setup keeps the FLOPs' price."""
+    from bench.common.launch_costs import MEASURED
+    from bench.common.sampling import TYPICAL_CV
+
+    measured = {"ddp gpt2-large": {"micro_batch": 2, "micro_batch_s": 0.1, "cv": 0.05, "runs": 1}}
+    monkeypatch.setitem(MEASURED["gpu"], "eager_micro_batches", measured)
+    h100 = Capabilities.of(plan_durations.MACHINES["4x H100 (NV18)"])
+    entry = {"model": "gpt2-large", "seq_len": 1024, "global_batches": [4], "steps": 10, "warmup_steps": 3, "precision": "bf16", "compile": False}
+
+    def priced(suite: str, **params):
+        typed_params = typed(suite, {**entry, **params})
+        return suites.get(suite).priced(typed_params, "default", 1, h100), typed_params.steps
+
+    (small, steps), (smaller, _) = priced("ddp", micro_batch=2), priced("ddp", micro_batch=1)
+    assert small.measured_s == pytest.approx(steps * (2 * 0.1 + training_cost.STEP_OVERHEAD_S["gpu"]))
+    assert smaller.measured_s == pytest.approx(steps * (4 * 0.1 + training_cost.STEP_OVERHEAD_S["gpu"]))
+    assert small.cv == smaller.cv == 0.05
+    for other in (priced("ddp", micro_batch=4)[0], priced("ddp", micro_batch=2, compile=True)[0],
+                  priced("fsdp", micro_batch=2, sharding="full")[0]):
+        assert other.measured_s < small.measured_s / 2 and other.cv == TYPICAL_CV["gpu"]
+
+
+def test_the_plans_the_gpu_costs_were_fitted_on_are_estimated_within_15_percent():
+    """The cost model against what it was fitted on: the bundles that bench/common/launch_costs.py names for
+    the GPU, each plan priced on its hosts, within +-15% of its launches' measured time over its runs."""
+    from bench.common.launch_costs import MEASURED
+    from benchmarks import estimate_error
+
+    run_ids = re.findall(r"bundle (\S+) \(", MEASURED["gpu"]["source"])
+    by_plan: dict = {}
+    for run_id in run_ids:
+        (path,) = (REPO / "benchmarks" / "results").glob(f"bundles*/{run_id}.bundle.json*")  # those set aside too
+        bundle = read_bundle(path)
+        for _, launches in estimate_error.rows(bundle):
+            totals = by_plan.setdefault(bundle["plan"]["name"], [0.0, 0.0])
+            totals[0] += sum(measured for _, measured, _ in launches)
+            totals[1] += sum(estimated for _, _, estimated in launches)
+    assert by_plan
+    for plan, (measured, estimated) in by_plan.items():
+        assert abs(measured / estimated - 1) <= 0.15, f"{plan}: {measured:.1f} s measured, {estimated:.1f} s estimated"

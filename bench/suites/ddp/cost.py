@@ -12,7 +12,7 @@ from bench.suites.ddp.params import Params
 
 
 def priced(params: Params, preset: str, world_size: int, host: Capabilities) -> training_cost.Priced:
-    work = training_cost.compute(params, world_size, host)
+    work = training_cost.compute("ddp", params, world_size, host)
     if world_size > 1:  # the timeline's steps without all-reduce (ranks.py), after the timed ones
         work = replace(work, steps=work.steps + params.timeline_steps)
     half = params.weights_dtype == "bfloat16" or params.grad_reduce_dtype == "bf16"

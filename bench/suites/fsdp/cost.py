@@ -8,6 +8,8 @@ know. Fitted as bench/common/cost.py says."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from bench.common.host import Capabilities
 from bench.models.shapes import TRANSFORMER_PRESETS, units
 from bench.common import cost
@@ -26,7 +28,7 @@ def step_bytes(params: Params, world_size: int, accum: int) -> tuple[float, floa
 
 
 def priced(params: Params, preset: str, world_size: int, host: Capabilities) -> training_cost.Priced:
-    work = training_cost.compute(params, world_size, host)
+    work = training_cost.compute("fsdp", params, world_size, host)
     share = (world_size - 1) / world_size  # of each gather's and scatter's size, a rank's bytes on the link
     busbw = cost.busbw_gbps(preset, world_size, host) * 1e9
 
@@ -35,5 +37,5 @@ def priced(params: Params, preset: str, world_size: int, host: Capabilities) -> 
         return (gather + scatter) * share / busbw
 
     # One more step a configuration, untimed: the one whose collectives are counted.
-    counted = training_cost.Compute(work.once_s, work.sample_s, work.steps + 1, work.n_params)
+    counted = replace(work, steps=work.steps + 1)
     return training_cost.priced(params, world_size, host, counted, comm_s)

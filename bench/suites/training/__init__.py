@@ -236,6 +236,9 @@ class TrainingSuite(Suite):
     def measured_seconds(self, params: TrainingParams, preset: str, world_size: int, host: Capabilities) -> float:
         return self.priced(params, preset, world_size, host).measured_s
 
+    def sample_cv(self, params: TrainingParams, preset: str, world_size: int, host: Capabilities) -> float:
+        return self.priced(params, preset, world_size, host).cv
+
     def derive(self, results: HostResults) -> None:
         derive_pacing(results.runs, self)
         self.derive_scaling(results.runs)

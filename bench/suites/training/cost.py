@@ -1,7 +1,12 @@
 """The training suites' cost model, all but their communication: start-up, set-up and compilation once
 per launch, then per configuration (warm-up, priming, timed, profiled) steps of FLOPs / (the GPU's dense bf16
 peak x an expected MFU); each suite adds what its strategy moves per step (ddp: the gradient
-all-reduce; fsdp: all-gathers and reduce-scatters). Fitted as bench/common/cost.py says."""
+all-reduce; fsdp: all-gathers and reduce-scatters). Fitted as bench/common/cost.py says.
+
+A small eager micro-batch takes longer than its FLOPs say: the host launches its kernels slower than
+the GPU runs them, and small matrices use the GPU less. Where bench/common/launch_costs.py measured
+a setup's eager micro-batch on this kind of host, no micro-batch as small or smaller is priced
+below it, and where that paces it, its sampling is priced at the spread the measured runs showed."""
 
 from __future__ import annotations
 
@@ -11,6 +16,8 @@ from typing import Callable
 from bench.common import cost
 from bench.common.gpu_peaks import dense_bf16_peak_tflops
 from bench.common.host import Capabilities
+from bench.common.launch_costs import MEASURED
+from bench.common.sampling import TYPICAL_CV
 from bench.models.shapes import TRANSFORMER_PRESETS, flops_per_token, num_params
 from bench.suites.training import PRIMING_STEPS, WARMUP_WINDOW, TrainingParams, least_warmup_steps
 
@@ -60,9 +67,28 @@ class Compute:
     sample_s: float  # one sample's forward and backward on one rank
     steps: float  # steps a configuration runs past its warm-up: priming, timed, profiled, the trace's reading
     n_params: float
+    micro_batch_floor_s: float = 0.0  # the least one micro-batch's forward and backward takes, where measured
+    cv: "float | None" = None  # the spread of its steps, where measured
 
 
-def compute(params: TrainingParams, world_size: int, host: Capabilities) -> Compute:
+def eager_setup(suite: str, model: str, sharding: "str | None", checkpointed: bool) -> str:
+    """What an eager step's host work (the kernels it launches) depends on, the key of its measured
+    micro-batches in bench/common/launch_costs.py: "fsdp full llama3.2-1b checkpointed"."""
+    return " ".join(part for part in (suite, sharding, model, "checkpointed" if checkpointed else "") if part)
+
+
+def measured_micro_batch(suite: str, params: TrainingParams, kind: str) -> "dict | None":
+    """The measured eager micro-batch (its size, seconds and steps' spread) that bounds this launch's
+    from below: one of the same setup, as large or larger, on this kind of host; None where none was
+    measured, or the launch compiles or replays CUDA graphs (its host work is then another)."""
+    if params.compile or getattr(params, "cuda_graphs", False):
+        return None
+    key = eager_setup(suite, params.model, getattr(params, "sharding", None), params.activation_checkpointing)
+    found = MEASURED.get(kind, {}).get("eager_micro_batches", {}).get(key)
+    return found if found and params.micro_batch <= found["micro_batch"] else None
+
+
+def compute(suite: str, params: TrainingParams, world_size: int, host: Capabilities) -> Compute:
     kind, model = host.kind, params.model
     compiled = kind == "gpu" and params.compile
     cuda_graphs = getattr(params, "cuda_graphs", False)
@@ -91,15 +117,26 @@ def compute(params: TrainingParams, world_size: int, host: Capabilities) -> Comp
         rate = peak * UNET_MFU[mode] if kind == "gpu" else peak
         once += UNET_COMPILE_S if compiled else 0.0
         steps += profiled * UNET_TRACE_STEPS[kind]
-    return Compute(once, flops_per_sample / rate, steps, n_params)
+    floor = measured_micro_batch(suite, params, kind)
+    return Compute(once, flops_per_sample / rate, steps, n_params, floor["micro_batch_s"] if floor else 0.0,
+                   floor["cv"] if floor else None)
+
+
+def sample_cv(work: Compute, micro_batch: int, kind: str) -> float:
+    """The spread the cost model prices a launch's sampling by: its setup's measured one where its measured
+    micro-batch paces it (a slower GPU's step is its own, and spreads as a GPU's), else the kind's typical."""
+    paced = work.cv is not None and work.micro_batch_floor_s > micro_batch * work.sample_s
+    return work.cv if paced else TYPICAL_CV[kind]
 
 
 @dataclass(frozen=True)
 class Priced:
-    """A training launch by the cost model: its seconds past its start-up, of them its timed steps."""
+    """A training launch by the cost model: its seconds past its start-up, of them its timed steps, and the
+    spread its steps are expected to have."""
 
     seconds: float
     measured_s: float
+    cv: float
 
 
 def priced(params: TrainingParams, world_size: int, host: Capabilities, work: Compute,
@@ -110,10 +147,11 @@ def priced(params: TrainingParams, world_size: int, host: Capabilities, work: Co
     total, measured = work.once_s, 0.0
     taken = 0  # the launch's global batches train one model in turn
     for batch in params.batches(world_size) + [batch for batch, _ in params.baseline_batches()]:
-        step_s = batch / world_size * work.sample_s + comm_s(batch) + STEP_OVERHEAD_S[kind]
+        micro_batches = batch / world_size / params.micro_batch
+        step_s = micro_batches * max(params.micro_batch * work.sample_s, work.micro_batch_floor_s) + comm_s(batch) + STEP_OVERHEAD_S[kind]
         least = least_warmup_steps(params.warmup_steps, taken, synced_on_gpu)
         warmup = min(max(least, WARMUP_WINDOW), max(least, params.warmup_max_steps))  # steady at once: its least steps, or its window
         total += (warmup + work.steps) * step_s
         measured += params.steps * step_s
         taken += warmup + work.steps
-    return Priced(total, measured)
+    return Priced(total, measured, sample_cv(work, params.micro_batch, kind))
