@@ -25,6 +25,7 @@ with imports_of_the_venv():
     from bench.bundle import read_bundle  # noqa: E402
     from bench.common.host import Capabilities  # noqa: E402
     from bench.common.protocol import Placement  # noqa: E402
+    from bench.errors import PlanError, UserError  # noqa: E402
 
 
 def rows(bundle: dict) -> "list[tuple[str, list[tuple[str, float, float]]]]":
@@ -38,12 +39,20 @@ def rows(bundle: dict) -> "list[tuple[str, list[tuple[str, float, float]]]]":
     return found
 
 
-def main(argv: "list[str]") -> None:
+def main(argv: "list[str]") -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("bundles", nargs="+", type=Path)
     for path in parser.parse_args(argv).bundles:
-        bundle = read_bundle(path)
-        for host, launches in rows(bundle):
+        try:
+            bundle = read_bundle(path)  # its errors name the file
+            priced = rows(bundle)
+        except UserError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        except PlanError as err:
+            print(f"error: {path}: its plan cannot be priced by this version: {err}", file=sys.stderr)
+            return 2
+        for host, launches in priced:
             print(f"\n{bundle['run_id']} ({bundle['plan']['name']}), host {host}\n")
             print("| launch | measured s | estimated s | off |\n|---|---|---|---|")
             for launch, measured, estimated in launches:
@@ -51,7 +60,8 @@ def main(argv: "list[str]") -> None:
             measured, estimated = sum(m for _, m, _ in launches), sum(e for _, _, e in launches)
             if estimated:
                 print(f"| all {len(launches)} | {measured:.1f} | {estimated:.1f} | {measured / estimated - 1:+.0%} |")
+    return 0
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    sys.exit(main(sys.argv[1:]))

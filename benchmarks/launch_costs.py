@@ -93,10 +93,9 @@ def eager_runs(host: dict) -> "dict[str, list[tuple[int, float, float]]]":
     found: dict = {}
     for run in host.get("runs") or []:
         params, samples = run["params"], ((run.get("metrics") or {}).get("step_time_s") or {}).get("samples")
-        if (run["suite"] not in ("ddp", "fsdp") or run["status"] != "ok" or run["world_size"] != 1 or not samples
-                or params.get("compile") or params.get("cuda_graphs")):
+        key = eager_setup(run["suite"], params) if run["suite"] in ("ddp", "fsdp") else None
+        if key is None or run["status"] != "ok" or run["world_size"] != 1 or not samples:
             continue
-        key = eager_setup(run["suite"], params["model"], params.get("sharding"), params.get("activation_checkpointing", False))
         micro_batch_s = (statistics.median(samples) - STEP_OVERHEAD_S["gpu"]) / params["grad_accum"]
         found.setdefault(key, []).append((params["micro_batch"], micro_batch_s, _mad_cv(samples)))
     return found

@@ -8,8 +8,9 @@ fused AdamW (or Adafactor where the run used it), `loss / accum` backward per mi
 steps run back to back, the median of `steps` after `warmup`. For an FSDP run it is FSDP2 as its tutorial
 writes it, on a process group of this one GPU: each block then the root `fully_shard`ed (resharded after
 the forward but for grad_op), bf16 by its mixed-precision policy, gradients synced on the last
-micro-batch. It prints a table: the run's median step, the plain loop's, and their ratio. Runs with CUDA graphs or compile are listed as not compared: a plain loop
-of those is a different program. Standard library, torch and the repository only.
+micro-batch. It prints a table: the run's median step, the plain loop's, and their ratio. Runs with
+CUDA graphs or compile are listed as not compared: a plain loop of those is a different program.
+Standard library, torch and the repository only.
 """
 
 from __future__ import annotations

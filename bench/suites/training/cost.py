@@ -10,7 +10,7 @@ below it, and where that paces it, its sampling is priced at the spread the meas
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Callable
 
 from bench.common import cost
@@ -71,20 +71,21 @@ class Compute:
     cv: "float | None" = None  # the spread of its steps, where measured
 
 
-def eager_setup(suite: str, model: str, sharding: "str | None", checkpointed: bool) -> str:
+def eager_setup(suite: str, params: dict) -> "str | None":
     """What an eager step's host work (the kernels it launches) depends on, the key of its measured
-    micro-batches in bench/common/launch_costs.py: "fsdp full llama3.2-1b checkpointed"."""
-    return " ".join(part for part in (suite, sharding, model, "checkpointed" if checkpointed else "") if part)
+    micro-batches in bench/common/launch_costs.py: "fsdp full llama3.2-1b checkpointed"; None for a step
+    that compiles or replays CUDA graphs (its host work is then another). `params`: a run's or a launch's."""
+    if params.get("compile") or params.get("cuda_graphs"):
+        return None
+    checkpointed = "checkpointed" if params.get("activation_checkpointing") else ""
+    return " ".join(part for part in (suite, params.get("sharding"), params["model"], checkpointed) if part)
 
 
 def measured_micro_batch(suite: str, params: TrainingParams, kind: str) -> "dict | None":
     """The measured eager micro-batch (its size, seconds and steps' spread) that bounds this launch's
-    from below: one of the same setup, as large or larger, on this kind of host; None where none was
-    measured, or the launch compiles or replays CUDA graphs (its host work is then another)."""
-    if params.compile or getattr(params, "cuda_graphs", False):
-        return None
-    key = eager_setup(suite, params.model, getattr(params, "sharding", None), params.activation_checkpointing)
-    found = MEASURED.get(kind, {}).get("eager_micro_batches", {}).get(key)
+    from below: one of the same setup, as large or larger, on this kind of host; None where none was measured."""
+    key = eager_setup(suite, asdict(params))
+    found = MEASURED.get(kind, {}).get("eager_micro_batches", {}).get(key) if key else None
     return found if found and params.micro_batch <= found["micro_batch"] else None
 
 
