@@ -119,10 +119,10 @@ class FileDurations:
                                       sorted(self.test_cpu[name].items(), key=lambda kv: -kv[1])[:SLOWEST]},
                           "measured": WHOLE_SUITE if whole else SELECTION}
         record["files"] = dict(sorted(rows.items()))
-        # The session's wall beside its files' (collection and the session fixtures' teardown too); a
-        # selection's rows no longer add up to it.
+        # The session's wall beside its files' (collection and the session fixtures' teardown too), to the
+        # files' precision, so that it never reads shorter than they add up to; a selection's rows no longer do.
         record.pop("session_wall_s", None)
         if whole:
-            record["session_wall_s"] = round(time.perf_counter() - self.began, 1)
+            record["session_wall_s"] = round(time.perf_counter() - self.began, 2)
         record["machine"] = f"{platform.machine()}, {len(os.sched_getaffinity(0))} cores, Python {platform.python_version()}"
         path.write_text(json.dumps(record, indent=1) + "\n")
