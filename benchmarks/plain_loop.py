@@ -4,16 +4,17 @@ the same model, micro-batch, accumulation and precision, timed on this GPU right
     python3 benchmarks/plain_loop.py BUNDLE [--steps 20] [--warmup 5]
 
 The plain loop is what a practitioner writes: the preset's model (bench/models), autocast, torch's
-fused AdamW (or Adafactor where the run used it), `loss / accum` backward per micro-batch, step and zero_grad; CUDA events between
-steps run back to back, the median of `steps` after `warmup`, and the fastest step. For an FSDP run it is FSDP2 as its tutorial
-writes it, on a process group of this one GPU: each block then the root `fully_shard`ed (resharded after
-the forward but for grad_op), bf16 by its mixed-precision policy, gradients synced on the last
-micro-batch. It prints a table: the run's median step, the plain loop's, and their ratio, then the same
-of their fastest steps. A host-paced step moves with the CPU the host gives it, in spells of seconds
-(on a shared VM 1.0-1.5x), whatever program runs; the fastest steps compare the programs at the
-host's full speed. Runs with CUDA graphs or compile are listed as not compared: a plain loop of those
-is a different program.
-Standard library, torch and the repository only.
+fused AdamW (or Adafactor where the run used it), `loss / accum` backward per micro-batch, step and
+zero_grad; CUDA events between steps run back to back, the median of `steps` after `warmup`, and the
+fastest step. For an FSDP run it is FSDP2 as its tutorial writes it, on a process group of this one GPU:
+each block then the root `fully_shard`ed (resharded after the forward but for grad_op), bf16 by its
+mixed-precision policy, gradients synced on the last micro-batch.
+
+It prints a table: the run's median step, the plain loop's and their ratio, then the same of their
+fastest steps. A host-paced step moves with the CPU the host gives it, in spells of seconds (1.0-1.5x
+on a shared VM), whatever program runs; the fastest steps compare the programs at the host's full
+speed. Runs with CUDA graphs or compile are listed as not compared: a plain loop of those is a
+different program. Standard library, torch and the repository only.
 """
 
 from __future__ import annotations
