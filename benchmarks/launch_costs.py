@@ -12,8 +12,7 @@ set-up (build_s: the model built and wrapped, its optimizer), and of an arm of t
 host's figures are scaled to an idle machine by the share of the CPU other processes took during each
 launch. On a GPU host, per eager training setup (bench.suites.training.cost.eager_setup), its 1-GPU runs
 at the least micro-batch measured: the median seconds of one micro-batch (a step's median, less the cost
-model's step overhead, over its micro-batches) and the median spread of their steps (MAD-based, as
-sampling stops on). --write keeps the other kind's figures as they are, and names the bundles, machines and how
+model's step overhead, over its micro-batches). --write keeps the other kind's figures as they are, and names the bundles, machines and how
 busy they were.
 """
 
@@ -31,7 +30,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import launch_costs  # noqa: E402
 from bench.common.protocol import START_PHASES  # noqa: E402
-from bench.common.stats import MAD_TO_SIGMA  # noqa: E402
 from bench.suites.training.cost import STEP_OVERHEAD_S, eager_setup  # noqa: E402
 
 MODULE = Path(launch_costs.__file__)
@@ -82,14 +80,9 @@ def _quiet(host: dict, launch: "dict | None", ranks: int) -> float:
     return min(1.0, (1.0 - share) * cores / min(cores, ranks * threads))
 
 
-def _mad_cv(samples: list) -> float:
-    middle = statistics.median(samples)
-    return MAD_TO_SIGMA * statistics.median(abs(x - middle) for x in samples) / middle
-
-
-def eager_runs(host: dict) -> "dict[str, list[tuple[int, float, float]]]":
-    """eager setup -> (micro-batch, seconds of one micro-batch, MAD-based CV of the steps) of each ok
-    1-GPU eager training run on this GPU host: one GPU keeps communication out of the figure."""
+def eager_runs(host: dict) -> "dict[str, list[tuple[int, float]]]":
+    """eager setup -> (micro-batch, seconds of one micro-batch) of each ok 1-GPU eager training run on
+    this GPU host: one GPU keeps communication out of the figure."""
     found: dict = {}
     for run in host.get("runs") or []:
         params, samples = run["params"], ((run.get("metrics") or {}).get("step_time_s") or {}).get("samples")
@@ -97,19 +90,18 @@ def eager_runs(host: dict) -> "dict[str, list[tuple[int, float, float]]]":
         if key is None or run["status"] != "ok" or run["world_size"] != 1 or not samples:
             continue
         micro_batch_s = (statistics.median(samples) - STEP_OVERHEAD_S["gpu"]) / params["grad_accum"]
-        found.setdefault(key, []).append((params["micro_batch"], micro_batch_s, _mad_cv(samples)))
+        found.setdefault(key, []).append((params["micro_batch"], micro_batch_s))
     return found
 
 
-def eager_micro_batches(runs: "dict[str, list[tuple[int, float, float]]]") -> dict:
-    """eager setup -> its least micro-batch measured, the median seconds of one and the median spread of
-    their steps, over the runs at that micro-batch."""
+def eager_micro_batches(runs: "dict[str, list[tuple[int, float]]]") -> dict:
+    """eager setup -> its least micro-batch measured and the median seconds of one, over the runs at that
+    micro-batch."""
     figures = {}
     for key, found in sorted(runs.items()):
-        least = min(micro_batch for micro_batch, _, _ in found)
-        at_least = [(seconds, cv) for micro_batch, seconds, cv in found if micro_batch == least]
-        figures[key] = {"micro_batch": least, "micro_batch_s": round(statistics.median(s for s, _ in at_least), 4),
-                        "cv": round(statistics.median(cv for _, cv in at_least), 4), "runs": len(at_least)}
+        least = min(micro_batch for micro_batch, _ in found)
+        at_least = [seconds for micro_batch, seconds in found if micro_batch == least]
+        figures[key] = {"micro_batch": least, "micro_batch_s": round(statistics.median(at_least), 4), "runs": len(at_least)}
     return figures
 
 

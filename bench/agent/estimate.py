@@ -56,9 +56,9 @@ def modelled(launch: Launch, host: Capabilities, first_of_job: bool = True, last
         target = launch.precision.target(launch.timeout_s, configurations)
         least = params.minimum_samples
         timed = suite.launch_seconds(params.with_minimum_samples(2 * least), launch.preset, launch.world_size, host) - measuring
-        sampling += configurations * expected_sampling_s(
-            target.scaled_halfwidth_fraction, least, timed / max(configurations, 1), min(target.budget_s, params.sampling_cap_s),
-            suite.sample_cv(params, launch.preset, launch.world_size, host))
+        samples = suite.expected_samples(params, launch.preset, launch.world_size, host, target.scaled_halfwidth_fraction)
+        sampling += configurations * expected_sampling_s(samples, least, timed / max(configurations, 1),
+                                                         min(target.budget_s, params.sampling_cap_s))
     fixed = (cost.launch_own_s(host.kind) + (cost.job_start_s(host.kind) if first_of_job else 0.0)
              + (cost.job_end_s(host.kind) if last_of_job else 0.0))
     scale = stretch(host, slowdown, launch.nproc_per_node * (launch.threads_per_rank or 1))

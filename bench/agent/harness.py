@@ -18,7 +18,7 @@ import torch
 import torch.distributed as dist
 
 from bench.common.protocol import Mark, Phase
-from bench.common.sampling import LEAST_SAMPLES, MAX_SAMPLES, Target
+from bench.common.sampling import HOST_PACED_SAMPLES, LEAST_SAMPLES, MAX_SAMPLES, Target
 from bench.common.stats import median_halfwidth
 from bench.suites.params import RepeatedParams, SampledParams
 
@@ -97,7 +97,7 @@ class Context:
     ranks_per_node: "int | None" = None  # ranks of its node (an emulated node's, where one host is split); None: unknown
     phase_path: "str | None" = None  # where rank 0 says what it is doing (bench.common.protocol.Phase)
     marks: Marks = field(default_factory=Marks, repr=False, compare=False)  # the phases the launch enters, for its record
-    profiled_in: "str | None" = None  # a repeat: the launch that profiled its configurations, so that this one profiles none
+    profiled_records: "str | None" = None  # a repeat: the run records (a path) of the launch that profiled its configurations; this one profiles none
 
     @property
     def is_cuda(self) -> bool:
@@ -173,13 +173,16 @@ def capture_graph(ctx: Context, fn: Callable[[], None], iters: int) -> "torch.cu
 
 
 def sample_until_steady(ctx: Context, take: Callable[[int], list[float]], count: int, sampling: SampledParams,
-                        calls_per_sample: int = 1, scaled: bool = False) -> list[float]:
+                        calls_per_sample: int = 1, scaled: bool = False,
+                        host_paced: "Callable[[list[float]], bool] | None" = None) -> list[float]:
     """This rank's samples, `take(count)` at a time: the minimum, then more batches while the median's
     interval is wider than the plan's target (ctx.target; `scaled`: the run is scaled against a 1-rank
     baseline, whose target is tighter) or the CV is above cv_target, on any rank, until the budget
     (sampling_cap_s, and the target's budget_s) past the minimum is spent, the most samples a bundle
-    keeps, or the launch's deadline. Every rank takes as many batches. The timed span goes to
-    ctx.measured, as calls_per_sample calls per sample; how it ended, to ctx.sampled."""
+    keeps, or the launch's deadline; or, where host_paced(samples) says the host paces what they time
+    (the same answer on every rank), at HOST_PACED_SAMPLES (bench/common/sampling.py says why). Every
+    rank takes as many batches. The timed span goes to ctx.measured, as calls_per_sample calls per
+    sample; how it ended, to ctx.sampled."""
     target = ctx.target.halfwidth(scaled) if ctx.target is not None else None
     budget_s = min(sampling.sampling_cap_s, ctx.target.budget_s) if ctx.target is not None else sampling.sampling_cap_s
     began = time.monotonic()
@@ -192,6 +195,9 @@ def sample_until_steady(ctx: Context, take: Callable[[int], list[float]], count:
         short, over, widest = max_over_ranks(ctx, [float(_short(samples, mine, target, sampling.cv_target)),
                                                    float(time.monotonic() - minimum_end >= budget_s), mine])
         if not short:
+            break
+        if host_paced is not None and len(samples) >= HOST_PACED_SAMPLES and host_paced(samples):
+            stopped = "host-paced"
             break
         lacking = _short_words(samples, widest, target, sampling.cv_target)
         if over:

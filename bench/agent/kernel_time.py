@@ -1,7 +1,8 @@
 """Where a training step's GPU time goes: kernel time by class, and communication left exposed.
 
-A few steps run under torch's profiler after the timed ones (the profiler never touches the
-step times). Each kernel is classed by its name; per step the suite records the kernel time
+A few steps run under torch's profiler before the timed ones, which it leaves untouched where it
+can release CUPTI as it stops (releases_cupti); whether the host paces the step decides how long
+they sample. Each kernel is classed by its name; per step the suite records the kernel time
 of each class, how long some compute kernel was running (the union of their intervals), and
 the communication time during which no compute kernel ran: the part of the all-reduce that
 the backward pass did not hide. What that leaves out is what the timeline shows beside it:

@@ -18,9 +18,12 @@ import contextlib
 import functools
 import gc
 import inspect
+import json
 import resource
+import statistics
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 import torch
@@ -35,6 +38,7 @@ from bench.common.polling import wait_until
 from bench.common.stats import metric
 from bench.models import workload
 from bench.suites.training import PRIMING_STEPS, WARMUP_WINDOW, TrainingParams, grad_accum_for, least_warmup_steps
+from bench.suites.training.pacing import GPU_BOUND_BUSY_FRACTION
 
 
 class Strategy:
@@ -232,6 +236,14 @@ def run_config(ctx: Context, params: TrainingParams, point: dict, training: Trai
         if not steps:
             return run_record(ctx, point, {}, status="failed", error=f"not timed: {cut}")
         ctx.notes.append(f"timed {steps} of its {params.steps} steps: {cut}; what was measured is kept")
+    # Profiled before the timed steps: whether the host paces the step decides how long they sample.
+    profiling = profiled_steps(ctx, params)
+    if profiling:
+        ctx.say("step", f"profiling global batch {global_batch}", last_s or None)
+    ctx.mark("instruments")
+    breakdown, profile_s = seconds_of(ctx, lambda: profiled_breakdown(ctx, training.step, profiling))
+    ctx.mark("other")
+    kernels_s = busy_kernels_s(breakdown) if profiling else first_launch_kernels_s(ctx, point)
     if ctx.is_cuda:
         torch.cuda.reset_peak_memory_stats(ctx.device)
     strategy.before_timing()
@@ -241,7 +253,8 @@ def run_config(ctx: Context, params: TrainingParams, point: dict, training: Trai
     ctx.say("step", f"timing {steps} steps of global batch {global_batch}", last_s or None)
     ctx.mark("measured")
     # A multi-rank step is scaled against its 1-rank baseline: both aim at the tighter target.
-    local = sample_until_steady(ctx, lambda n: timed_steps(ctx, training, n), steps, params, scaled=True)
+    local = sample_until_steady(ctx, lambda n: timed_steps(ctx, training, n), steps, params, scaled=True,
+                                host_paced=None if kernels_s is None else lambda samples: paced_by_host(ctx, kernels_s, samples))
     ctx.mark("other")
     steps_run = training.steps_taken - steps_before
     if training.recorder is not None:
@@ -257,12 +270,8 @@ def run_config(ctx: Context, params: TrainingParams, point: dict, training: Trai
     metrics["peak_memory_bytes"] = metric(max_over_ranks(ctx, [float(peak_memory_bytes(ctx))]))
     metrics["warmup_steps_count"] = metric([float(warmup_count)])
     metrics.update(strategy.communication(ctx, training, params, steps_run))
-    profiling = profiled_steps(ctx, params)
-    if profiling:
-        ctx.say("step", f"profiling global batch {global_batch}", training.step_s[1])
-    breakdown, profile_s = seconds_of(ctx, lambda: profiled_breakdown(ctx, training.step, profiling))
     ctx.mark("other")
-    metrics.update(breakdown)  # after the counts: its steps are extra
+    metrics.update(breakdown)
     # Where the configuration's time went beside its timed steps, on the slowest rank.
     for name, seconds in zip(("setup_s", "warmup_s", "profile_s"), max_over_ranks(ctx, [setup_s, warmup_s, profile_s])):
         metrics[name] = metric([seconds])
@@ -332,7 +341,7 @@ def priming_steps(ctx: Context) -> int:
 
 def profiled_steps(ctx: Context, params: TrainingParams) -> int:
     """The steps a configuration runs under the profiler: on a GPU, unless an earlier launch profiled it."""
-    return params.profile_steps if ctx.is_cuda and not ctx.profiled_in else 0
+    return params.profile_steps if ctx.is_cuda and not ctx.profiled_records else 0
 
 
 def extra_steps(ctx: Context, params: TrainingParams) -> int:
@@ -376,6 +385,38 @@ def _steady_everywhere(ctx: Context, window: list[float], tolerance: float) -> b
     median = sorted(window)[len(window) // 2]
     steady = len(window) == WARMUP_WINDOW and all(abs(t / median - 1) <= tolerance for t in window)
     return every_rank(ctx, steady)  # every rank stops warming up at the same step
+
+
+def busy_kernels_s(breakdown: dict) -> "float | None":
+    """A profiled step's GPU work, the median step's: its compute kernels' busy time and its exposed
+    communication (bench/suites/training/pacing.py judges by the same); None where nothing was profiled."""
+    if "gpu_compute_busy_s" not in breakdown:
+        return None
+    return sum(statistics.median(breakdown[name]["samples"]) for name in ("gpu_compute_busy_s", "gpu_comm_exposed_s"))
+
+
+def first_launch_kernels_s(ctx: Context, point: dict) -> "float | None":
+    """A repeat's configuration's GPU work a step, as the launch that profiled it recorded it (its run
+    records beside this launch's, which rank 0 of the first node writes), the same on every rank; None
+    where that launch profiled none (not a repeat, no GPU, or no record of this configuration)."""
+    if not (ctx.profiled_records and ctx.is_cuda):
+        return None
+    found = -1.0
+    if ctx.rank == 0:
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+            for line in Path(ctx.profiled_records).read_text().splitlines():
+                record = json.loads(line)
+                if record["status"] == "ok" and all(record["params"].get(key) == point.get(key) for key in ("global_batch", "baseline_for")):
+                    found = busy_kernels_s(record["metrics"]) or -1.0
+    shared = max_over_ranks(ctx, [found])[0]
+    return shared if shared >= 0 else None
+
+
+def paced_by_host(ctx: Context, kernels_s: float, samples: "list[float]") -> bool:
+    """Whether the GPU works less than a GPU-bound step's share of these steps' median, the slowest
+    rank's: then the host paces them (bench/suites/training/pacing.py)."""
+    step_s = max_over_ranks(ctx, [statistics.median(samples)])[0]
+    return kernels_s < GPU_BOUND_BUSY_FRACTION * step_s
 
 
 def profiled_breakdown(ctx: Context, step: Callable[[], None], steps: int) -> dict:

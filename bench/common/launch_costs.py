@@ -1,7 +1,7 @@
 """What a job and a launch cost beside each suite's own work (its cost model), as measured: a job's
 start-up (its processes, their imports, the devices, the process group) and exit, a launch's own cost,
 a training launch's set-up per model, and on a GPU what a small eager micro-batch of each training setup
-takes and how its steps spread, each per kind of host with where it was measured.
+takes, each per kind of host with where it was measured.
 
 Written by benchmarks/launch_costs.py from the phases that bundles' launch records hold (bench.common.
 launch_time); rerun it on new bundles rather than edit the figures by hand.
@@ -18,27 +18,16 @@ MEASURED = {'gpu': {'start_s': 4.718,
                    '20261206T234441Z-b1efd7 (pacing-shipped on host local: 1x NVIDIA H100 80GB HBM3)',
          'gate_arm_s': 5.109,
          'gate_source': 'bundle 20261127T115002Z-3cea74 (quick on host local: 2x NVIDIA H200)',
-         'eager_micro_batches': {'ddp gpt2': {'micro_batch': 4, 'micro_batch_s': 0.0217, 'cv': 0.0016, 'runs': 2},
-                                 'ddp gpt2-large': {'micro_batch': 2, 'micro_batch_s': 0.0381, 'cv': 0.0189, 'runs': 2},
-                                 'ddp llama3.2-1b checkpointed': {'micro_batch': 2,
-                                                                  'micro_batch_s': 0.0783,
-                                                                  'cv': 0.0322,
-                                                                  'runs': 2},
-                                 'fsdp full gpt2-large': {'micro_batch': 2,
-                                                          'micro_batch_s': 0.0974,
-                                                          'cv': 0.0163,
-                                                          'runs': 2},
+         'eager_micro_batches': {'ddp gpt2': {'micro_batch': 4, 'micro_batch_s': 0.0217, 'runs': 2},
+                                 'ddp gpt2-large': {'micro_batch': 2, 'micro_batch_s': 0.0381, 'runs': 2},
+                                 'ddp llama3.2-1b checkpointed': {'micro_batch': 2, 'micro_batch_s': 0.0783, 'runs': 2},
+                                 'fsdp full gpt2-large': {'micro_batch': 2, 'micro_batch_s': 0.0974, 'runs': 2},
                                  'fsdp full llama3.2-1b checkpointed': {'micro_batch': 2,
                                                                         'micro_batch_s': 0.1051,
-                                                                        'cv': 0.0165,
                                                                         'runs': 2},
-                                 'fsdp grad_op gpt2-large': {'micro_batch': 2,
-                                                             'micro_batch_s': 0.0857,
-                                                             'cv': 0.0547,
-                                                             'runs': 2},
+                                 'fsdp grad_op gpt2-large': {'micro_batch': 2, 'micro_batch_s': 0.0857, 'runs': 2},
                                  'fsdp grad_op llama3.2-1b checkpointed': {'micro_batch': 2,
                                                                            'micro_batch_s': 0.0998,
-                                                                           'cv': 0.0102,
                                                                            'runs': 2}}},
  'cpu': {'start_s': 1.922,
          'teardown_s': 0.053,

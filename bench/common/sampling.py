@@ -7,8 +7,10 @@ bench/common/stats.py median_halfwidth) on every rank, and at most `budget_s` se
 minimum: its share of the launch's timeout_s (budget_fraction of it, split evenly over the launch's
 runs), and never more than its entry's sampling_cap_s. A run whose figure is scaled against a
 1-rank baseline (a training step) aims tighter, so that the scaling's "lost" interval of two such
-runs is at most lost_width_fraction wide. What stopped it (the target, the budget share, the most
-samples a bundle keeps, the launch's deadline) is recorded in the run (its `sampling`).
+runs is at most lost_width_fraction wide. A training step the host paces stops at HOST_PACED_SAMPLES:
+its figure measures the host, whose spread between launches more samples cannot narrow. What stopped
+it (the target, the host's pacing, the budget share, the most samples a bundle keeps, the launch's
+deadline) is recorded in the run (its `sampling`).
 
 Each configuration runs in at least `launches` launches (the entry's launch_repeats raised to it):
 the spread between launches is what a rerun elsewhere meets, and samples of one launch never show it.
@@ -24,6 +26,10 @@ from bench.common.run import Run
 from bench.common.stats import LEVEL, MEDIAN_VARIANCE_FACTOR
 
 LEAST_SAMPLES = 5  # fewer samples' MAD says too little of their spread to stop on
+# A run whose step the host paces is compared with a launch-to-launch spread at least its steps' own
+# (bench/common/launch_floor.py). Once its median's interval (z sqrt(pi/2) cv / sqrt(n)) is within half
+# of that (z cv / 2), from 2 pi samples on, more samples narrow nothing a comparison sees.
+HOST_PACED_SAMPLES = math.ceil(4 * MEDIAN_VARIANCE_FACTOR)
 MAX_SAMPLES = 10000  # a metric's most samples in a bundle (schema/bundle.schema.json): sampling stops there
 # A sample's expected coefficient of variation, what the cost model prices sampling by: quick's
 # figures within a launch on 2x H200 (0.1-0.8% for all-reduces of 4 MiB and up, 0.8-3.2% for the DDP
@@ -82,12 +88,10 @@ def samples_needed(halfwidth: float, cv: float) -> int:
     return min(MAX_SAMPLES, math.ceil(MEDIAN_VARIANCE_FACTOR * min(root, math.sqrt(MAX_SAMPLES)) ** 2))
 
 
-def expected_sampling_s(halfwidth: float, minimum_samples: int, minimum_s: float, budget_s: float,
-                        cv: float) -> float:
-    """The seconds a run is expected to sample past its minimum: the samples its target needs beyond
-    the `minimum_samples` that took `minimum_s`, at the same pace, and never more than budget_s."""
-    extra = max(0, samples_needed(halfwidth, cv) - minimum_samples)
-    return min(budget_s, extra * minimum_s / max(minimum_samples, 1))
+def expected_sampling_s(samples: int, minimum_samples: int, minimum_s: float, budget_s: float) -> float:
+    """The seconds a run is expected to sample past its minimum: to `samples` from the `minimum_samples`
+    that took `minimum_s`, at the same pace, and never more than budget_s."""
+    return min(budget_s, max(0, samples - minimum_samples) * minimum_s / max(minimum_samples, 1))
 
 
 def contradiction(record: dict) -> "str | None":

@@ -39,7 +39,7 @@ from typing import ClassVar
 
 from bench.common.host import Capabilities
 from bench.common.run import Run
-from bench.common.sampling import TYPICAL_CV
+from bench.common.sampling import TYPICAL_CV, samples_needed
 from bench.common.transports import link_name
 from bench.suites.params import SampledParams, resolved
 
@@ -242,10 +242,10 @@ class Suite:
         """Of launch_seconds, its timed calls or steps: what the launch measures."""
         return 0.0
 
-    def sample_cv(self, params, preset: str, world_size: int, host: Capabilities) -> float:
-        """The coefficient of variation the cost model expects of a run's samples: what it prices sampling
-        until the figure is clear by (bench/common/sampling.py)."""
-        return TYPICAL_CV[host.kind]
+    def expected_samples(self, params, preset: str, world_size: int, host: Capabilities, halfwidth: float) -> int:
+        """The samples the cost model expects a run to take toward a median to +-halfwidth: what it prices
+        sampling until the figure is clear by (bench/common/sampling.py); by default, a typical spread's."""
+        return samples_needed(halfwidth, TYPICAL_CV[host.kind])
 
     # --- a run, once measured ----------------------------------------------------------------
 

@@ -2,6 +2,7 @@
 launches profile."""
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import pytest
@@ -11,7 +12,7 @@ from bench import suites
 from bench.agent import kernel_time
 from bench.agent.harness import Context
 from bench.agent.kernel_time import kernel_class, kernels_by_step, step_breakdown
-from bench.agent.training import extra_steps, profiled_steps
+from bench.agent.training import busy_kernels_s, extra_steps, first_launch_kernels_s, paced_by_host, profiled_steps
 from bench.controller.plans import load_plan
 from bench.suites.training import PRIMING_STEPS
 
@@ -140,8 +141,35 @@ def test_profiled_steps_are_found_in_torch_profilers_own_trace():
 def test_a_repeat_profiles_no_step_where_its_first_launch_profiled_the_configuration():
     params = suites.get("ddp").params(load_plan("quick")["suites"][1]["params"])  # DDP GPT-2, its defaults written out
     first = Context(rank=0, local_rank=0, world_size=1, device=torch.device("cuda", 0), backend="nccl")
-    repeat = replace(first, profiled_in="01-ddp-default-ws1")
+    repeat = replace(first, profiled_records="launches/01-ddp-default-ws1.jsonl")
     assert (profiled_steps(first, params), profiled_steps(repeat, params)) == (params.profile_steps, 0)
     # The deadline's count too, with the step that primes the timed ones on a GPU.
     assert (extra_steps(first, params), extra_steps(repeat, params)) == (params.profile_steps + PRIMING_STEPS, PRIMING_STEPS)
     assert profiled_steps(replace(first, device=torch.device("cpu")), params) == 0
+
+
+def test_a_repeat_takes_its_configurations_gpu_work_from_the_launch_that_profiled_it(tmp_path):
+    """A repeat profiles nothing; whether the host paces its steps is judged by its first launch's kernels
+    of the same configuration (global batch, and the N ranks a baseline stands for)."""
+    def record(global_batch: int, busy_s: float, exposed_s: float, **more) -> dict:
+        metrics = {"gpu_compute_busy_s": {"samples": [busy_s]}, "gpu_comm_exposed_s": {"samples": [exposed_s]}}
+        return {"suite": "ddp", "status": "ok", "params": {"global_batch": global_batch, **more}, "metrics": metrics}
+
+    first = tmp_path / "00-ddp-default-ws1.jsonl"
+    first.write_text("\n".join(json.dumps(r) for r in (record(4, 0.030, 0.0), record(4, 0.060, 0.002, baseline_for=2))) + "\n")
+    repeat = Context(rank=0, local_rank=0, world_size=1, device=torch.device("cuda", 0), backend="nccl",
+                     profiled_records=str(first))
+    assert first_launch_kernels_s(repeat, {"global_batch": 4}) == pytest.approx(0.030)
+    assert first_launch_kernels_s(repeat, {"global_batch": 4, "baseline_for": 2}) == pytest.approx(0.062)
+    assert first_launch_kernels_s(repeat, {"global_batch": 8}) is None  # not profiled there: judged by nothing
+    first.write_text('{"truncated": ')
+    assert first_launch_kernels_s(repeat, {"global_batch": 4}) is None
+    assert first_launch_kernels_s(replace(repeat, profiled_records=None), {"global_batch": 4}) is None
+
+
+def test_a_step_whose_gpu_works_less_than_nine_tenths_of_it_is_paced_by_the_host():
+    ctx = Context(rank=0, local_rank=0, world_size=1, device=torch.device("cpu"), backend="gloo")
+    busy = busy_kernels_s({"gpu_compute_busy_s": {"samples": [0.040, 0.041, 0.039]}, "gpu_comm_exposed_s": {"samples": [0.0] * 3}})
+    assert busy == pytest.approx(0.040) and busy_kernels_s({}) is None
+    assert paced_by_host(ctx, busy, [0.080, 0.100, 0.090])  # busy 44%: the host's
+    assert not paced_by_host(ctx, busy, [0.042, 0.043, 0.044])  # busy 93%: the GPU's

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import random
+import statistics
 from types import SimpleNamespace
 
 import pytest
@@ -13,7 +14,7 @@ import torch
 
 from bench.agent import harness
 from bench.agent.harness import MAX_SAMPLES, Context, sample_until_steady
-from bench.common.sampling import LEAST_SAMPLES, Target
+from bench.common.sampling import HOST_PACED_SAMPLES, LEAST_SAMPLES, Target
 from bench.common.stats import median_halfwidth
 from bench.suites.params import SampledParams
 
@@ -93,3 +94,29 @@ def test_without_a_target_a_run_takes_exactly_its_minimum_and_records_nothing():
     ctx, rng = one_rank(), random.Random(3)
     samples = sample_until_steady(ctx, lambda n: [rng.uniform(0.5, 1.5) for _ in range(n)], 7, SampledParams(None, 60.0))
     assert len(samples) == 7 and ctx.sampled.take() is None and ctx.notes == []
+
+
+def test_a_host_paced_run_stops_where_its_median_is_within_half_its_own_spread():
+    """Steps the host paces are compared with a launch-to-launch spread at least their own: past
+    HOST_PACED_SAMPLES more samples narrow nothing, so the run stops there and says why. A GPU-bound
+    run with the same spread samples on to the target."""
+    asked = []
+
+    def host_paced(paced: bool):
+        def judge(samples: list) -> bool:
+            asked.append(len(samples))
+            return paced
+        return judge
+
+    ctx, rng = with_target(0.02, 60.0), random.Random(4)
+    samples = sample_until_steady(ctx, lambda n: [rng.uniform(0.8, 1.2) for _ in range(n)], 4, SampledParams(None, 60.0),
+                                  host_paced=host_paced(True))
+    record = ctx.sampled.take()
+    assert HOST_PACED_SAMPLES == 7 and len(samples) == 8 and asked == [8]  # 4, then 8: the first count past 7
+    assert not record["met"] and record["stopped_by"] == "host-paced" and record["halfwidth_fraction"] > 0.02
+    middle = statistics.median(samples)  # within half their own spread, as a comparison takes it (1.4826 MAD)
+    assert median_halfwidth(samples) <= 1.96 * 1.4826 * statistics.median(abs(x - middle) for x in samples) / middle / 2
+    ctx = with_target(0.02, 60.0)
+    samples = sample_until_steady(ctx, lambda n: [rng.uniform(0.8, 1.2) for _ in range(n)], 4, SampledParams(None, 60.0),
+                                  host_paced=host_paced(False))
+    assert ctx.sampled.take()["stopped_by"] == "target" and len(samples) > 40

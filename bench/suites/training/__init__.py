@@ -28,6 +28,7 @@ from typing import ClassVar
 from bench import suites
 from bench.common.host import Capabilities
 from bench.common.run import Run
+from bench.common.sampling import HOST_PACED_SAMPLES
 from bench.common.transports import ranks_label
 from bench.errors import PlanError
 from bench.models.shapes import TRANSFORMER_PRESETS, UNET_CONFIGS, UNET_EXTRA
@@ -236,8 +237,10 @@ class TrainingSuite(Suite):
     def measured_seconds(self, params: TrainingParams, preset: str, world_size: int, host: Capabilities) -> float:
         return self.priced(params, preset, world_size, host).measured_s
 
-    def sample_cv(self, params: TrainingParams, preset: str, world_size: int, host: Capabilities) -> float:
-        return self.priced(params, preset, world_size, host).cv
+    def expected_samples(self, params: TrainingParams, preset: str, world_size: int, host: Capabilities, halfwidth: float) -> int:
+        if self.priced(params, preset, world_size, host).host_paced:
+            return HOST_PACED_SAMPLES  # where its sampling stops (bench/common/sampling.py)
+        return super().expected_samples(params, preset, world_size, host, halfwidth)
 
     def derive(self, results: HostResults) -> None:
         derive_pacing(results.runs, self)

@@ -6,7 +6,7 @@ all-reduce; fsdp: all-gathers and reduce-scatters). Fitted as bench/common/cost.
 A small eager micro-batch takes longer than its FLOPs say: the host launches its kernels slower than
 the GPU runs them, and small matrices use the GPU less. Where bench/common/launch_costs.py measured
 a setup's eager micro-batch on this kind of host, no micro-batch as small or smaller is priced
-below it, and where that paces it, its sampling is priced at the spread the measured runs showed."""
+below it, and where that paces it, its sampling stops as a host-paced run's does (bench/common/sampling.py)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,6 @@ from bench.common import cost
 from bench.common.gpu_peaks import dense_bf16_peak_tflops
 from bench.common.host import Capabilities
 from bench.common.launch_costs import MEASURED
-from bench.common.sampling import TYPICAL_CV
 from bench.models.shapes import TRANSFORMER_PRESETS, flops_per_token, num_params
 from bench.suites.training import PRIMING_STEPS, WARMUP_WINDOW, TrainingParams, least_warmup_steps
 
@@ -68,7 +67,6 @@ class Compute:
     steps: float  # steps a configuration runs past its warm-up: priming, timed, profiled, the trace's reading
     n_params: float
     micro_batch_floor_s: float = 0.0  # the least one micro-batch's forward and backward takes, where measured
-    cv: "float | None" = None  # the spread of its steps, where measured
 
 
 def eager_setup(suite: str, params: dict) -> "str | None":
@@ -82,7 +80,7 @@ def eager_setup(suite: str, params: dict) -> "str | None":
 
 
 def measured_micro_batch(suite: str, params: TrainingParams, kind: str) -> "dict | None":
-    """The measured eager micro-batch (its size, seconds and steps' spread) that bounds this launch's
+    """The measured eager micro-batch (its size and seconds) that bounds this launch's
     from below: one of the same setup, as large or larger, on this kind of host; None where none was measured."""
     key = eager_setup(suite, asdict(params))
     found = MEASURED.get(kind, {}).get("eager_micro_batches", {}).get(key) if key else None
@@ -119,25 +117,23 @@ def compute(suite: str, params: TrainingParams, world_size: int, host: Capabilit
         once += UNET_COMPILE_S if compiled else 0.0
         steps += profiled * UNET_TRACE_STEPS[kind]
     floor = measured_micro_batch(suite, params, kind)
-    return Compute(once, flops_per_sample / rate, steps, n_params, floor["micro_batch_s"] if floor else 0.0,
-                   floor["cv"] if floor else None)
+    return Compute(once, flops_per_sample / rate, steps, n_params, floor["micro_batch_s"] if floor else 0.0)
 
 
-def sample_cv(work: Compute, micro_batch: int, kind: str) -> float:
-    """The spread the cost model prices a launch's sampling by: its setup's measured one where its measured
-    micro-batch paces it (a slower GPU's step is its own, and spreads as a GPU's), else the kind's typical."""
-    paced = work.cv is not None and work.micro_batch_floor_s > micro_batch * work.sample_s
-    return work.cv if paced else TYPICAL_CV[kind]
+def host_paced(work: Compute, micro_batch: int) -> bool:
+    """Whether its setup's measured micro-batch, not its FLOPs, paces the step: the host launching its
+    kernels (a slower GPU's step is its own FLOPs', and GPU-bound)."""
+    return work.micro_batch_floor_s > micro_batch * work.sample_s
 
 
 @dataclass(frozen=True)
 class Priced:
-    """A training launch by the cost model: its seconds past its start-up, of them its timed steps, and the
-    spread its steps are expected to have."""
+    """A training launch by the cost model: its seconds past its start-up, of them its timed steps, and
+    whether the host is expected to pace its steps."""
 
     seconds: float
     measured_s: float
-    cv: float
+    host_paced: bool
 
 
 def priced(params: TrainingParams, world_size: int, host: Capabilities, work: Compute,
@@ -155,4 +151,4 @@ def priced(params: TrainingParams, world_size: int, host: Capabilities, work: Co
         total += (warmup + work.steps) * step_s
         measured += params.steps * step_s
         taken += warmup + work.steps
-    return Priced(total, measured, sample_cv(work, params.micro_batch, kind))
+    return Priced(total, measured, host_paced(work, params.micro_batch))
