@@ -12,7 +12,8 @@ set-up (build_s: the model built and wrapped, its optimizer), and of an arm of t
 host's figures are scaled to an idle machine by the share of the CPU other processes took during each
 launch. On a GPU host, per eager training setup (bench.suites.training.cost.eager_setup), its 1-GPU runs
 at the least micro-batch measured: the median seconds of one micro-batch (a step's median, less the cost
-model's step overhead, over its micro-batches). --write keeps the other kind's figures as they are, and names the bundles, machines and how
+model's step overhead, over its micro-batches); and over its profiled runs, the seconds its profile's
+trace took to read per micro-batch (profile_s beyond its steps). --write keeps the other kind's figures as they are, and names the bundles, machines and how
 busy they were.
 """
 
@@ -36,7 +37,8 @@ MODULE = Path(launch_costs.__file__)
 HEADER = '''"""What a job and a launch cost beside each suite's own work (its cost model), as measured: a job's
 start-up (its processes, their imports, the devices, the process group) and exit, a launch's own cost,
 a training launch's set-up per model, and on a GPU what a small eager micro-batch of each training setup
-takes and how its steps spread, each per kind of host with where it was measured.
+takes and how long its profiled steps' traces take to read, each per kind of host with where it was
+measured.
 
 Written by benchmarks/launch_costs.py from the phases that bundles' launch records hold (bench.common.
 launch_time); rerun it on new bundles rather than edit the figures by hand.
@@ -80,28 +82,35 @@ def _quiet(host: dict, launch: "dict | None", ranks: int) -> float:
     return min(1.0, (1.0 - share) * cores / min(cores, ranks * threads))
 
 
-def eager_runs(host: dict) -> "dict[str, list[tuple[int, float]]]":
-    """eager setup -> (micro-batch, seconds of one micro-batch) of each ok 1-GPU eager training run on
-    this GPU host: one GPU keeps communication out of the figure."""
+def eager_runs(host: dict) -> "dict[str, list[tuple[int, float, float | None]]]":
+    """eager setup -> (micro-batch, seconds of one micro-batch, seconds its profile's trace took to read
+    per micro-batch, None where it profiled none) of each ok 1-GPU eager training run on this GPU host:
+    one GPU keeps communication out of the figure."""
     found: dict = {}
     for run in host.get("runs") or []:
-        params, samples = run["params"], ((run.get("metrics") or {}).get("step_time_s") or {}).get("samples")
+        params, metrics = run["params"], run.get("metrics") or {}
+        samples = (metrics.get("step_time_s") or {}).get("samples")
         key = eager_setup(run["suite"], params) if run["suite"] in ("ddp", "fsdp") else None
         if key is None or run["status"] != "ok" or run["world_size"] != 1 or not samples:
             continue
-        micro_batch_s = (statistics.median(samples) - STEP_OVERHEAD_S["gpu"]) / params["grad_accum"]
-        found.setdefault(key, []).append((params["micro_batch"], micro_batch_s))
+        step_s, accum = statistics.median(samples), params["grad_accum"]
+        profiled, profile_s = params.get("profile_steps", 0), (metrics.get("profile_s") or {}).get("samples", [0.0])[0]
+        trace_s = (profile_s - profiled * step_s) / (profiled * accum) if profiled and not run.get("profiled_in") and profile_s else None
+        found.setdefault(key, []).append((params["micro_batch"], (step_s - STEP_OVERHEAD_S["gpu"]) / accum, trace_s))
     return found
 
 
-def eager_micro_batches(runs: "dict[str, list[tuple[int, float]]]") -> dict:
+def eager_micro_batches(runs: "dict[str, list[tuple[int, float, float | None]]]") -> dict:
     """eager setup -> its least micro-batch measured and the median seconds of one, over the runs at that
-    micro-batch."""
+    micro-batch; and the median seconds a profiled step's trace takes to read per micro-batch, over every
+    profiled run (it follows the kernels a micro-batch launches, not its size)."""
     figures = {}
     for key, found in sorted(runs.items()):
-        least = min(micro_batch for micro_batch, _ in found)
-        at_least = [seconds for micro_batch, seconds in found if micro_batch == least]
-        figures[key] = {"micro_batch": least, "micro_batch_s": round(statistics.median(at_least), 4), "runs": len(at_least)}
+        least = min(micro_batch for micro_batch, _, _ in found)
+        at_least = [seconds for micro_batch, seconds, _ in found if micro_batch == least]
+        traces = [trace for _, _, trace in found if trace is not None]
+        figures[key] = {"micro_batch": least, "micro_batch_s": round(statistics.median(at_least), 4), "runs": len(at_least),
+                        **({"trace_s": round(max(0.0, statistics.median(traces)), 4), "profiled_runs": len(traces)} if traces else {})}
     return figures
 
 

@@ -186,6 +186,25 @@ def test_a_small_eager_micro_batch_is_priced_at_its_measured_time_and_host_paced
         assert samples == samples_needed(0.01, TYPICAL_CV["gpu"]) > HOST_PACED_SAMPLES
 
 
+def test_a_profiled_step_of_a_measured_setup_costs_its_trace_per_micro_batch(monkeypatch):
+    """Reading a profiled step's trace follows the kernels its micro-batches launch: where the setup's was
+    measured, each profiled step costs that per micro-batch, at any micro-batch size; elsewhere nothing."""
+    from bench.common.launch_costs import MEASURED
+
+    h100 = Capabilities.of(plan_durations.MACHINES["4x H100 (NV18)"])
+    entry = {"model": "gpt2-large", "seq_len": 1024, "global_batches": [8], "steps": 10, "warmup_steps": 3, "precision": "bf16",
+             "compile": False, "profile_steps": 2}
+
+    def seconds(trace: "dict | None", micro_batch: int) -> float:
+        measured = {"micro_batch": 2, "micro_batch_s": 0.1, "runs": 1, **(trace or {})}
+        monkeypatch.setitem(MEASURED["gpu"], "eager_micro_batches", {"ddp gpt2-large": measured})
+        return suites.get("ddp").priced(typed("ddp", {**entry, "micro_batch": micro_batch}), "default", 1, h100).seconds
+
+    for micro_batch in (2, 4):  # 4 and 2 micro-batches of global batch 8, 2 profiled steps
+        traced = seconds({"trace_s": 0.25, "profiled_runs": 3}, micro_batch) - seconds(None, micro_batch)
+        assert traced == pytest.approx(2 * (8 // micro_batch) * 0.25)
+
+
 def test_the_plans_the_gpu_costs_were_fitted_on_are_estimated_within_15_percent():
     """The cost model against what it was fitted on: the bundles that bench/common/launch_costs.py names for
     the GPU, each plan priced on its hosts, within +-15% of its launches' measured time over its runs. A

@@ -6,7 +6,9 @@ all-reduce; fsdp: all-gathers and reduce-scatters). Fitted as bench/common/cost.
 A small eager micro-batch takes longer than its FLOPs say: the host launches its kernels slower than
 the GPU runs them, and small matrices use the GPU less. Where bench/common/launch_costs.py measured
 a setup's eager micro-batch on this kind of host, no micro-batch as small or smaller is priced
-below it, and where that paces it, its sampling stops as a host-paced run's does (bench/common/sampling.py)."""
+below it, and where that paces it, its sampling stops as a host-paced run's does (bench/common/sampling.py).
+Reading a profiled step's trace follows the kernels its micro-batches launch: where the setup's was
+measured, it costs that per micro-batch."""
 
 from __future__ import annotations
 
@@ -67,6 +69,7 @@ class Compute:
     steps: float  # steps a configuration runs past its warm-up: priming, timed, profiled, the trace's reading
     n_params: float
     micro_batch_floor_s: float = 0.0  # the least one micro-batch's forward and backward takes, where measured
+    trace_s: float = 0.0  # the profiled steps' traces read, per micro-batch, where measured
 
 
 def eager_setup(suite: str, params: dict) -> "str | None":
@@ -79,12 +82,11 @@ def eager_setup(suite: str, params: dict) -> "str | None":
     return " ".join(part for part in (suite, params.get("sharding"), params["model"], checkpointed) if part)
 
 
-def measured_micro_batch(suite: str, params: TrainingParams, kind: str) -> "dict | None":
-    """The measured eager micro-batch (its size and seconds) that bounds this launch's
-    from below: one of the same setup, as large or larger, on this kind of host; None where none was measured."""
+def measured_setup(suite: str, params: TrainingParams, kind: str) -> dict:
+    """What bench/common/launch_costs.py measured of this launch's eager setup on this kind of host: its
+    least micro-batch (micro_batch, micro_batch_s) and its profiles' trace (trace_s); {} where none."""
     key = eager_setup(suite, asdict(params))
-    found = MEASURED.get(kind, {}).get("eager_micro_batches", {}).get(key) if key else None
-    return found if found and params.micro_batch <= found["micro_batch"] else None
+    return (MEASURED.get(kind, {}).get("eager_micro_batches", {}).get(key) or {}) if key else {}
 
 
 def compute(suite: str, params: TrainingParams, world_size: int, host: Capabilities) -> Compute:
@@ -116,8 +118,10 @@ def compute(suite: str, params: TrainingParams, world_size: int, host: Capabilit
         rate = peak * UNET_MFU[mode] if kind == "gpu" else peak
         once += UNET_COMPILE_S if compiled else 0.0
         steps += profiled * UNET_TRACE_STEPS[kind]
-    floor = measured_micro_batch(suite, params, kind)
-    return Compute(once, flops_per_sample / rate, steps, n_params, floor["micro_batch_s"] if floor else 0.0)
+    measured = measured_setup(suite, params, kind)
+    # A measured micro-batch bounds those as small or smaller from below.
+    floor_s = measured["micro_batch_s"] if measured and params.micro_batch <= measured["micro_batch"] else 0.0
+    return Compute(once, flops_per_sample / rate, steps, n_params, floor_s, profiled * measured.get("trace_s", 0.0))
 
 
 def host_paced(work: Compute, micro_batch: int) -> bool:
@@ -148,7 +152,7 @@ def priced(params: TrainingParams, world_size: int, host: Capabilities, work: Co
         step_s = micro_batches * max(params.micro_batch * work.sample_s, work.micro_batch_floor_s) + comm_s(batch) + STEP_OVERHEAD_S[kind]
         least = least_warmup_steps(params.warmup_steps, taken, synced_on_gpu)
         warmup = min(max(least, WARMUP_WINDOW), max(least, params.warmup_max_steps))  # steady at once: its least steps, or its window
-        total += (warmup + work.steps) * step_s
+        total += (warmup + work.steps) * step_s + micro_batches * work.trace_s
         measured += params.steps * step_s
         taken += warmup + work.steps
     return Priced(total, measured, host_paced(work, params.micro_batch))
