@@ -129,6 +129,22 @@ def test_the_report_draws_each_links_line_and_the_error_table(two_ranks, tmp_pat
     assert (tmp_path / "per-sample-tiny-fp32-s64-mb2.svg").read_text().count("predicted · ") == 8  # one per report link
 
 
+def test_one_machine_busy_in_some_launches_still_gets_each_links_line(two_ranks, tmp_path):
+    """A launch that others' processes slowed marks its series busy; it is the same machine, and its figure
+    keeps the predicted lines that a figure of several machines leaves to the table."""
+    _, bundle = two_ranks
+    bundle = json.loads(json.dumps(bundle))
+    launches = [launch for launch in bundle["hosts"][0]["launches"] if launch["status"] == "ok"]
+    for index, launch in enumerate(launches):
+        launch["cpu_taken_by_others_fraction"] = 0.5 if index % 2 else 0.0
+    edited = tmp_path / "busy.json"
+    write_bundle(edited, {k: v for k, v in bundle.items() if k != "sha256"})
+    done = cli("report", edited, "--out", tmp_path / "report")
+    assert done.returncode == 0, done.stderr
+    figure = (tmp_path / "report" / "per-sample-tiny-fp32-s64-mb2.svg").read_text()
+    assert "(busy)" in figure and figure.count("predicted · ") == 8
+
+
 def test_a_bundle_without_timelines_falls_back_to_the_exposed_communication_model_and_says_so(two_ranks, tmp_path):
     path, bundle = two_ranks
     bundle = json.loads(json.dumps(bundle))  # the module's bundle stays whole for the tests after this one

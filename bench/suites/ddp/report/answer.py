@@ -38,7 +38,7 @@ def answer_plots(comparison: Comparison, plot, colours: dict) -> list:
         # One machine's figure of one bundle gets a line per link; with several machines or bundles, a line
         # per link and each of them would bury the measured ones: their predictions are in the DDP section's
         # table, a row per bundle.
-        one_machine = len({line.series.machine for line in lines}) == 1
+        one_machine = len({(line.series.host, line.series.hardware) for line in lines}) == 1  # busy or not
         found = lines_of_links.get(shown, [])
         drawn = one_machine and len({host for host, _ in found}) <= 1
         lines_caption = PR.CPU_LINES_CAPTION if ranks.cpu else PR.LINES_CAPTION
