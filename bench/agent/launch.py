@@ -58,8 +58,14 @@ class LaunchFiles:
     hold: Path  # a run's first job: written when its ranks may touch a device (LaunchSpec.hold_path)
 
     @classmethod
+    def named(cls, work: Path, launch_id: str) -> "LaunchFiles":
+        """The launch's files in `work`, as they are: an earlier launch's records, say."""
+        return cls(*(work / f"{launch_id}{ext}" for ext in (".json", ".jsonl", ".phase.json", ".marks.jsonl", ".store", ".hold")))
+
+    @classmethod
     def of(cls, work: Path, launch_id: str) -> "LaunchFiles":
-        files = cls(*(work / f"{launch_id}{ext}" for ext in (".json", ".jsonl", ".phase.json", ".marks.jsonl", ".store", ".hold")))
+        """The launch's files in `work`, cleared for it."""
+        files = cls.named(work, launch_id)
         # The ranks append to them, rename onto them, or (the store, the hold) would read an earlier job's.
         for path in (files.results, files.phase, files.marks, files.store, files.hold):
             path.unlink(missing_ok=True)
@@ -80,7 +86,8 @@ def write_specs(job: "list[Launch]", files: "list[LaunchFiles]", placement_path:
         protocol.LaunchSpec(launch.suite, launch.params, launch.backend, launch.timeout_s, str(paths.results),
                             launch.threads_per_rank, cpus, started_s + launch.timeout_s - reserve if launch is first else None,
                             str(placement_path), launch.emulated_nodes, str(paths.phase), str(paths.marks),
-                            reserve, target.to_json() if target else None, store, launch.profiled_in or None,
+                            reserve, target.to_json() if target else None, store,
+                            str(LaunchFiles.named(paths.results.parent, launch.profiled_in).results) if launch.profiled_in else None,
                             str(paths.hold) if held and launch is first else None).write(paths.spec)
     return {"threads_per_rank": first.threads_per_rank, "cpus_of_local_ranks": cpus}
 

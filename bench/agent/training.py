@@ -38,7 +38,7 @@ from bench.common.polling import wait_until
 from bench.common.stats import metric
 from bench.models import workload
 from bench.suites.training import PRIMING_STEPS, WARMUP_WINDOW, TrainingParams, grad_accum_for, least_warmup_steps
-from bench.suites.training.pacing import GPU_BOUND_BUSY_FRACTION
+from bench.suites.training import pacing
 
 
 class Strategy:
@@ -388,11 +388,11 @@ def _steady_everywhere(ctx: Context, window: list[float], tolerance: float) -> b
 
 
 def busy_kernels_s(breakdown: dict) -> "float | None":
-    """A profiled step's GPU work, the median step's: its compute kernels' busy time and its exposed
-    communication (bench/suites/training/pacing.py judges by the same); None where nothing was profiled."""
-    if "gpu_compute_busy_s" not in breakdown:
+    """A profiled step's GPU work, the median step's, as bench/suites/training/pacing.py judges it; None
+    where nothing was profiled."""
+    if not all(name in breakdown for name in pacing.GPU_WORK_METRICS):
         return None
-    return sum(statistics.median(breakdown[name]["samples"]) for name in ("gpu_compute_busy_s", "gpu_comm_exposed_s"))
+    return sum(statistics.median(breakdown[name]["samples"]) for name in pacing.GPU_WORK_METRICS)
 
 
 def first_launch_kernels_s(ctx: Context, point: dict) -> "float | None":
@@ -413,10 +413,9 @@ def first_launch_kernels_s(ctx: Context, point: dict) -> "float | None":
 
 
 def paced_by_host(ctx: Context, kernels_s: float, samples: "list[float]") -> bool:
-    """Whether the GPU works less than a GPU-bound step's share of these steps' median, the slowest
-    rank's: then the host paces them (bench/suites/training/pacing.py)."""
-    step_s = max_over_ranks(ctx, [statistics.median(samples)])[0]
-    return kernels_s < GPU_BOUND_BUSY_FRACTION * step_s
+    """Whether the host paces these steps (bench/suites/training/pacing.py), by their median on the
+    slowest rank: every rank gets the same answer."""
+    return pacing.paced_by_host(kernels_s, max_over_ranks(ctx, [statistics.median(samples)])[0])
 
 
 def profiled_breakdown(ctx: Context, step: Callable[[], None], steps: int) -> dict:

@@ -21,7 +21,6 @@ import os  # noqa: E402
 import socket  # noqa: E402
 import sys  # noqa: E402
 import traceback  # noqa: E402
-from pathlib import Path  # noqa: E402
 from typing import NoReturn  # noqa: E402
 
 import torch  # noqa: E402
@@ -128,7 +127,7 @@ def run_launch(index: int, spec: LaunchSpec, marks: Marks, rank: int, local_rank
     ctx = Context(rank=rank, local_rank=local_rank, world_size=world_size, device=device, backend=spec.backend,
                   deadline=spec.deadline_from(time.monotonic()), ranks_per_node=ranks_per_node,
                   phase_path=spec.phase_path, marks=marks, target=Target(**spec.sampling) if spec.sampling else None,
-                  profiled_records=str(Path(spec.result_path).with_name(f"{spec.profiled_in}.jsonl")) if spec.profiled_in else None)
+                  profiled_records=spec.profiled_records)
 
     def emit(record: dict) -> None:
         if rank == 0:  # every record of the launch is its suite's: the ranks need not name it

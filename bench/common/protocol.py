@@ -338,7 +338,7 @@ class LaunchSpec:
     reserve_s: float = 0.0  # without deadline_s (a launch after the first of its job): its deadline is its start + timeout_s - reserve_s
     sampling: "dict | None" = None  # the plan's precision for this launch (bench.common.sampling.Target); None: minimums only
     store_path: "str | None" = None  # one node: the file the ranks meet in (a FileStore); None: torchrun's env://
-    profiled_in: "str | None" = None  # a repeat: the launch that profiled its configurations' kernels; its own steps are not
+    profiled_records: "str | None" = None  # a repeat: the run records of the launch that profiled its configurations' kernels; it profiles none
     hold_path: "str | None" = None  # a run's first job: past their imports, the ranks wait for this file before any device
 
     def deadline_from(self, started_s: float) -> float:

@@ -221,7 +221,7 @@ def test_the_plans_the_gpu_costs_were_fitted_on_are_estimated_within_15_percent(
         (path,) = (REPO / "benchmarks" / "results").glob(f"bundles*/{run_id}.bundle.json*")  # those set aside too
         bundle = read_bundle(path)
         for host in bundle["hosts"]:
-            left_out |= {(run_id, run["launch_id"]) for run in host["runs"] if run.get("sampling") and run["pacing"]["verdict"] == "host-paced"
+            left_out |= {(run_id, run["launch_id"]) for run in host["runs"] if run.get("sampling") and (run.get("pacing") or {}).get("verdict") == "host-paced"
                          and run["sampling"]["samples"] > max(HOST_PACED_SAMPLES, run["params"]["steps"])}
         for _, launches in estimate_error.rows(bundle):
             kept = [(measured, estimated) for launch, measured, estimated in launches if (run_id, launch) not in left_out]

@@ -11,9 +11,14 @@ import torch
 from bench import suites
 from bench.agent import kernel_time
 from bench.agent.harness import Context
+from bench.agent.launch import LaunchFiles, write_specs
+from bench.agent.planning import plan_launches
+from bench.common.host import Capabilities
+from bench.common.protocol import LaunchSpec
 from bench.agent.kernel_time import kernel_class, kernels_by_step, step_breakdown
 from bench.agent.training import busy_kernels_s, extra_steps, first_launch_kernels_s, paced_by_host, profiled_steps
 from bench.controller.plans import load_plan
+from benchmarks import plan_durations
 from bench.suites.training import PRIMING_STEPS
 
 MS = 1e-3
@@ -173,3 +178,13 @@ def test_a_step_whose_gpu_works_less_than_nine_tenths_of_it_is_paced_by_the_host
     assert busy == pytest.approx(0.040) and busy_kernels_s({}) is None
     assert paced_by_host(ctx, busy, [0.080, 0.100, 0.090])  # busy 44%: the host's
     assert not paced_by_host(ctx, busy, [0.042, 0.043, 0.044])  # busy 93%: the GPU's
+
+
+def test_a_repeats_spec_names_the_records_of_the_launch_that_profiled_it(tmp_path):
+    h100 = Capabilities.of(plan_durations.MACHINES["4x H100 (NV18)"])
+    launches = {launch.id: launch for launch in plan_launches(load_plan("quick"), h100)}
+    job = [launches["01-ddp-default-ws1"], launches["01-ddp-default-ws1-r2"]]
+    files = [LaunchFiles.of(tmp_path, launch.id) for launch in job]
+    write_specs(job, files, tmp_path / "placement.jsonl", 0.0)
+    first, repeat = (LaunchSpec.read(f.spec) for f in files)
+    assert first.profiled_records is None and repeat.profiled_records == first.result_path

@@ -25,6 +25,10 @@ from bench.common.run import Run
 # micro-batch 16 and on CUDA graphs; host-paced eager steps at micro-batch 2 kept it 19-55% busy.
 GPU_BOUND_BUSY_FRACTION = 0.9
 
+# A step's GPU work: its compute kernels' busy time, and its communication no compute kernel hid (a
+# step the link paces is GPU-bound, and that is what is measured).
+GPU_WORK_METRICS = ("gpu_compute_busy_s", "gpu_comm_exposed_s")
+
 ADVICE = ("make the GPU's work per launch larger: a larger micro_batch, cuda_graphs: true (ddp), or compile: true")
 
 
@@ -68,12 +72,15 @@ def judge(run: Run, profiled: "Run | None" = None) -> Pacing:
         return Pacing(ON_CPU, None, None, mfu, cv)
     power = _power_fraction(run.gpu_counters)
     kernels = profiled if run.median("gpu_compute_busy_s") is None and profiled is not None else run
-    busy_s = kernels.median("gpu_compute_busy_s")
-    if busy_s is None or not step:
+    if kernels.median(GPU_WORK_METRICS[0]) is None or not step:
         return Pacing(UNKNOWN, None, power, mfu, cv)
-    # Exposed communication is GPU work too: a step the link paces is GPU-bound, and that is what is measured.
-    busy = min(1.0, (busy_s + (kernels.median("gpu_comm_exposed_s") or 0.0)) / step)
-    return Pacing(GPU_BOUND if busy >= GPU_BOUND_BUSY_FRACTION else HOST_PACED, round(busy, 4), power, mfu, cv)
+    work_s = sum(kernels.median(name) or 0.0 for name in GPU_WORK_METRICS)
+    return Pacing(HOST_PACED if paced_by_host(work_s, step) else GPU_BOUND, round(min(1.0, work_s / step), 4), power, mfu, cv)
+
+
+def paced_by_host(gpu_work_s: float, step_s: float) -> bool:
+    """Whether the GPU worked less than a GPU-bound step's share of the step: the host paced it."""
+    return gpu_work_s < GPU_BOUND_BUSY_FRACTION * step_s
 
 
 def of_run(run: Run) -> Pacing:
