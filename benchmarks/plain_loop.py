@@ -1,7 +1,7 @@
 """Is the suite's step the model's own? Each 1-GPU training run of a bundle beside a plain PyTorch loop of
 the same model, micro-batch, accumulation and precision, timed on this GPU right after.
 
-    python3 benchmarks/plain_loop.py BUNDLE [--steps 20] [--warmup 5]
+    python3 benchmarks/plain_loop.py BUNDLE [--steps 20] [--warmup 5] [--only "llama3.2-1b micro-batch 2"]
 
 The plain loop is what a practitioner writes: the preset's model (bench/models), autocast, torch's
 fused AdamW (or Adafactor where the run used it), `loss / accum` backward per micro-batch, step and
@@ -13,7 +13,8 @@ mixed-precision policy, gradients synced on the last micro-batch.
 It prints a table: the run's median step, the plain loop's and their ratio, then the same of their
 fastest steps. A host-paced step moves with the CPU the host gives it, in spells of seconds (1.0-1.5x
 on a shared VM), whatever program runs; the fastest steps compare the programs at the host's full
-speed. Runs with CUDA graphs or compile are listed as not compared: a plain loop of those is a
+speed, where the plain loop's steps span as many spells as the run's (--steps). `--only` keeps the
+runs whose description (the table's first column) holds the text. Runs with CUDA graphs or compile are listed as not compared: a plain loop of those is a
 different program. Standard library, torch and the repository only.
 """
 
@@ -101,12 +102,12 @@ def describe(run: dict) -> str:
     return f"{name} {p['model']} micro-batch {p['micro_batch']} x{p['grad_accum']}"
 
 
-def rows(bundle: dict, steps: int, warmup: int) -> list:
+def rows(bundle: dict, steps: int, warmup: int, only: str = "") -> list:
     """One row per run; the plain loop timed once per configuration (a run's launch repeats share it)."""
     found, plain_of = [], {}
     for host in bundle["hosts"]:
         for run in host["runs"]:
-            if run["suite"] not in TRAINING or run["world_size"] != 1 or run["status"] != "ok":
+            if run["suite"] not in TRAINING or run["world_size"] != 1 or run["status"] != "ok" or only not in describe(run):
                 continue
             p = run["params"]
             suite_ms = run["metrics"]["step_time_s"]["summary"]["median"] * 1e3
@@ -130,6 +131,7 @@ def main() -> int:
     parser.add_argument("bundle", type=Path)
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--only", default="", help="the runs whose description holds this text")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         sys.exit("error: plain_loop.py needs a GPU (torch.cuda.is_available() is False); run it on the GPU host of the bundle")
@@ -138,7 +140,7 @@ def main() -> int:
     # FSDP's process group: this GPU alone, meeting in memory (no port to find free)
     torch.distributed.init_process_group("nccl", store=torch.distributed.HashStore(), rank=0, world_size=1)
     print(table(["run (1 GPU)", "suite step ms", "plain loop ms", "suite / plain", "suite fastest ms", "plain fastest ms",
-                 "fastest suite / plain"], rows(read(args.bundle), args.steps, args.warmup)))
+                 "fastest suite / plain"], rows(read(args.bundle), args.steps, args.warmup, args.only)))
     torch.distributed.destroy_process_group()
     return 0
 
