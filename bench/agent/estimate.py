@@ -29,7 +29,8 @@ SAMPLING_ROUNDS = 3
 class Modelled:
     """A launch by the cost model: its seconds in all, of them its fixed costs (its own, and its job's
     start-up and exit where it starts or ends one), its timed calls or steps, and sampling toward
-    cv_target and the plan's precision; the configurations it records; and the least it takes, with no sampling on an idle host."""
+    cv_target and the plan's precision; the configurations it records; the least it takes, with no sampling on an idle host;
+    and whether the host's CPU is expected to pace its steps (its suite's host_paced)."""
 
     seconds: float
     fixed_s: float
@@ -37,6 +38,7 @@ class Modelled:
     sampling_s: float
     configurations: int
     least_s: float
+    host_paced: bool = False
 
 
 def modelled(launch: Launch, host: Capabilities, first_of_job: bool = True, last_of_job: bool = True,
@@ -64,7 +66,7 @@ def modelled(launch: Launch, host: Capabilities, first_of_job: bool = True, last
     scale = stretch(host, slowdown, launch.nproc_per_node * (launch.threads_per_rank or 1))
     measured = suite.measured_seconds(params, launch.preset, launch.world_size, host)
     return Modelled(scale * (fixed + measuring + sampling), scale * fixed, scale * (measured + sampling), scale * sampling, configurations,
-                    fixed + measuring)
+                    fixed + measuring, suite.host_paced(params, launch.preset, launch.world_size, host))
 
 
 def plan_modelled(launches: "list[Launch]", host: Capabilities, slowdown: float = 1.0) -> "dict[str, Modelled]":
@@ -77,6 +79,11 @@ def plan_seconds(launches: "list[Launch]", host: Capabilities, slowdown: float =
     """These launches (those to run) by the cost model, and the P2P gate before them: the estimate a host's
     agent announces for them where no earlier run here measured them."""
     return sum(m.seconds for m in plan_modelled(launches, host, slowdown).values()) + gate_seconds(launches, host, slowdown)
+
+
+def host_paced_seconds(launches: "list[Launch]", host: Capabilities, slowdown: float = 1.0) -> float:
+    """Of plan_seconds, the launches whose steps the cost model expects the host's CPU to pace."""
+    return sum(m.seconds for m in plan_modelled(launches, host, slowdown).values() if m.host_paced)
 
 
 def gate_seconds(launches: "list[Launch]", host: Capabilities, slowdown: float = 1.0, env: "dict | None" = None) -> float:

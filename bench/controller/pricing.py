@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable
 
-from bench.agent.estimate import plan_seconds, slowdown_at
+from bench.agent.estimate import host_paced_seconds, plan_seconds, slowdown_at
 from bench.agent.planning import plan_launches
 from bench.common import protocol
 from bench.common.host import Capabilities
@@ -31,6 +31,7 @@ class HostPrice:
     seconds: "float | None"  # None: not priced
     slowdown: float = 1.0  # how many times slower than idle the host's CPU is now (a CPU host's)
     not_priced: str = ""  # why it is not
+    host_paced_s: float = 0.0  # of seconds, the launches whose steps its CPU is expected to pace
 
 
 @dataclass(frozen=True)
@@ -44,13 +45,17 @@ class Price:
 
     @property
     def text(self) -> str:
-        """"estimated 3 min 13 s by the cost model on these hosts (host local's CPU 3.6x slower than idle: other processes)"."""
+        """"estimated 3 min 13 s by the cost model on these hosts (host local's CPU 3.6x slower than idle: other processes)".
+        Launches paced by the host's CPU are said too: across machines of one GPU kind their time moves with
+        the CPU (1x H100s 1.5x apart, benchmarks/results/pacing_h100.md)."""
         if all(h.seconds is None for h in self.hosts):
             return "not priced: the cost model knows none of these hosts before its agent runs"
-        slow = [f"host {h.host}'s CPU {h.slowdown:.1f}x slower than idle: other processes"
+        said = [f"host {h.host}'s CPU {h.slowdown:.1f}x slower than idle: other processes"
                 for h in self.hosts if h.seconds is not None and h.slowdown >= SAID_SLOWDOWN]
+        said += [f"host {h.host}: {describe_s(h.host_paced_s)} of it in launches paced by its CPU, not its GPUs, which a slower CPU stretches"
+                 for h in self.hosts if h.seconds is not None and h.host_paced_s > 0]
         return (f"estimated {describe_s(self.seconds)} by the cost model on these hosts"
-                + (f" ({'; '.join(slow)})" if slow else ""))
+                + (f" ({'; '.join(said)})" if said else ""))
 
     def not_priced(self) -> "list[str]":
         return [f"host {h.host} is not priced before it runs ({h.not_priced}): --max-hours does not bound it"
@@ -84,7 +89,8 @@ def price(inventory: Inventory, plan: dict, probes: "dict[str, Probe | str | Non
             continue
         done = (skip or {}).get(host.name, frozenset())
         runnable = [launch for launch in launches if not launch.skipped_reason and launch.id not in done]
-        found.append(HostPrice(host.name, plan_seconds(runnable, capabilities, slowdown), slowdown))
+        found.append(HostPrice(host.name, plan_seconds(runnable, capabilities, slowdown), slowdown,
+                               host_paced_s=host_paced_seconds(runnable, capabilities, slowdown)))
     return Price(tuple(found))
 
 

@@ -242,6 +242,11 @@ class Suite:
         """Of launch_seconds, its timed calls or steps: what the launch measures."""
         return 0.0
 
+    def host_paced(self, params, preset: str, world_size: int, host: Capabilities) -> bool:
+        """Whether the cost model expects the host's CPU, not its GPUs, to pace the launch's steps: its time
+        then follows how fast that CPU launches kernels."""
+        return False
+
     def expected_samples(self, params, preset: str, world_size: int, host: Capabilities, halfwidth: float) -> int:
         """The samples the cost model expects a run to take toward a median to +-halfwidth: what it prices
         sampling until the figure is clear by (bench/common/sampling.py); by default, a typical spread's."""

@@ -136,6 +136,21 @@ def test_a_strangers_precision_is_refused_at_the_default_bound_whatever_its_bund
             assert ("the bundle records 1 min 00 s on its own machine" in done.stdout) == (command == "verify")
 
 
+def test_an_estimate_says_how_much_of_it_the_hosts_cpu_paces():
+    """On H100s, seed001-sharded's training micro-batches of 2 wait on the host's CPU launching kernels, and
+    such launches took 1.5x longer on one H100 than another: the estimate says how much of it they are (its
+    collectives keep the GPUs busy). quick's GPT-2 at micro-batch 8 does too, and says nothing of it."""
+    h100 = {"local": Capabilities.of(fingerprint("H100", 2))}
+    sharded = price(LOCAL, plan_of("seed001-sharded"), {"local": None}, known=h100)
+    (host,) = sharded.hosts
+    assert host.seconds / 2 < host.host_paced_s < host.seconds
+    assert sharded.text.endswith(f"(host local: {describe_s(host.host_paced_s)} of it in launches paced by its CPU, "
+                                 "not its GPUs, which a slower CPU stretches)")
+    quick = price(LOCAL, plan_of("quick"), {"local": None}, known=h100)
+    assert quick.hosts[0].seconds > 0 and quick.hosts[0].host_paced_s == 0
+    assert quick.text == f"estimated {describe_s(quick.seconds)} by the cost model on these hosts"
+
+
 def test_the_bound_asks_at_a_terminal_and_a_no_launches_nothing():
     cost = price(LOCAL, plan_of(STRANGER), {"local": parse_probe("--- devices\n0\n--- cores\n2\n--- load\n0.5\n")})
     asked = []

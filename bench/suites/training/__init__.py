@@ -237,8 +237,11 @@ class TrainingSuite(Suite):
     def measured_seconds(self, params: TrainingParams, preset: str, world_size: int, host: Capabilities) -> float:
         return self.priced(params, preset, world_size, host).measured_s
 
+    def host_paced(self, params: TrainingParams, preset: str, world_size: int, host: Capabilities) -> bool:
+        return self.priced(params, preset, world_size, host).host_paced
+
     def expected_samples(self, params: TrainingParams, preset: str, world_size: int, host: Capabilities, halfwidth: float) -> int:
-        if self.priced(params, preset, world_size, host).host_paced:
+        if self.host_paced(params, preset, world_size, host):
             return HOST_PACED_SAMPLES  # where its sampling stops (bench/common/sampling.py)
         return super().expected_samples(params, preset, world_size, host, halfwidth)
 
