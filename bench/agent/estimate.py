@@ -75,15 +75,13 @@ def plan_modelled(launches: "list[Launch]", host: Capabilities, slowdown: float 
             for job in jobs([l for l in launches if not l.skipped_reason]) for index, launch in enumerate(job)}
 
 
-def plan_seconds(launches: "list[Launch]", host: Capabilities, slowdown: float = 1.0) -> float:
+def plan_seconds(launches: "list[Launch]", host: Capabilities, slowdown: float = 1.0) -> "tuple[float, float]":
     """These launches (those to run) by the cost model, and the P2P gate before them: the estimate a host's
-    agent announces for them where no earlier run here measured them."""
-    return sum(m.seconds for m in plan_modelled(launches, host, slowdown).values()) + gate_seconds(launches, host, slowdown)
-
-
-def host_paced_seconds(launches: "list[Launch]", host: Capabilities, slowdown: float = 1.0) -> float:
-    """Of plan_seconds, the launches whose steps the cost model expects the host's CPU to pace."""
-    return sum(m.seconds for m in plan_modelled(launches, host, slowdown).values() if m.host_paced)
+    agent announces for them where no earlier run here measured them; and of it, the launches whose steps
+    the cost model expects the host's CPU to pace."""
+    by_model = plan_modelled(launches, host, slowdown).values()
+    return (sum(m.seconds for m in by_model) + gate_seconds(launches, host, slowdown),
+            sum(m.seconds for m in by_model if m.host_paced))
 
 
 def gate_seconds(launches: "list[Launch]", host: Capabilities, slowdown: float = 1.0, env: "dict | None" = None) -> float:

@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable
 
-from bench.agent.estimate import host_paced_seconds, plan_seconds, slowdown_at
+from bench.agent.estimate import plan_seconds, slowdown_at
 from bench.agent.planning import plan_launches
 from bench.common import protocol
 from bench.common.host import Capabilities
@@ -89,8 +89,8 @@ def price(inventory: Inventory, plan: dict, probes: "dict[str, Probe | str | Non
             continue
         done = (skip or {}).get(host.name, frozenset())
         runnable = [launch for launch in launches if not launch.skipped_reason and launch.id not in done]
-        found.append(HostPrice(host.name, plan_seconds(runnable, capabilities, slowdown), slowdown,
-                               host_paced_s=host_paced_seconds(runnable, capabilities, slowdown)))
+        seconds, host_paced_s = plan_seconds(runnable, capabilities, slowdown)
+        found.append(HostPrice(host.name, seconds, slowdown, host_paced_s=host_paced_s))
     return Price(tuple(found))
 
 

@@ -139,7 +139,7 @@ def test_a_strangers_precision_is_refused_at_the_default_bound_whatever_its_bund
 def test_an_estimate_says_how_much_of_it_the_hosts_cpu_paces():
     """On H100s, seed001-sharded's training micro-batches of 2 wait on the host's CPU launching kernels, and
     such launches took 1.5x longer on one H100 than another: the estimate says how much of it they are (its
-    collectives keep the GPUs busy). quick's GPT-2 at micro-batch 8 does too, and says nothing of it."""
+    collectives keep the GPUs busy). quick's GPT-2 at micro-batch 8 keeps them busy too: nothing is said."""
     h100 = {"local": Capabilities.of(fingerprint("H100", 2))}
     sharded = price(LOCAL, plan_of("seed001-sharded"), {"local": None}, known=h100)
     (host,) = sharded.hosts
