@@ -139,9 +139,13 @@ def main() -> int:
     torch.backends.cudnn.allow_tf32 = True
     # FSDP's process group: this GPU alone, meeting in memory (no port to find free)
     torch.distributed.init_process_group("nccl", store=torch.distributed.HashStore(), rank=0, world_size=1)
-    print(table(["run (1 GPU)", "suite step ms", "plain loop ms", "suite / plain", "suite fastest ms", "plain fastest ms",
-                 "fastest suite / plain"], rows(read(args.bundle), args.steps, args.warmup, args.only)))
+    found = rows(read(args.bundle), args.steps, args.warmup, args.only)
     torch.distributed.destroy_process_group()
+    if not found:
+        sys.exit(f"error: {args.bundle} has no ok 1-GPU training run" + (f" whose description holds {args.only!r}" if args.only else "")
+                 + "; name a bundle of the ddp or fsdp suite" + (", or a text from its table's first column" if args.only else ""))
+    print(table(["run (1 GPU)", "suite step ms", "plain loop ms", "suite / plain", "suite fastest ms", "plain fastest ms",
+                 "fastest suite / plain"], found))
     return 0
 
 
