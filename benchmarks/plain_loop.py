@@ -1,41 +1,64 @@
-"""Is the suite's step the model's own? Each 1-GPU training run of a bundle beside a plain PyTorch loop of
-the same model, micro-batch, accumulation and precision, timed on this GPU right after.
+"""Is the suite's step the model's own? Each 1-GPU training run of a bundle, set up again as the suite's
+ranks set it up, beside a plain PyTorch loop of the same model, micro-batch, accumulation and
+precision, their steps taken in turn in one process.
 
-    python3 benchmarks/plain_loop.py BUNDLE [--steps 20] [--warmup 5] [--only "llama3.2-1b micro-batch 2"]
+    python3 benchmarks/plain_loop.py BUNDLE [--rounds 10] [--block 3] [--warmup 5] [--only "llama3.2-1b micro-batch 2" ...]
 
-The plain loop is what a practitioner writes: the preset's model (bench/models), autocast, torch's
-fused AdamW (or Adafactor where the run used it), `loss / accum` backward per micro-batch, step and
-zero_grad; CUDA events between steps run back to back, the median of `steps` after `warmup`, and the
-fastest step. For an FSDP run it is FSDP2 as its tutorial writes it, on a process group of this one GPU:
-each block then the root `fully_shard`ed (resharded after the forward but for grad_op), bf16 by its
-mixed-precision policy, gradients synced on the last micro-batch.
+A host-paced step moves with the CPU the host gives it, in spells of seconds (1.0-1.5x on a shared
+VM), whatever program runs: two programs timed one after the other compare two spells. So the arms
+take turns: each round times `block` steps of each arm back to back (after one untimed step that
+fills the GPU's queue, as the suite's timed steps do), the arms' order rotating round by round. A
+round's ratio is the median of its suite steps over the median of its plain-loop steps, within a
+second or two of each other; the table gives the median of the rounds' ratios and its 95%
+distribution-free interval (order statistics).
 
-It prints a table: the run's median step, the plain loop's and their ratio, then the same of their
-fastest steps. A host-paced step moves with the CPU the host gives it, in spells of seconds (1.0-1.5x
-on a shared VM), whatever program runs; the fastest steps compare the programs at the host's full
-speed, where the plain loop's steps span as many spells as the run's (--steps). `--only` keeps the
-runs whose description (the table's first column) holds the text. Runs with CUDA graphs or compile are listed as not compared: a plain loop of those is a
-different program. Standard library, torch and the repository only.
+The arms: the suite's own set-up (bench/agent/training.py's set_up with the suite's strategy; a
+ddp run's step timeline recording, as in its timed steps), the same with the timeline off
+(DDPBENCH_TIMELINE=0, ddp runs), and the plain loop. The plain loop is what a practitioner writes:
+the preset's model (bench/models), autocast, torch's fused AdamW (or Adafactor where the run used
+it), `loss / accum` backward per micro-batch, step and zero_grad. For an FSDP run it is FSDP2 as
+its tutorial writes it, on a process group of this one GPU: each block then the root
+`fully_shard`ed (resharded after the forward but for grad_op), bf16 by its mixed-precision policy,
+gradients synced on the last micro-batch.
+
+`--only` keeps the runs whose description (the table's first column) holds the text (repeated: any
+of the texts). Runs with CUDA
+graphs or compile are listed as not compared: a plain loop of those is a different program. On a
+host without a GPU it compares the CPU runs of a CPU bundle (gloo, perf_counter). Standard library,
+torch and the repository only.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
 import json
+import math
+import os
 import statistics
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
+from bench.agent import switches  # noqa: E402
+from bench.agent.harness import Context, time_each_call  # noqa: E402
+from bench.agent.training import Training, free, priming_steps, set_up, timed_steps  # noqa: E402
 from bench.models import workload  # noqa: E402
+from bench.suites.ddp.params import Params as DDPParams  # noqa: E402
+from bench.suites.ddp.ranks import DDPStrategy  # noqa: E402
+from bench.suites.fsdp.params import Params as FSDPParams  # noqa: E402
+from bench.suites.fsdp.ranks import FSDPStrategy  # noqa: E402
 from benchmarks._agent import table  # noqa: E402
 
-TRAINING = ("ddp", "fsdp")
+SUITES = {"ddp": (DDPParams, DDPStrategy), "fsdp": (FSDPParams, FSDPStrategy)}
+LEVEL = 0.95
 
 
 def read(path: Path) -> dict:
@@ -44,12 +67,50 @@ def read(path: Path) -> dict:
         return json.load(f)
 
 
-def fully_sharded(module: torch.nn.Module, params: dict) -> torch.nn.Module:
-    """The module under FSDP2 on a mesh of this one GPU, as the run's sharding and precision ask."""
+@dataclass
+class Arm:
+    """One program of a comparison: its name, a step, and what brackets its timed steps."""
+
+    name: str
+    step: Callable[[], None]
+    timed: Callable[[int], "list[float]"]  # seconds of each of n timed steps, after those that prime them
+    steps_s: "list[float]" = field(default_factory=list)  # every step it timed
+
+
+def suite_arm(ctx: Context, name: str, suite: str, params: dict, timeline: bool) -> Arm:
+    """The run set up as the suite's ranks set it up (with its step timeline recording, or with it off)."""
+    params_type, strategy = SUITES[suite]
+    typed = params_type.of(params)
+    before = os.environ.get(switches.TIMELINE)
+    os.environ[switches.TIMELINE] = "1" if timeline else "0"
+    try:
+        training = set_up(ctx, typed, params["grad_accum"], workload.build, strategy())
+    finally:
+        if before is None:
+            del os.environ[switches.TIMELINE]
+        else:
+            os.environ[switches.TIMELINE] = before
+    training.accum = params["grad_accum"]
+    return Arm(name, training.step, lambda n: recorded_steps(ctx, training, n))
+
+
+def recorded_steps(ctx: Context, training: Training, count: int) -> "list[float]":
+    """The suite's timed steps, its timeline recording them as in a run (then cleared)."""
+    if training.recorder is not None:
+        training.recorder.recording = True
+    times = timed_steps(ctx, training, count)
+    if training.recorder is not None:
+        training.recorder.recording = False
+        training.recorder.take()
+    return times
+
+
+def fully_sharded(module: torch.nn.Module, params: dict, device: torch.device) -> torch.nn.Module:
+    """The module under FSDP2 on a mesh of this one device, as the run's sharding and precision ask."""
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
-    mesh = init_device_mesh("cuda", (1,))
+    mesh = init_device_mesh(device.type, (1,))
     mixed = MixedPrecisionPolicy(param_dtype=torch.bfloat16 if params.get("precision") == "bf16" else None,
                                  reduce_dtype=torch.bfloat16 if params.get("reduce_dtype") == "bf16" else torch.float32)
     for block in module.blocks:
@@ -58,42 +119,65 @@ def fully_sharded(module: torch.nn.Module, params: dict) -> torch.nn.Module:
     return module
 
 
-def plain_step_ms(params: dict, steps: int, warmup: int, fsdp: bool = False) -> tuple[float, float]:
-    """The median and the fastest step of the plain loop (under FSDP2 where `fsdp`), in ms."""
-    device = torch.device("cuda", 0)
+def plain_arm(ctx: Context, params: dict, fsdp: bool) -> Arm:
+    """The plain loop of the run's model, as a practitioner writes it."""
     choice = SimpleNamespace(model=params["model"], micro_batch=params["micro_batch"], seq_len=params.get("seq_len"),
                              seed=params.get("seed", 0), weights_dtype=params.get("weights_dtype", "float32"),
                              activation_checkpointing=params.get("activation_checkpointing", False))
     accum = params["grad_accum"]
-    work = workload.build(choice, accum, device, 0)
+    work = workload.build(choice, accum, ctx.device, 0)
     if fsdp:
-        fully_sharded(work.module, params)
+        fully_sharded(work.module, params, ctx.device)
     if params.get("optimizer") == "adafactor":
         optimizer = torch.optim.Adafactor(work.module.parameters(), lr=1e-3, foreach=True)
     else:
-        optimizer = torch.optim.AdamW(work.module.parameters(), lr=1e-4, fused=True)
+        optimizer = torch.optim.AdamW(work.module.parameters(), lr=1e-4, fused=ctx.is_cuda)
     autocast = params.get("precision") == "bf16" and not fsdp  # FSDP's policy casts at each unit instead
-    # Back to back, as training runs: no step waits for the GPU, so the host launches the next while
-    # the GPU works (a wait after each would add the host's first launches to every step).
-    events = [torch.cuda.Event(enable_timing=True) for _ in range(steps + 1)]
-    for step in range(warmup + steps):
-        if step == warmup:
-            events[0].record()
-        for i, micro in enumerate(work.micro_batches):
+
+    def step() -> None:
+        for i, micro in enumerate(work.micro_batches[:accum]):
             if fsdp:
                 work.module.set_requires_gradient_sync(i == accum - 1)
-            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
+            with torch.autocast(ctx.device.type, dtype=torch.bfloat16, enabled=autocast):
                 loss = work.module(*micro) / accum
             loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        if step >= warmup:
-            events[step - warmup + 1].record()
-    events[-1].synchronize()
-    times = [begin.elapsed_time(end) for begin, end in zip(events, events[1:])]
-    del work, optimizer
-    torch.cuda.empty_cache()
-    return statistics.median(times), min(times)
+
+    def timed(count: int) -> "list[float]":
+        for _ in range(priming_steps(ctx)):
+            step()
+        return time_each_call(ctx, step, count)
+
+    return Arm("plain loop", step, timed)
+
+
+def median_interval(values: "list[float]", level: float = LEVEL) -> "tuple[float, float]":
+    """The median's distribution-free interval: order statistics k and n+1-k, k the largest whose
+    binomial tail stays within (1 - level) / 2 (the whole range where n is too small for that)."""
+    ordered, n = sorted(values), len(values)
+    tail, k = 0.0, 0
+    while k < n // 2 and tail + math.comb(n, k) / 2 ** n <= (1 - level) / 2:
+        tail += math.comb(n, k) / 2 ** n
+        k += 1
+    k = max(k, 1)
+    return ordered[k - 1], ordered[n - k]
+
+
+def interleaved(ctx: Context, arms: "list[Arm]", rounds: int, block: int, warmup: int) -> "dict[str, list[float]]":
+    """Each arm's per-round median step, the arms taking turns (order rotating each round); every
+    step it timed lands in its steps_s."""
+    for arm in arms:
+        for _ in range(warmup):
+            arm.step()
+        ctx.sync()
+    medians: dict = {arm.name: [] for arm in arms}
+    for r in range(rounds):
+        for arm in arms[r % len(arms):] + arms[:r % len(arms)]:
+            times = arm.timed(block)
+            arm.steps_s.extend(times)
+            medians[arm.name].append(statistics.median(times))
+    return medians
 
 
 def describe(run: dict) -> str:
@@ -102,50 +186,81 @@ def describe(run: dict) -> str:
     return f"{name} {p['model']} micro-batch {p['micro_batch']} x{p['grad_accum']}"
 
 
-def rows(bundle: dict, steps: int, warmup: int, only: str = "") -> list:
-    """One row per run; the plain loop timed once per configuration (a run's launch repeats share it)."""
-    found, plain_of = [], {}
+def ratio_text(numerator: "list[float]", denominator: "list[float]") -> str:
+    ratios = [a / b for a, b in zip(numerator, denominator)]
+    low, high = median_interval(ratios)
+    return f"{statistics.median(ratios):.3f} [{low:.3f}, {high:.3f}]"
+
+
+def compared(ctx: Context, run: dict, rounds: int, block: int, warmup: int) -> list:
+    """The run's row: its arms set up, taking turns, then freed."""
+    p, suite = run["params"], run["suite"]
+    arms = [suite_arm(ctx, "suite", suite, p, timeline=True)]
+    if run.get("timeline"):
+        arms.append(suite_arm(ctx, "suite, timeline off", suite, p, timeline=False))
+    arms.append(plain_arm(ctx, p, fsdp=suite == "fsdp"))
+    medians = interleaved(ctx, arms, rounds, block, warmup)
+    by_name = {arm.name: arm for arm in arms}
+    plain = medians["plain loop"]
+    row = [describe(run), f"{run['metrics']['step_time_s']['summary']['median'] * 1e3:.1f}",
+           f"{statistics.median(by_name['suite'].steps_s) * 1e3:.1f}",
+           f"{statistics.median(by_name['plain loop'].steps_s) * 1e3:.1f}",
+           ratio_text(medians["suite"], plain),
+           ratio_text(medians["suite, timeline off"], plain) if "suite, timeline off" in medians else "-",
+           f"{rounds} x {block}"]
+    del arms, by_name
+    free(ctx)
+    return row
+
+
+def rows(ctx: Context, bundle: dict, rounds: int, block: int, warmup: int, only: "list[str]") -> list:
+    """One row per configuration (a run's launch repeats share it)."""
+    found, seen = [], set()
     for host in bundle["hosts"]:
         for run in host["runs"]:
-            if run["suite"] not in TRAINING or run["world_size"] != 1 or run["status"] != "ok" or only not in describe(run):
+            if run["suite"] not in SUITES or run["world_size"] != 1 or run["status"] != "ok" \
+                    or not any(text in describe(run) for text in only):
                 continue
             p = run["params"]
-            suite_ms = run["metrics"]["step_time_s"]["summary"]["median"] * 1e3
-            suite_fastest_ms = min(run["metrics"]["step_time_s"]["samples"]) * 1e3
             if p.get("cuda_graphs") or p.get("compile"):
-                found.append([describe(run), f"{suite_ms:.1f}", "-", "not compared: " + ("CUDA graphs" if p.get("cuda_graphs") else "compile"),
-                              f"{suite_fastest_ms:.1f}", "-", "-"])
+                found.append([describe(run), f"{run['metrics']['step_time_s']['summary']['median'] * 1e3:.1f}", "-", "-",
+                              "not compared: " + ("CUDA graphs" if p.get("cuda_graphs") else "compile"), "-", "-"])
                 continue
-            key = json.dumps([describe(run), p.get("seq_len"), p.get("precision"), p.get("weights_dtype"),
-                              p.get("activation_checkpointing"), p.get("optimizer")])
-            if key not in plain_of:
-                plain_of[key] = plain_step_ms(p, steps, warmup, fsdp=run["suite"] == "fsdp")
-            plain, plain_fastest = plain_of[key]
-            found.append([describe(run), f"{suite_ms:.1f}", f"{plain:.1f}", f"{suite_ms / plain:.3f}",
-                          f"{suite_fastest_ms:.1f}", f"{plain_fastest:.1f}", f"{suite_fastest_ms / plain_fastest:.3f}"])
+            key = json.dumps({k: v for k, v in sorted(p.items()) if k not in ("seed", "baseline_for")} | {"suite": run["suite"]})
+            if key not in seen:
+                seen.add(key)
+                found.append(compared(ctx, run, rounds, block, warmup))
+                print(" | ".join(found[-1]), file=sys.stderr, flush=True)
     return found
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("bundle", type=Path)
-    parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--warmup", type=int, default=5)
-    parser.add_argument("--only", default="", help="the runs whose description holds this text")
+    parser.add_argument("--rounds", type=int, default=10, help="turns each arm takes (default 10)")
+    parser.add_argument("--block", type=int, default=3, help="steps an arm times in a turn (default 3)")
+    parser.add_argument("--warmup", type=int, default=5, help="untimed steps of each arm before the first round")
+    parser.add_argument("--only", action="append", help="the runs whose description holds this text (repeat for any of several)")
     args = parser.parse_args()
-    if not torch.cuda.is_available():
-        sys.exit("error: plain_loop.py needs a GPU (torch.cuda.is_available() is False); run it on the GPU host of the bundle")
-    torch.backends.cuda.matmul.allow_tf32 = True  # as the suite's ranks set them
-    torch.backends.cudnn.allow_tf32 = True
-    # FSDP's process group: this GPU alone, meeting in memory (no port to find free)
-    torch.distributed.init_process_group("nccl", store=torch.distributed.HashStore(), rank=0, world_size=1)
-    found = rows(read(args.bundle), args.steps, args.warmup, args.only)
+    if args.rounds < 1 or args.block < 1:
+        sys.exit("error: --rounds and --block must be at least 1")
+    cuda = torch.cuda.is_available()
+    device = torch.device("cuda", 0) if cuda else torch.device("cpu")
+    if cuda:
+        torch.cuda.set_device(device)
+        torch.backends.cuda.matmul.allow_tf32 = True  # as the suite's ranks set them
+        torch.backends.cudnn.allow_tf32 = True
+    # This process alone, meeting in memory (no port to find free): FSDP's mesh needs a process group.
+    backend = "nccl" if cuda else "gloo"
+    torch.distributed.init_process_group(backend, store=torch.distributed.HashStore(), rank=0, world_size=1)
+    ctx = Context(rank=0, local_rank=0, world_size=1, device=device, backend=backend)
+    found = rows(ctx, read(args.bundle), args.rounds, args.block, args.warmup, args.only or [""])
     torch.distributed.destroy_process_group()
     if not found:
-        sys.exit(f"error: {args.bundle} has no ok 1-GPU training run" + (f" whose description holds {args.only!r}" if args.only else "")
+        sys.exit(f"error: {args.bundle} has no ok 1-GPU training run" + (f" whose description holds any of {args.only}" if args.only else "")
                  + "; name a bundle of the ddp or fsdp suite" + (", or a text from its table's first column" if args.only else ""))
-    print(table(["run (1 GPU)", "suite step ms", "plain loop ms", "suite / plain", "suite fastest ms", "plain fastest ms",
-                 "fastest suite / plain"], found))
+    print(table(["run (1 GPU)", "bundle's step ms", "suite ms", "plain loop ms", "suite / plain [95%]",
+                 "timeline off / plain [95%]", "rounds x steps"], found))
     return 0
 
 
