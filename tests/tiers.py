@@ -50,6 +50,7 @@ CHECK = (
     "tests/agent/test_sampling.py",
     "tests/agent/test_span.py",
     "tests/agent/test_spawn.py",
+    "tests/agent/test_timeline.py",
     "tests/agent/test_transports.py",
     "tests/common/test_launch_floor.py",
     "tests/common/test_nccl_log.py",

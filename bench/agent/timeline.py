@@ -15,10 +15,11 @@ Large's smallest all-reduce being a full bucket of 104,878,080 bytes. A timeline
 bucket's cap it was packed to (first_bucket_bytes). The order is learnt from the first backward seen; a model
 without DDP (the 1-GPU baseline) is bucketed the same way, so its timeline says when DDP would
 have reduced each bucket. A bucket is ready when its last gradient is accumulated: a
-post-accumulate-grad hook per parameter counts, and the one that completes a bucket records a
-time point there (a CUDA event on the stream that accumulated it, or perf_counter on the CPU).
-No profiler: the hooks and marks cost some CPU per step, which the recorder times and the run
-states (recorder_cpu_s); a GPU step that waits for the CPU is the only one it can slow.
+post-accumulate-grad hook on every parameter learns the order, then one on each bucket's last
+parameter records a time point there (a CUDA event on the stream that accumulated it, or
+perf_counter on the CPU). No profiler: the hooks and marks cost some CPU per step, which the
+recorder times and the run states (recorder_cpu_s); a GPU step that waits for the CPU is the only
+one it can slow.
 """
 
 from __future__ import annotations
@@ -64,8 +65,6 @@ class StepRecorder:
         self.steps: list = []  # per recorded step: [(mark, point)], bucket points among them
         self.buckets: "list[list[int]] | None" = None  # param indices per bucket, learnt from the first backward
         self._seen: list = []
-        self._left: list = []
-        self._bucket_of: dict = {}
         self._backwards_left = 0
         self._hooks = [p.register_post_accumulate_grad_hook(self._hook(i)) for i, p in enumerate(self.params)]
 
@@ -77,15 +76,15 @@ class StepRecorder:
         return time.perf_counter()
 
     def _hook(self, index: int):
+        def seen(_param):
+            self._seen.append(index)
+        return seen
+
+    def _bucket_hook(self, bucket: int):
         def ready(_param):
-            if self.buckets is None:
-                self._seen.append(index)
-            elif self.recording and self._backwards_left == 0:  # the last micro-batch's backward
+            if self.recording and self._backwards_left == 0:  # the last micro-batch's backward
                 began = time.perf_counter()
-                bucket = self._bucket_of[index]
-                self._left[bucket] -= 1
-                if self._left[bucket] == 0:
-                    self.steps[-1].append((f"bucket{bucket}", self._point()))
+                self.steps[-1].append((f"bucket{bucket}", self._point()))
                 self.cpu_s += time.perf_counter() - began
         return ready
 
@@ -113,8 +112,6 @@ class StepRecorder:
             self._backwards_left -= 1
             if self.buckets is None:
                 self._seen = []  # the order of the last backward of the first step is the one kept
-            else:
-                self._left = [len(bucket) for bucket in self.buckets]
         if name == "optimizer" and self.buckets is None and self._seen:
             self._learn(self._seen)
         if self.recording:
@@ -127,7 +124,11 @@ class StepRecorder:
         gradient is in none (DDP would refuse it without find_unused_parameters)."""
         order = list(dict.fromkeys(seen))
         self.buckets = [[order[k] for k in bucket] for bucket in bucket_assignment([self.sizes[i] for i in order], self.cap_bytes)]
-        self._bucket_of = {i: b for b, bucket in enumerate(self.buckets) for i in bucket}
+        # From now on a hook only where a bucket closes: the graph and so the order are the same every
+        # step, and each hook is a call into Python on the thread that launches the backward's kernels.
+        self.remove()
+        self._hooks = [self.params[bucket[-1]].register_post_accumulate_grad_hook(self._bucket_hook(b))
+                       for b, bucket in enumerate(self.buckets)]
 
     @property
     def bucket_bytes(self) -> list[int]:
