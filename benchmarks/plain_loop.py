@@ -21,23 +21,29 @@ its tutorial writes it, on a process group of this one GPU: each block then the 
 `fully_shard`ed (resharded after the forward but for grad_op), bf16 by its mixed-precision policy,
 gradients synced on the last micro-batch.
 
+Before the rounds, one step of the suite and one of the plain loop run under torch's profiler: the
+calls each makes on the host (operators, CUDA runtime calls) and the kernels it launches, counted by
+name, and those the suite makes beyond the plain loop's. A host-paced step's time is the host's work,
+and its steps spread 10-20% from one to the next, which rounds of timing cannot shrink to a few
+percent: the same calls and kernels, less what the suite adds, is what says the programs match there.
+
 `--only` keeps the runs whose description (the table's first column) holds the text (repeated: any
-of the texts). Runs with CUDA
-graphs or compile are listed as not compared: a plain loop of those is a different program. On a
-host without a GPU it compares the CPU runs of a CPU bundle (gloo, perf_counter). Standard library,
-torch and the repository only.
+of the texts). Runs with CUDA graphs or compile are listed as not compared: a plain loop of those is
+a different program. On a host without a GPU it compares the CPU runs of a CPU bundle (gloo,
+perf_counter). Standard library, torch and the repository only.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
+import functools
 import gzip
 import json
 import math
 import os
 import statistics
 import sys
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
@@ -47,7 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from bench.agent import switches  # noqa: E402
+from bench.agent import kernel_time, switches  # noqa: E402
 from bench.agent.harness import Context, time_each_call  # noqa: E402
 from bench.agent.training import Training, free, priming_steps, set_up, timed_steps  # noqa: E402
 from bench.models import workload  # noqa: E402
@@ -74,6 +80,7 @@ class Arm:
     name: str
     step: Callable[[], None]
     timed: Callable[[int], "list[float]"]  # seconds of each of n timed steps, after those that prime them
+    recording: Callable[[bool], None] = lambda on: None  # what a timed step records around it, on or off
     steps_s: "list[float]" = field(default_factory=list)  # every step it timed
 
 
@@ -91,18 +98,46 @@ def suite_arm(ctx: Context, name: str, suite: str, params: dict, timeline: bool)
         else:
             os.environ[switches.TIMELINE] = before
     training.accum = params["grad_accum"]
-    return Arm(name, training.step, lambda n: recorded_steps(ctx, training, n))
+    recording = functools.partial(timeline_recording, training)
+    return Arm(name, training.step, lambda n: recorded_steps(ctx, training, n), recording)
+
+
+def timeline_recording(training: Training, on: bool) -> None:
+    """The suite's timeline recording the steps, as in its timed ones, or stopped and cleared."""
+    if training.recorder is None:
+        return
+    training.recorder.recording = on
+    if not on:
+        training.recorder.take()
 
 
 def recorded_steps(ctx: Context, training: Training, count: int) -> "list[float]":
-    """The suite's timed steps, its timeline recording them as in a run (then cleared)."""
-    if training.recorder is not None:
-        training.recorder.recording = True
+    """The suite's timed steps, its timeline recording them as in a run."""
+    timeline_recording(training, True)
     times = timed_steps(ctx, training, count)
-    if training.recorder is not None:
-        training.recorder.recording = False
-        training.recorder.take()
+    timeline_recording(training, False)
     return times
+
+
+def work_of(ctx: Context, arm: Arm) -> "tuple[Counter, Counter]":
+    """What one timed step of the arm asks of the host and of the GPU: the operators, runtime calls and
+    hooks the profiler sees on the CPU, and the kernels, each by name."""
+    from torch.autograd import DeviceType
+    from torch.autograd.profiler import profile, record_function
+
+    arm.recording(True)
+    with profile(use_kineto=True, use_cpu=True, use_device="cuda" if ctx.is_cuda else None) as prof:
+        with record_function(kernel_time.STEP_MARK):
+            arm.step()
+            ctx.sync()
+    arm.recording(False)
+    events = prof.kineto_results.events()
+    ((begin, end),) = [(e.start_ns(), e.end_ns()) for e in events if e.is_user_annotation() and e.name() == kernel_time.STEP_MARK
+                       and e.device_type() == DeviceType.CPU]
+    host = Counter(e.name() for e in events if e.device_type() == DeviceType.CPU and not e.is_user_annotation()
+                   and begin <= e.start_ns() <= end)
+    kernels = Counter(name for name, _, _ in (kernel_time.kernels_by_step(events) or [[]])[0])
+    return host, kernels
 
 
 def fully_sharded(module: torch.nn.Module, params: dict, device: torch.device) -> torch.nn.Module:
@@ -164,13 +199,9 @@ def median_interval(values: "list[float]", level: float = LEVEL) -> "tuple[float
     return ordered[k - 1], ordered[n - k]
 
 
-def interleaved(ctx: Context, arms: "list[Arm]", rounds: int, block: int, warmup: int) -> "dict[str, list[float]]":
+def interleaved(arms: "list[Arm]", rounds: int, block: int) -> "dict[str, list[float]]":
     """Each arm's per-round median step, the arms taking turns (order rotating each round); every
     step it timed lands in its steps_s."""
-    for arm in arms:
-        for _ in range(warmup):
-            arm.step()
-        ctx.sync()
     medians: dict = {arm.name: [] for arm in arms}
     for r in range(rounds):
         for arm in arms[r % len(arms):] + arms[:r % len(arms)]:
@@ -199,18 +230,29 @@ def compared(ctx: Context, run: dict, rounds: int, block: int, warmup: int) -> l
     if run.get("timeline"):
         arms.append(suite_arm(ctx, "suite, timeline off", suite, p, timeline=False))
     arms.append(plain_arm(ctx, p, fsdp=suite == "fsdp"))
-    medians = interleaved(ctx, arms, rounds, block, warmup)
-    by_name = {arm.name: arm for arm in arms}
-    plain = medians["plain loop"]
-    row = [describe(run), f"{run['metrics']['step_time_s']['summary']['median'] * 1e3:.1f}",
-           f"{statistics.median(by_name['suite'].steps_s) * 1e3:.1f}",
-           f"{statistics.median(by_name['plain loop'].steps_s) * 1e3:.1f}",
-           ratio_text(medians["suite"], plain),
-           ratio_text(medians["suite, timeline off"], plain) if "suite, timeline off" in medians else "-",
-           f"{rounds} x {block}"]
-    del arms, by_name
+    for arm in arms:
+        for _ in range(warmup):
+            arm.step()
+        ctx.sync()
+    (suite_host, suite_kernels), (plain_host, plain_kernels) = work_of(ctx, arms[0]), work_of(ctx, arms[-1])
+    medians = interleaved(arms, rounds, block)
+    suite_s, plain_s = statistics.median(arms[0].steps_s), statistics.median(arms[-1].steps_s)
+    row = [describe(run), f"{run['metrics']['step_time_s']['summary']['median'] * 1e3:.1f}", f"{suite_s * 1e3:.1f}",
+           f"{plain_s * 1e3:.1f}", ratio_text(medians["suite"], medians["plain loop"]),
+           ratio_text(medians["suite, timeline off"], medians["plain loop"]) if len(arms) == 3 else "-",
+           f"{suite_host.total():,} / {plain_host.total():,}", f"{suite_kernels.total():,} / {plain_kernels.total():,}",
+           beyond(suite_host, plain_host), beyond(suite_kernels, plain_kernels), f"{rounds} x {block}"]
+    del arms
     free(ctx)
     return row
+
+
+def beyond(suite: Counter, plain: Counter, most: int = 3) -> str:
+    """What the suite's step calls that the plain loop's does not (+), and the reverse (-), by name."""
+    more, fewer = suite - plain, plain - suite
+    if not more and not fewer:
+        return "none"
+    return ", ".join([f"+{n} {name[:40]}" for name, n in more.most_common(most)] + [f"-{n} {name[:40]}" for name, n in fewer.most_common(most)])
 
 
 def rows(ctx: Context, bundle: dict, rounds: int, block: int, warmup: int, only: "list[str]") -> list:
@@ -224,7 +266,7 @@ def rows(ctx: Context, bundle: dict, rounds: int, block: int, warmup: int, only:
             p = run["params"]
             if p.get("cuda_graphs") or p.get("compile"):
                 found.append([describe(run), f"{run['metrics']['step_time_s']['summary']['median'] * 1e3:.1f}", "-", "-",
-                              "not compared: " + ("CUDA graphs" if p.get("cuda_graphs") else "compile"), "-", "-"])
+                              "not compared: " + ("CUDA graphs" if p.get("cuda_graphs") else "compile")] + ["-"] * 6)
                 continue
             key = json.dumps({k: v for k, v in sorted(p.items()) if k not in ("seed", "baseline_for")} | {"suite": run["suite"]})
             if key not in seen:
@@ -260,7 +302,8 @@ def main() -> int:
         sys.exit(f"error: {args.bundle} has no ok 1-GPU training run" + (f" whose description holds any of {args.only}" if args.only else "")
                  + "; name a bundle of the ddp or fsdp suite" + (", or a text from its table's first column" if args.only else ""))
     print(table(["run (1 GPU)", "bundle's step ms", "suite ms", "plain loop ms", "suite / plain [95%]",
-                 "timeline off / plain [95%]", "rounds x steps"], found))
+                 "timeline off / plain [95%]", "host calls a step, suite / plain", "kernels a step, suite / plain",
+                 "host calls beyond the plain loop's", "kernels beyond the plain loop's", "rounds x steps"], found))
     return 0
 
 
