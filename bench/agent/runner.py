@@ -73,6 +73,7 @@ def run_plan(
         sorted(l.id for l in launches if l.estimate_s and l.id in measured),
         sorted(l.id for l in launches if l.id in done_launch_ids), round(gate_seconds(runnable, host, slowdown, {**os.environ, **(host_env or {})}), 1), slowdown,
         {l.id: l.skipped_reason for l in launches if l.skipped_reason},
+        sorted(l.id for l in runnable if l.estimate_s and l.id not in measured and by_model[l.id].host_paced),
     ))
     if dry_run:
         return _finished(out_dir, raw)

@@ -132,7 +132,8 @@ class Planned(Event):
     durations; finished_before: launches a resumed run finished already (kept, not run again); gate_s: the P2P
     gate's estimate, before the first launch; slowdown: how many times longer CPU work takes on this host now
     than on an idle one (other processes), which a CPU host's estimates count; skipped: why each launch that
-    does not run here does not."""
+    does not run here does not; host_paced: launches priced by the cost model whose steps it expects the
+    host's CPU to pace (a slower CPU stretches them: the ETA learns by how much from those that finish)."""
 
     kind: ClassVar[str] = "plan"
     launches: list
@@ -143,6 +144,7 @@ class Planned(Event):
     gate_s: float = 0.0
     slowdown: float = 1.0
     skipped: dict = field(default_factory=dict)
+    host_paced: list = field(default_factory=list)
 
 
 @_event

@@ -3,7 +3,9 @@ launch and configuration, done/total and an ETA on a terminal; one plain line pe
 configuration and launch elsewhere (CI logs, `nohup`, a batch job's output file).
 
 The agent sends the estimate of each launch with its plan (each suite's cost model); the ETA is
-what is left of the estimates, the running launch's counted from its start.
+what is left of the estimates, the running launch's counted from its start. Launches whose steps the
+host's CPU paces run as fast as that CPU, which hosts of one GPU kind differ in (1.5x among lent
+H100s): what is left of theirs is scaled by how long those that finished took against theirs.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from bench.common.units import count
 
 
 SAID_SLOWDOWN = 1.2  # a CPU host this many times slower than idle says so beside its estimate
+SAID_PACE = 0.15  # host-paced launches this far off their estimates so far: the ETA's line says by how much
 
 
 def describe_s(seconds: float) -> str:
@@ -45,13 +48,27 @@ class HostState:
     ended: bool = False
     gate_s: float = 0.0  # the P2P gate's estimate, counted down from the plan until the first launch starts
     planned: float = 0.0
+    host_paced: set = field(default_factory=set)  # launches the host's CPU is expected to pace (Planned.host_paced)
+    paced_taken_s: float = 0.0  # those that finished ok: the seconds they took ...
+    paced_estimated_s: float = 0.0  # ... and their estimates
+
+    def pace(self) -> float:
+        """How many times their estimates the host-paced launches that finished ok took here; 1 before any."""
+        return self.paced_taken_s / self.paced_estimated_s if self.paced_estimated_s else 1.0
+
+    def ended_launch(self, event: protocol.LaunchEnded) -> None:
+        if event.status == "ok" and event.id in self.host_paced and event.id in self.estimates_s:
+            self.paced_taken_s += event.duration_s
+            self.paced_estimated_s += self.estimates_s[event.id]
 
     def eta_s(self) -> "float | None":
         if not self.estimates_s or self.ended:
             return None
-        left = sum(s for launch, s in self.estimates_s.items() if launch not in self.finished and launch != self.launch)
-        if self.launch in self.estimates_s and self.launch not in self.finished:
-            left += max(0.0, self.estimates_s[self.launch] - (time.monotonic() - self.launch_started))
+        pace = self.pace()
+        expected = {launch: s * (pace if launch in self.host_paced else 1.0) for launch, s in self.estimates_s.items()}
+        left = sum(s for launch, s in expected.items() if launch not in self.finished and launch != self.launch)
+        if self.launch in expected and self.launch not in self.finished:
+            left += max(0.0, expected[self.launch] - (time.monotonic() - self.launch_started))
         if not self.launch:
             left += max(0.0, self.gate_s - (time.monotonic() - self.planned))
         return left
@@ -105,14 +122,18 @@ class HostProgress:
         self._bar.update(self._tasks[host], description=terminal(text))
 
     def _eta(self, host: str) -> str:
-        eta = self._states[host].eta_s()
-        return "" if eta is None else f"ETA {describe_s(eta)}"
+        state = self._states[host]
+        eta, pace = state.eta_s(), state.pace()
+        if eta is None:
+            return ""
+        return f"ETA {describe_s(eta)}" + (f", host-paced launches at {pace:.2f}x their estimates here" if abs(pace - 1) > SAID_PACE else "")
 
     def update(self, host: str, event: protocol.Event) -> None:
         task, state = self._tasks[host], self._states[host]
         if isinstance(event, protocol.Planned):
             self.planned[host] = event
             state.estimates_s, state.gate_s, state.planned = dict(event.estimates_s), event.gate_s, time.monotonic()
+            state.host_paced = set(event.host_paced)
             self._bar.update(task, total=len(event.launches), description="planned")
             self._announce(host, self._plan_text(event))
         elif isinstance(event, protocol.LaunchStarted):
@@ -128,6 +149,8 @@ class HostProgress:
             self._say(host, f"{text} (elapsed {describe_s(time.monotonic() - state.started)}; {self._eta(host) or 'no ETA'})")
         elif isinstance(event, (protocol.LaunchEnded, protocol.LaunchSkipped)):
             state.finished.add(event.id)
+            if isinstance(event, protocol.LaunchEnded):
+                state.ended_launch(event)
             self._bar.advance(task)
             self._say(host, f"{event.id} {self._ended(event, state)}")
         elif isinstance(event, protocol.Warned):

@@ -63,6 +63,27 @@ def test_the_estimate_counts_the_p2p_gate_and_says_how_busy_the_cpu_is(monkeypat
     assert progress._states["h"].eta_s() == 45
 
 
+def test_the_eta_stretches_host_paced_launches_as_much_as_the_finished_ones_took_here(monkeypatch, capsys):
+    now = [100.0]
+    monkeypatch.setattr(progress_module, "time", SimpleNamespace(monotonic=lambda: now[0]))
+    progress = HostProgress(["h"], Console(file=io.StringIO(), width=500))  # no terminal: a line each, as in a log
+    launches = {"00-paced": 10.0, "01-paced": 10.0, "02-gpu-bound": 10.0, "03-paced": 10.0}
+    progress.update("h", protocol.Planned(list(launches), launches, dict.fromkeys(launches, 1),
+                                          host_paced=["00-paced", "01-paced", "03-paced"]))
+    progress.update("h", protocol.LaunchStarted("00-paced"))
+    assert progress._states["h"].eta_s() == 40  # nothing finished: the estimates as they are
+    now[0] += 15
+    progress.update("h", protocol.LaunchEnded("00-paced", "ok", None, 1, 15.0))  # this host's CPU: 1.5x the model's
+    progress.update("h", protocol.LaunchStarted("01-paced"))
+    now[0] += 3
+    progress.update("h", protocol.RunEnded("01-paced", 1, 2, "run", 3.0))
+    assert progress._states["h"].eta_s() == 12 + 10 + 15  # the running and the last host-paced at 15 s, the GPU-bound as priced
+    assert capsys.readouterr().err.splitlines()[-1].endswith("; ETA 37 s, host-paced launches at 1.50x their estimates here)")
+    now[0] += 12
+    progress.update("h", protocol.LaunchEnded("01-paced", "failed", "boom", 0, 12.0))  # a failed launch teaches nothing
+    assert progress._states["h"].pace() == 1.5
+
+
 def test_a_host_stopped_before_its_plans_end_is_not_said_to_be_done(capsys):
     progress = HostProgress(["a", "b", "c"], Console(file=io.StringIO(), width=500))  # no terminal: a line each, as in a log
     progress.finish("a", None)
