@@ -57,6 +57,7 @@ class HostState:
         return self.paced_taken_s / self.paced_estimated_s if self.paced_estimated_s else 1.0
 
     def ended_launch(self, event: protocol.LaunchEnded) -> None:
+        """A launch ended: one of the host-paced that ended ok tells their pace here."""
         if event.status == "ok" and event.id in self.host_paced and event.id in self.estimates_s:
             self.paced_taken_s += event.duration_s
             self.paced_estimated_s += self.estimates_s[event.id]
