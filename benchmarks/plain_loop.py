@@ -29,7 +29,7 @@ percent: the same calls and kernels, less what the suite adds, is what says the 
 
 `--only` keeps the runs whose description (the table's first column) holds the text (repeated: any
 of the texts). Runs with CUDA graphs or compile are listed as not compared: a plain loop of those is
-a different program. On a host without a GPU it compares the CPU runs of a CPU bundle (gloo,
+a different program; so is a run whose arms do not fit the GPU's memory together. On a host without a GPU it compares the CPU runs of a CPU bundle (gloo,
 perf_counter). Standard library, torch and the repository only.
 """
 
@@ -224,7 +224,7 @@ def ratio_text(numerator: "list[float]", denominator: "list[float]") -> str:
 
 
 def compared(ctx: Context, run: dict, rounds: int, block: int, warmup: int) -> list:
-    """The run's row: its arms set up, taking turns, then freed."""
+    """The run's row: its arms set up, then taking turns."""
     p, suite = run["params"], run["suite"]
     arms = [suite_arm(ctx, "suite", suite, p, timeline=True)]
     if run.get("timeline"):
@@ -237,14 +237,11 @@ def compared(ctx: Context, run: dict, rounds: int, block: int, warmup: int) -> l
     (suite_host, suite_kernels), (plain_host, plain_kernels) = work_of(ctx, arms[0]), work_of(ctx, arms[-1])
     medians = interleaved(arms, rounds, block)
     suite_s, plain_s = statistics.median(arms[0].steps_s), statistics.median(arms[-1].steps_s)
-    row = [describe(run), f"{run['metrics']['step_time_s']['summary']['median'] * 1e3:.1f}", f"{suite_s * 1e3:.1f}",
-           f"{plain_s * 1e3:.1f}", ratio_text(medians["suite"], medians["plain loop"]),
-           ratio_text(medians["suite, timeline off"], medians["plain loop"]) if len(arms) == 3 else "-",
-           f"{suite_host.total():,} / {plain_host.total():,}", f"{suite_kernels.total():,} / {plain_kernels.total():,}",
-           beyond(suite_host, plain_host), beyond(suite_kernels, plain_kernels), f"{rounds} x {block}"]
-    del arms
-    free(ctx)
-    return row
+    return [describe(run), f"{run['metrics']['step_time_s']['summary']['median'] * 1e3:.1f}", f"{suite_s * 1e3:.1f}",
+            f"{plain_s * 1e3:.1f}", ratio_text(medians["suite"], medians["plain loop"]),
+            ratio_text(medians["suite, timeline off"], medians["plain loop"]) if len(arms) == 3 else "-",
+            f"{suite_host.total():,} / {plain_host.total():,}", f"{suite_kernels.total():,} / {plain_kernels.total():,}",
+            beyond(suite_host, plain_host), beyond(suite_kernels, plain_kernels), f"{rounds} x {block}"]
 
 
 def beyond(suite: Counter, plain: Counter, most: int = 3) -> str:
@@ -271,7 +268,12 @@ def rows(ctx: Context, bundle: dict, rounds: int, block: int, warmup: int, only:
             key = json.dumps({k: v for k, v in sorted(p.items()) if k not in ("seed", "baseline_for")} | {"suite": run["suite"]})
             if key not in seen:
                 seen.add(key)
-                found.append(compared(ctx, run, rounds, block, warmup))
+                try:
+                    found.append(compared(ctx, run, rounds, block, warmup))
+                except torch.cuda.OutOfMemoryError:  # its arms side by side need two or three models' memory
+                    found.append([describe(run), f"{run['metrics']['step_time_s']['summary']['median'] * 1e3:.1f}", "-", "-",
+                                  "not compared: its arms did not fit this GPU's memory together"] + ["-"] * 6)
+                free(ctx)  # the row's models, before the next row's
                 print(" | ".join(found[-1]), file=sys.stderr, flush=True)
     return found
 
