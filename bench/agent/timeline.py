@@ -19,7 +19,9 @@ post-accumulate-grad hook on every parameter learns the order, then one on each 
 parameter records a time point there (a CUDA event on the stream that accumulated it, or
 perf_counter on the CPU). No profiler: the hooks and marks cost some CPU per step, which the
 recorder times and the run states (recorder_cpu_s); a GPU step that waits for the CPU is the only
-one it can slow.
+one it can slow. That time holds the waits of its events' records on a full launch queue: on a
+GPU-bound step it is a bound (0.6 ms, 2.2% of quick's 27.5 ms GPT-2 step on one H100, which ran
+as fast as a plain loop's to 0.1%), not a cost.
 """
 
 from __future__ import annotations
