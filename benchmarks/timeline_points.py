@@ -1,0 +1,125 @@
+"""What a point of the step timeline costs the host: alone, and inside a training step of a bundle's run.
+
+    python3 benchmarks/timeline_points.py BUNDLE "ddp gpt2-large micro-batch 2 x2" [--rounds 8]
+
+The recorder (bench/agent/timeline.py) records a CUDA event at each mark of a step and where each
+bucket's last gradient is accumulated; its own clock counts 1.2-2.4 ms a step in host-paced steps of
+GPT-2 Large at micro-batch 2 x2 on 1x H100, where a new event and its record alone take some 9 µs.
+This says which: first the parts of a point on their own (an event made, the current stream looked up,
+recorded, a perf_counter pair), then the run, set up as the suite's ranks set it up (the row is the
+first column of benchmarks/plain_loop.py's table), timing 3 steps at a time in turns with the points
+as shipped (new events), with events made before the steps, and with no events (perf_counter): each
+arm's median step and the recorder's clock a step. A step that waits for the recorder's work is slower
+with new events than with none; a clock that counts waits the step hides is higher without the step
+being slower. Standard library, torch and the repository only; on a CPU the event arms are perf_counter too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch  # noqa: E402
+
+from bench.agent import timeline  # noqa: E402
+from bench.agent.harness import Context, time_each_call  # noqa: E402
+from benchmarks._agent import table  # noqa: E402
+from benchmarks.plain_loop import describe, read, suite_arm  # noqa: E402
+
+STEPS_A_TURN = 3
+
+
+def microseconds(call, count: int = 20000) -> float:
+    for _ in range(100):
+        call()
+    began = time.perf_counter()
+    for _ in range(count):
+        call()
+    return (time.perf_counter() - began) / count * 1e6
+
+
+def parts() -> list:
+    """A point's parts on their own, in microseconds each."""
+    stream = torch.cuda.current_stream()
+    event = torch.cuda.Event(enable_timing=True)
+    return [["a new event", f"{microseconds(lambda: torch.cuda.Event(enable_timing=True)):.2f}"],
+            ["the current stream looked up", f"{microseconds(torch.cuda.current_stream):.2f}"],
+            ["an event recorded (its stream looked up)", f"{microseconds(event.record):.2f}"],
+            ["an event recorded on a stream given", f"{microseconds(lambda: event.record(stream)):.2f}"],
+            ["a new event recorded, as the recorder does", f"{microseconds(lambda: torch.cuda.Event(enable_timing=True).record()):.2f}"],
+            ["a perf_counter pair", f"{microseconds(lambda: (time.perf_counter(), time.perf_counter())):.2f}"]]
+
+
+def in_step(ctx: Context, run: dict, rounds: int) -> list:
+    """The run's steps with each way of making a point, in turns: median step and the recorder's clock a step."""
+    training = suite_arm(ctx, "suite", "ddp", run["params"], timeline=True).recording.args[0]
+    recorder = training.recorder
+    for _ in range(5):
+        training.step()
+    ctx.sync()
+    made: list = []
+
+    def made_before(self):
+        event = made.pop()
+        event.record()
+        return event
+
+    def clock(self):
+        return time.perf_counter()
+
+    shipped = timeline.StepRecorder._point
+    arms = {"new events (as shipped)": shipped, "events made before the steps": made_before if ctx.is_cuda else clock,
+            "no events (perf_counter)": clock}
+    names = list(arms)
+    steps_s: dict = {name: [] for name in names}
+    clock_s: dict = {name: [] for name in names}
+    try:
+        for r in range(rounds):
+            for name in names[r % len(names):] + names[:r % len(names)]:
+                timeline.StepRecorder._point = arms[name]
+                made[:] = [torch.cuda.Event(enable_timing=True) for _ in range(400)] if ctx.is_cuda else []
+                training.step()  # unrecorded, to fill the GPU's queue as the suite's timed steps do
+                recorder.steps, recorder.cpu_s, recorder.recording = [], 0.0, True
+                steps_s[name] += time_each_call(ctx, training.step, STEPS_A_TURN)
+                recorder.recording = False
+                clock_s[name].append(recorder.cpu_s / STEPS_A_TURN)
+                ctx.sync()
+                recorder.steps = []
+    finally:
+        timeline.StepRecorder._point = shipped
+    return [[name, f"{statistics.median(steps_s[name]) * 1e3:.1f}", f"{statistics.median(clock_s[name]) * 1e3:.3f}",
+             f"{rounds} x {STEPS_A_TURN}"] for name in names]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("bundle", type=Path)
+    parser.add_argument("row", help='a ddp run as benchmarks/plain_loop.py names it: "ddp gpt2-large micro-batch 2 x2"')
+    parser.add_argument("--rounds", type=int, default=8)
+    args = parser.parse_args()
+    cuda = torch.cuda.is_available()
+    device = torch.device("cuda", 0) if cuda else torch.device("cpu")
+    runs = [r for host in read(args.bundle)["hosts"] for r in host["runs"]
+            if r["suite"] == "ddp" and r["world_size"] == 1 and r["status"] == "ok" and describe(r) == args.row]
+    if not runs:
+        sys.exit(f"error: {args.bundle} has no ok 1-GPU ddp run {args.row!r}; name one from benchmarks/plain_loop.py's first column")
+    if cuda:
+        torch.cuda.set_device(device)
+        torch.backends.cuda.matmul.allow_tf32 = True  # as the suite's ranks set them
+        torch.backends.cudnn.allow_tf32 = True
+        print(table(["a point's part, alone", "µs"], parts()) + "\n")
+    backend = "nccl" if cuda else "gloo"
+    torch.distributed.init_process_group(backend, store=torch.distributed.HashStore(), rank=0, world_size=1)
+    ctx = Context(rank=0, local_rank=0, world_size=1, device=device, backend=backend)
+    print(table([f"{args.row}: points", "step ms", "recorder's clock ms a step", "rounds x steps"], in_step(ctx, runs[0], args.rounds)))
+    torch.distributed.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
