@@ -55,7 +55,7 @@ import torch  # noqa: E402
 
 from bench.agent import kernel_time, switches  # noqa: E402
 from bench.agent.harness import Context, time_each_call  # noqa: E402
-from bench.agent.training import Training, free, priming_steps, set_up, timed_steps  # noqa: E402
+from bench.agent.training import Training, free, priming_steps, set_up  # noqa: E402
 from bench.models import workload  # noqa: E402
 from bench.suites.ddp.params import Params as DDPParams  # noqa: E402
 from bench.suites.ddp.ranks import DDPStrategy  # noqa: E402
@@ -68,38 +68,59 @@ LEVEL = 0.95
 
 
 def read(path: Path) -> dict:
-    opened = gzip.open(path, "rt") if path.suffix == ".gz" else path.open()
-    with opened as f:
-        return json.load(f)
+    """The bundle at `path` (.json or .json.gz); one error line and exit 1 where it cannot be read."""
+    try:
+        with gzip.open(path, "rt") if path.suffix == ".gz" else path.open() as f:
+            found = json.load(f)
+    except (OSError, EOFError, ValueError) as err:
+        found, why = None, str(err)
+    else:
+        why = "it holds no hosts' runs"
+    if not isinstance(found, dict) or not isinstance(found.get("hosts"), list):
+        sys.exit(f"error: cannot read bundle {path}: {why}; name a bundle.json (or .json.gz) that ddpbench wrote")
+    return found
 
 
 @dataclass
 class Arm:
-    """One program of a comparison: its name, a step, and what brackets its timed steps."""
+    """One program of a comparison: its name, a step, and what its timed steps record around them."""
 
     name: str
     step: Callable[[], None]
-    timed: Callable[[int], "list[float]"]  # seconds of each of n timed steps, after those that prime them
-    recording: Callable[[bool], None] = lambda on: None  # what a timed step records around it, on or off
+    recording: Callable[[bool], None] = lambda on: None  # a timed step's recording, on or off
     steps_s: "list[float]" = field(default_factory=list)  # every step it timed
 
+    def timed(self, ctx: Context, count: int) -> "list[float]":
+        """Seconds of each of `count` steps back to back, after those that prime them (unrecorded), as the
+        suite's timed steps run."""
+        for _ in range(priming_steps(ctx)):
+            self.step()
+        self.recording(True)
+        times = time_each_call(ctx, self.step, count)
+        self.recording(False)
+        return times
 
-def suite_arm(ctx: Context, name: str, suite: str, params: dict, timeline: bool) -> Arm:
-    """The run set up as the suite's ranks set it up (with its step timeline recording, or with it off)."""
+
+def suite_training(ctx: Context, suite: str, params: dict, timeline: bool) -> Training:
+    """The run set up as the suite's ranks set it up, its step timeline on or off."""
     params_type, strategy = SUITES[suite]
-    typed = params_type.of(params)
     before = os.environ.get(switches.TIMELINE)
     os.environ[switches.TIMELINE] = "1" if timeline else "0"
     try:
-        training = set_up(ctx, typed, params["grad_accum"], workload.build, strategy())
+        training = set_up(ctx, params_type.of(params), params["grad_accum"], workload.build, strategy())
     finally:
         if before is None:
             del os.environ[switches.TIMELINE]
         else:
             os.environ[switches.TIMELINE] = before
     training.accum = params["grad_accum"]
-    recording = functools.partial(timeline_recording, training)
-    return Arm(name, training.step, lambda n: recorded_steps(ctx, training, n), recording)
+    return training
+
+
+def suite_arm(ctx: Context, name: str, suite: str, params: dict, timeline: bool) -> Arm:
+    """The suite's own step, its timeline recording the timed steps as in a run."""
+    training = suite_training(ctx, suite, params, timeline)
+    return Arm(name, training.step, functools.partial(timeline_recording, training))
 
 
 def timeline_recording(training: Training, on: bool) -> None:
@@ -109,14 +130,6 @@ def timeline_recording(training: Training, on: bool) -> None:
     training.recorder.recording = on
     if not on:
         training.recorder.take()
-
-
-def recorded_steps(ctx: Context, training: Training, count: int) -> "list[float]":
-    """The suite's timed steps, its timeline recording them as in a run."""
-    timeline_recording(training, True)
-    times = timed_steps(ctx, training, count)
-    timeline_recording(training, False)
-    return times
 
 
 def work_of(ctx: Context, arm: Arm) -> "tuple[Counter, Counter]":
@@ -179,12 +192,7 @@ def plain_arm(ctx: Context, params: dict, fsdp: bool) -> Arm:
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 
-    def timed(count: int) -> "list[float]":
-        for _ in range(priming_steps(ctx)):
-            step()
-        return time_each_call(ctx, step, count)
-
-    return Arm("plain loop", step, timed)
+    return Arm("plain loop", step)
 
 
 def median_interval(values: "list[float]", level: float = LEVEL) -> "tuple[float, float]":
@@ -199,13 +207,13 @@ def median_interval(values: "list[float]", level: float = LEVEL) -> "tuple[float
     return ordered[k - 1], ordered[n - k]
 
 
-def interleaved(arms: "list[Arm]", rounds: int, block: int) -> "dict[str, list[float]]":
+def interleaved(ctx: Context, arms: "list[Arm]", rounds: int, block: int) -> "dict[str, list[float]]":
     """Each arm's per-round median step, the arms taking turns (order rotating each round); every
     step it timed lands in its steps_s."""
     medians: dict = {arm.name: [] for arm in arms}
     for r in range(rounds):
         for arm in arms[r % len(arms):] + arms[:r % len(arms)]:
-            times = arm.timed(block)
+            times = arm.timed(ctx, block)
             arm.steps_s.extend(times)
             medians[arm.name].append(statistics.median(times))
     return medians
@@ -235,7 +243,7 @@ def compared(ctx: Context, run: dict, rounds: int, block: int, warmup: int) -> l
             arm.step()
         ctx.sync()
     (suite_host, suite_kernels), (plain_host, plain_kernels) = work_of(ctx, arms[0]), work_of(ctx, arms[-1])
-    medians = interleaved(arms, rounds, block)
+    medians = interleaved(ctx, arms, rounds, block)
     suite_s, plain_s = statistics.median(arms[0].steps_s), statistics.median(arms[-1].steps_s)
     return [describe(run), f"{run['metrics']['step_time_s']['summary']['median'] * 1e3:.1f}", f"{suite_s * 1e3:.1f}",
             f"{plain_s * 1e3:.1f}", ratio_text(medians["suite"], medians["plain loop"]),

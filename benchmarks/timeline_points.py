@@ -29,7 +29,7 @@ import torch  # noqa: E402
 from bench.agent import timeline  # noqa: E402
 from bench.agent.harness import Context, time_each_call  # noqa: E402
 from benchmarks._agent import table  # noqa: E402
-from benchmarks.plain_loop import describe, read, suite_arm  # noqa: E402
+from benchmarks.plain_loop import describe, read, suite_training  # noqa: E402
 
 STEPS_A_TURN = 3
 
@@ -57,7 +57,7 @@ def parts() -> list:
 
 def in_step(ctx: Context, run: dict, rounds: int) -> list:
     """The run's steps with each way of making a point, in turns: median step and the recorder's clock a step."""
-    training = suite_arm(ctx, "suite", "ddp", run["params"], timeline=True).recording.args[0]
+    training = suite_training(ctx, "ddp", run["params"], timeline=True)
     recorder = training.recorder
     for _ in range(5):
         training.step()
@@ -102,6 +102,8 @@ def main() -> int:
     parser.add_argument("row", help='a ddp run as benchmarks/plain_loop.py names it: "ddp gpt2-large micro-batch 2 x2"')
     parser.add_argument("--rounds", type=int, default=8)
     args = parser.parse_args()
+    if args.rounds < 1:
+        sys.exit("error: --rounds must be at least 1")
     cuda = torch.cuda.is_available()
     device = torch.device("cuda", 0) if cuda else torch.device("cpu")
     runs = [r for host in read(args.bundle)["hosts"] for r in host["runs"]
