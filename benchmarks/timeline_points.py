@@ -3,15 +3,13 @@
     python3 benchmarks/timeline_points.py BUNDLE "ddp gpt2-large micro-batch 2 x2" [--rounds 8]
 
 The recorder (bench/agent/timeline.py) records a CUDA event at each mark of a step and where each
-bucket's last gradient is accumulated; its own clock counts 1.2-2.4 ms a step in host-paced steps of
-GPT-2 Large at micro-batch 2 x2 on 1x H100, where a new event and its record alone take some 9 µs.
-This says which: first the parts of a point on their own (an event made, the current stream looked up,
-recorded, a perf_counter pair), then the run, set up as the suite's ranks set it up (the row is the
-first column of benchmarks/plain_loop.py's table), timing 3 steps at a time in turns with the points
-as shipped (new events), with events made before the steps, and with no events (perf_counter): each
-arm's median step and the recorder's clock a step. A step that waits for the recorder's work is slower
-with new events than with none; a clock that counts waits the step hides is higher without the step
-being slower. Standard library, torch and the repository only; on a CPU the event arms are perf_counter too.
+bucket's last gradient is accumulated, events it made before the recorded steps. First the parts of a
+point on their own (an event made, the current stream looked up, recorded, a perf_counter pair), then
+the run, set up as the suite's ranks set it up (the row is the first column of benchmarks/plain_loop.py's
+table), timing 3 steps at a time in turns with the points as shipped (events made before), with a new
+event a point, and with no events (perf_counter): each arm's median step and the recorder's clock a
+step, which bounds what the points can add to a host-paced step (its host thread runs them). Standard
+library, torch and the repository only; on a CPU the event arms are perf_counter too.
 """
 
 from __future__ import annotations
@@ -62,10 +60,9 @@ def in_step(ctx: Context, run: dict, rounds: int) -> list:
     for _ in range(5):
         training.step()
     ctx.sync()
-    made: list = []
 
-    def made_before(self):
-        event = made.pop()
+    def new_event(self):
+        event = torch.cuda.Event(enable_timing=True)
         event.record()
         return event
 
@@ -73,7 +70,7 @@ def in_step(ctx: Context, run: dict, rounds: int) -> list:
         return time.perf_counter()
 
     shipped = timeline.StepRecorder._point
-    arms = {"new events (as shipped)": shipped, "events made before the steps": made_before if ctx.is_cuda else clock,
+    arms = {"events made before (as shipped)": shipped, "a new event a point": new_event if ctx.is_cuda else clock,
             "no events (perf_counter)": clock}
     names = list(arms)
     steps_s: dict = {name: [] for name in names}
@@ -82,14 +79,16 @@ def in_step(ctx: Context, run: dict, rounds: int) -> list:
         for r in range(rounds):
             for name in names[r % len(names):] + names[:r % len(names)]:
                 timeline.StepRecorder._point = arms[name]
-                made[:] = [torch.cuda.Event(enable_timing=True) for _ in range(400)] if ctx.is_cuda else []
                 training.step()  # unrecorded, to fill the GPU's queue as the suite's timed steps do
-                recorder.steps, recorder.cpu_s, recorder.recording = [], 0.0, True
+                recorder.recording = True
                 steps_s[name] += time_each_call(ctx, training.step, STEPS_A_TURN)
                 recorder.recording = False
-                clock_s[name].append(recorder.cpu_s / STEPS_A_TURN)
-                ctx.sync()
-                recorder.steps = []
+                if arms[name] is clock:  # its points are no events to keep for the next steps
+                    ctx.sync()
+                    clock_s[name].append(recorder.cpu_s / STEPS_A_TURN)
+                    recorder.steps, recorder.cpu_s = [], 0.0
+                else:
+                    clock_s[name].append(recorder.take()[1] / STEPS_A_TURN)
     finally:
         timeline.StepRecorder._point = shipped
     return [[name, f"{statistics.median(steps_s[name]) * 1e3:.1f}", f"{statistics.median(clock_s[name]) * 1e3:.3f}",

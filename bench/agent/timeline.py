@@ -17,7 +17,8 @@ without DDP (the 1-GPU baseline) is bucketed the same way, so its timeline says 
 have reduced each bucket. A bucket is ready when its last gradient is accumulated: a
 post-accumulate-grad hook on every parameter learns the order, then one on each bucket's last
 parameter records a time point there (a CUDA event on the stream that accumulated it, or
-perf_counter on the CPU). No profiler: the hooks and marks cost some CPU per step, which the
+perf_counter on the CPU). The events are made before the recorded steps and reused once read: a
+step only records them. No profiler: the hooks and marks cost some CPU per step, which the
 recorder times and the run states (recorder_cpu_s); a GPU step that waits for the CPU is the only
 one it can slow. That time holds the waits of its events' records on a full launch queue: on a
 GPU-bound step it is a bound (0.6 ms, 2.2% of quick's 27.5 ms GPT-2 step on one H100, which ran
@@ -62,7 +63,9 @@ class StepRecorder:
         self.params = [p for p in params if p.requires_grad]
         self.sizes = [p.numel() * element_bytes(p) for p in self.params]
         self.cap_bytes = cap_bytes
-        self.recording = False
+        self._recording = False
+        self._events: list = []  # made and created on the GPU, not recorded in a step not yet read
+        self._accum = 1
         self.cpu_s = 0.0  # the recorder's own time in recorded steps
         self.steps: list = []  # per recorded step: [(mark, point)], bucket points among them
         self.buckets: "list[list[int]] | None" = None  # param indices per bucket, learnt from the first backward
@@ -70,9 +73,25 @@ class StepRecorder:
         self._backwards_left = 0
         self._hooks = [p.register_post_accumulate_grad_hook(self._hook(i)) for i, p in enumerate(self.params)]
 
+    @property
+    def recording(self) -> bool:
+        return self._recording
+
+    @recording.setter
+    def recording(self, on: bool) -> None:
+        """Steps from now on are recorded, or not; turned on, with the events they will record made first."""
+        if on and self.cuda:
+            points_a_step = 3 + 2 * self._accum + len(self.buckets or [])  # step, forward/backward each, optimizer, end, buckets
+            wanted = points_a_step * (MAX_RECORDED_STEPS - len(self.steps))
+            made = [torch.cuda.Event(enable_timing=True) for _ in range(wanted - len(self._events))]
+            for event in made:
+                event.record()  # the CUDA event is created at its first record
+            self._events += made
+        self._recording = on
+
     def _point(self):
         if self.cuda:
-            event = torch.cuda.Event(enable_timing=True)
+            event = self._events.pop() if self._events else torch.cuda.Event(enable_timing=True)
             event.record()
             return event
         return time.perf_counter()
@@ -84,7 +103,7 @@ class StepRecorder:
 
     def _bucket_hook(self, bucket: int):
         def ready(_param):
-            if self.recording and self._backwards_left == 0:  # the last micro-batch's backward
+            if self._recording and self._backwards_left == 0:  # the last micro-batch's backward
                 began = time.perf_counter()
                 self.steps[-1].append((f"bucket{bucket}", self._point()))
                 self.cpu_s += time.perf_counter() - began
@@ -92,22 +111,22 @@ class StepRecorder:
 
     def step(self, accum: int) -> None:
         """A step of `accum` micro-batches begins."""
-        self._backwards_left = accum
-        if self.recording and len(self.steps) < MAX_RECORDED_STEPS:
+        self._backwards_left = self._accum = accum
+        if self._recording and len(self.steps) < MAX_RECORDED_STEPS:
             began = time.perf_counter()
             self.steps.append([("step", self._point())])
             self.cpu_s += time.perf_counter() - began
-        elif self.recording:
+        elif self._recording:
             self.recording = False  # enough steps kept
 
     @contextlib.contextmanager
     def paused(self):
         """Steps run inside are not recorded (they still teach the buckets)."""
-        recording, self.recording = self.recording, False
+        recording, self._recording = self._recording, False
         try:
             yield
         finally:
-            self.recording = recording
+            self._recording = recording
 
     def mark(self, name: str) -> None:
         if name == "backward":
@@ -116,7 +135,7 @@ class StepRecorder:
                 self._seen = []  # the order of the last backward of the first step is the one kept
         if name == "optimizer" and self.buckets is None and self._seen:
             self._learn(self._seen)
-        if self.recording:
+        if self._recording:
             began = time.perf_counter()
             self.steps[-1].append((name, self._point()))
             self.cpu_s += time.perf_counter() - began
@@ -142,6 +161,8 @@ class StepRecorder:
         if self.cuda and self.steps:
             torch.cuda.synchronize()
         steps, cpu_s = [self._figures(marks) for marks in self.steps if self._complete(marks)], self.cpu_s
+        if self.cuda:
+            self._events += [point for marks in self.steps for _, point in marks]
         self.steps, self.cpu_s = [], 0.0
         return steps, cpu_s
 

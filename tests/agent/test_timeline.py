@@ -1,11 +1,13 @@
 """The step timeline's recorder on a CPU model: when each of DDP's buckets became ready, in order, from
-one hook a bucket once the first backward has shown the order."""
+one hook a bucket once the first backward has shown the order. On a GPU (CI has none: run this file on a
+GPU host), its recorded steps make no CUDA event: they record events made before them."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
-from bench.agent.timeline import STEP_FIGURES, StepRecorder
+from bench.agent.timeline import MAX_RECORDED_STEPS, STEP_FIGURES, StepRecorder
 
 LAYERS = 12
 CAP_BYTES = 3 * 1024  # a 16x16 fp32 weight is 1 KiB: a bucket closes every few layers
@@ -16,7 +18,7 @@ def stepped(module: torch.nn.Module, recorder: StepRecorder, accum: int = 2) -> 
     recorder.step(accum)
     for _ in range(accum):
         recorder.mark("forward")
-        loss = module(torch.ones(4, 16)).square().sum()
+        loss = module(torch.ones(4, 16, device=next(module.parameters()).device)).square().sum()
         recorder.mark("backward")
         loss.backward()
     recorder.mark("optimizer")
@@ -50,3 +52,28 @@ def test_each_bucket_is_timed_in_order_by_one_hook_on_its_last_parameter():
         figures, ready = dict(zip(STEP_FIGURES, step)), step[len(STEP_FIGURES):]
         assert len(ready) == len(buckets) and ready == sorted(ready)  # every bucket, the first ready first
         assert 0 < ready[-1] <= figures["last_backward_s"] <= figures["step_s"]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+def test_recorded_gpu_steps_record_events_made_before_them(monkeypatch):
+    module = torch.nn.Sequential(*[torch.nn.Linear(16, 16) for _ in range(LAYERS)]).cuda()
+    recorder = StepRecorder(torch.device("cuda"), list(module.parameters()), lambda p: p.element_size(), CAP_BYTES)
+    stepped(module, recorder)
+    made = []
+
+    class CountedEvent(torch.cuda.Event):
+        def __new__(cls, *args, **kwargs):
+            made.append(1)
+            return super().__new__(cls, *args, **kwargs)
+
+    monkeypatch.setattr(torch.cuda, "Event", CountedEvent)
+    for _ in range(2):  # the second time round, with the events the first one's reading gave back
+        recorder.recording = True
+        made_before = len(made)
+        for _ in range(3):
+            stepped(module, recorder)
+        recorder.recording = False
+        assert len(made) == made_before  # the steps themselves made none
+        steps, _ = recorder.take()
+        assert len(steps) == 3 and all(0 < step[-1] <= step[STEP_FIGURES.index("step_s")] for step in steps)
+    assert 0 < len(made) <= (3 + 2 * 2 + len(recorder.buckets)) * MAX_RECORDED_STEPS  # made once, for the steps a run keeps
