@@ -91,8 +91,11 @@ def in_step(ctx: Context, run: dict, rounds: int) -> list:
                     clock_s[name].append(recorder.take()[1] / STEPS_A_TURN)
     finally:
         timeline.StepRecorder._point = shipped
-    return [[name, f"{statistics.median(steps_s[name]) * 1e3:.1f}", f"{statistics.median(clock_s[name]) * 1e3:.3f}",
-             f"{rounds} x {STEPS_A_TURN}"] for name in names]
+    rows = []
+    for name in names:
+        step, clock_a_step = statistics.median(steps_s[name]), statistics.median(clock_s[name])
+        rows.append([name, f"{step * 1e3:.1f}", f"{clock_a_step * 1e3:.3f}", f"{clock_a_step / step:.2%}", f"{rounds} x {STEPS_A_TURN}"])
+    return rows
 
 
 def main() -> int:
@@ -117,7 +120,7 @@ def main() -> int:
     backend = "nccl" if cuda else "gloo"
     torch.distributed.init_process_group(backend, store=torch.distributed.HashStore(), rank=0, world_size=1)
     ctx = Context(rank=0, local_rank=0, world_size=1, device=device, backend=backend)
-    print(table([f"{args.row}: points", "step ms", "recorder's clock ms a step", "rounds x steps"], in_step(ctx, runs[0], args.rounds)))
+    print(table([f"{args.row}: points", "step ms", "recorder's clock ms a step", "of the step", "rounds x steps"], in_step(ctx, runs[0], args.rounds)))
     torch.distributed.destroy_process_group()
     return 0
 
