@@ -3,13 +3,15 @@
     python3 benchmarks/timeline_points.py BUNDLE "ddp gpt2-large micro-batch 2 x2" [--rounds 8]
 
 The recorder (bench/agent/timeline.py) records a CUDA event at each mark of a step and where each
-bucket's last gradient is accumulated, events it made before the recorded steps. First the parts of a
-point on their own (an event made, the current stream looked up, recorded, a perf_counter pair), then
-the run, set up as the suite's ranks set it up (the row is the first column of benchmarks/plain_loop.py's
-table), timing 3 steps at a time in turns with the points as shipped (events made before), with a new
-event a point, and with no events (perf_counter): each arm's median step and the recorder's clock a
-step, which bounds what the points can add to a host-paced step (its host thread runs them). Standard
-library, torch and the repository only; on a CPU the event arms are perf_counter too.
+bucket's last gradient is accumulated: events made before the recorded steps, on the stream it looked
+up when recording began. First the parts of a point on their own (an event made, the current stream
+looked up, recorded, a perf_counter pair). Then the run, set up as the suite's ranks set it up (the row
+is the first column of benchmarks/plain_loop.py's table), 3 steps at a time in turns: points as shipped,
+with the stream looked up each point, with a new event a point too, with each record call timed, and
+with no events (perf_counter). Each arm's median step and the recorder's clock a step, which bounds
+what the points can add to a host-paced step (its host thread runs them); then the record calls' own
+times: a call that waits on a full launch queue takes far longer than one alone. Standard library,
+torch and the repository only; on a CPU only the shipped and perf_counter arms run (both perf_counter).
 """
 
 from __future__ import annotations
@@ -53,25 +55,43 @@ def parts() -> list:
             ["a perf_counter pair", f"{microseconds(lambda: (time.perf_counter(), time.perf_counter())):.2f}"]]
 
 
-def in_step(ctx: Context, run: dict, rounds: int) -> list:
-    """The run's steps with each way of making a point, in turns: median step and the recorder's clock a step."""
+def in_step(ctx: Context, run: dict, rounds: int) -> "tuple[list, list]":
+    """The run's steps with each way of making a point, in turns: median step and the recorder's clock a
+    step; then how long the shipped points' record calls took, each."""
     training = suite_training(ctx, "ddp", run["params"], timeline=True)
     recorder = training.recorder
     for _ in range(5):
         training.step()
     ctx.sync()
+    record_s: list = []
+
+    def made_before_looked_up(self):
+        event = self._events.pop() if self._events else torch.cuda.Event(enable_timing=True)
+        event.record()
+        return event
 
     def new_event(self):
         event = torch.cuda.Event(enable_timing=True)
         event.record()
         return event
 
+    def shipped_timed(self):
+        event = self._events.pop() if self._events else torch.cuda.Event(enable_timing=True)
+        began = time.perf_counter()
+        event.record(self._stream)
+        record_s.append(time.perf_counter() - began)
+        return event
+
     def clock(self):
         return time.perf_counter()
 
     shipped = timeline.StepRecorder._point
-    arms = {"events made before (as shipped)": shipped, "a new event a point": new_event if ctx.is_cuda else clock,
-            "no events (perf_counter)": clock}
+    arms = {"as shipped: events made before, on the stream looked up once": shipped}
+    if ctx.is_cuda:
+        arms.update({"events made before, the stream looked up each point": made_before_looked_up,
+                     "a new event a point, the stream looked up each point": new_event,
+                     "as shipped, each record call timed": shipped_timed})
+    arms["no events (perf_counter)"] = clock
     names = list(arms)
     steps_s: dict = {name: [] for name in names}
     clock_s: dict = {name: [] for name in names}
@@ -95,7 +115,12 @@ def in_step(ctx: Context, run: dict, rounds: int) -> list:
     for name in names:
         step, clock_a_step = statistics.median(steps_s[name]), statistics.median(clock_s[name])
         rows.append([name, f"{step * 1e3:.1f}", f"{clock_a_step * 1e3:.3f}", f"{clock_a_step / step:.2%}", f"{rounds} x {STEPS_A_TURN}"])
-    return rows
+    records = []
+    if record_s:
+        ordered = sorted(record_s)
+        records = [[f"{len(ordered)}", *(f"{ordered[int(q * (len(ordered) - 1))] * 1e6:.1f}" for q in (0.5, 0.9, 0.99, 1.0)),
+                    f"{sum(ordered) / len(steps_s['as shipped, each record call timed']) * 1e3:.3f}"]]
+    return rows, records
 
 
 def main() -> int:
@@ -120,7 +145,10 @@ def main() -> int:
     backend = "nccl" if cuda else "gloo"
     torch.distributed.init_process_group(backend, store=torch.distributed.HashStore(), rank=0, world_size=1)
     ctx = Context(rank=0, local_rank=0, world_size=1, device=device, backend=backend)
-    print(table([f"{args.row}: points", "step ms", "recorder's clock ms a step", "of the step", "rounds x steps"], in_step(ctx, runs[0], args.rounds)))
+    rows, records = in_step(ctx, runs[0], args.rounds)
+    print(table([f"{args.row}: points", "step ms", "recorder's clock ms a step", "of the step", "rounds x steps"], rows))
+    if records:
+        print("\n" + table(["record calls", "median µs", "90th µs", "99th µs", "longest µs", "ms a step"], records))
     torch.distributed.destroy_process_group()
     return 0
 
