@@ -19,11 +19,12 @@ post-accumulate-grad hook on every parameter learns the order, then one on each 
 parameter records a time point there (a CUDA event, or perf_counter on the CPU). The events are
 made before the recorded steps, reused once read, and recorded on the stream current when recording
 began: the step's, where its backward accumulates the gradients too. A step only records them
-(looking up the current stream took 5-8 µs a point on an H100, a record 2-3 µs). No profiler: the
-hooks and marks cost some CPU per step, which the recorder times and the run states (recorder_cpu_s); a GPU step that waits for the CPU is the only
-one it can slow. That time holds the waits of its events' records on a full launch queue: on a
-GPU-bound step it is a bound (0.6 ms, 2.2% of quick's 27.5 ms GPT-2 step on one H100, which ran
-as fast as a plain loop's to 0.1%), not a cost.
+(looking up the current stream took 5-9 µs a point on an H100, a record 2-3 µs). No profiler: the
+hooks and marks cost some CPU per step, which the recorder times and the run states (recorder_cpu_s);
+a GPU step that waits for the CPU is the only one it can slow, by at most that time. On one H100 it
+was 0.5% of GPT-2 Large's host-paced step at micro-batch 2 x2 and 0.2% of Llama 3.2 1B's
+(benchmarks/timeline_points.py), 0.6% of quick's GPU-bound GPT-2 step; an event's record waits while
+the GPU's launch queue is full, and that wait, which adds nothing to a GPU-bound step, is in it too.
 """
 
 from __future__ import annotations
