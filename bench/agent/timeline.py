@@ -67,7 +67,7 @@ class StepRecorder:
         self.sizes = [p.numel() * element_bytes(p) for p in self.params]
         self.cap_bytes = cap_bytes
         self._recording = False
-        self._events: list = []  # made and created on the GPU, not recorded in a step not yet read
+        self._events: list = []  # created on the GPU and free to record: none holds a point not yet read
         self._stream = None  # where the recorded steps' events are recorded
         self._accum = 1
         self.cpu_s = 0.0  # the recorder's own time in recorded steps
