@@ -26,6 +26,8 @@ calls each makes on the host (operators, CUDA runtime calls) and the kernels it 
 name, and those the suite makes beyond the plain loop's. A host-paced step's time is the host's work,
 and its steps spread 10-20% from one to the next, which rounds of timing cannot shrink to a few
 percent: the same calls and kernels, less what the suite adds, is what says the programs match there.
+What a ddp run adds is its step timeline's points: the recorder's own host time in the suite's timed
+steps, as a share of its median step, is the most they can add to a host-paced step.
 
 `--only` keeps the runs whose description (the table's first column) holds the text (repeated: any
 of the texts). Runs with CUDA graphs or compile are listed as not compared: a plain loop of those is
@@ -87,8 +89,9 @@ class Arm:
 
     name: str
     step: Callable[[], None]
-    recording: Callable[[bool], None] = lambda on: None  # a timed step's recording, on or off
+    recording: Callable[[bool], float] = lambda on: 0.0  # a timed step's recording on, or off: its own seconds
     steps_s: "list[float]" = field(default_factory=list)  # every step it timed
+    recording_s: float = 0.0  # the recording's own seconds in those steps
 
     def timed(self, ctx: Context, count: int) -> "list[float]":
         """Seconds of each of `count` steps back to back, after those that prime them (unrecorded), as the
@@ -97,7 +100,7 @@ class Arm:
             self.step()
         self.recording(True)
         times = time_each_call(ctx, self.step, count)
-        self.recording(False)
+        self.recording_s += self.recording(False)
         return times
 
 
@@ -123,13 +126,13 @@ def suite_arm(ctx: Context, name: str, suite: str, params: dict, timeline: bool)
     return Arm(name, training.step, functools.partial(timeline_recording, training))
 
 
-def timeline_recording(training: Training, on: bool) -> None:
-    """The suite's timeline recording the steps, as in its timed ones, or stopped and cleared."""
+def timeline_recording(training: Training, on: bool) -> float:
+    """The suite's timeline recording the steps, as in its timed ones, or stopped and cleared: the
+    recorder's own seconds in the steps it recorded."""
     if training.recorder is None:
-        return
+        return 0.0
     training.recorder.recording = on
-    if not on:
-        training.recorder.take()
+    return 0.0 if on else training.recorder.take()[1]
 
 
 def work_of(ctx: Context, arm: Arm) -> "tuple[Counter, Counter]":
@@ -245,9 +248,10 @@ def compared(ctx: Context, run: dict, rounds: int, block: int, warmup: int) -> l
     (suite_host, suite_kernels), (plain_host, plain_kernels) = work_of(ctx, arms[0]), work_of(ctx, arms[-1])
     medians = interleaved(ctx, arms, rounds, block)
     suite_s, plain_s = statistics.median(arms[0].steps_s), statistics.median(arms[-1].steps_s)
+    recorded = f"{arms[0].recording_s / len(arms[0].steps_s) / suite_s:.2%}" if len(arms) == 3 else "-"
     return [describe(run), f"{run['metrics']['step_time_s']['summary']['median'] * 1e3:.1f}", f"{suite_s * 1e3:.1f}",
             f"{plain_s * 1e3:.1f}", ratio_text(medians["suite"], medians["plain loop"]),
-            ratio_text(medians["suite, timeline off"], medians["plain loop"]) if len(arms) == 3 else "-",
+            ratio_text(medians["suite, timeline off"], medians["plain loop"]) if len(arms) == 3 else "-", recorded,
             f"{suite_host.total():,} / {plain_host.total():,}", f"{suite_kernels.total():,} / {plain_kernels.total():,}",
             beyond(suite_host, plain_host), beyond(suite_kernels, plain_kernels), f"{rounds} x {block}"]
 
@@ -271,7 +275,7 @@ def rows(ctx: Context, bundle: dict, rounds: int, block: int, warmup: int, only:
             p = run["params"]
             if p.get("cuda_graphs") or p.get("compile"):
                 found.append([describe(run), f"{run['metrics']['step_time_s']['summary']['median'] * 1e3:.1f}", "-", "-",
-                              "not compared: " + ("CUDA graphs" if p.get("cuda_graphs") else "compile")] + ["-"] * 6)
+                              "not compared: " + ("CUDA graphs" if p.get("cuda_graphs") else "compile")] + ["-"] * 7)
                 continue
             key = json.dumps({k: v for k, v in sorted(p.items()) if k not in ("seed", "baseline_for")} | {"suite": run["suite"]})
             if key not in seen:
@@ -280,7 +284,7 @@ def rows(ctx: Context, bundle: dict, rounds: int, block: int, warmup: int, only:
                     found.append(compared(ctx, run, rounds, block, warmup))
                 except torch.cuda.OutOfMemoryError:  # its arms side by side need two or three models' memory
                     found.append([describe(run), f"{run['metrics']['step_time_s']['summary']['median'] * 1e3:.1f}", "-", "-",
-                                  "not compared: its arms did not fit this GPU's memory together"] + ["-"] * 6)
+                                  "not compared: its arms did not fit this GPU's memory together"] + ["-"] * 7)
                 free(ctx)  # the row's models, before the next row's
                 print(" | ".join(found[-1]), file=sys.stderr, flush=True)
     return found
@@ -312,7 +316,7 @@ def main() -> int:
         sys.exit(f"error: {args.bundle} has no ok 1-GPU training run" + (f" whose description holds any of {args.only}" if args.only else "")
                  + "; name a bundle of the ddp or fsdp suite" + (", or a text from its table's first column" if args.only else ""))
     print(table(["run (1 GPU)", "bundle's step ms", "suite ms", "plain loop ms", "suite / plain [95%]",
-                 "timeline off / plain [95%]", "host calls a step, suite / plain", "kernels a step, suite / plain",
+                 "timeline off / plain [95%]", "timeline's host time, of the suite's step", "host calls a step, suite / plain", "kernels a step, suite / plain",
                  "host calls beyond the plain loop's", "kernels beyond the plain loop's", "rounds x steps"], found))
     return 0
 
