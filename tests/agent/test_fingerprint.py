@@ -4,6 +4,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import platform
+import re
 import stat
 import subprocess
 import sys
@@ -399,6 +401,31 @@ def test_a_machine_without_any_of_these_files_records_nulls(tmp_path):
     assert system.dev_shm_total_bytes(tmp_path / "no-shm") is None
     (tmp_path / "sys/class/iommu").mkdir(parents=True)
     assert iommu.read(RTX_GPUS, tmp_path)["mode"] == "off"  # the kernel registered no IOMMU
+
+
+# The start of a /proc/cpuinfo whose model name hides the generation, as the lent H100 VMs' does.
+MASKED_XEON = """processor\t: 0
+vendor_id\t: GenuineIntel
+cpu family\t: 6
+model\t\t: 143
+model name\t: Intel(R) Xeon(R) Processor
+stepping\t: 8
+microcode\t: 0x2b000603
+
+processor\t: 1
+vendor_id\t: GenuineIntel
+cpu family\t: 6
+model\t\t: 106
+stepping\t: 6
+"""
+ARM = "processor\t: 0\nBogoMIPS\t: 50.00\nCPU implementer\t: 0x41\nCPU architecture: 8\nCPU part\t: 0xd0c\n"
+
+
+def test_the_cpus_generation_is_recorded_where_a_vm_masks_its_name():
+    assert system.cpu_identity(MASKED_XEON) == "GenuineIntel family 6 model 143 stepping 8"  # the first processor's
+    assert system.cpu_identity(ARM) is None and system.cpu_identity("") is None
+    if platform.machine() in ("x86_64", "AMD64"):  # this machine's own, in the fingerprint
+        assert re.fullmatch(r"\S+ family \d+ model \d+ stepping \d+", system.cpu()["identity"])
 
 
 def test_dev_shm_is_the_filesystems_size():

@@ -99,7 +99,7 @@ def begin(env: Mapping[str, str] | None = None, root: Path = Path("/")) -> Colle
             _fill_nvlink(gpus, nvlink_status)
 
     limit = probe("memory limit", lambda: system.memory_limit(root))
-    cpu_default = {"model": None, "sockets": None, "cores_physical": None, "logical_cpus": os.cpu_count() or 1, "numa_nodes": None}
+    cpu_default = {"model": None, "identity": None, "sockets": None, "cores_physical": None, "logical_cpus": os.cpu_count() or 1, "numa_nodes": None}
     fingerprint = {
         "fingerprint_version": FINGERPRINT_VERSION,
         "collected_at": utc_timestamp(),
