@@ -7,10 +7,10 @@ bucket's last gradient is accumulated: events made before the recorded steps, on
 up when recording began. First the parts of a point on their own (an event made, the current stream
 looked up, recorded, a perf_counter pair). Then the run, set up as the suite's ranks set it up (the row
 is the first column of benchmarks/plain_loop.py's table), 3 steps at a time in turns: points as shipped,
-with the stream looked up each point, with a new event a point too, with each record call timed, and
-with no events (perf_counter). Each arm's median step and the recorder's clock a step, which bounds
-what the points can add to a host-paced step (its host thread runs them); then the record calls' own
-times: a call that waits on a full launch queue takes far longer than one alone. Standard library,
+with the stream looked up each point, with a new event a point too, with each point timed, and with
+no events (perf_counter). Each arm's median step and the recorder's clock a step, which bounds
+what the points can add to a host-paced step (its host thread runs them); then the shipped points' own
+times: one whose record waits on a full launch queue takes far longer than one alone. Standard library,
 torch and the repository only; on a CPU only the shipped and perf_counter arms run (both perf_counter).
 """
 
@@ -57,7 +57,7 @@ def parts() -> list:
 
 def in_step(ctx: Context, run: dict, rounds: int) -> "tuple[list, list]":
     """The run's steps with each way of making a point, in turns: median step and the recorder's clock a
-    step; then how long the shipped points' record calls took, each."""
+    step; then how long the shipped points took, each."""
     training = suite_training(ctx, "ddp", run["params"], timeline=True)
     recorder = training.recorder
     for _ in range(5):
@@ -65,32 +65,31 @@ def in_step(ctx: Context, run: dict, rounds: int) -> "tuple[list, list]":
     ctx.sync()
     record_s: list = []
 
+    shipped = timeline.StepRecorder._point
+
     def made_before_looked_up(self):
-        event = self._events.pop() if self._events else torch.cuda.Event(enable_timing=True)
-        event.record()
-        return event
+        self._stream = torch.cuda.current_stream()  # the lookup the shipped point makes once a recording
+        return shipped(self)
 
     def new_event(self):
         event = torch.cuda.Event(enable_timing=True)
         event.record()
         return event
 
-    def shipped_timed(self):
-        event = self._events.pop() if self._events else torch.cuda.Event(enable_timing=True)
+    def shipped_timed(self):  # the shipped point: an event taken from those made before, and its record
         began = time.perf_counter()
-        event.record(self._stream)
+        event = shipped(self)
         record_s.append(time.perf_counter() - began)
         return event
 
     def clock(self):
         return time.perf_counter()
 
-    shipped = timeline.StepRecorder._point
     arms = {"as shipped: events made before, on the stream looked up once": shipped}
     if ctx.is_cuda:
         arms.update({"events made before, the stream looked up each point": made_before_looked_up,
                      "a new event a point, the stream looked up each point": new_event,
-                     "as shipped, each record call timed": shipped_timed})
+                     "as shipped, each point timed": shipped_timed})
     arms["no events (perf_counter)"] = clock
     names = list(arms)
     steps_s: dict = {name: [] for name in names}
@@ -119,7 +118,7 @@ def in_step(ctx: Context, run: dict, rounds: int) -> "tuple[list, list]":
     if record_s:
         ordered = sorted(record_s)
         records = [[f"{len(ordered)}", *(f"{ordered[int(q * (len(ordered) - 1))] * 1e6:.1f}" for q in (0.5, 0.9, 0.99, 1.0)),
-                    f"{sum(ordered) / len(steps_s['as shipped, each record call timed']) * 1e3:.3f}"]]
+                    f"{sum(ordered) / len(steps_s['as shipped, each point timed']) * 1e3:.3f}"]]
     return rows, records
 
 
@@ -148,7 +147,7 @@ def main() -> int:
     rows, records = in_step(ctx, runs[0], args.rounds)
     print(table([f"{args.row}: points", "step ms", "recorder's clock ms a step", "of the step", "rounds x steps"], rows))
     if records:
-        print("\n" + table(["record calls", "median µs", "90th µs", "99th µs", "longest µs", "ms a step"], records))
+        print("\n" + table(["shipped points timed", "median µs", "90th µs", "99th µs", "longest µs", "ms a step"], records))
     torch.distributed.destroy_process_group()
     return 0
 
