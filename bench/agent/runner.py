@@ -27,6 +27,7 @@ from bench.agent.estimate import cpu_slowdown, estimate_launch, eta_off, gate_se
 from bench.agent.launch import HUNG, LaunchFiles, failure_cause, run_processes, timeout_cause, write_specs
 from bench.agent.measure import JobMarks, OthersShare, RunsReported, ended_at, phases_s, result_lines
 from bench.agent.planning import Launch, jobs, plan_launches
+from bench.common import cost
 from bench.common import history as earlier
 from bench.common import protocol
 from bench.common.host import Capabilities
@@ -74,6 +75,7 @@ def run_plan(
         sorted(l.id for l in launches if l.id in done_launch_ids), round(gate_seconds(runnable, host, slowdown, {**os.environ, **(host_env or {})}), 1), slowdown,
         {l.id: l.skipped_reason for l in launches if l.skipped_reason},
         sorted(l.id for l in runnable if l.estimate_s and l.id not in measured and by_model[l.id].host_paced),
+        cost.cpu_pace(host),
     ))
     if dry_run:
         return _finished(out_dir, raw)
