@@ -52,6 +52,7 @@ CHECK = (
     "tests/agent/test_spawn.py",
     "tests/agent/test_timeline.py",
     "tests/agent/test_transports.py",
+    "tests/common/test_launch_costs_fit.py",
     "tests/common/test_launch_floor.py",
     "tests/common/test_nccl_log.py",
     "tests/common/test_reference.py",
