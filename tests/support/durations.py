@@ -112,6 +112,7 @@ class FileDurations:
         path = Path(self.config.getoption("durations_file"))
         record = {"files": {}} if whole else read(path)
         rows = record["files"]
+        files_wall_s = sum(row.get("wall_s") or 0 for row in rows.values())
         for name in passed:
             rows[name] = {"wall_s": round(self.wall[name], 2), "cpu_s": round(self.cpu[name], 2),
                           "check_cpu_s": round(self.check_cpu[name], 2),
@@ -120,9 +121,11 @@ class FileDurations:
                           "measured": WHOLE_SUITE if whole else SELECTION}
         record["files"] = dict(sorted(rows.items()))
         # The session's wall beside its files' (collection and the session fixtures' teardown too), to the
-        # files' precision, so that it never reads shorter than they add up to; a selection's rows no longer do.
-        record.pop("session_wall_s", None)
+        # files' precision, so that it never reads shorter than they add up to. A selection scales the last
+        # whole session's by its files' sum: the workers share the files, so their sum is not the wall.
         if whole:
             record["session_wall_s"] = round(time.perf_counter() - self.began, 2)
+        elif record.get("session_wall_s") and files_wall_s:
+            record["session_wall_s"] = round(record["session_wall_s"] * sum(row["wall_s"] for row in rows.values()) / files_wall_s, 2)
         record["machine"] = f"{platform.machine()}, {len(os.sched_getaffinity(0))} cores, Python {platform.python_version()}"
         path.write_text(json.dumps(record, indent=1) + "\n")
