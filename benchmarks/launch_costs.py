@@ -13,11 +13,8 @@ host's figures are scaled to an idle machine by the share of the CPU other proce
 launch. On a GPU host, per eager training setup (bench.suites.training.cost.eager_setup), its 1-GPU runs
 at the least micro-batch measured: the median seconds of one micro-batch (a step's median, less the cost
 model's step overhead, over its micro-batches); and over its profiled runs, the seconds its profile's
-trace took to read per micro-batch (profile_s beyond its steps). Each host's figures are its CPU's work,
-scaled to the median pace of the kind's hosts (their fingerprints' cpu.python_call_ns), which is kept as
-python_call_ns: the cost model scales them to each host it prices (bench.common.cost.cpu_pace); null where
-a host did not record it. --write keeps the other kind's figures as they are, and names the bundles,
-machines and how busy they were.
+trace took to read per micro-batch (profile_s beyond its steps). --write keeps the other kind's figures as they are, and names the bundles, machines and how
+busy they were.
 """
 
 from __future__ import annotations
@@ -85,23 +82,10 @@ def _quiet(host: dict, launch: "dict | None", ranks: int) -> float:
     return min(1.0, (1.0 - share) * cores / min(cores, ranks * threads))
 
 
-def _python_call_ns(host: dict) -> "float | None":
-    return ((host.get("fingerprint") or {}).get("cpu") or {}).get("python_call_ns")
-
-
-def reference_paces(bundles: "list[dict]") -> "dict[str, float | None]":
-    """kind -> the median Python call of its hosts, None where one of them did not record it."""
-    paces: dict = {}
-    for bundle in bundles:
-        for host in bundle["hosts"]:
-            paces.setdefault(_kind(host), []).append(_python_call_ns(host))
-    return {kind: round(statistics.median(found), 1) if all(found) else None for kind, found in paces.items()}
-
-
-def eager_runs(host: dict, paced: float = 1.0) -> "dict[str, list[tuple[int, float, float | None]]]":
+def eager_runs(host: dict) -> "dict[str, list[tuple[int, float, float | None]]]":
     """eager setup -> (micro-batch, seconds of one micro-batch, seconds its profile's trace took to read
-    per micro-batch, None where it profiled none) of each ok 1-GPU eager training run on this GPU host,
-    both times `paced` (the host's CPU pace to the reference): one GPU keeps communication out of the figure."""
+    per micro-batch, None where it profiled none) of each ok 1-GPU eager training run on this GPU host:
+    one GPU keeps communication out of the figure."""
     found: dict = {}
     for run in host.get("runs") or []:
         params, metrics = run["params"], run.get("metrics") or {}
@@ -112,8 +96,7 @@ def eager_runs(host: dict, paced: float = 1.0) -> "dict[str, list[tuple[int, flo
         step_s, accum = statistics.median(samples), params["grad_accum"]
         profiled, profile_s = params.get("profile_steps", 0), (metrics.get("profile_s") or {}).get("samples", [0.0])[0]
         trace_s = (profile_s - profiled * step_s) / (profiled * accum) if profiled and not run.get("profiled_in") and profile_s else None
-        found.setdefault(key, []).append((params["micro_batch"], paced * (step_s - STEP_OVERHEAD_S["gpu"]) / accum,
-                                          None if trace_s is None else paced * trace_s))
+        found.setdefault(key, []).append((params["micro_batch"], (step_s - STEP_OVERHEAD_S["gpu"]) / accum, trace_s))
     return found
 
 
@@ -135,23 +118,20 @@ def measured(bundles: "list[dict]") -> dict:
     """kind -> the figures these bundles measure (those of launches that recorded their phases, and the P2P
     gate's arms, which every bundle since the gate records), each with the bundles it came from."""
     found: dict = {}
-    reference = reference_paces(bundles)
     for bundle in bundles:
         for host in bundle["hosts"]:
             kind = _kind(host)
-            paced = reference[kind] / _python_call_ns(host) if reference[kind] else 1.0
             mine = found.setdefault(kind, {"start": [], "teardown": [], "launch": [], "build": {}, "gate": [], "phased": [], "gated": [],
-                                           "busy": [], "eager": {}, "paces": []})
-            mine["paces"].append(_python_call_ns(host))
+                                           "busy": [], "eager": {}})
             if kind == "gpu":
-                for key, runs in eager_runs(host, paced).items():
+                for key, runs in eager_runs(host).items():
                     mine["eager"].setdefault(key, []).extend(runs)
             launches = [l for l in host.get("launches") or [] if l.get("phases") and l["status"] == "ok"]
             model_of = {r["launch_id"]: r["params"]["model"] for r in host.get("runs") or [] if "model" in r["params"]}
             shares = [l["cpu_taken_by_others_fraction"] for l in host.get("launches") or [] if l.get("cpu_taken_by_others_fraction") is not None]
             gate = (host.get("fingerprint") or {}).get("gate")
             for launch in launches:
-                phases, quiet = launch["phases"], paced * _quiet(host, launch, launch["world_size"] // launch.get("nodes", 1))
+                phases, quiet = launch["phases"], _quiet(host, launch, launch["world_size"] // launch.get("nodes", 1))
                 if launch.get("job", launch["id"]) == launch["id"]:
                     mine["start"].append(quiet * sum(phases.get(f"{name}_s", 0.0) for name in START_PHASES))
                 if phases["teardown_s"] > 0:
@@ -161,25 +141,21 @@ def measured(bundles: "list[dict]") -> dict:
                     mine["build"].setdefault(model_of[launch["id"]], []).append(quiet * phases["build_s"])
             source = f"bundle {bundle['run_id']} ({bundle['plan']['name']} on host {host['name']}: {_machine(host)})"
             if gate and gate.get("arms") and gate.get("planted_fault") is None:
-                mine["gate"].append(paced * _quiet(host, None, gate["ranks"]) * gate["duration_s"] / len(gate["arms"]))
+                mine["gate"].append(_quiet(host, None, gate["ranks"]) * gate["duration_s"] / len(gate["arms"]))
                 mine["gated"].append(source)
             if launches:
                 mine["busy"] += shares
                 mine["phased"].append(source)
     figures = {}
     for kind, mine in found.items():
-        said = (f"; other processes took a median {statistics.median(mine['busy']):.0%} of the CPU, the figures are scaled to an "
+        busy = (f"; other processes took a median {statistics.median(mine['busy']):.0%} of the CPU, the figures are scaled to an "
                 "idle one" if kind == "cpu" and mine["busy"] else "")
-        paces = sorted(mine["paces"]) if reference[kind] else []
-        if paces and paces[0] != paces[-1]:
-            said += f"; their hosts' Python call {paces[0]:g}-{paces[-1]:g} ns, the figures scaled to {reference[kind]:g} ns"
-        figures[kind] = {**({"python_call_ns": reference[kind],
-                             "start_s": _median(mine["start"]), "teardown_s": _median(mine["teardown"]) or 0.0,
+        figures[kind] = {**({"start_s": _median(mine["start"]), "teardown_s": _median(mine["teardown"]) or 0.0,
                              "launch_s": _median(mine["launch"]),
                              "training_build_s": {model: _median(values) for model, values in sorted(mine["build"].items())},
                              **({"eager_micro_batches": eager_micro_batches(mine["eager"])} if mine["eager"] else {}),
                              "jobs": len(mine["start"]), "launches": len(mine["launch"]),
-                             "source": "; ".join(mine["phased"]) + said} if mine["start"] else {}),
+                             "source": "; ".join(mine["phased"]) + busy} if mine["start"] else {}),
                          **({"gate_arm_s": _median(mine["gate"]), "gate_source": "; ".join(mine["gated"])} if mine["gate"] else {})}
     return {kind: mine for kind, mine in figures.items() if mine}
 

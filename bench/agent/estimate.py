@@ -61,7 +61,8 @@ def modelled(launch: Launch, host: Capabilities, first_of_job: bool = True, last
         samples = suite.expected_samples(params, launch.preset, launch.world_size, host, target.scaled_halfwidth_fraction)
         sampling += configurations * expected_sampling_s(samples, least, timed / max(configurations, 1),
                                                          min(target.budget_s, params.sampling_cap_s))
-    fixed = cost.launch_own_s(host) + (cost.job_start_s(host) if first_of_job else 0.0) + (cost.job_end_s(host) if last_of_job else 0.0)
+    fixed = (cost.launch_own_s(host.kind) + (cost.job_start_s(host.kind) if first_of_job else 0.0)
+             + (cost.job_end_s(host.kind) if last_of_job else 0.0))
     scale = stretch(host, slowdown, launch.nproc_per_node * (launch.threads_per_rank or 1))
     measured = suite.measured_seconds(params, launch.preset, launch.world_size, host)
     return Modelled(scale * (fixed + measuring + sampling), scale * fixed, scale * (measured + sampling), scale * sampling, configurations,
@@ -91,7 +92,7 @@ def gate_seconds(launches: "list[Launch]", host: Capabilities, slowdown: float =
     if ranks < 2:
         return 0.0
     arms = len(gate.ARMS) + (gate.diagnostics_not_run(host.cuda, host.nccl_version) is None) if host.cuda else 1
-    return arms * cost.gate_arm_s(host) * stretch(host, slowdown, ranks)
+    return arms * cost.gate_arm_s(host.kind) * stretch(host, slowdown, ranks)
 
 
 def stretch(host: Capabilities, slowdown: float, threads: int) -> float:

@@ -23,11 +23,11 @@ from bench.agent import counters, gate, placement, proctree, switches
 from bench.agent.collect import (
     kept_error, launch_record, log_parts, run_records, skipped_record, tail, transports, write_raw,
 )
+from bench.agent.cpu_pace import PaceSampler
 from bench.agent.estimate import cpu_slowdown, estimate_launch, eta_off, gate_seconds, plan_modelled
 from bench.agent.launch import HUNG, LaunchFiles, failure_cause, run_processes, timeout_cause, write_specs
 from bench.agent.measure import JobMarks, OthersShare, RunsReported, ended_at, phases_s, result_lines
 from bench.agent.planning import Launch, jobs, plan_launches
-from bench.common import cost
 from bench.common import history as earlier
 from bench.common import protocol
 from bench.common.host import Capabilities
@@ -75,7 +75,6 @@ def run_plan(
         sorted(l.id for l in launches if l.id in done_launch_ids), round(gate_seconds(runnable, host, slowdown, {**os.environ, **(host_env or {})}), 1), slowdown,
         {l.id: l.skipped_reason for l in launches if l.skipped_reason},
         sorted(l.id for l in runnable if l.estimate_s and l.id not in measured and by_model[l.id].host_paced),
-        cost.cpu_pace(host),
     ))
     if dry_run:
         return _finished(out_dir, raw)
@@ -156,7 +155,7 @@ def _run_once(job: "list[Launch]", out_dir: Path, progress: Callable[[protocol.E
     reporters = [RunsReported(launch, paths.results, progress, started) for launch, paths in zip(job, files)]
     kept = [0, started]  # launches kept so far, and when the last of them ended
 
-    with counters.Sampler() as sampler:
+    with counters.Sampler() as sampler, PaceSampler() as pace:
         def finish(index: int, status: str, error: "str | None", job_ended_s: float) -> None:
             reporters[index].poll()  # its last configurations, written since the last poll, are said before it ends
             launch, begun = job[index], kept[1]
@@ -178,6 +177,7 @@ def _run_once(job: "list[Launch]", out_dir: Path, progress: Callable[[protocol.E
                 job=job[0].id, resources=resources,
                 cpu_taken_by_others_fraction=share.fraction() if share is not None else None,
                 log_tail=tail(parts[index]) if status != "ok" else [], gpu_counters=sampler.span_summary(begun, ended),
+                cpu_pace=pace.span_summary(begun, ended),
                 placement=placement.read(placement_path))
             kept[:] = [index + 1, ended]
             keep(launch, record, runs)

@@ -17,42 +17,33 @@ from bench.common.host import Capabilities
 from bench.common.launch_costs import MEASURED
 
 
-def cpu_pace(host: Capabilities) -> float:
-    """How many times longer this host's CPU takes over the host work of a launch (imports, set-up, an
-    eager step's kernel launches) than the hosts its kind's figures were measured on: its fingerprint's
-    Python call against theirs (bench/agent/fingerprint/cpu_pace.py); 1 where either is unknown. Lent 1x
-    H100 machines ran the same host-paced launches up to 1.5x apart (benchmarks/results/pacing_h100.md)."""
-    measured_ns = MEASURED[host.kind].get("python_call_ns")
-    return round(host.python_call_ns / measured_ns, 2) if host.python_call_ns and measured_ns else 1.0
+def job_start_s(kind: str) -> float:
+    """A job's start-up on a host of this kind: its processes, their imports, the devices, the process group."""
+    return MEASURED[kind]["start_s"]
 
 
-def job_start_s(host: Capabilities) -> float:
-    """A job's start-up on this host: its processes, their imports, the devices, the process group."""
-    return MEASURED[host.kind]["start_s"] * cpu_pace(host)
-
-
-def job_end_s(host: Capabilities) -> float:
+def job_end_s(kind: str) -> float:
     """A job's exit: from its last launch's end to its processes gone."""
-    return MEASURED[host.kind]["teardown_s"] * cpu_pace(host)
+    return MEASURED[kind]["teardown_s"]
 
 
-def launch_own_s(host: Capabilities) -> float:
+def launch_own_s(kind: str) -> float:
     """A launch's own cost beside its suite's work: its records, its ranks agreeing, memory freed."""
-    return MEASURED[host.kind]["launch_s"] * cpu_pace(host)
+    return MEASURED[kind]["launch_s"]
 
 
-def gate_arm_s(host: Capabilities) -> float:
+def gate_arm_s(kind: str) -> float:
     """One arm of the P2P gate (bench/agent/gate.py): a set of processes started, a few collectives checked."""
-    return MEASURED[host.kind]["gate_arm_s"] * cpu_pace(host)
+    return MEASURED[kind]["gate_arm_s"]
 
 
-def training_build_s(host: Capabilities, model: str, unmeasured_s: "float | None" = None) -> float:
+def training_build_s(kind: str, model: str, unmeasured_s: "float | None" = None) -> float:
     """A training launch's set-up (the model built and wrapped, its optimizer): as measured for the model,
     else unmeasured_s where given, else the median of the models measured on this kind of host."""
-    built = MEASURED[host.kind]["training_build_s"]
+    built = MEASURED[kind]["training_build_s"]
     if model in built:
-        return built[model] * cpu_pace(host)
-    return (statistics.median(built.values()) if unmeasured_s is None else unmeasured_s) * cpu_pace(host)
+        return built[model]
+    return statistics.median(built.values()) if unmeasured_s is None else unmeasured_s
 
 POINT_OVERHEAD_S = {"gpu": 0.05, "cpu": 0.01}  # buffers, graph capture, the check's comparison
 # A CPU's: gloo's all-reduce of 2 processes on the 2-core machine, scaled to an idle one (bundle

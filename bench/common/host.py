@@ -22,7 +22,6 @@ class Capabilities:
     nvlink: bool = False  # some GPU has an active NVLink
     pcie_gen: int = 4  # the lowest PCIe generation a GPU's slot supports (4 where unknown)
     nccl_version: "str | None" = None  # the NCCL torch loads ("2.28.9"), None where unknown or absent
-    python_call_ns: "float | None" = None  # how fast one core runs the interpreter (fingerprint cpu.python_call_ns), None where unknown
 
     @classmethod
     def of(cls, fingerprint: dict) -> "Capabilities":
@@ -42,7 +41,6 @@ class Capabilities:
             nvlink=any((g.get("nvlink") or {}).get("active_links") for g in gpus),
             pcie_gen=min(((g.get("pcie") or {}).get("gen_max") or 4 for g in gpus), default=4),
             nccl_version=(fingerprint.get("software") or {}).get("nccl"),
-            python_call_ns=(fingerprint.get("cpu") or {}).get("python_call_ns"),
         )
 
     @property

@@ -133,9 +133,7 @@ class Planned(Event):
     gate's estimate, before the first launch; slowdown: how many times longer CPU work takes on this host now
     than on an idle one (other processes), which a CPU host's estimates count; skipped: why each launch that
     does not run here does not; host_paced: launches priced by the cost model whose steps it expects the
-    host's CPU to pace (a slower CPU stretches them: the ETA learns by how much from those that finish);
-    cpu_pace: how many times longer this host's CPU takes over a launch's host work than the hosts the cost
-    model was measured on, which the estimates count (bench.common.cost.cpu_pace)."""
+    host's CPU to pace (a slower CPU stretches them: the ETA learns by how much from those that finish)."""
 
     kind: ClassVar[str] = "plan"
     launches: list
@@ -147,7 +145,6 @@ class Planned(Event):
     slowdown: float = 1.0
     skipped: dict = field(default_factory=dict)
     host_paced: list = field(default_factory=list)
-    cpu_pace: float = 1.0
 
 
 @_event

@@ -26,12 +26,6 @@ from bench.common.units import count
 
 SAID_SLOWDOWN = 1.2  # a CPU host this many times slower than idle says so beside its estimate
 SAID_PACE = 0.15  # host-paced launches this far off their estimates so far: the ETA's line says by how much
-SAID_CPU_PACE = 0.1  # a host's CPU this far off the cost model's hosts' pace says so beside its estimate
-
-
-def cpu_pace_words(pace: float) -> str:
-    """"this CPU runs Python 1.5x slower than the cost model's hosts" (Planned.cpu_pace)."""
-    return f"this CPU runs Python {max(pace, 1 / pace):.1f}x {'slower' if pace > 1 else 'faster'} than the cost model's hosts"
 
 
 def describe_s(seconds: float) -> str:
@@ -198,8 +192,7 @@ class HostProgress:
             head += f", {len(finished)} finished before"
         if estimates:
             said = ([f"the P2P gate ~{describe_s(event.gate_s)}"] if event.gate_s else []) + (
-                [f"this CPU {event.slowdown:.1f}x slower than idle: other processes"] if event.slowdown >= SAID_SLOWDOWN else []) + (
-                [cpu_pace_words(event.cpu_pace)] if abs(event.cpu_pace - 1) >= SAID_CPU_PACE else [])
+                [f"this CPU {event.slowdown:.1f}x slower than idle: other processes"] if event.slowdown >= SAID_SLOWDOWN else [])
             head += (f", estimated {describe_s(sum(estimates.values()) + event.gate_s)}" + (f" ({'; '.join(said)})" if said else "")
                      + (" for the rest" if finished else " in all"))
         return head

@@ -26,6 +26,7 @@ from bench.common.stats import Launches, Ratio, Side, Spread, combined_df, cv, f
 from bench.common.transports import nccl_algorithms, setting_key, with_setting
 from bench.errors import UserError
 from bench.judging import shared_machine
+from bench.judging.cpu_pace import pace_ns, pace_words
 from bench.suites.training.pacing import ADVICE, HOST_PACED
 from bench.verify.machines import differences
 
@@ -325,11 +326,12 @@ class Measured:
     shares: tuple  # the CPU share other processes took: (original, new)
     sampled: tuple  # how each side's sampling ended: (original, new), sampling_outcome's
     paced: tuple = (None, None)  # what paced each side's steps (a Pacing, or None where its suite cannot say)
+    paces: tuple = (None, None)  # each side's host CPU pace, a Python call's ns (None: not recorded)
 
 
 def _compare_configuration(base: RunVerdict, runs: "list[Run]", new_runs: "list[Run]", machine_differs: list,
                            new_error: "str | None", shares: tuple = (None, None), stopped: "str | None" = None,
-                           imported_side: bool = False) -> "RunVerdict | Measured":
+                           imported_side: bool = False, paces: tuple = (None, None)) -> "RunVerdict | Measured":
     """The verdict of one configuration measured by `runs` (one per repeat of its launch) and by
     `new_runs` in the new bundle, or, where both measured it, what judge() needs. `stopped`: why the new
     bundle's run stopped early (a stop signal): a run it never reached is incomplete, no evidence."""
@@ -363,7 +365,7 @@ def _compare_configuration(base: RunVerdict, runs: "list[Run]", new_runs: "list[
     suite = suites.get(base.suite)
     paced = (suite.pacing(runs), suite.pacing(new_runs))
     original, new = (launch_floor.launches(side, base.metric, pacing=p and p.verdict) for side, p in zip((runs, new_runs), paced))
-    return Measured(base, original, new, shares, (sampling_outcome(runs), sampling_outcome(new_runs)), paced)
+    return Measured(base, original, new, shares, (sampling_outcome(runs), sampling_outcome(new_runs)), paced, paces)
 
 
 def judge(measured: Measured, tolerances: dict, level: float) -> RunVerdict:
@@ -390,6 +392,9 @@ def judge(measured: Measured, tolerances: dict, level: float) -> RunVerdict:
     elif verdict == "inconclusive":
         because, reason, floor = why_inconclusive(ratio, tolerance, measured.original, measured.new, measured.shares,
                                                   measured.paced)
+    pace = pace_words(measured.paces) if any(p is not None and p.verdict == HOST_PACED for p in measured.paced) else None
+    if pace:
+        reason = f"{reason}; {pace}" if reason else pace
     return replace(
         base, ratio=ratio.median, ci_low=ratio.low, ci_high=ratio.high, tolerance=tolerance,
         level=level, verdict=verdict, reason=reason, inconclusive_because=because, noise_floor=floor,
@@ -466,8 +471,9 @@ def _configurations_of(original: dict, new: dict, pairs: "list[tuple]", ignore: 
                 continue
             new_error = None if new_host is None else new_host.get("error")
             shares = (_others_share(host, runs), _others_share(new_host, new_runs.get(configuration, [])))
+            paces = (pace_ns(host, {r.launch_id for r in runs}), pace_ns(new_host, {r.launch_id for r in new_runs.get(configuration, [])}))
             verdicts.append(_compare_configuration(base, runs, new_runs.get(configuration, []), machine_differs, new_error,
-                                                   shares, stopped, imported_side))
+                                                   shares, stopped, imported_side, paces))
     return verdicts
 
 

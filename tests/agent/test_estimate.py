@@ -14,7 +14,6 @@ import yaml
 from bench import suites
 from bench.agent.estimate import eta_off
 from bench.bundle import read_bundle
-from bench.common import cost
 from bench.common.host import Capabilities
 from bench.controller.plans import load_plan, with_defaults
 from bench.controller.progress import describe_s
@@ -185,29 +184,6 @@ def test_a_small_eager_micro_batch_is_priced_at_its_measured_time_and_host_paced
                               priced("fsdp", micro_batch=2, sharding="full")):
         assert other.measured_s < small.measured_s / 2 and not other.host_paced
         assert samples == samples_needed(0.01, TYPICAL_CV["gpu"]) > HOST_PACED_SAMPLES
-
-
-def test_a_host_whose_cpu_runs_python_slower_is_priced_longer_where_its_cpu_paces_the_work(monkeypatch):
-    """Lent 1x H100s ran the same host-paced launches up to 1.5x apart. A host whose fingerprint's Python
-    call takes 1.5x the fitted hosts' has its host-paced steps, start-up and set-up priced 1.5x; a
-    GPU-bound step keeps its price; a fingerprint without the figure is priced as the fitted hosts."""
-    from bench.common.launch_costs import MEASURED
-
-    monkeypatch.setitem(MEASURED["gpu"], "python_call_ns", 100.0)
-    monkeypatch.setitem(MEASURED["gpu"], "eager_micro_batches", {"ddp gpt2-large": {"micro_batch": 2, "micro_batch_s": 0.1, "runs": 1}})
-    fitted = replace(Capabilities.of(plan_durations.MACHINES["4x H100 (NV18)"]), python_call_ns=100.0)
-    slower, unknown = replace(fitted, python_call_ns=150.0), replace(fitted, python_call_ns=None)
-    entry = {"model": "gpt2-large", "seq_len": 1024, "global_batches": [8], "steps": 10, "warmup_steps": 3, "precision": "bf16", "compile": False}
-
-    def step_s(host: Capabilities, micro_batch: int) -> float:
-        params = typed("ddp", {**entry, "micro_batch": micro_batch})
-        return suites.get("ddp").priced(params, "default", 1, host).measured_s / params.steps - training_cost.STEP_OVERHEAD_S["gpu"]
-
-    assert step_s(slower, 2) == pytest.approx(1.5 * step_s(fitted, 2)) and step_s(fitted, 2) == pytest.approx(4 * 0.1)
-    assert step_s(slower, 8) == pytest.approx(step_s(fitted, 8))  # GPU-bound: its FLOPs
-    assert cost.job_start_s(slower) == pytest.approx(1.5 * cost.job_start_s(fitted))
-    assert cost.training_build_s(slower, "gpt2-large") == pytest.approx(1.5 * cost.training_build_s(fitted, "gpt2-large"))
-    assert cost.cpu_pace(unknown) == cost.cpu_pace(fitted) == 1.0 and cost.cpu_pace(slower) == 1.5
 
 
 def test_a_profiled_step_of_a_measured_setup_costs_its_trace_per_micro_batch(monkeypatch):

@@ -78,9 +78,9 @@ def test_a_job_pays_its_start_up_once_and_a_busy_cpu_stretches_what_its_ranks_us
     launches = plan_launches(load_plan("quick"), CPU)
     by_model = plan_modelled(launches, CPU)
     shared, alone = by_model["01-ddp-default-ws2"], by_model["01-ddp-default-ws1"]
-    assert by_model["00-collectives-default-ws2"].fixed_s == pytest.approx(cost.job_start_s(CPU) + cost.launch_own_s(CPU))
-    assert shared.fixed_s == pytest.approx(cost.launch_own_s(CPU) + cost.job_end_s(CPU))
-    assert alone.fixed_s == pytest.approx(cost.job_start_s(CPU) + cost.launch_own_s(CPU) + cost.job_end_s(CPU))
+    assert by_model["00-collectives-default-ws2"].fixed_s == pytest.approx(cost.job_start_s("cpu") + cost.launch_own_s("cpu"))
+    assert shared.fixed_s == pytest.approx(cost.launch_own_s("cpu") + cost.job_end_s("cpu"))
+    assert alone.fixed_s == pytest.approx(cost.job_start_s("cpu") + cost.launch_own_s("cpu") + cost.job_end_s("cpu"))
     busy = plan_modelled(launches, CPU, slowdown=4.0)
     assert busy["01-ddp-default-ws2"].seconds == pytest.approx(4.0 * shared.seconds)  # two ranks: both cores
     assert busy["01-ddp-default-ws1"].seconds == pytest.approx(2.0 * alone.seconds)  # one rank leaves a core

@@ -46,16 +46,12 @@ def test_a_cpu_runs_ranks_are_processes_and_a_gpus_are_gpus():
     assert ddp.progress_label({**run, "world_size": 2}, "nccl") == "tiny fp32, batch 8, 2 GPUs"
 
 
-def test_the_estimate_counts_the_p2p_gate_and_says_how_busy_and_fast_the_cpu_is(monkeypatch):
+def test_the_estimate_counts_the_p2p_gate_and_says_how_busy_the_cpu_is(monkeypatch):
     planned = protocol.Planned(["00-x", "01-y"], {"00-x": 20.0, "01-y": 30.0}, {"00-x": 1, "01-y": 2}, gate_s=6.0, slowdown=3.04)
     assert _said(planned) == ["[h] 2 launches, estimated 56 s (the P2P gate ~6 s; this CPU 3.0x slower than idle: other processes) "
                               "in all: 00-x (1 configuration, ~20 s), 01-y (2 configurations, ~30 s)"]
-    quiet = protocol.Planned(["00-x"], {"00-x": 20.0}, {"00-x": 1}, slowdown=1.1, cpu_pace=1.05)
+    quiet = protocol.Planned(["00-x"], {"00-x": 20.0}, {"00-x": 1}, slowdown=1.1)
     assert _said(quiet) == ["[h] 1 launch, estimated 20 s in all: 00-x (1 configuration, ~20 s)"]
-    for pace, said in ((1.46, "1.5x slower"), (0.8, "1.2x faster")):  # the host's CPU against the cost model's hosts
-        paced = protocol.Planned(["00-x"], {"00-x": 20.0}, {"00-x": 1}, cpu_pace=pace)
-        assert _said(paced) == [f"[h] 1 launch, estimated 20 s (this CPU runs Python {said} than the cost model's hosts) in all: "
-                                "00-x (1 configuration, ~20 s)"]
     now = [100.0]  # the progress's clock, moved by the test alone
     monkeypatch.setattr(progress_module, "time", SimpleNamespace(monotonic=lambda: now[0]))
     progress = HostProgress(["h"], Console(file=io.StringIO(), width=500))

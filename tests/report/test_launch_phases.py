@@ -1,6 +1,6 @@
 """Where a launch's time went, in the bundle of the real CPU run: every launch's phases, summing to its
 duration; the launches that start alike in one job, paying its start-up and exit once; and the line
-`ddpbench run` ends with."""
+`ddpbench run` ends with; and how fast the host's CPU ran meanwhile."""
 
 from __future__ import annotations
 
@@ -24,6 +24,14 @@ def test_each_launch_says_where_its_time_went_and_the_job_it_ran_in(real_bundle)
     assert first["job"] == second["job"] == first["id"] and launches["01-ddp-default-ws1"]["job"] == "01-ddp-default-ws1"
     assert first["phases"]["imports_s"] > 0 and first["phases"]["teardown_s"] == 0
     assert all(second["phases"][f"{name}_s"] == 0 for name in START_PHASES) and second["phases"]["teardown_s"] > 0
+
+
+def test_each_launch_records_how_fast_its_hosts_cpu_ran_python(real_bundle):
+    """The agent times a Python call every second while a job runs: each launch keeps those of its span."""
+    for launch in real_bundle["hosts"][0]["launches"]:
+        pace = launch["cpu_pace"]
+        assert pace["samples_count"] >= max(1, launch["duration_s"] // 2 - 1), launch["id"]  # a busy machine delays some
+        assert 10 < pace["python_call_ns_min"] <= pace["python_call_ns_median"] <= pace["python_call_ns_max"] < 100_000
 
 
 def test_the_run_ends_with_where_its_launch_time_went(real_bundle):

@@ -16,7 +16,7 @@ from typing import Callable, Mapping
 
 from bench.common.timestamps import utc_timestamp
 
-from . import cpu_pace, driver_module, environment, iommu, numa, nvidia_smi, nvml, pcie_path, software, system, torch_child
+from . import driver_module, environment, iommu, numa, nvidia_smi, nvml, pcie_path, software, system, torch_child
 
 __all__ = ["FINGERPRINT_VERSION", "Collecting", "begin", "collect"]
 
@@ -130,7 +130,6 @@ def begin(env: Mapping[str, str] | None = None, root: Path = Path("/")) -> Colle
         "probes": {"gpu_source": gpu_source},
         "probe_errors": errors,
     }
-    fingerprint["cpu"]["python_call_ns"] = probe("cpu pace", cpu_pace.python_call_ns)
     fingerprint["probes"].update(duration_s=round(time.monotonic() - began, 3), durations_s=durations)
     return Collecting(fingerprint, child, probe, began)
 

@@ -100,7 +100,7 @@ def compute(suite: str, params: TrainingParams, world_size: int, host: Capabilit
     else:
         peak = CPU_FLOPS_PER_CORE * max(1, host.logical_cpus // max(world_size, CPU_RANKS))
     unet_build_s = None if model in TRANSFORMER_PRESETS else UNET_BUILD_S[kind]
-    once = cost.training_build_s(host, model, unet_build_s) + (PROFILER_S if profiled else 0.0)
+    once = cost.training_build_s(kind, model, unet_build_s) + (PROFILER_S if profiled else 0.0)
     if model in TRANSFORMER_PRESETS:
         cfg = TRANSFORMER_PRESETS[model]
         n_params = num_params(cfg)
@@ -119,11 +119,9 @@ def compute(suite: str, params: TrainingParams, world_size: int, host: Capabilit
         once += UNET_COMPILE_S if compiled else 0.0
         steps += profiled * UNET_TRACE_STEPS[kind]
     measured = measured_setup(suite, params, kind)
-    # A measured micro-batch bounds those as small or smaller from below; the host's CPU launches its
-    # kernels and reads its trace, at this host's pace.
-    pace = cost.cpu_pace(host)
-    floor_s = pace * measured["micro_batch_s"] if measured and params.micro_batch <= measured["micro_batch"] else 0.0
-    return Compute(once, flops_per_sample / rate, steps, n_params, floor_s, pace * profiled * measured.get("trace_s", 0.0))
+    # A measured micro-batch bounds those as small or smaller from below.
+    floor_s = measured["micro_batch_s"] if measured and params.micro_batch <= measured["micro_batch"] else 0.0
+    return Compute(once, flops_per_sample / rate, steps, n_params, floor_s, profiled * measured.get("trace_s", 0.0))
 
 
 def host_paced(work: Compute, micro_batch: int) -> bool:
