@@ -428,6 +428,10 @@ def test_the_cpus_generation_is_recorded_where_a_vm_masks_its_name():
         assert re.fullmatch(r"\S+ family \d+ model \d+ stepping \d+", system.cpu()["identity"])
 
 
+def test_the_fingerprint_times_a_python_call_on_one_core():
+    assert 10 < collect()["cpu"]["python_call_ns"] < 100_000  # some 400-1,100 ns on the machines measured
+
+
 def test_dev_shm_is_the_filesystems_size():
     stat = os.statvfs("/dev/shm")
     assert system.dev_shm_total_bytes() == stat.f_blocks * stat.f_frsize

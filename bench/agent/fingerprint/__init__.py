@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping
 
+from bench.agent.cpu_pace import python_call_ns
 from bench.common.timestamps import utc_timestamp
 
 from . import driver_module, environment, iommu, numa, nvidia_smi, nvml, pcie_path, software, system, torch_child
@@ -130,6 +131,8 @@ def begin(env: Mapping[str, str] | None = None, root: Path = Path("/")) -> Colle
         "probes": {"gpu_source": gpu_source},
         "probe_errors": errors,
     }
+    # How fast the interpreter ran as the plan began; it moves, so each launch records its own (cpu_pace).
+    fingerprint["cpu"]["python_call_ns"] = probe("cpu pace", lambda: python_call_ns(rounds=5, calls=50_000))
     fingerprint["probes"].update(duration_s=round(time.monotonic() - began, 3), durations_s=durations)
     return Collecting(fingerprint, child, probe, began)
 
