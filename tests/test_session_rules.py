@@ -63,7 +63,7 @@ def test_a_test_that_reads_outside_fails_and_names_the_file(tmp_path):
 def test_sigterm_stops_the_tests_through_their_teardown_and_a_second_waits_for_it(tmp_path):
     """The fixture's daemon (a sleep in a session of its own) is ended by its teardown, which a
     second SIGTERM, come while it runs, does not cut short."""
-    pid_file, tearing_down = tmp_path / "daemon.pid", tmp_path / "tearing-down"
+    pid_file, running, tearing_down = tmp_path / "daemon.pid", tmp_path / "running", tmp_path / "tearing-down"
     (tmp_path / "test_stopped.py").write_text(f"""
 import os, signal, subprocess, time, pytest
 
@@ -78,12 +78,13 @@ def daemon():
     process.wait()
 
 def test_waits(daemon):
+    open({str(running)!r}, "w").close()
     time.sleep(600)
 """)
     pytest_run = subprocess.Popen(child_pytest(tmp_path / "test_stopped.py"), cwd=REPO, stdout=subprocess.PIPE,
                                   stderr=subprocess.STDOUT, text=True)
     try:
-        wait_for(pid_file.exists, pytest_run)
+        wait_for(running.exists, pytest_run)  # the test runs: a signal in its fixture's set-up would stop that instead
         pytest_run.send_signal(signal.SIGTERM)
         wait_for(tearing_down.exists, pytest_run)
         pytest_run.send_signal(signal.SIGTERM)
