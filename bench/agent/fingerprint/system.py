@@ -41,7 +41,8 @@ def host() -> dict:
 def cpu_identity(cpuinfo: str) -> "str | None":
     """The first processor's vendor, family, model and stepping numbers from /proc/cpuinfo ("GenuineIntel
     family 6 model 143 stepping 8"): the generation behind a model name a VM masks ("Intel(R) Xeon(R)
-    Processor"), which decides how fast the host launches kernels. None where the CPU does not say (arm)."""
+    Processor"). It does not settle how fast the host launches kernels: on one such VM that moved 2x
+    within minutes (launch cpu_pace). None where the CPU does not say (arm)."""
     fields = {}
     for line in cpuinfo.split("\n\n", 1)[0].splitlines():
         key, _, value = line.partition(":")
