@@ -82,6 +82,10 @@ def plan_launches(plan: dict, hw: Capabilities, nodes: protocol.Placement = prot
     several nodes, the launches of the first node alone (span: first_node) come last: the other nodes
     have ended by then, rather than wait at the next launch's rendezvous while its timeout runs."""
     planner = _Planner(hw, nodes, host_env or {}, plan["timeout_s"], _threads_per_rank(plan, hw), Precision.of(plan))
+    for index, entry in enumerate(plan["suites"]):
+        suite, side, worlds, nnodes = planner.scope(index, entry)
+        planner.settled = suite.settled_together(side.params, hw, [ranks * nnodes for ranks in worlds], nnodes * side.nodes,
+                                                 planner.settled)
     launches = [launch for index, entry in enumerate(plan["suites"]) for launch in planner.entry_launches(index, entry)]
     # Round by round, each in the plan's order but for the launches of one job, which run one after the other.
     ordered = sorted(launches, key=lambda launch: (launch.nodes.nnodes < nodes.nnodes, launch.repeat))
@@ -99,14 +103,14 @@ class _Planner:
     threads_per_rank: int  # on the CPU
     precision: "Precision | None" = None
     first_of: dict = field(default_factory=dict)  # configuration -> the launch that runs it
+    settled: dict = field(default_factory=dict)  # what the plan's entries decide together (Suite.settled_together)
 
     @property
     def cuda(self) -> bool:
         return self.hw.cuda
 
-    def entry_launches(self, index: int, entry: dict) -> list[Launch]:
-        """The entry's launches, a transport preset, world size, GPU selection, algorithm and protocol
-        each, checked before any is run."""
+    def scope(self, index: int, entry: dict) -> tuple:
+        """(suite, side, world sizes a node, nodes) of the entry's launches on this host, its axes checked."""
         side = side_of(entry, self.cuda)
         suite = suites.get(entry["suite"], f"the plan's suites[{index}]")
         found = (fits.side_problem(side, entry["world_sizes"], self.hw, {**entry.get("env", {}), **self.host_env})
@@ -114,9 +118,14 @@ class _Planner:
         if found:
             raise PlanError(f"{entry['suite']}: {found}")
         worlds = [2] if side.pairs else fits.world_sizes(entry["world_sizes"], self.hw, side.gpus)
-        nnodes = self._placement(side).nnodes
+        return suite, side, worlds, self._placement(side).nnodes
+
+    def entry_launches(self, index: int, entry: dict) -> list[Launch]:
+        """The entry's launches, a transport preset, world size, GPU selection, algorithm and protocol
+        each, checked before any is run."""
+        suite, side, worlds, nnodes = self.scope(index, entry)
         side = replace(side, params=suite.resolved_params(side.params, self.hw, [ranks * nnodes for ranks in worlds],
-                                                          nnodes * side.nodes))
+                                                          nnodes * side.nodes, self.settled))
         typed = suite.params(side.params)
         launches = []
         for preset_name in side.transports:

@@ -8,7 +8,7 @@ from pathlib import Path
 from bench import schemas, suites
 from bench.common.selection import side_of
 from bench.common.transports import env_problem
-from bench.errors import UserError
+from bench.errors import PlanError, UserError
 from bench.yamlfile import load_yaml
 
 PLANS_DIR = Path(__file__).resolve().parent.parent / "plans"
@@ -74,6 +74,10 @@ def check(plan, source: str) -> dict:
             found = env_problem(entry.get("env", {}), side.transports, side.nodes)
             if found:
                 raise UserError(f"{source}: field suites[{index}].env: {found}")
+            try:
+                suites.get(entry["suite"]).params(side.params)
+            except PlanError as err:  # params the schema lets through one by one but not together
+                raise UserError(f"{source}: field suites[{index}].params{'' if cuda else ' with its cpu: override'}: {err}") from None
     return plan
 
 

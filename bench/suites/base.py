@@ -204,9 +204,15 @@ class Suite:
     def check_plan(self, params, host: Capabilities, *, world_size: int, transport: str, nodes: int) -> None:
         """What only this host can judge, before anything is launched: raise PlanError."""
 
-    def resolved_params(self, entry_params: dict, host: Capabilities, world_sizes: list, nodes: int) -> dict:
+    def settled_together(self, entry_params: dict, host: Capabilities, world_sizes: list, nodes: int, settled: dict) -> dict:
+        """What the plan's entries decide together on this host, `settled` by the entries before this one
+        with this one's part added (the training family's `micro_batch: gpu-bound`: one micro-batch for
+        all); by default nothing."""
+        return settled
+
+    def resolved_params(self, entry_params: dict, host: Capabilities, world_sizes: list, nodes: int, settled: dict) -> dict:
         """The entry's params with what only this host can decide filled in (the training family's
-        `micro_batch: auto`); by default as they are."""
+        `micro_batch: auto`), `settled` by every entry of the plan (settled_together); by default as they are."""
         return entry_params
 
     def configurations(self, params, world_size: int, host: Capabilities) -> int:

@@ -63,8 +63,9 @@ def test_an_eta_off_by_more_than_2x_and_seconds_is_said(duration_s, estimate_s, 
     assert (said in eta_off(duration_s, estimate_s)) and bool(said) == bool(eta_off(duration_s, estimate_s))
 
 
-# The plans' budgets on 2x H200, start-up and compilation included; seed001-sharded's: 20 minutes.
-BUDGETS_S = {"quick": 90, "seed001": 240, "seed002": 480, "seed000": 600, "collectives-sweep": 360, "seed001-sharded": 1200}
+# The plans' budgets on 2x H200, start-up and compilation included; seed001-sharded's: 25 minutes, its
+# GPU-bound micro-batch of 16 training 8 times the samples that its host-paced 2 did.
+BUDGETS_S = {"quick": 90, "seed001": 240, "seed002": 480, "seed000": 600, "collectives-sweep": 360, "seed001-sharded": 1500}
 
 
 @pytest.mark.parametrize("name", sorted(BUDGETS_S))

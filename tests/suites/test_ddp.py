@@ -479,6 +479,8 @@ def test_batch_not_divisible_fails_before_anything_launches(tmp_path):
     ({"params": {**TINY_GPT, "model": "gpt3"}}, "field suites[0].params.model: 'gpt3' is not one of ['tiny', 'gpt2'"),
     ({"params": TINY_GPT, "cpu": {"transport": ["gloo"]}},
      "field suites[0].cpu: Unevaluated properties are not allowed ('transport' was unexpected)"),
+    ({"params": {**TINY_GPT, "global_batches": [4]}, "cpu": {"grad_accums": [1, 2]}},
+     "field suites[0].params with its cpu: override: global_batches and grad_accums both set the global batches; keep one"),
 ])
 def test_unknown_model_or_key_is_refused_by_the_schema(tmp_path, entry, message):
     plan = write(tmp_path / "plan.yaml", {"name": "bad", "suites": [{"suite": "ddp", **entry}]})

@@ -20,3 +20,7 @@ def priced(params: Params, preset: str, world_size: int, host: Capabilities) -> 
     allreduce_s = 0.0 if world_size == 1 else grad_bytes * 2 * (world_size - 1) / world_size / (cost.busbw_gbps(preset, world_size, host) * 1e9)
     return training_cost.priced(params, world_size, host, work, lambda batch: allreduce_s,
                                         synced_on_gpu=host.kind == "gpu" and world_size > 1)
+
+
+def least_gpu_bound(params: Params, host: Capabilities, world_sizes: "list[int]") -> "int | None":
+    return training_cost.least_gpu_bound("ddp", params, host, world_sizes)

@@ -26,6 +26,7 @@ class DDP(TrainingSuite):
     derive_scaling = staticmethod(derived.derive_scaling)
     derive_prediction = staticmethod(derived.derive_prediction)
     priced = staticmethod(cost.priced)  # its cost model (TrainingSuite's launch_seconds, measured_seconds)
+    least_gpu_bound = staticmethod(cost.least_gpu_bound)
     moves_collective_data = True
     plain_model = True  # one rank trains without DDP's wrapper (ranks.py)
     recipe_params = TrainingSuite.recipe_params + ("cuda_graphs", "grad_reduce_dtype", "bucket_cap_mb", "allreduce",

@@ -39,3 +39,7 @@ def priced(params: Params, preset: str, world_size: int, host: Capabilities) -> 
     # One more step a configuration, untimed: the one whose collectives are counted.
     counted = replace(work, steps=work.steps + 1)
     return training_cost.priced(params, world_size, host, counted, comm_s)
+
+
+def least_gpu_bound(params: Params, host: Capabilities, world_sizes: "list[int]") -> "int | None":
+    return training_cost.least_gpu_bound("fsdp", params, host, world_sizes)

@@ -44,6 +44,7 @@ class FSDP(TrainingSuite):
     derive_scaling = staticmethod(derived.derive_scaling)
     derive_prediction = staticmethod(derived.derive_prediction)
     priced = staticmethod(cost.priced)  # its cost model (TrainingSuite's launch_seconds, measured_seconds)
+    least_gpu_bound = staticmethod(cost.least_gpu_bound)
     memory_setup = staticmethod(memory_setup)
     identity_params = ("model", "sharding", "global_batch")
     moves_collective_data = True

@@ -62,9 +62,15 @@ class TrainingParams(SampledParams):
     seed: int
     seq_len: "int | None" = None
     global_batches: "list | None" = None
+    grad_accums: "list | None" = None
     baselines_for: "list | None" = None  # a 1-rank launch's: the world sizes its entry scales to
     AGENT_SET: ClassVar[tuple] = ("baselines_for",)
     SMOKE_LEAST: ClassVar[tuple] = ("steps", "warmup_steps", "warmup_max_steps")
+
+    def __post_init__(self) -> None:
+        if self.global_batches and self.grad_accums:
+            raise PlanError("global_batches and grad_accums both set the global batches; keep one (grad_accums: "
+                            "micro_batch x world size x each, the same work per GPU at every world size)")
 
     @property
     def minimum_samples(self) -> int:
@@ -74,12 +80,13 @@ class TrainingParams(SampledParams):
         return replace(self, steps=count)
 
     def smoke_overrides(self) -> dict:
-        first = {"global_batches": self.global_batches[:1]} if self.global_batches else {}
+        first = ({"global_batches": self.global_batches[:1]} if self.global_batches
+                 else {"grad_accums": self.grad_accums[:1]} if self.grad_accums else {})
         return {**super().smoke_overrides(), **first}
 
     def batches(self, world_size: int) -> list:
-        """The global batches a launch trains: the sweep, or one of micro_batch x grad_accum per rank."""
-        return self.global_batches or [self.micro_batch * self.grad_accum * world_size]
+        """The global batches a launch trains: the sweep, or micro_batch x world size x each accumulation."""
+        return self.global_batches or [self.micro_batch * accum * world_size for accum in self.grad_accums or [self.grad_accum]]
 
     def baseline_batches(self) -> "list[tuple[int, int]]":
         """[(global batch, the world size N it stands in for)] that a 1-rank launch trains beside the sweep:
@@ -159,7 +166,7 @@ class TrainingSuite(Suite):
         check_model(self.name, params, world_size)
 
     def configurations(self, params: TrainingParams, world_size: int, host: Capabilities) -> int:
-        return len(params.global_batches or [None]) + len(params.baseline_batches())
+        return len(params.batches(world_size)) + len(params.baseline_batches())
 
     def one_rank_params(self, entry_params: dict, world_sizes: list) -> dict:
         """A swept global batch G run on N ranks is scaled against one rank doing its work per rank
@@ -206,8 +213,18 @@ class TrainingSuite(Suite):
     def pacing(self, runs: "list[Run]") -> Pacing:
         return pacing_of_runs(runs)
 
-    def resolved_params(self, entry_params: dict, host: Capabilities, world_sizes: list, nodes: int) -> dict:
-        return auto.resolve(self, entry_params, host, world_sizes, nodes)
+    def settled_together(self, entry_params: dict, host: Capabilities, world_sizes: list, nodes: int, settled: dict) -> dict:
+        """`micro_batch: gpu-bound`: one micro-batch for the plan's entries that ask it."""
+        found = auto.gathered(self, entry_params, host, world_sizes, nodes, settled.get(auto.GPU_BOUND))
+        return {**settled, auto.GPU_BOUND: found} if found else settled
+
+    def resolved_params(self, entry_params: dict, host: Capabilities, world_sizes: list, nodes: int, settled: dict) -> dict:
+        return auto.resolve(self, entry_params, host, world_sizes, nodes, settled.get(auto.GPU_BOUND))
+
+    def least_gpu_bound(self, params: TrainingParams, host: Capabilities, world_sizes: list) -> "int | None":
+        """The smallest micro-batch whose steps the cost model expects the GPU, not the host, to pace
+        (`micro_batch: gpu-bound`); None where it cannot tell."""
+        return None
 
     def memory_setup(self, params: TrainingParams, world_size: int, nodes: int) -> memory.Setup:
         """What the memory estimate reads of a launch of the entry: by default a full copy on each rank."""

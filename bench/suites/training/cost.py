@@ -21,6 +21,7 @@ from bench.common.host import Capabilities
 from bench.common.launch_costs import MEASURED
 from bench.models.shapes import TRANSFORMER_PRESETS, flops_per_token, num_params
 from bench.suites.training import PRIMING_STEPS, WARMUP_WINDOW, TrainingParams, least_warmup_steps
+from bench.suites.training.auto import CANDIDATES, HOST_MARGIN
 
 COMPILE_S_PER_LAYER, COMPILE_BASE_S = 0.9, 5.0  # torch.compile of a GPT, once per launch (H200: gpt2 30 s, gpt2-large 52 s with start-up)
 # The same on a CPU (inductor's C++ code, built by the host's compiler), once per rank, as on an idle
@@ -122,6 +123,16 @@ def compute(suite: str, params: TrainingParams, world_size: int, host: Capabilit
     # A measured micro-batch bounds those as small or smaller from below.
     floor_s = measured["micro_batch_s"] if measured and params.micro_batch <= measured["micro_batch"] else 0.0
     return Compute(once, flops_per_sample / rate, steps, n_params, floor_s, profiled * measured.get("trace_s", 0.0))
+
+
+def least_gpu_bound(suite: str, params: TrainingParams, host: Capabilities, world_sizes: "list[int]") -> "int | None":
+    """The smallest of auto.CANDIDATES whose compute is auto.HOST_MARGIN x the host's measured time launching
+    one micro-batch's kernels (the same kernels at any size); None where that is not measured."""
+    launching_s = measured_setup(suite, params, host.kind).get("micro_batch_s")
+    if not launching_s:
+        return None
+    sample_s = min(compute(suite, params, ranks, host).sample_s for ranks in world_sizes)
+    return next((size for size in sorted(CANDIDATES) if size * sample_s >= HOST_MARGIN * launching_s), max(CANDIDATES))
 
 
 def host_paced(work: Compute, micro_batch: int) -> bool:
