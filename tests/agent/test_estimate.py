@@ -63,9 +63,8 @@ def test_an_eta_off_by_more_than_2x_and_seconds_is_said(duration_s, estimate_s, 
     assert (said in eta_off(duration_s, estimate_s)) and bool(said) == bool(eta_off(duration_s, estimate_s))
 
 
-# The plans' budgets on 2x H200, start-up and compilation included; seed001-sharded's: 25 minutes, its
-# GPU-bound micro-batch of 16 training 8 times the samples that its host-paced 2 did.
-BUDGETS_S = {"quick": 90, "seed001": 240, "seed002": 480, "seed000": 600, "collectives-sweep": 360, "seed001-sharded": 1500}
+# The plans' budgets on 2x H200, start-up and compilation included; seed001-sharded's: 20 minutes.
+BUDGETS_S = {"quick": 90, "seed001": 240, "seed002": 480, "seed000": 600, "collectives-sweep": 360, "seed001-sharded": 1200}
 
 
 @pytest.mark.parametrize("name", sorted(BUDGETS_S))
@@ -174,7 +173,7 @@ def test_a_small_eager_micro_batch_is_priced_at_its_measured_time_and_host_paced
 
     def priced(suite: str, **params):
         typed_params = typed(suite, {**entry, **params})
-        samples = suites.get(suite).expected_samples(typed_params, "default", 1, h100, 0.01)
+        samples = suites.get(suite).expected_samples(typed_params, "default", 1, h100, 0.005)
         return suites.get(suite).priced(typed_params, "default", 1, h100), typed_params.steps, samples
 
     (small, steps, small_samples), (smaller, _, smaller_samples) = priced("ddp", micro_batch=2), priced("ddp", micro_batch=1)
@@ -184,7 +183,7 @@ def test_a_small_eager_micro_batch_is_priced_at_its_measured_time_and_host_paced
     for other, _, samples in (priced("ddp", micro_batch=4), priced("ddp", micro_batch=2, compile=True),
                               priced("fsdp", micro_batch=2, sharding="full")):
         assert other.measured_s < small.measured_s / 2 and not other.host_paced
-        assert samples == samples_needed(0.01, TYPICAL_CV["gpu"]) > HOST_PACED_SAMPLES
+        assert samples == samples_needed(0.005, TYPICAL_CV["gpu"]) > HOST_PACED_SAMPLES
 
 
 def test_a_profiled_step_of_a_measured_setup_costs_its_trace_per_micro_batch(monkeypatch):
