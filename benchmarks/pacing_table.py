@@ -38,8 +38,9 @@ AXES = ("algorithms", "protocols", "transports", "world_sizes", "nodes")  # what
 def one_gpu_entry(entry: dict, source: str, launches: int) -> dict:
     """The entry's GPU form at 1 GPU over the default transport, its first global batch."""
     params = {**entry.get("params", {}), **{k: v for k, v in (entry.get("gpu") or {}).items() if k not in AXES}}
-    if params.get("global_batches"):
-        params["global_batches"] = params["global_batches"][:1]
+    for sweep in ("global_batches", "grad_accums"):
+        if params.get(sweep):
+            params[sweep] = params[sweep][:1]
     return {"suite": entry["suite"], "transports": ["default"], "world_sizes": [1], "launch_repeats": launches, "params": params,
             **({"cpu": entry["cpu"]} if "cpu" in entry else {}), "_from": source}
 
