@@ -62,8 +62,7 @@ def gathered(suite, params: dict, host: Capabilities, world_sizes: "list[int]", 
         return found
     room = _room(suite, params, host, GPU_BOUND)
     typed = suite.params({**params, "micro_batch": 1})
-    allowed = tuple(size for size in CANDIDATES
-                    if all(_fits(suite, replace(typed, micro_batch=size), host, ranks, nodes, room) for ranks in world_sizes))
+    allowed = _held(suite, typed, host, world_sizes, nodes, room)
     if found is not None:
         allowed = tuple(size for size in allowed if size in found.allowed)
     if not allowed:
@@ -85,13 +84,12 @@ def resolve(suite, params: dict, host: Capabilities, world_sizes: "list[int]", n
     if params.get("micro_batch") != AUTO:
         return params
     room = _room(suite, params, host, AUTO)
-    for micro_batch in CANDIDATES:
-        typed = replace(suite.params({**params, "micro_batch": 1}), micro_batch=micro_batch)
-        if all(_fits(suite, typed, host, size, nodes, room) for size in world_sizes):
-            why = (f"{micro_batch}: the largest of {', '.join(map(str, CANDIDATES))} that {human_bytes(room)} of GPU "
-                   f"memory holds by the estimate and that divides every global batch at world sizes "
-                   f"{', '.join(map(str, world_sizes))}")
-            return {**params, "micro_batch": micro_batch, RESOLVED_KEY: why}
+    held = _held(suite, suite.params({**params, "micro_batch": 1}), host, world_sizes, nodes, room)
+    if held:
+        why = (f"{held[0]}: the largest of {', '.join(map(str, CANDIDATES))} that {human_bytes(room)} of GPU "
+               f"memory holds by the estimate and that divides every global batch at world sizes "
+               f"{', '.join(map(str, world_sizes))}")
+        return {**params, "micro_batch": held[0], RESOLVED_KEY: why}
     raise PlanError(f"{suite.name}: micro_batch auto: no micro-batch of {', '.join(map(str, CANDIDATES))} fits this GPU's "
                     f"{human_bytes(room)} and divides every global batch; choose global batches and a micro_batch")
 
@@ -105,6 +103,12 @@ def _room(suite, params: dict, host: Capabilities, asked: str) -> float:
         raise PlanError(f"{suite.name}: micro_batch {asked} is resolved from a GPU's memory, and this host shows none; "
                         "set micro_batch in the entry's cpu: override")
     return room
+
+
+def _held(suite, typed, host: Capabilities, world_sizes: "list[int]", nodes: int, room: float) -> tuple:
+    """The CANDIDATES, largest first, that `room` holds and that divide every global batch at every world size."""
+    return tuple(size for size in CANDIDATES
+                 if all(_fits(suite, replace(typed, micro_batch=size), host, ranks, nodes, room) for ranks in world_sizes))
 
 
 def _fits(suite, typed, host: Capabilities, world_size: int, nodes: int, room: float) -> bool:
